@@ -1,0 +1,3 @@
+from cortexctl.cli.app import main
+
+raise SystemExit(main())

@@ -1,0 +1,55 @@
+"""find: memories that pass the filters, newest first."""
+
+from __future__ import annotations
+
+from typing import Annotated, Optional
+
+import typer
+
+from cortexctl.cli import options as o
+from cortexctl.cli.output import Output
+
+FIND_EPILOG = """\b
+Filters combine with AND: every --type given is allowed, every --tag given
+must be present, every --frame given must match (VERB, VERB:KIND or
+VERB:KIND:REF). Results are newest first (last change, then ID).
+\b
+Examples:
+  cortexctl find -k 5
+  cortexctl find --type fact --type preference --tag ops
+  cortexctl find --frame build:repo --form medium
+  cortexctl find --include-tombstoned --jsonl | jq -r .uri
+"""
+
+
+def find(
+    ctx: typer.Context,
+    types: Annotated[Optional[list[str]], typer.Option("--type", help="Only this type (repeatable).", metavar="TYPE")] = None,
+    tags: o.Tags = None,
+    frames: o.Frames = None,
+    include_tombstoned: Annotated[bool, typer.Option("--include-tombstoned", help="Also forgotten memories.")] = False,
+    k: Annotated[int, typer.Option("-k", help="At most this many results.", metavar="N")] = 10,
+    form: o.Form = "short",
+    store: o.Store = None, actor: o.Actor = None, wait: o.Wait = None, json: o.Json = False, jsonl: o.Jsonl = False,
+) -> None:
+    """Find memories by type, tag and frame."""
+    from cortexctl.engine.models import FindQuery
+
+    out = Output(json=json, jsonl=jsonl)
+    query = FindQuery(types=types or [], tags=tags or [], frames=frames or [],
+                      include_tombstoned=include_tombstoned, k=k, form=form)
+    hits = o.cortex(ctx, store, actor, wait).find(query)
+    if out.machine:
+        out.emit_many((h.to_json() for h in hits), lambda docs: {"count": len(docs), "results": docs})
+        return
+    if out.tty:
+        out.table(["#", "id", "type", form],
+                  [(h.rank, h.id[:10] + ("†" if h.tombstoned else ""), h.type, h.text) for h in hits])
+        if not hits:
+            out.hint("no memories match")
+    else:
+        out.table([], [(f"cortex://m/{h.id}", h.type, h.text) for h in hits])
+
+
+def register(app: typer.Typer) -> None:
+    app.command("find", epilog=FIND_EPILOG)(find)

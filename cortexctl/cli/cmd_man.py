@@ -1,0 +1,176 @@
+"""generate-man (hidden): roff man pages generated from the command tree.
+
+``cortexctl generate-man man/`` writes cortexctl(1) and one page per command;
+a test checks the committed pages match what this generates.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from cortexctl import __version__
+
+EXIT_CODES = [
+    ("0", "ok"),
+    ("1", "failed (including a change to a forgotten memory, or a store from a newer cortexctl)"),
+    ("2", "usage error: bad arguments, malformed or ambiguous references, missing files, bad config"),
+    ("3", "not found: no such memory, version or store"),
+    ("4", "store busy: still locked after --wait seconds"),
+    ("5", "rate limited"),
+    ("6", "budget unreachable"),
+    ("7", "integrity error: a corrupt or tampered store or bundle; verify found problems"),
+    ("8", "refused: destructive without confirmation, or a memory another actor owns"),
+    ("9", "provider unreachable"),
+    ("10", "invalid input data: a value that breaks a type's schema, bad JSON, bad UTF-8, an import with bad lines"),
+    ("70", "internal error (a bug: please report it; CORTEXCTL_DEBUG=1 shows the traceback)"),
+    ("130", "interrupted"),
+]
+
+ENVIRONMENT = [
+    ("CORTEXCTL_STORE", "store directory (else the config file, else the user data dir)"),
+    ("CORTEXCTL_ACTOR", "acting agent (else the config file, else the OS user name)"),
+    ("CORTEXCTL_WAIT", "seconds to wait for a busy store (default 5)"),
+    ("CORTEXCTL_CONFIG", "config file, when -c/--config is not given"),
+    ("CORTEXCTL_EMBED_BASE_URL, CORTEXCTL_EMBED_MODEL, CORTEXCTL_EMBED_DIMENSIONS", "embedding endpoint settings"),
+    ("CORTEXCTL_CHAT_BASE_URL, CORTEXCTL_CHAT_MODEL", "chat endpoint settings"),
+    ("CORTEXCTL_DEBUG", "1 shows a traceback on an internal error"),
+    ("NO_COLOR", "no colour in terminal output"),
+]
+
+
+def _esc(text: str) -> str:
+    out = text.replace("\\", "\\e").replace("-", "\\-")
+    return "\n".join(("\\&" + line) if line.startswith((".", "'")) else line for line in out.splitlines())
+
+
+def _ref(path: list[str]) -> str:
+    return _esc("cortexctl-" + "-".join(path))
+
+
+def _walk(cmd, path: list[str]):
+    subs = getattr(cmd, "commands", None)
+    if subs:
+        for name in sorted(subs):
+            sub = subs[name]
+            if getattr(sub, "hidden", False):
+                continue
+            yield from _walk(sub, path + [name])
+    else:
+        yield path, cmd
+
+
+def _options(cmd) -> list[str]:
+    lines = []
+    for p in cmd.params:
+        if getattr(p, "hidden", False):
+            continue
+        if p.param_type_name == "argument":
+            continue
+        names = ", ".join(p.opts + p.secondary_opts)
+        metavar = getattr(p, "metavar", None)
+        if not p.is_flag and metavar:
+            names += f" {metavar}"
+        lines += [".TP", f"\\fB{_esc(names)}\\fR", _esc(p.help or "")]
+    return lines
+
+
+def _usage(path: list[str], cmd) -> str:
+    parts = ["cortexctl", *path, "[OPTIONS]"]
+    for p in cmd.params:
+        if p.param_type_name == "argument":
+            parts.append(p.metavar or p.name.upper())
+    return " ".join(parts)
+
+
+def page_for(path: list[str], cmd) -> str:
+    name = "cortexctl-" + "-".join(path)
+    lines = [
+        f'.TH "{name.upper()}" "1" "" "cortexctl {__version__}" "cortexctl manual"',
+        ".SH NAME",
+        f"{name} \\- {_esc((cmd.help or '').splitlines()[0] if cmd.help else '')}",
+        ".SH SYNOPSIS",
+        f"\\fB{_esc(_usage(path, cmd))}\\fR",
+        ".SH DESCRIPTION",
+        _esc(cmd.help or ""),
+    ]
+    args = [p for p in cmd.params if p.param_type_name == "argument"]
+    if args:
+        lines.append(".SH ARGUMENTS")
+        for p in args:
+            lines += [".TP", f"\\fB{_esc(p.metavar or p.name.upper())}\\fR", _esc(getattr(p, 'help', '') or "")]
+    lines.append(".SH OPTIONS")
+    lines += _options(cmd)
+    if cmd.epilog:
+        lines += [".SH NOTES AND EXAMPLES", ".nf", _esc(cmd.epilog.replace("\b\n", "").replace("\b", "")), ".fi"]
+    lines += [".SH EXIT STATUS", "See \\fBcortexctl\\fR(1).", ".SH SEE ALSO", "\\fBcortexctl\\fR(1)"]
+    return "\n".join(lines) + "\n"
+
+
+def main_page(root, commands: list[list[str]]) -> str:
+    lines = [
+        f'.TH "CORTEXCTL" "1" "" "cortexctl {__version__}" "cortexctl manual"',
+        ".SH NAME",
+        "cortexctl \\- long\\-term memory for AI agents over a local single\\-file store",
+        ".SH SYNOPSIS",
+        "\\fBcortexctl\\fR [\\fB\\-c\\fR \\fIPATH\\fR] \\fICOMMAND\\fR [\\fIOPTIONS\\fR] [\\fIARGS\\fR]",
+        ".SH DESCRIPTION",
+        _esc(root.help or ""),
+        ".SH COMMANDS",
+    ]
+    for path in commands:
+        lines += [".TP", f"\\fBcortexctl {' '.join(path)}\\fR", "See \\fB" + _ref(path) + "\\fR(1)."]
+    lines += [".SH GLOBAL OPTIONS"] + _options(root)
+    lines += [
+        ".SH COMMON OPTIONS",
+        "Every command that opens a store accepts, after the command's name:",
+        ".TP", "\\fB\\-\\-store\\fR \\fIPATH\\fR", "the store directory",
+        ".TP", "\\fB\\-\\-actor\\fR \\fINAME\\fR", "the acting agent; private memories are seen only by their actor",
+        ".TP", "\\fB\\-\\-wait\\fR \\fISECONDS\\fR", "how long to wait for a busy store before exit 4",
+        ".TP", "\\fB\\-\\-json\\fR, \\fB\\-\\-jsonl\\fR",
+        "one JSON document, or one JSON object per line; errors then go to stderr as a JSON object. "
+        "Fields may be added in later versions, never removed.",
+        ".SH EXIT STATUS",
+    ]
+    for code, meaning in EXIT_CODES:
+        lines += [".TP", f"\\fB{code}\\fR", _esc(meaning)]
+    lines.append(".SH ENVIRONMENT")
+    for name, meaning in ENVIRONMENT:
+        lines += [".TP", f"\\fB{_esc(name)}\\fR", _esc(meaning)]
+    lines += [
+        ".SH FILES",
+        ".TP", "\\fISTORE/cortex.duckdb\\fR", "the store: heads, versions and the journal (mode 0600, directory 0700)",
+        ".TP", "\\fISTORE/.lock\\fR", "the writers' lock",
+        ".SH SEE ALSO",
+        ", ".join("\\fB" + _ref(p) + "\\fR(1)" for p in commands),
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def render_all() -> dict[str, str]:
+    from cortexctl.cli.app import app
+
+    root = typer.main.get_command(app)
+    pages: dict[str, str] = {}
+    commands = []
+    for path, cmd in _walk(root, []):
+        commands.append(path)
+        pages[f"cortexctl-{'-'.join(path)}.1"] = page_for(path, cmd)
+    pages["cortexctl.1"] = main_page(root, commands)
+    return pages
+
+
+def generate_man(
+    directory: Annotated[Path, typer.Argument(metavar="DIR", help="Where to write the pages.")] = Path("man"),
+) -> None:
+    """Write the man pages into DIR."""
+    directory.mkdir(parents=True, exist_ok=True)
+    for name, text in render_all().items():
+        (directory / name).write_text(text, encoding="utf-8")
+        print(directory / name)
+
+
+def register(app: typer.Typer) -> None:
+    app.command("generate-man", hidden=True)(generate_man)

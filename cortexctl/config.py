@@ -1,0 +1,240 @@
+"""Settings: defaults, a config file, the environment, flags — in that order of precedence.
+
+Every environment variable cortexctl reads is named here, once. The config
+file is TOML (``.toml``) or JSON (any other name), deep-merged over the
+defaults: ``-c/--config PATH``, else ``$CORTEXCTL_CONFIG``, else
+``config.toml`` in the user config dir (platformdirs). Secrets (API keys) are
+read only from the environment variables the config names, never stored here,
+never printed.
+"""
+
+from __future__ import annotations
+
+import copy
+import getpass
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from cortexctl.errors import ConfigError
+
+APP = "cortexctl"
+
+ENV_STORE = "CORTEXCTL_STORE"
+ENV_ACTOR = "CORTEXCTL_ACTOR"
+ENV_WAIT = "CORTEXCTL_WAIT"
+ENV_CONFIG = "CORTEXCTL_CONFIG"
+ENV_DEBUG = "CORTEXCTL_DEBUG"
+ENV_ALLOW_DESTRUCTIVE = "CORTEXCTL_ALLOW_DESTRUCTIVE"
+ENV_EMBED_BASE_URL = "CORTEXCTL_EMBED_BASE_URL"
+ENV_EMBED_MODEL = "CORTEXCTL_EMBED_MODEL"
+ENV_EMBED_DIMENSIONS = "CORTEXCTL_EMBED_DIMENSIONS"
+ENV_CHAT_BASE_URL = "CORTEXCTL_CHAT_BASE_URL"
+ENV_CHAT_MODEL = "CORTEXCTL_CHAT_MODEL"
+ENV_NO_COLOR = "NO_COLOR"
+
+# key path -> environment variable
+ENV_NAMES: dict[str, str] = {
+    "store": ENV_STORE,
+    "actor": ENV_ACTOR,
+    "wait": ENV_WAIT,
+    "embedding.base_url": ENV_EMBED_BASE_URL,
+    "embedding.model": ENV_EMBED_MODEL,
+    "embedding.dimensions": ENV_EMBED_DIMENSIONS,
+    "chat.base_url": ENV_CHAT_BASE_URL,
+    "chat.model": ENV_CHAT_MODEL,
+}
+
+DEFAULTS: dict[str, Any] = {
+    "store": None,  # resolved to the user data dir
+    "actor": None,  # resolved to the OS user name
+    "wait": 5.0,
+    "embedding": {
+        "base_url": None,
+        "model": None,
+        "api_key_env": "CORTEXCTL_EMBED_API_KEY",
+        "timeout": 30.0,
+        "dimensions": None,
+    },
+    "chat": {
+        "base_url": None,
+        "model": None,
+        "api_key_env": "CORTEXCTL_CHAT_API_KEY",
+        "timeout": 60.0,
+    },
+}
+
+# key path -> (python type(s), rule text)
+_RULES: dict[str, tuple[tuple[type, ...], str]] = {
+    "store": ((str,), "must be a path"),
+    "actor": ((str,), "must be a non-empty name"),
+    "wait": ((int, float), "must be a number of seconds, 0 or more"),
+    "embedding.base_url": ((str,), "must be an http(s) URL"),
+    "embedding.model": ((str,), "must be a model name"),
+    "embedding.api_key_env": ((str,), "must be an environment variable name"),
+    "embedding.timeout": ((int, float), "must be a number of seconds above 0"),
+    "embedding.dimensions": ((int,), "must be a whole number above 0"),
+    "chat.base_url": ((str,), "must be an http(s) URL"),
+    "chat.model": ((str,), "must be a model name"),
+    "chat.api_key_env": ((str,), "must be an environment variable name"),
+    "chat.timeout": ((int, float), "must be a number of seconds above 0"),
+}
+
+
+def user_config_path() -> Path:
+    from platformdirs import user_config_dir
+
+    return Path(user_config_dir(APP)) / "config.toml"
+
+
+def default_store_path() -> Path:
+    from platformdirs import user_data_dir
+
+    return Path(user_data_dir(APP)) / "store"
+
+
+def _flatten(tree: dict, prefix: str = "") -> dict[str, Any]:
+    out = {}
+    for k, v in tree.items():
+        path = f"{prefix}{k}"
+        if isinstance(v, dict) and path in ("embedding", "chat"):
+            out.update(_flatten(v, path + "."))
+        else:
+            out[path] = v
+    return out
+
+
+def _check(path: str, value: Any, source: str) -> Any:
+    if path not in _RULES:
+        raise ConfigError(f"{source}: {path.replace('.', ' -> ')}: unknown setting")
+    if value is None:
+        return None
+    types, rule = _RULES[path]
+    bad = isinstance(value, bool) or not isinstance(value, types)
+    if not bad and path.endswith("base_url") and not value.startswith(("http://", "https://")):
+        bad = True
+    if not bad and path in ("wait",) and value < 0:
+        bad = True
+    if not bad and path.endswith(("timeout", "dimensions")) and value <= 0:
+        bad = True
+    if not bad and isinstance(value, str) and not value.strip():
+        bad = True
+    if bad:
+        raise ConfigError(f"{source}: {path.replace('.', ' -> ')}: {rule}, got {value!r}")
+    return value
+
+
+def _read_file(path: Path) -> dict:
+    try:
+        raw = path.read_bytes()
+    except IsADirectoryError:
+        raise ConfigError(f"config {path}: is a directory, not a file") from None
+    except FileNotFoundError:
+        raise ConfigError(f"config {path}: no such file") from None
+    except OSError as exc:
+        raise ConfigError(f"config {path}: cannot be read ({exc.strerror})") from None
+    try:
+        if path.suffix == ".toml":
+            import tomllib
+
+            tree = tomllib.loads(raw.decode("utf-8"))
+        else:
+            tree = json.loads(raw)
+    except (ValueError, UnicodeDecodeError) as exc:
+        first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise ConfigError(f"config {path}: not valid {'TOML' if path.suffix == '.toml' else 'JSON'} ({first})") from None
+    if not isinstance(tree, dict):
+        raise ConfigError(f"config {path}: must hold a table/object of settings")
+    return tree
+
+
+@dataclass
+class Settings:
+    """The effective settings and where each value came from."""
+
+    values: dict[str, Any] = field(default_factory=dict)
+    sources: dict[str, str] = field(default_factory=dict)
+    config_file: Path | None = None
+
+    def get(self, path: str) -> Any:
+        return self.values[path]
+
+    @property
+    def store(self) -> Path:
+        return Path(self.values["store"]).expanduser()
+
+    @property
+    def actor(self) -> str:
+        return self.values["actor"]
+
+    @property
+    def wait(self) -> float:
+        return float(self.values["wait"])
+
+    def as_tree(self) -> dict[str, Any]:
+        tree: dict[str, Any] = {}
+        for path, value in self.values.items():
+            node = tree
+            parts = path.split(".")
+            for p in parts[:-1]:
+                node = node.setdefault(p, {})
+            node[parts[-1]] = value
+        return tree
+
+
+def load(
+    *,
+    config_path: str | os.PathLike | None = None,
+    store: str | os.PathLike | None = None,
+    actor: str | None = None,
+    wait: float | None = None,
+    env: dict[str, str] | None = None,
+) -> Settings:
+    """Resolve the settings: defaults < config file < environment < arguments."""
+    env = os.environ if env is None else env
+    values = _flatten(copy.deepcopy(DEFAULTS))
+    sources = {k: "default" for k in values}
+
+    if config_path is not None:
+        cfg_file: Path | None = Path(config_path).expanduser()
+    elif env.get(ENV_CONFIG):
+        cfg_file = Path(env[ENV_CONFIG]).expanduser()
+    else:
+        cfg_file = user_config_path()
+        if not cfg_file.exists():
+            cfg_file = None
+    if cfg_file is not None:
+        for path, value in _flatten(_read_file(cfg_file)).items():
+            values[path] = _check(path, value, f"config {cfg_file}")
+            sources[path] = f"file {cfg_file}"
+
+    for path, name in ENV_NAMES.items():
+        raw = env.get(name)
+        if raw is None or raw == "":
+            continue
+        value: Any = raw
+        if path == "wait" or path.endswith("dimensions"):
+            try:
+                value = float(raw) if path == "wait" else int(raw)
+            except ValueError:
+                _check(path, raw, f"${name}")
+        values[path] = _check(path, value, f"${name}")
+        sources[path] = f"env {name}"
+
+    for path, value, flag in (("store", store, "--store"), ("actor", actor, "--actor"), ("wait", wait, "--wait")):
+        if value is not None:
+            values[path] = _check(path, str(value) if path == "store" else value, flag)
+            sources[path] = f"flag {flag}"
+
+    if values["store"] is None:
+        values["store"] = str(default_store_path())
+        sources["store"] = "default (user data dir)"
+    if values["actor"] is None:
+        try:
+            values["actor"] = getpass.getuser()
+        except Exception:
+            values["actor"] = "unknown"
+        sources["actor"] = "default (OS user)"
+    return Settings(values=values, sources=sources, config_file=cfg_file)

@@ -1,0 +1,1 @@
+"""Use cases: the only thing the CLI calls."""

@@ -1,0 +1,129 @@
+"""The error tree and the exit codes of cortexctl.
+
+Every error a user can cause is a ``CortexError`` subclass that carries its
+own exit code. The CLI has one catch point (``cortexctl.cli.app.main``) that
+prints ``cortexctl: <message>`` on stderr and exits with that code::
+
+    CortexError (1)                failed
+    ├── UsageError (2)             bad arguments, bad references, bad config
+    │   ├── AmbiguousRef (2)       an ID prefix matches more than one memory
+    │   └── ConfigError (2)        an unreadable or invalid config file or value
+    ├── NotFound (3)               no such memory, version, store or checkpoint
+    ├── StoreBusy (4)              the store stayed locked longer than --wait
+    ├── RateLimited (5)            an attest over its token bucket
+    ├── BudgetUnreachable (6)      compact cannot fit the budget
+    ├── IntegrityError (7)         a corrupt or tampered store or bundle
+    ├── Refused (8)                destructive or not yours without confirmation
+    ├── ProviderUnreachable (9)    an embedding or chat endpoint did not answer
+    ├── InvalidData (10)           data that breaks a type's schema or a rule
+    ├── Tombstoned (1)             a change to a forgotten memory
+    └── SchemaTooNew (1)           a store written by a newer cortexctl
+
+Exit codes 0 (ok), 70 (internal error) and 130 (interrupted) are not errors
+of this tree; they are decided in ``main()``.
+"""
+
+from __future__ import annotations
+
+EXIT_OK = 0
+EXIT_INTERNAL = 70
+EXIT_INTERRUPTED = 130
+
+
+class CortexError(Exception):
+    """Base of every error a user can cause; ``str(err)`` is the one-line message."""
+
+    exit_code = 1
+    kind = "failed"
+
+    def __init__(self, message: str, *, hint: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.hint = hint
+
+    def to_json(self) -> dict:
+        doc = {"error": self.kind, "message": self.message, "exit_code": self.exit_code}
+        if self.hint:
+            doc["hint"] = self.hint
+        return doc
+
+
+class UsageError(CortexError):
+    exit_code = 2
+    kind = "usage"
+
+
+class AmbiguousRef(UsageError):
+    kind = "ambiguous"
+
+
+class ConfigError(UsageError):
+    kind = "config"
+
+
+class NotFound(CortexError):
+    exit_code = 3
+    kind = "not_found"
+
+
+class StoreBusy(CortexError):
+    exit_code = 4
+    kind = "busy"
+
+
+class RateLimited(CortexError):
+    exit_code = 5
+    kind = "rate_limited"
+
+
+class BudgetUnreachable(CortexError):
+    exit_code = 6
+    kind = "budget_unreachable"
+
+
+class IntegrityError(CortexError):
+    exit_code = 7
+    kind = "integrity"
+
+
+class Refused(CortexError):
+    exit_code = 8
+    kind = "refused"
+
+
+class ProviderUnreachable(CortexError):
+    exit_code = 9
+    kind = "provider_unreachable"
+
+
+class InvalidData(CortexError):
+    exit_code = 10
+    kind = "invalid"
+
+
+class Tombstoned(CortexError):
+    exit_code = 1
+    kind = "tombstoned"
+
+
+class SchemaTooNew(CortexError):
+    exit_code = 1
+    kind = "schema_too_new"
+
+
+# The documented table; a test checks every class above against it.
+EXIT_CODES = {
+    "ok": 0,
+    "failed": 1,
+    "usage": 2,
+    "not_found": 3,
+    "busy": 4,
+    "rate_limited": 5,
+    "budget_unreachable": 6,
+    "integrity": 7,
+    "refused": 8,
+    "provider_unreachable": 9,
+    "invalid": 10,
+    "internal": 70,
+    "interrupted": 130,
+}

@@ -1,0 +1,1 @@
+"""DuckDB: the only importer of duckdb. Connections, locks, migrations, records, journal."""

@@ -1,0 +1,215 @@
+"""Opening the store: locking, waiting, permissions, schema checks.
+
+A store is a directory (mode 0700) holding ``cortex.duckdb`` (mode 0600, the
+ground truth) and ``.lock``. DuckDB lets one process hold the file read-write,
+or many hold it read-only, never both. So:
+
+- readers open read-only, for as short a time as they need;
+- writers first take an exclusive ``flock`` on ``.lock`` (our own writers
+  queue there), then open read-write;
+- a file locked by another process means retrying with jittered exponential
+  backoff until ``wait`` seconds have passed, then ``StoreBusy`` (exit 4).
+
+Never open, copy or hash the live ``.duckdb`` file through another descriptor
+in a process that has it open: DuckDB's POSIX lock would silently drop.
+"""
+
+from __future__ import annotations
+
+import errno
+import fcntl
+import os
+import random
+import time
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Iterator
+
+from cortexctl.errors import CortexError, IntegrityError, SchemaTooNew, StoreBusy, UsageError
+
+DB_NAME = "cortex.duckdb"
+LOCK_NAME = ".lock"
+DEFAULT_WAIT = 5.0
+
+
+class NoStore(CortexError):
+    """Raised to readers when no store exists at the path yet."""
+
+    exit_code = 3
+    kind = "not_found"
+
+
+def _is_lock_error(exc: Exception) -> bool:
+    text = str(exc).lower()
+    return "lock" in text and ("conflicting" in text or "could not set" in text)
+
+
+def _integrity(exc: Exception, path: Path) -> CortexError:
+    return IntegrityError(f"store {path} cannot be read: {str(exc).splitlines()[0]}")
+
+
+class Store:
+    """A store directory. Connections are opened per operation and closed at once."""
+
+    def __init__(self, path: str | os.PathLike, *, wait: float = DEFAULT_WAIT) -> None:
+        self.path = Path(path).expanduser()
+        self.wait = max(0.0, float(wait))
+        self.db_path = self.path / DB_NAME
+        self.lock_path = self.path / LOCK_NAME
+
+    # -- state ---------------------------------------------------------------
+    def exists(self) -> bool:
+        return self.db_path.is_file()
+
+    def _check_path(self) -> None:
+        if self.path.exists() and not self.path.is_dir():
+            raise UsageError(f"store path {self.path} is not a directory")
+        if self.db_path.exists() and not self.db_path.is_file():
+            raise UsageError(f"store file {self.db_path} is not a regular file")
+
+    def _create_dir(self) -> None:
+        self._check_path()
+        if not self.path.exists():
+            try:
+                self.path.mkdir(mode=0o700, parents=True)
+            except OSError as exc:
+                raise UsageError(f"cannot create store directory {self.path}: {exc.strerror}") from None
+        if not self.db_path.exists():
+            # A new store: its directory is ours to tighten.
+            try:
+                os.chmod(self.path, 0o700)
+            except OSError:
+                pass
+
+    def tighten(self) -> None:
+        """Make every file of the store 0600 (memories hold private facts)."""
+        try:
+            for entry in os.scandir(self.path):
+                if entry.is_file(follow_symlinks=False) and (entry.stat().st_mode & 0o777) != 0o600:
+                    os.chmod(entry.path, 0o600)
+        except OSError:
+            pass
+
+    # -- waiting ---------------------------------------------------------------
+    def _busy(self, why: str) -> StoreBusy:
+        return StoreBusy(
+            f"store {self.path} is busy ({why}); gave up after {self.wait:g}s",
+            hint="retry, or wait longer with --wait SECONDS",
+        )
+
+    def _retry(self, attempt):
+        deadline = time.monotonic() + self.wait
+        delay = 0.005
+        while True:
+            result = attempt()
+            if result is not None:
+                return result
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return None
+            time.sleep(min(remaining, delay * random.uniform(0.5, 1.5)))
+            delay = min(delay * 2, 0.2)
+
+    def _connect(self, read_only: bool):
+        import duckdb
+
+        def attempt():
+            try:
+                return duckdb.connect(str(self.db_path), read_only=read_only)
+            except duckdb.IOException as exc:
+                if _is_lock_error(exc):
+                    return None
+                raise _integrity(exc, self.db_path) from None
+            except duckdb.Error as exc:
+                raise _integrity(exc, self.db_path) from None
+
+        con = self._retry(attempt)
+        if con is None:
+            raise self._busy("another process has it open for writing" if read_only else "another process has it open")
+        return con
+
+    @contextmanager
+    def _writer_lock(self) -> Iterator[None]:
+        fd = os.open(self.lock_path, os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            def attempt():
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    return True
+                except OSError as exc:
+                    if exc.errno in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
+                        return None
+                    raise
+
+            if self._retry(attempt) is None:
+                raise self._busy("another cortexctl is writing to it")
+            yield
+        finally:
+            os.close(fd)  # closing the descriptor releases the flock
+
+    # -- connections -------------------------------------------------------------
+    @contextmanager
+    def read(self) -> Iterator[object]:
+        """A read-only connection. Raises ``NoStore`` when there is no store yet."""
+        from cortexctl.store import migrations
+
+        self._check_path()
+        if not self.exists():
+            raise NoStore(f"no store at {self.path}")
+        con = self._connect(read_only=True)
+        try:
+            state = migrations.state(con)
+        except BaseException:
+            con.close()
+            raise
+        if state == migrations.OLDER:
+            con.close()
+            with self.write():  # migrates forward, then reopen read-only
+                pass
+            con = self._connect(read_only=True)
+        try:
+            yield con
+        except Exception as exc:
+            _reraise_duckdb(exc, self.db_path)
+            raise
+        finally:
+            con.close()
+
+    @contextmanager
+    def write(self) -> Iterator[object]:
+        """A read-write connection under the writer lock; the schema is made current.
+
+        The caller runs its own transaction (``BEGIN`` ... ``COMMIT``).
+        """
+        from cortexctl.store import migrations
+
+        self._create_dir()
+        old_umask = os.umask(0o077)
+        try:
+            with self._writer_lock():
+                con = self._connect(read_only=False)
+                try:
+                    migrations.migrate(con)
+                    yield con
+                except Exception as exc:
+                    _reraise_duckdb(exc, self.db_path)
+                    raise
+                finally:
+                    con.close()
+                    self.tighten()
+        finally:
+            os.umask(old_umask)
+
+
+def _reraise_duckdb(exc: Exception, path: Path) -> None:
+    """Turn a DuckDB corruption error into an IntegrityError; leave the rest."""
+    if isinstance(exc, CortexError):
+        return
+    mod = type(exc).__module__ or ""
+    if mod.startswith("duckdb") or mod.startswith("_duckdb"):
+        text = str(exc)
+        if "corrupt" in text.lower() or "checksum" in text.lower():
+            raise _integrity(exc, path) from None
+
+
+__all__ = ["Store", "NoStore", "SchemaTooNew", "DEFAULT_WAIT", "DB_NAME"]

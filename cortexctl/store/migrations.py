@@ -1,0 +1,148 @@
+"""Named, transactional, recorded schema migrations.
+
+Each migration is a function ``mNNN_name(con)``; it runs with its record in
+``schema_migrations`` inside one transaction, and ``meta.schema_version``
+becomes its number. A store whose version is newer than the newest migration
+here was written by a newer cortexctl and is refused.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+from cortexctl.errors import SchemaTooNew
+
+MIGRATIONS: list[tuple[int, str, Callable]] = []
+
+CURRENT, OLDER = "current", "older"
+
+
+def migration(number: int):
+    def register(fn: Callable) -> Callable:
+        MIGRATIONS.append((number, fn.__name__, fn))
+        return fn
+
+    return register
+
+
+@migration(1)
+def m001_initial(con) -> None:
+    con.execute(
+        """
+        CREATE TABLE heads (
+            id VARCHAR NOT NULL PRIMARY KEY,
+            type UTINYINT NOT NULL,
+            actor VARCHAR NOT NULL,
+            visibility VARCHAR NOT NULL,
+            tags VARCHAR[] NOT NULL,
+            frames VARCHAR[] NOT NULL,
+            importance UTINYINT NOT NULL,
+            session VARCHAR,
+            current_version UINTEGER NOT NULL,
+            created_at TIMESTAMP NOT NULL,
+            updated_at TIMESTAMP NOT NULL,
+            short VARCHAR NOT NULL,
+            medium VARCHAR NOT NULL,
+            tombstone_reason VARCHAR,
+            tombstoned_at TIMESTAMP,
+            tombstoned_by VARCHAR,
+            access_count UBIGINT NOT NULL DEFAULT 0,
+            citations UBIGINT NOT NULL DEFAULT 0,
+            last_used TIMESTAMP
+        )
+        """
+    )
+    con.execute(
+        """
+        CREATE TABLE versions (
+            id VARCHAR NOT NULL,
+            version UINTEGER NOT NULL,
+            type UTINYINT NOT NULL,
+            data BLOB NOT NULL,
+            hash BLOB NOT NULL,
+            created_at TIMESTAMP NOT NULL,
+            created_by VARCHAR NOT NULL,
+            confidence DOUBLE NOT NULL,
+            provenance VARCHAR NOT NULL,
+            short VARCHAR NOT NULL,
+            medium VARCHAR NOT NULL,
+            forms_override BOOLEAN NOT NULL,
+            PRIMARY KEY (id, version)
+        )
+        """
+    )
+    con.execute(
+        "CREATE TABLE frames (id VARCHAR NOT NULL, verb VARCHAR NOT NULL,"
+        " kind VARCHAR NOT NULL, ref VARCHAR NOT NULL)"
+    )
+    con.execute("CREATE INDEX frames_lookup ON frames (verb, kind, ref)")
+    con.execute(
+        """
+        CREATE TABLE journal (
+            seq UBIGINT NOT NULL PRIMARY KEY,
+            kind VARCHAR NOT NULL,
+            ts TIMESTAMP NOT NULL,
+            actor VARCHAR NOT NULL,
+            ref VARCHAR,
+            payload BLOB NOT NULL
+        )
+        """
+    )
+
+
+def _version(con) -> int:
+    row = con.execute(
+        "SELECT count(*) FROM information_schema.tables WHERE table_name = 'meta'"
+        " AND table_schema = 'main'"
+    ).fetchall()[0]
+    if not row[0]:
+        return 0
+    rows = con.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchall()
+    return int(rows[0][0]) if rows else 0
+
+
+def latest() -> int:
+    return MIGRATIONS[-1][0]
+
+
+def state(con) -> str:
+    """CURRENT or OLDER; raises SchemaTooNew for a store from a newer cortexctl."""
+    have = _version(con)
+    if have > latest():
+        raise SchemaTooNew(
+            f"store schema version {have} is newer than this cortexctl understands ({latest()})",
+            hint="upgrade cortexctl to open this store",
+        )
+    return CURRENT if have == latest() else OLDER
+
+
+def migrate(con) -> list[str]:
+    """Apply every pending migration, each in its own transaction. Returns their names."""
+    if state(con) == CURRENT:
+        return []
+    have = _version(con)
+    applied = []
+    for number, name, fn in MIGRATIONS:
+        if number <= have:
+            continue
+        con.execute("BEGIN")
+        try:
+            if number == 1:
+                con.execute("CREATE TABLE meta (key VARCHAR PRIMARY KEY, value VARCHAR NOT NULL)")
+                con.execute(
+                    "CREATE TABLE schema_migrations (number INTEGER PRIMARY KEY,"
+                    " name VARCHAR NOT NULL, applied_at TIMESTAMP NOT NULL)"
+                )
+            fn(con)
+            con.execute(
+                "INSERT INTO schema_migrations VALUES (?, ?, now()::TIMESTAMP)", [number, name]
+            )
+            con.execute(
+                "INSERT OR REPLACE INTO meta VALUES ('schema_version', ?)", [str(number)]
+            )
+            con.execute("COMMIT")
+        except BaseException:
+            con.execute("ROLLBACK")
+            raise
+        applied.append(name)
+    return applied

@@ -1,0 +1,234 @@
+"""The SQL of heads, versions, frames and the journal. The only module with SQL for them.
+
+Rows cross this boundary as plain dicts keyed by column name; times are naive
+UTC ``datetime`` objects. Bulk inserts register numpy columns and run one
+``INSERT ... SELECT`` per table (``executemany`` is ~20x slower).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, Iterable, Sequence
+
+HEAD_COLUMNS = (
+    "id", "type", "actor", "visibility", "tags", "frames", "importance", "session",
+    "current_version", "created_at", "updated_at", "short", "medium",
+    "tombstone_reason", "tombstoned_at", "tombstoned_by",
+    "access_count", "citations", "last_used",
+)
+VERSION_COLUMNS = (
+    "id", "version", "type", "data", "hash", "created_at", "created_by", "confidence",
+    "provenance", "short", "medium", "forms_override",
+)
+JOURNAL_COLUMNS = ("seq", "kind", "ts", "actor", "ref", "payload")
+
+_SQL_TYPES = {
+    "id": "VARCHAR", "type": "UTINYINT", "actor": "VARCHAR", "visibility": "VARCHAR",
+    "tags": "VARCHAR[]", "frames": "VARCHAR[]", "importance": "UTINYINT", "session": "VARCHAR",
+    "current_version": "UINTEGER", "created_at": "TIMESTAMP", "updated_at": "TIMESTAMP",
+    "short": "VARCHAR", "medium": "VARCHAR", "tombstone_reason": "VARCHAR",
+    "tombstoned_at": "TIMESTAMP", "tombstoned_by": "VARCHAR", "access_count": "UBIGINT",
+    "citations": "UBIGINT", "last_used": "TIMESTAMP", "version": "UINTEGER", "data": "BLOB",
+    "hash": "BLOB", "created_by": "VARCHAR", "confidence": "DOUBLE", "provenance": "VARCHAR",
+    "forms_override": "BOOLEAN", "seq": "UBIGINT", "kind": "VARCHAR", "ts": "TIMESTAMP",
+    "ref": "VARCHAR", "payload": "BLOB", "verb": "VARCHAR",
+}
+
+
+# -- visibility ----------------------------------------------------------------
+def visible_sql(alias: str = "h") -> str:
+    """The one visibility rule, as SQL over a heads alias; binds one parameter, the actor.
+
+    Private and scoped memories are their owner's; public ones everyone's.
+    (Scoped grants to sub-agents extend this rule when they are added.)
+    """
+    return f"({alias}.actor = ? OR {alias}.visibility = 'public')"
+
+
+# -- bulk insert ---------------------------------------------------------------
+def _column(values: list[Any]):
+    import numpy as np
+
+    arr = np.empty(len(values), dtype=object)
+    for i, v in enumerate(values):  # element-wise, so list values stay lists
+        arr[i] = v
+    return arr
+
+
+def bulk_insert(con, table: str, columns: Sequence[str], rows: Sequence[dict]) -> None:
+    if not rows:
+        return
+    name = f"_src_{table}"
+    con.register(name, {c: _column([r[c] for r in rows]) for c in columns})
+    try:
+        select = ", ".join(f"CAST({c} AS {_SQL_TYPES[c]})" for c in columns)
+        con.execute(f"INSERT INTO {table} ({', '.join(columns)}) SELECT {select} FROM {name}")
+    finally:
+        con.unregister(name)
+
+
+def insert_memories(con, heads: list[dict], versions: list[dict]) -> None:
+    bulk_insert(con, "heads", HEAD_COLUMNS, heads)
+    bulk_insert(con, "versions", VERSION_COLUMNS, versions)
+    frames = [
+        {"id": h["id"], "verb": v, "kind": k, "ref": r}
+        for h in heads
+        for v, k, r in (f.split(":", 2) for f in h["frames"])
+    ]
+    bulk_insert(con, "frames", ("id", "verb", "kind", "ref"), frames)
+
+
+def insert_version(con, version: dict) -> None:
+    bulk_insert(con, "versions", VERSION_COLUMNS, [version])
+
+
+def update_head(con, id_: str, fields: dict[str, Any]) -> None:
+    sets = ", ".join(f"{k} = CAST(? AS {_SQL_TYPES[k]})" for k in fields)
+    con.execute(f"UPDATE heads SET {sets} WHERE id = ?", [*fields.values(), id_])
+    if "frames" in fields:
+        con.execute("DELETE FROM frames WHERE id = ?", [id_])
+        rows = [{"id": id_, "verb": v, "kind": k, "ref": r}
+                for v, k, r in (f.split(":", 2) for f in fields["frames"])]
+        bulk_insert(con, "frames", ("id", "verb", "kind", "ref"), rows)
+
+
+# -- journal -------------------------------------------------------------------
+def next_seq(con) -> int:
+    return int(con.execute("SELECT coalesce(max(seq), 0) + 1 FROM journal").fetchall()[0][0])
+
+
+def append_journal(con, entries: list[tuple[str, datetime, str, str | None, bytes]]) -> int:
+    """Append (kind, at, actor, ref, payload) entries; returns the first seq given."""
+    first = next_seq(con)
+    rows = [
+        {"seq": first + i, "kind": k, "ts": at, "actor": actor, "ref": ref, "payload": payload}
+        for i, (k, at, actor, ref, payload) in enumerate(entries)
+    ]
+    bulk_insert(con, "journal", JOURNAL_COLUMNS, rows)
+    return first
+
+
+# -- reads ---------------------------------------------------------------------
+def _dicts(cur, columns: Sequence[str]) -> list[dict]:
+    return [dict(zip(columns, row)) for row in cur.fetchall()]
+
+
+def heads_by_prefix(con, prefix: str, actor: str, limit: int = 6) -> list[dict]:
+    """Visible heads whose ID starts with ``prefix`` (a full ID matches itself)."""
+    cols = ", ".join(f"h.{c}" for c in HEAD_COLUMNS)
+    if len(prefix) == 26:
+        cur = con.execute(
+            f"SELECT {cols} FROM heads h WHERE h.id = ? AND {visible_sql()}", [prefix, actor]
+        )
+    else:
+        cur = con.execute(
+            f"SELECT {cols} FROM heads h WHERE starts_with(h.id, ?) AND {visible_sql()}"
+            f" ORDER BY h.id LIMIT {int(limit)}",
+            [prefix, actor],
+        )
+    return _dicts(cur, HEAD_COLUMNS)
+
+
+def head_exists(con, ids: Iterable[str]) -> set[str]:
+    """Which of ``ids`` exist, whoever owns them."""
+    ids = list(ids)
+    if not ids:
+        return set()
+    found: set[str] = set()
+    for i in range(0, len(ids), 10000):
+        chunk = ids[i : i + 10000]
+        rows = con.execute("SELECT id FROM heads WHERE list_contains(?, id)", [chunk]).fetchall()
+        found.update(r[0] for r in rows)
+    return found
+
+
+def versions_of(con, id_: str, version: int | None = None) -> list[dict]:
+    cols = ", ".join(VERSION_COLUMNS)
+    if version is None:
+        cur = con.execute(f"SELECT {cols} FROM versions WHERE id = ? ORDER BY version", [id_])
+    else:
+        cur = con.execute(f"SELECT {cols} FROM versions WHERE id = ? AND version = ?", [id_, version])
+    return _dicts(cur, VERSION_COLUMNS)
+
+
+def current_versions(con, ids: list[str]) -> dict[str, dict]:
+    """The current version row of each ID."""
+    if not ids:
+        return {}
+    cols = ", ".join(f"v.{c}" for c in VERSION_COLUMNS)
+    cur = con.execute(
+        f"SELECT {cols} FROM versions v JOIN heads h ON h.id = v.id AND h.current_version = v.version"
+        " WHERE list_contains(?, v.id)",
+        [ids],
+    )
+    return {r["id"]: r for r in _dicts(cur, VERSION_COLUMNS)}
+
+
+def find_heads(
+    con,
+    *,
+    actor: str,
+    types: Sequence[int] = (),
+    tags: Sequence[str] = (),
+    frames: Sequence[tuple[str, str | None, str | None]] = (),
+    include_tombstoned: bool = False,
+    limit: int | None = None,
+) -> list[dict]:
+    """Visible heads passing every filter, newest first (last update, then ID)."""
+    where = [visible_sql()]
+    params: list[Any] = [actor]
+    if not include_tombstoned:
+        where.append("h.tombstoned_at IS NULL")
+    if types:
+        where.append("list_contains(?, h.type)")
+        params.append(list(types))
+    if tags:
+        where.append("list_has_all(h.tags, ?)")
+        params.append(list(tags))
+    for verb, kind, ref in frames:
+        cond = ["f.verb = ?"]
+        params_f: list[Any] = [verb]
+        if kind is not None:
+            cond.append("f.kind = ?")
+            params_f.append(kind)
+        if ref is not None:
+            cond.append("f.ref = ?")
+            params_f.append(ref)
+        where.append(f"h.id IN (SELECT f.id FROM frames f WHERE {' AND '.join(cond)})")
+        params.extend(params_f)
+    cols = ", ".join(f"h.{c}" for c in HEAD_COLUMNS)
+    sql = f"SELECT {cols} FROM heads h WHERE {' AND '.join(where)} ORDER BY h.updated_at DESC, h.id DESC"
+    if limit is not None:
+        sql += f" LIMIT {int(limit)}"
+    return _dicts(con.execute(sql, params), HEAD_COLUMNS)
+
+
+def iter_visible(con, actor: str, batch: int = 2000):
+    """Every visible head with all its versions, in ID order, batch by batch."""
+    cols = ", ".join(f"h.{c}" for c in HEAD_COLUMNS)
+    last = ""
+    while True:
+        heads = _dicts(
+            con.execute(
+                f"SELECT {cols} FROM heads h WHERE h.id > ? AND {visible_sql()} ORDER BY h.id LIMIT {batch}",
+                [last, actor],
+            ),
+            HEAD_COLUMNS,
+        )
+        if not heads:
+            return
+        ids = [h["id"] for h in heads]
+        vcols = ", ".join(VERSION_COLUMNS)
+        versions: dict[str, list[dict]] = {i: [] for i in ids}
+        for v in _dicts(
+            con.execute(
+                f"SELECT {vcols} FROM versions WHERE id BETWEEN ? AND ? ORDER BY id, version",
+                [ids[0], ids[-1]],
+            ),
+            VERSION_COLUMNS,
+        ):
+            if v["id"] in versions:
+                versions[v["id"]].append(v)
+        for h in heads:
+            yield h, versions[h["id"]]
+        last = ids[-1]
