@@ -28,7 +28,7 @@ from __future__ import annotations
 import os
 import tempfile
 from dataclasses import dataclass, replace
-from datetime import datetime
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import IO, Any, Callable, Iterable
 
@@ -162,7 +162,7 @@ def prepare(obj: Any, actor: str, now: datetime) -> Prepared:
         body = build_version(type_name, data, forms)
         created = _time(obj["created_at"], "created_at") if obj.get("created_at") is not None else now
         confidence = check_confidence(obj.get("confidence", 1.0))
-        id_ = id_ or new_id(int(created.timestamp() * 1000) if obj.get("created_at") else None)
+        id_ = id_ or new_id(int(created.replace(tzinfo=timezone.utc).timestamp() * 1000) if obj.get("created_at") else None)
         version = version_row(id_=id_, version=1, body=body, created_at=created, created_by=owner,
                               confidence=confidence, provenance={"via": "import"})
         head = head_row(id_=id_, body=body, actor=owner, visibility=visibility, tags=tags, frames=frames,

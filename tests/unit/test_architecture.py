@@ -1,0 +1,57 @@
+"""Imports point down: cli -> engine -> {store, ...} -> memory -> errors; heavy modules stay lazy."""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+PKG = Path(__file__).resolve().parents[2] / "cortexctl"
+
+# room -> rooms it must never import
+FORBIDDEN = {
+    "memory": {"store", "engine", "cli", "index", "embed", "llm", "bundle"},
+    "store": {"engine", "cli"},
+    "engine": {"cli"},
+}
+ONLY_IN = {"duckdb": {"store"}, "typer": {"cli"}, "rich": {"cli"}}
+
+
+def _imports(path: Path):
+    tree = ast.parse(path.read_text())
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for a in node.names:
+                yield a.name
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            yield node.module
+
+
+@pytest.mark.parametrize("path", sorted(PKG.rglob("*.py")), ids=lambda p: str(p.relative_to(PKG)))
+def test_module_imports_point_down(path):
+    room = path.relative_to(PKG).parts[0] if len(path.relative_to(PKG).parts) > 1 else None
+    for name in _imports(path):
+        parts = name.split(".")
+        if parts[0] == "cortexctl" and len(parts) > 1 and room in FORBIDDEN:
+            assert parts[1] not in FORBIDDEN[room], f"{path.name} ({room}) imports {name}"
+        if parts[0] in ONLY_IN:
+            assert room in ONLY_IN[parts[0]], f"{path.name} ({room}) imports {parts[0]}"
+
+
+def _loaded_after(code: str) -> set[str]:
+    out = subprocess.run([sys.executable, "-c", code + "\nimport sys; print(' '.join(sorted(sys.modules)))"],
+                         capture_output=True, text=True, check=True).stdout
+    return set(out.split())
+
+
+def test_engine_imports_without_typer_or_rich():
+    mods = _loaded_after("from cortexctl import Cortex; Cortex")
+    assert not {"typer", "rich", "duckdb", "numpy", "usearch", "httpx"} & mods
+
+
+def test_cli_start_up_imports_nothing_heavy():
+    mods = _loaded_after("import cortexctl.cli.app")
+    assert not {"rich", "duckdb", "numpy", "usearch", "httpx", "cbor2"} & mods
