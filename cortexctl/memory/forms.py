@@ -96,8 +96,10 @@ def _short_parts(type_name: str, d: dict[str, Any]) -> tuple[str, str, str]:
     if type_name == "identity":
         return "", d["name"], f" ({d['did']})" if d.get("did") else ""
     if type_name == "fact":
-        if d["predicate"] or d["subject"]:
+        if d["predicate"] and d["subject"]:
             return f"{d['predicate']}({d['subject']})=", d["statement"], ""
+        if d["subject"] or d["predicate"]:
+            return f"{d['subject'] or d['predicate']}: ", d["statement"], ""
         return "", d["statement"], ""
     if type_name == "preference":
         return f"prefers ", d["topic"], f" ({d['polarity']}, strength={d['strength']:.2f})"
