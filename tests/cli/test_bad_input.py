@@ -1,0 +1,642 @@
+"""Bad input of every kind, for every command (SPEC §13).
+
+Every case runs the real ``cortexctl`` console script and pins down three things:
+
+- the message: exactly one line on stderr starting ``cortexctl: `` (or, with
+  ``--json``/``--jsonl`` on the command line, exactly one JSON object with
+  ``error``, ``message`` and ``exit_code``), no traceback, nothing on stdout;
+- the documented exit code (2 usage, 3 not found, 8 refused, 10 invalid data,
+  1 failed; 7 for a store that is not a DuckDB file);
+- nothing was written: every table of the store (heads, versions, frames,
+  journal, ...) and the file names in the store directory are identical before
+  and after, and so is every input file and directory the case points at. A
+  case against a store that does not exist leaves no store behind (or, for the
+  commands that open it for writing, an empty one).
+
+``import`` is the one command whose rejection is more than one line: one
+``cortexctl: line N: ...`` per bad line, then one summary line.
+
+The store with the memories the cases refer to is built once per module with
+the engine and copied into each test's store directory, which keeps the file
+fast (the cost is the subprocesses, about one per case).
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import re
+import shutil
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import duckdb
+import orjson
+import pytest
+
+from cortexctl import Cortex
+from cortexctl.engine.models import FindQuery
+from tests.conftest import Run, assert_clean_error, assert_store_verifies
+
+# -- the shared store ------------------------------------------------------------------
+
+# Two memories whose IDs share the 6-character prefix "01JAMB": that prefix is ambiguous.
+AMBIG_PREFIX = "01JAMB"
+AMBIG_A = AMBIG_PREFIX + "0" * 19 + "A"
+AMBIG_B = AMBIG_PREFIX + "0" * 19 + "B"
+UNKNOWN_ID = "7" + "Z" * 25  # a valid ID that no memory has
+UNKNOWN_PREFIX = "7ZZZZZ"
+MAX_TEXT = 32 * 1024
+
+
+@pytest.fixture(scope="module")
+def template(tmp_path_factory):
+    """A store with one memory of each kind the cases need, built once with the engine."""
+    root = tmp_path_factory.mktemp("bad-input-template")
+    with pytest.MonkeyPatch.context() as mp:
+        for key in list(os.environ):
+            if key.startswith("CORTEXCTL_"):
+                mp.delenv(key)
+        mp.setenv("HOME", str(root / "home"))
+        mp.setenv("XDG_CONFIG_HOME", str(root / "home" / ".config"))
+        mp.setenv("XDG_DATA_HOME", str(root / "home" / ".local" / "share"))
+        path = root / "store"
+        cx = Cortex(store=path, actor="alice")
+        ids = {
+            "fact": cx.write("fact", "The deploy key rotates monthly", tags=["ops"],
+                             frames=["deliver:repo:acme/api"]).id,
+            "pref": cx.write("preference", "tabs over spaces").id,
+            "constraint": cx.write("constraint", "never push to main", sets=["strength=hard"]).id,
+            "goal": cx.write("goal", "ship v2").id,
+            "public": cx.write("fact", "The office wifi is guest-net", visibility="public").id,
+            "gone": cx.write("fact", "The old deploy key is in vault A").id,
+        }
+        cx.update(ids["fact"], "The deploy key rotates weekly")  # two versions
+        cx.forget(ids["gone"], reason="superseded by the new key policy")
+        lines = b"".join(
+            orjson.dumps({"type": "fact", "text": f"ambiguous {i}", "id": id_}) + b"\n"
+            for i, id_ in enumerate((AMBIG_A, AMBIG_B))
+        )
+        assert cx.import_jsonl(io.BytesIO(lines)).imported == 2
+        assert_store_verifies(path)
+    ids["ambig"] = AMBIG_PREFIX
+    ids["unknown"] = UNKNOWN_ID
+    ids["unknown_prefix"] = UNKNOWN_PREFIX
+    return path, ids
+
+
+@pytest.fixture
+def world(template, store) -> dict[str, str]:
+    """The template store copied into this test's store; returns the memory IDs by role."""
+    path, ids = template
+    shutil.copytree(path, store)
+    return dict(ids)
+
+
+BIG_DATA = orjson.dumps({"statement": "a" * (MAX_TEXT + 1)})
+
+
+@pytest.fixture
+def inputs(tmp_path) -> Path:
+    """Files and directories the cases point at; none may change."""
+    d = tmp_path / "in"
+    d.mkdir()
+    (d / "adir").mkdir()
+    (d / "afile").write_text("a regular file, not a store\n")
+    (d / "big.json").write_bytes(BIG_DATA)
+    (d / "huge.json").write_bytes(orjson.dumps(
+        {"statement": "s" * 30000, "subject": "u" * 30000, "predicate": "p" * 30000}))
+    (d / "latin1.json").write_bytes(b'{"statement": "caf\xe9"}')
+    (d / "good.jsonl").write_bytes(b'{"type": "fact", "text": "a good line"}\n')
+    (d / "bad.toml").write_text("wait = [\n")
+    (d / "wait.toml").write_text("wait = -1\n")
+    (d / "unknown.toml").write_text('colour = "red"\n')
+    (d / "url.toml").write_text('[embedding]\nbase_url = "ftp://example.com"\n')
+    (d / "latin1.toml").write_bytes(b'actor = "caf\xe9"\n')
+    (d / "bad.json").write_text('{"wait": \n')
+    (d / "list.json").write_text("[1, 2]\n")
+    xdg = d / "xdg" / "cortexctl"
+    xdg.mkdir(parents=True)
+    (xdg / "config.toml").write_text("wait = [\n")
+    noperm = d / "noperm.toml"
+    noperm.write_text("wait = 1\n")
+    noperm.chmod(0)
+    return d
+
+
+# -- state before and after ------------------------------------------------------------
+
+DATA_TABLES = ("heads", "versions", "frames", "journal")
+
+
+def store_state(path: Path) -> dict | None:
+    """Every row of every table, and the file names in the store directory; None if no store."""
+    if not path.exists():
+        return None
+    state: dict = {"files": sorted(p.name for p in path.iterdir()), "tables": {}}
+    db = path / "cortex.duckdb"
+    if db.is_file():
+        con = duckdb.connect(str(db), read_only=True)
+        try:
+            tables = [r[0] for r in con.execute(
+                "SELECT table_name FROM information_schema.tables ORDER BY table_name").fetchall()]
+            for t in tables:
+                state["tables"][t] = sorted(repr(row) for row in con.execute(f'SELECT * FROM "{t}"').fetchall())
+        finally:
+            con.close()
+    return state
+
+
+def tree_state(root: Path) -> dict:
+    """Every path under root with its kind, size, mode and mtime."""
+    out = {}
+    for dirpath, dirnames, filenames in os.walk(root):
+        for name in dirnames + filenames:
+            p = Path(dirpath) / name
+            st = p.lstat()
+            out[str(p.relative_to(root))] = (st.st_mode, st.st_size, st.st_mtime_ns)
+    return out
+
+
+def assert_no_store_or_empty(path: Path, *, may_create: bool) -> None:
+    state = store_state(path)
+    if state is None:
+        return
+    assert may_create, f"a failed command created a store at {path}: {state['files']}"
+    for t in DATA_TABLES:
+        assert not state["tables"].get(t), f"a failed command wrote to {t} in a new store at {path}"
+
+
+def _expand(text: str, values: dict[str, str]) -> str:
+    return re.sub(r"<(\w+)>", lambda m: values[m.group(1)], text)
+
+
+# -- the table -----------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Bad:
+    args: tuple[str, ...]
+    code: int
+    words: tuple[str, ...] = ()  # each must appear in stderr (case-insensitive)
+    env: dict[str, str] = field(default_factory=dict)
+    stdin: bytes | None = None
+    kind: str | None = None  # the "error" of the JSON report
+
+
+def bad(id_: str, args: str | tuple, code: int, *words: str, marks=(), **kw):
+    return pytest.param(Bad(tuple(args.split()) if isinstance(args, str) else args, code, words, **kw),
+                        id=id_, marks=marks)
+
+
+NOT_ROOT = pytest.mark.skipif(hasattr(os, "geteuid") and os.geteuid() == 0,
+                              reason="root can read a mode-000 file")
+SHORT_OVER = "x" * 201  # 51 tokens: over the 50-token short budget
+MEDIUM_OVER = "x" * 801  # 201 tokens
+# A byte that is not UTF-8 in argv: Python hands it to cortexctl as a lone surrogate.
+NOT_UTF8 = "\udcff"
+
+CASES = [
+    # write: types, frames, head fields on the command line (usage, 2)
+    bad("write-unknown-type", "write bogus x", 2, "unknown memory type", "bogus", "fact"),
+    bad("write-empty-type", ("write", "", "x"), 2, "unknown memory type"),
+    bad("write-frame-malformed", "write fact x --frame bad", 2, "frame", "VERB:KIND:REF"),
+    bad("write-frame-unknown-verb", "write fact x --frame fly:repo:acme/api", 2, "unknown verb", "fly"),
+    bad("write-frame-unknown-kind", "write fact x --frame build:spaceship:x", 2, "unknown object kind", "spaceship"),
+    bad("write-frame-empty-ref", "write fact x --frame build:repo:", 2, "frame"),
+    bad("write-importance-11", "write fact x --importance 11", 2, "importance", "11"),
+    bad("write-importance-negative", "write fact x --importance -1", 2, "importance", "-1"),
+    bad("write-importance-not-a-number", "write fact x --importance high", 2, "--importance"),
+    bad("write-visibility", "write fact x --visibility secret", 2, "visibility", "secret"),
+    bad("write-confidence-flag-over-1", "write fact x --confidence 1.5", 2, "confidence"),
+    bad("write-tag-with-space", ("write", "fact", "x", "--tag", "two words"), 2, "tag"),
+    bad("write-session-empty", ("write", "fact", "x", "--session", ""), 2, "session"),
+    bad("write-set-without-equals", "write fact x --set confidence", 2, "FIELD=VALUE"),
+    bad("write-unknown-option", "write fact x --colour red", 2, "--colour"),
+    bad("write-missing-type", "write", 2, "missing argument"),
+    bad("write-store-is-a-file", "write fact x --store <in>/afile", 2, "not a directory"),
+    bad("write-wait-negative", "write fact x --wait -1", 2, "wait"),
+    bad("write-actor-empty", ("write", "fact", "x", "--actor", ""), 2, "actor"),
+    # write: --data sources (a missing file or a directory is usage, bad content is data)
+    bad("write-data-missing-file", "write fact --data @<in>/nope.json", 2, "no such file"),
+    bad("write-data-directory", "write fact --data @<in>/adir", 2, "directory"),
+    bad("write-data-bad-json", ("write", "fact", "--data", '{"statement": '), 10, "JSON"),
+    bad("write-data-json-array", ("write", "fact", "--data", '["x"]'), 10, "object"),
+    bad("write-data-file-not-utf8", "write fact --data @<in>/latin1.json", 10, "UTF-8"),
+    # write: data that breaks the type's schema (invalid data, 10)
+    bad("write-preference-polarity", "write preference x --set polarity=sideways", 10, "polarity", "sideways"),
+    bad("write-constraint-strength", "write constraint x --set strength=extreme", 10, "strength", "extreme"),
+    bad("write-goal-status", "write goal x --set status=done", 10, "status", "done"),
+    bad("write-event-outcome", "write event x --set outcome=meh", 10, "outcome"),
+    bad("write-capability-verified", "write capability x --set verified=maybe", 10, "verified"),
+    bad("write-confidence-set-over-1", "write fact x --set confidence=1.5", 10, "confidence", "1.5"),
+    bad("write-confidence-set-nan", "write fact x --set confidence=nan", 10, "confidence"),
+    bad("write-confidence-set-not-a-number", "write fact x --set confidence=high", 10, "confidence"),
+    bad("write-confidence-data-over-1", ("write", "fact", "x", "--data", '{"confidence": 1.5}'), 10, "confidence"),
+    bad("write-unknown-field-set", "write fact x --set colour=red", 10, "colour", "unknown field"),
+    bad("write-unknown-field-data", ("write", "fact", "x", "--data", '{"colour": "red"}'), 10, "colour"),
+    bad("write-time-field", "write fact x --set observed_at=yesterday", 10, "observed_at"),
+    bad("write-oversized-text-data-file", "write fact --data @<in>/big.json", 10, "statement", str(MAX_TEXT)),
+    bad("write-oversized-text-stdin", "write fact --data -", 10, "statement", str(MAX_TEXT), stdin=BIG_DATA),
+    bad("write-oversized-text-argument", ("write", "fact", "a" * (MAX_TEXT + 1)), 10, str(MAX_TEXT)),
+    bad("write-oversized-encoded-data", "write fact --data @<in>/huge.json", 10, "65536"),
+    bad("write-empty-text", ("write", "fact", ""), 10, "statement"),
+    bad("write-blank-text", ("write", "fact", "   "), 10, "statement"),
+    bad("write-no-text", "write fact", 10, "statement", "required"),
+    bad("write-nul-in-text", ("write", "fact", "--data", '{"statement": "a\\u0000b"}'), 10, "NUL"),
+    bad("write-short-form-51-tokens", ("write", "fact", "x", "--short-form", SHORT_OVER), 10, "forms.short", "51"),
+    bad("write-medium-form-201-tokens", ("write", "fact", "x", "--medium-form", MEDIUM_OVER), 10, "forms.medium"),
+    bad("write-short-form-blank", ("write", "fact", "x", "--short-form", " "), 10, "forms.short"),
+    # write: bytes that are not UTF-8 on the command line
+    bad("write-text-not-utf8", ("write", "fact", "caf" + NOT_UTF8), 10, "statement"),
+    bad("write-tag-not-utf8", ("write", "fact", "x", "--tag", "a" + NOT_UTF8), 2, "tag"),
+    bad("write-frame-ref-not-utf8", ("write", "fact", "x", "--frame", "build:repo:a" + NOT_UTF8), 2, "frame"),
+    bad("write-actor-not-utf8", ("write", "fact", "x", "--actor", "b" + NOT_UTF8), 2, "actor"),
+    bad("write-session-not-utf8", ("write", "fact", "x", "--session", "s" + NOT_UTF8), 2, "session"),
+    bad("write-short-form-not-utf8", ("write", "fact", "x", "--short-form", "s" + NOT_UTF8), 10, "forms.short"),
+    # update: references
+    bad("update-malformed-uri", "update cortex://x/.. x", 2, "malformed URI"),
+    bad("update-uri-version-0", "update cortex://m/<fact>/v/0 x", 2, "version"),
+    bad("update-other-scheme", "update https://example.com/m/1 x", 2, "cortex://"),
+    bad("update-prefix-too-short", "update 01ABC x", 2, "at least 6"),
+    bad("update-prefix-not-crockford", "update 01ABCU x", 2, "01ABCU"),
+    bad("update-ambiguous-prefix", "update <ambig> x", 2, "ambiguous", AMBIG_A, AMBIG_B, kind="ambiguous"),
+    bad("update-unknown-id", "update <unknown> x", 3, "no memory"),
+    bad("update-unknown-prefix", "update <unknown_prefix> x", 3, "no memory"),
+    bad("update-missing-ref", "update", 2, "missing argument"),
+    # update: whose memory, and forgotten memories
+    bad("update-forgotten", "update <gone> x", 1, "forgotten"),
+    bad("update-private-of-another-actor", "update <fact> x --actor bob", 3, "no memory"),
+    bad("update-public-of-another-actor", "update <public> x --actor bob", 8, "alice"),
+    # update: data
+    bad("update-confidence-set-over-1", "update <fact> --set confidence=1.5", 10, "confidence"),
+    bad("update-confidence-flag-over-1", "update <fact> --confidence 2", 2, "confidence"),
+    bad("update-unknown-field", "update <fact> --set colour=red", 10, "colour"),
+    bad("update-preference-polarity", "update <pref> --set polarity=sideways", 10, "polarity"),
+    bad("update-constraint-strength", "update <constraint> --set strength=extreme", 10, "strength"),
+    bad("update-goal-status", "update <goal> --set status=done", 10, "status"),
+    bad("update-data-bad-json", ("update", "<fact>", "--data", "{"), 10, "JSON"),
+    bad("update-data-json-array", ("update", "<fact>", "--data", "[]"), 10, "object"),
+    bad("update-data-missing-file", "update <fact> --data @<in>/nope.json", 2, "no such file"),
+    bad("update-data-directory", "update <fact> --data @<in>/adir", 2, "directory"),
+    bad("update-empty-text", ("update", "<fact>", ""), 10, "statement"),
+    bad("update-oversized-text", "update <fact> --data @<in>/big.json", 10, str(MAX_TEXT)),
+    bad("update-short-form-51-tokens", ("update", "<fact>", "--short-form", SHORT_OVER), 10, "forms.short"),
+    # show
+    bad("show-malformed-uri", "show cortex://x/..", 2, "malformed URI"),
+    bad("show-prefix-too-short", "show 01ABC", 2, "at least 6"),
+    bad("show-ref-bad-characters", "show 01ABC!", 2, "01ABC!"),
+    bad("show-ref-not-utf8", ("show", "<fact>" + NOT_UTF8), 2),
+    bad("show-ambiguous-prefix", "show <ambig>", 2, "ambiguous"),
+    bad("show-unknown-id", "show <unknown>", 3, "no memory"),
+    bad("show-unknown-prefix", "show <unknown_prefix>", 3, "no memory"),
+    bad("show-version-99", "show <fact> --version 99", 3, "99"),
+    bad("show-uri-version-99", "show cortex://m/<fact>/v/99", 3, "99"),
+    bad("show-version-0", "show <fact> --version 0", 2, "version"),
+    bad("show-uri-and-flag-disagree", "show cortex://m/<fact>/v/1 --version 2", 2, "version"),
+    bad("show-bad-form", "show <fact> --form huge", 2, "form"),
+    bad("show-private-of-another-actor", "show <fact> --actor bob", 3, "no memory"),
+    bad("show-store-is-a-file", "show <fact> --store <in>/afile", 2, "not a directory"),
+    # history
+    bad("history-malformed-uri", "history cortex://m/short", 2, "malformed URI"),
+    bad("history-prefix-too-short", "history 01AB", 2, "at least 6"),
+    bad("history-ambiguous-prefix", "history <ambig>", 2, "ambiguous"),
+    bad("history-unknown-id", "history <unknown>", 3, "no memory"),
+    bad("history-private-of-another-actor", "history <fact> --actor bob", 3, "no memory"),
+    # tag
+    bad("tag-with-space", ("tag", "<fact>", "--add", "two words"), 2, "tag"),
+    bad("tag-empty", ("tag", "<fact>", "--add", ""), 2, "tag"),
+    bad("tag-remove-with-comma", ("tag", "<fact>", "--remove", "a,b"), 2, "tag"),
+    bad("tag-prefix-too-short", "tag 01ABC --add x", 2, "at least 6"),
+    bad("tag-ambiguous-prefix", "tag <ambig> --add x", 2, "ambiguous"),
+    bad("tag-unknown-id", "tag <unknown> --add x", 3, "no memory"),
+    bad("tag-public-of-another-actor", "tag <public> --add x --actor bob", 8, "alice"),
+    # head
+    bad("head-importance-11", "head <fact> --importance 11", 2, "importance"),
+    bad("head-importance-negative", "head <fact> --importance -1", 2, "importance"),
+    bad("head-visibility", "head <fact> --visibility secret", 2, "visibility"),
+    bad("head-frame-malformed", "head <fact> --frame build", 2, "frame"),
+    bad("head-remove-frame-unknown-verb", "head <fact> --remove-frame fly:repo:x", 2, "fly"),
+    bad("head-malformed-uri", "head cortex://m/<fact>/x --importance 3", 2, "malformed URI"),
+    bad("head-unknown-id", "head <unknown> --importance 3", 3, "no memory"),
+    bad("head-public-of-another-actor", "head <public> --importance 1 --actor bob", 8, "alice"),
+    # forget
+    bad("forget-without-reason", "forget <fact>", 2, "--reason"),
+    bad("forget-empty-reason", ("forget", "<fact>", "--reason", ""), 2, "reason"),
+    bad("forget-blank-reason", ("forget", "<fact>", "--reason", "   "), 2, "reason"),
+    bad("forget-reason-too-long", ("forget", "<fact>", "--reason", "r" * 1001), 2, "reason", "1000"),
+    bad("forget-reason-not-utf8", ("forget", "<fact>", "--reason", "r" + NOT_UTF8), 2, "reason"),
+    bad("forget-forgotten", "forget <gone> --reason again", 1, "already forgotten"),
+    bad("forget-malformed-uri", "forget cortex://x/.. --reason x", 2, "malformed URI"),
+    bad("forget-unknown-id", "forget <unknown> --reason x", 3, "no memory"),
+    bad("forget-ambiguous-prefix", "forget <ambig> --reason x", 2, "ambiguous"),
+    bad("forget-public-of-another-actor", "forget <public> --reason x --actor bob", 8, "alice"),
+    # find
+    bad("find-k-0", "find -k 0", 2, "-k"),
+    bad("find-k-10001", "find -k 10001", 2, "-k", "10000"),
+    bad("find-k-not-a-number", "find -k many", 2, "-k"),
+    bad("find-bad-form", "find --form huge", 2, "form"),
+    bad("find-unknown-type", "find --type bogus", 2, "bogus"),
+    bad("find-frame-unknown-verb", "find --frame fly", 2, "fly"),
+    bad("find-frame-unknown-kind", "find --frame build:spaceship", 2, "spaceship"),
+    bad("find-frame-empty-part", "find --frame build:", 2, "frame"),
+    bad("find-frame-ref-not-utf8", ("find", "--frame", "build:repo:a" + NOT_UTF8), 2, "frame"),
+    bad("find-tag-with-space", ("find", "--tag", "two words"), 2, "tag"),
+    bad("find-store-is-a-file", "find --store <in>/afile", 2, "not a directory"),
+    # import (the file-level problems; bad lines are tested below)
+    bad("import-missing-file", "import <in>/nope.jsonl", 2, "no such file"),
+    bad("import-directory", "import <in>/adir", 2, "directory"),
+    bad("import-missing-argument", "import", 2, "missing argument"),
+    bad("import-batch-size-0", "import <in>/good.jsonl --batch-size 0", 2, "batch-size"),
+    bad("import-store-is-a-file", "import <in>/good.jsonl --store <in>/afile", 2, "not a directory"),
+    # export
+    bad("export-out-directory", "export --out <in>/adir", 2, "directory"),
+    bad("export-out-parent-missing", "export --out <in>/nope/out.jsonl", 2, "does not exist"),
+    bad("export-store-is-a-file", "export --store <in>/afile", 2, "not a directory"),
+    bad("export-unknown-option", "export --form short", 2, "--form"),
+    # verify
+    bad("verify-store-is-a-file", "verify --store <in>/afile", 2, "not a directory"),
+    bad("verify-extra-argument", "verify extra", 2, "extra"),
+    # config: unreadable or invalid config files and values
+    bad("config-bad-toml", "-c <in>/bad.toml config show", 2, "TOML"),
+    bad("config-bad-json", "-c <in>/bad.json config show", 2, "JSON"),
+    bad("config-json-not-an-object", "-c <in>/list.json config show", 2, "config"),
+    bad("config-toml-not-utf8", "-c <in>/latin1.toml config show", 2, "TOML"),
+    bad("config-is-a-directory", "-c <in>/adir config show", 2, "directory"),
+    bad("config-missing-file", "-c <in>/nope.toml config show", 2, "no such file"),
+    bad("config-unreadable-file", "-c <in>/noperm.toml config show", 2, "cannot be read", marks=NOT_ROOT),
+    bad("config-wait-negative", "-c <in>/wait.toml config show", 2, "wait", "-1"),
+    bad("config-unknown-setting", "-c <in>/unknown.toml config show", 2, "colour", "unknown setting"),
+    bad("config-base-url-not-http", "-c <in>/url.toml config show", 2, "base_url"),
+    bad("config-from-env-var", "config show", 2, "TOML", env={"CORTEXCTL_CONFIG": "<in>/bad.toml"}),
+    bad("config-from-user-config-dir", "config show", 2, "TOML", env={"XDG_CONFIG_HOME": "<in>/xdg"}),
+    bad("config-env-wait-not-a-number", "config show", 2, "CORTEXCTL_WAIT", env={"CORTEXCTL_WAIT": "soon"}),
+    bad("config-flag-wait-negative", "config show --wait -1", 2, "wait"),
+    bad("config-bad-file-blocks-write", "-c <in>/bad.toml write fact x", 2, "TOML"),
+    bad("config-bad-value-blocks-find", "-c <in>/wait.toml find", 2, "wait"),
+    bad("config-unknown-subcommand", "config bogus", 2, "bogus"),
+    bad("config-missing-subcommand", "config", 2),
+    # the command line itself
+    bad("unknown-command", "bogus", 2, "bogus"),
+    bad("unknown-global-option", "--bogus write fact x", 2, "--bogus"),
+]
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_bad_input_is_one_clean_line_with_its_exit_code_and_writes_nothing(case, cli, store, world, inputs):
+    values = {**world, "in": str(inputs)}
+    args = [_expand(a, values) for a in case.args]
+    env = {k: _expand(v, values) for k, v in case.env.items()}
+    before, before_inputs = store_state(store), tree_state(inputs)
+
+    run = cli(*args, input=case.stdin, env=env)
+
+    assert_clean_error(run, case.code)
+    for word in case.words:
+        assert word.lower() in run.err.lower(), (word, run)
+    assert store_state(store) == before, f"store changed: {run!r}"
+    assert tree_state(inputs) == before_inputs, f"input files changed: {run!r}"
+
+
+# -- against a store that does not exist --------------------------------------------------
+
+NO_STORE_CASES = [
+    bad("verify", "verify", 3, "no store"),
+    bad("show", "show <unknown>", 3, "no memory"),
+    bad("history", "history <unknown_prefix>", 3, "no memory"),
+    bad("write-unknown-type", "write bogus x", 2, "bogus"),
+    bad("write-invalid-data", "write fact x --set confidence=1.5", 10, "confidence"),
+    bad("write-bad-frame", "write fact x --frame fly:repo:x", 2, "fly"),
+    bad("find-k-0", "find -k 0", 2, "-k"),
+    bad("export-out-directory", "export --out <in>/adir", 2, "directory"),
+    bad("bad-config", "-c <in>/bad.toml write fact x", 2, "TOML"),
+    # These open the store for writing before they look the memory up: an empty
+    # store may be left behind, but never a memory or a journal entry.
+    bad("update", "update <unknown> x", 3, "no memory", kind="may_create"),
+    bad("tag", "tag <unknown> --add x", 3, "no memory", kind="may_create"),
+    bad("forget", "forget <unknown> --reason x", 3, "no memory", kind="may_create"),
+]
+
+
+@pytest.mark.parametrize("case", NO_STORE_CASES)
+def test_bad_input_against_a_missing_store_leaves_no_store(case, cli, tmp_path, inputs):
+    absent = tmp_path / "absent"
+    values = {"unknown": UNKNOWN_ID, "unknown_prefix": UNKNOWN_PREFIX, "in": str(inputs)}
+    args = [_expand(a, values) for a in case.args]
+    before_inputs = tree_state(inputs)
+
+    run = cli(*args, env={"CORTEXCTL_STORE": str(absent)})
+
+    assert_clean_error(run, case.code)
+    for word in case.words:
+        assert word.lower() in run.err.lower(), (word, run)
+    assert_no_store_or_empty(absent, may_create=case.kind == "may_create")
+    assert tree_state(inputs) == before_inputs
+
+
+def test_bad_import_file_against_a_missing_store_creates_nothing(cli, tmp_path):
+    absent = tmp_path / "absent"
+    src = tmp_path / "bad.jsonl"
+    src.write_bytes(b'{"type": "fact", "text": "good"}\n{"type": "bogus", "text": "x"}\n')
+
+    run = cli("import", src, env={"CORTEXCTL_STORE": str(absent)})
+
+    assert_import_rejected(run, {2: "bogus"}, total=2)
+    assert_no_store_or_empty(absent, may_create=False)
+
+
+def test_a_store_file_that_is_not_duckdb_is_an_integrity_error_and_stays_untouched(cli, tmp_path):
+    garbage = tmp_path / "garbage"
+    garbage.mkdir()
+    db = garbage / "cortex.duckdb"
+    db.write_bytes(b"not a duckdb file at all\n" * 200)
+
+    for args in (("write", "fact", "x"), ("find",)):
+        run = cli(*args, "--store", garbage)
+        assert_clean_error(run, 7)
+        assert "not a valid duckdb" in run.err.lower() or "cannot be read" in run.err, run
+    assert db.read_bytes() == b"not a duckdb file at all\n" * 200
+
+
+# -- --json: the error is one JSON object -------------------------------------------------
+
+JSON_CASES = [
+    bad("write-unknown-type", "write bogus x --json", 2, kind="usage"),
+    bad("write-invalid-data", "write fact x --set confidence=1.5 --json", 10, kind="invalid"),
+    bad("write-json-and-jsonl", "write fact x --json --jsonl", 2, kind="usage"),
+    bad("write-data-missing-file", "write fact --data @<in>/nope.json --json", 2, kind="usage"),
+    bad("write-unknown-option", "write fact x --colour red --json", 2, kind="usage"),
+    bad("write-unknown-field-not-utf8", ("write", "fact", "x", "--set", NOT_UTF8 + "=1", "--json"), 10,
+        kind="invalid"),
+    bad("update-forgotten", "update <gone> x --json", 1, kind="tombstoned"),
+    bad("update-public-of-another-actor", "update <public> x --actor bob --json", 8, kind="refused"),
+    bad("show-ambiguous-prefix", "show <ambig> --json", 2, kind="ambiguous"),
+    bad("show-unknown-id", "show <unknown> --json", 3, kind="not_found"),
+    bad("show-version-99", "show <fact> --version 99 --jsonl", 3, kind="not_found"),
+    bad("history-malformed-uri", "history cortex://x/.. --jsonl", 2, kind="usage"),
+    bad("tag-with-space", ("tag", "<fact>", "--add", "two words", "--json"), 2, kind="usage"),
+    bad("head-importance-11", "head <fact> --importance 11 --json", 2, kind="usage"),
+    bad("forget-empty-reason", ("forget", "<fact>", "--reason", "", "--json"), 2, kind="usage"),
+    bad("find-k-0", "find -k 0 --jsonl", 2, kind="usage"),
+    bad("find-json-and-jsonl", "find --json --jsonl", 2, kind="usage"),
+    bad("import-missing-file", "import <in>/nope.jsonl --json", 2, kind="usage"),
+    bad("import-json-and-jsonl", "import <in>/good.jsonl --json --jsonl", 2, kind="usage"),
+    bad("export-out-directory", "export --out <in>/adir --jsonl", 2, kind="usage"),
+    bad("verify-missing-store", "verify --json", 3, kind="not_found", env={"CORTEXCTL_STORE": "<in>/absent"}),
+    bad("verify-json-and-jsonl", "verify --json --jsonl", 2, kind="usage"),
+    bad("config-bad-toml", "-c <in>/bad.toml config show --json", 2, kind="config"),
+    bad("config-json-and-jsonl", "config show --json --jsonl", 2, kind="usage"),
+]
+
+
+@pytest.mark.parametrize("case", JSON_CASES)
+def test_bad_input_with_json_reports_one_json_object_and_writes_nothing(case, cli, store, world, inputs):
+    values = {**world, "in": str(inputs)}
+    args = [_expand(a, values) for a in case.args]
+    env = {k: _expand(v, values) for k, v in case.env.items()}
+    before, before_inputs = store_state(store), tree_state(inputs)
+
+    run = cli(*args, env=env)
+
+    assert run.code == case.code, run
+    assert run.out == "", run
+    assert "Traceback" not in run.err, run
+    lines = [l for l in run.err.splitlines() if l.strip()]
+    assert len(lines) == 1, run
+    doc = orjson.loads(lines[0])
+    assert isinstance(doc, dict), run
+    assert {"error", "message", "exit_code"} <= set(doc), doc
+    assert doc["exit_code"] == case.code, doc
+    assert doc["error"] == case.kind, doc
+    assert isinstance(doc["message"], str) and doc["message"].strip(), doc
+    assert store_state(store) == before, f"store changed: {run!r}"
+    assert tree_state(inputs) == before_inputs, f"input files changed: {run!r}"
+
+
+# -- import: a file with bad lines is rejected whole -------------------------------------------
+
+NEW_ID = "01JB" + "0" * 21 + "1"
+
+
+def _bad_lines_file(existing_id: str) -> tuple[bytes, dict[int, str], int, int]:
+    """JSONL with good and bad lines: (content, {line: word in its report}, non-blank lines, good lines)."""
+    def j(obj) -> bytes:
+        return orjson.dumps(obj)
+
+    lines: list[tuple[bytes, str | None]] = [
+        (j({"type": "fact", "text": "imported fact one", "tags": ["bulk"]}), None),   # 1
+        (b'{"type": "fact", "text": "caf\xe9"}', "UTF-8"),                            # 2
+        (j({"type": "goal", "text": "imported goal", "importance": 7}), None),          # 3
+        (b'{"type": "fact", "text": "unterminated', "JSON"),                            # 4
+        (j({"type": "bogus", "text": "x"}), "bogus"),                                   # 5
+        (j({"type": "fact", "text": "x", "importance": 11}), "importance"),             # 6
+        (b"", None),                                                                    # 7 blank
+        (j({"type": "preference", "text": "x", "data": {"polarity": "sideways"}}), "polarity"),  # 8
+        (j({"type": "fact", "text": "x", "data": {"confidence": 1.5}}), "confidence"),  # 9
+        (j({"type": "fact", "text": "x", "data": {"colour": "red"}}), "colour"),        # 10
+        (j({"type": "fact", "text": "a" * (MAX_TEXT + 1)}), str(MAX_TEXT)),             # 11
+        (j({"type": "fact", "text": ""}), "statement"),                                 # 12
+        (b"[1, 2]", "object"),                                                          # 13
+        (j({"type": "fact", "text": "x", "id": existing_id}), "already exists"),        # 14
+        (j({"type": "belief", "text": "imported belief", "id": NEW_ID}), None),         # 15
+        (j({"type": "fact", "text": "dup", "id": NEW_ID}), "line 15"),                  # 16
+        (j({"type": "fact", "text": "x", "forms": {"short": SHORT_OVER}}), "forms.short"),  # 17
+        (j({"type": "fact", "text": "x", "visibility": "secret"}), "visibility"),       # 18
+        (j({"type": "fact", "text": "x", "frames": ["fly:repo:x"]}), "fly"),            # 19
+        (j({"type": "fact", "text": "x", "colour": "red"}), "colour"),                  # 20
+    ]
+    content = b"".join(line + b"\n" for line, _ in lines)
+    bad_lines = {n: word for n, (_, word) in enumerate(lines, 1) if word is not None}
+    total = sum(1 for line, _ in lines if line.strip())
+    good = total - len(bad_lines)
+    return content, bad_lines, total, good
+
+
+def assert_import_rejected(run: Run, bad_lines: dict[int, str], *, total: int) -> None:
+    """Exit 10; one 'cortexctl: line N: ...' per bad line, in order, then one summary line."""
+    assert run.code == 10, run
+    assert run.out == "", run
+    assert "Traceback" not in run.err, run
+    lines = [l for l in run.err.splitlines() if l.strip()]
+    assert len(lines) == len(bad_lines) + 1, run
+    for line, (n, word) in zip(lines, sorted(bad_lines.items())):
+        assert line.startswith(f"cortexctl: line {n}: "), (line, run)
+        assert word.lower() in line.lower(), (n, word, line)
+    summary = lines[-1]
+    assert summary.startswith("cortexctl: "), run
+    assert f"{len(bad_lines)} of {total}" in summary, summary
+    assert "nothing was imported" in summary, summary
+
+
+@pytest.mark.parametrize("source", ["file", "stdin"])
+def test_import_with_bad_lines_is_rejected_whole_listing_every_bad_line(source, cli, store, world, tmp_path):
+    content, bad_lines, total, _ = _bad_lines_file(world["fact"])
+    path = tmp_path / "mixed.jsonl"
+    path.write_bytes(content)
+    before = store_state(store)
+
+    if source == "file":
+        run = cli("import", path)
+    else:
+        run = cli("import", "-", input=content)
+
+    assert_import_rejected(run, bad_lines, total=total)
+    assert store_state(store) == before
+    assert path.read_bytes() == content
+
+
+def test_import_rejection_with_json_is_one_object_listing_every_bad_line(cli, store, world, tmp_path):
+    content, bad_lines, total, _ = _bad_lines_file(world["fact"])
+    path = tmp_path / "mixed.jsonl"
+    path.write_bytes(content)
+    before = store_state(store)
+
+    run = cli("import", path, "--json")
+
+    assert run.code == 10, run
+    assert run.out == "", run
+    lines = [l for l in run.err.splitlines() if l.strip()]
+    assert len(lines) == 1, run
+    doc = orjson.loads(lines[0])
+    assert doc["error"] == "invalid" and doc["exit_code"] == 10, doc
+    assert "nothing was imported" in doc["message"], doc
+    assert [p["line"] for p in doc["problems"]] == sorted(bad_lines), doc
+    assert store_state(store) == before
+
+
+def test_import_skip_invalid_imports_the_good_lines_and_reports_the_bad(cli, cx, store, world, tmp_path):
+    content, bad_lines, total, good = _bad_lines_file(world["fact"])
+    path = tmp_path / "mixed.jsonl"
+    path.write_bytes(content)
+    before = store_state(store)
+    journal_before = cx.verify().journal
+
+    run = cli("import", path, "--skip-invalid")
+
+    assert run.code == 0, run
+    assert "Traceback" not in run.err, run
+    assert f"imported {good} memories" in run.out, run
+    assert f"skipped {len(bad_lines)} invalid lines" in run.out, run
+    reported = [l for l in run.err.splitlines() if l.strip()]
+    assert len(reported) == len(bad_lines), run
+    for line, n in zip(reported, sorted(bad_lines)):
+        assert line.startswith(f"cortexctl: skipped line {n}: "), (line, run)
+    after = store_state(store)
+    for t in DATA_TABLES:
+        assert set(before["tables"][t]) <= set(after["tables"][t]), f"{t}: existing rows changed"
+    assert len(after["tables"]["heads"]) == len(before["tables"]["heads"]) + good
+    assert cx.verify().journal == journal_before + good  # one journal entry per imported memory
+    texts = {cx.show(h.id).data["statement"] for h in cx.find(FindQuery(types=["fact", "goal", "belief"], k=100))}
+    assert {"imported fact one", "imported goal", "imported belief"} <= texts
+    assert_store_verifies(store)
+
+
+def test_import_line_with_a_created_at_before_year_1000_is_reported_not_a_crash(cli, store, world, tmp_path):
+    path = tmp_path / "old.jsonl"
+    path.write_bytes(b'{"type": "fact", "text": "good"}\n'
+                     b'{"type": "fact", "text": "ancient", "created_at": "0999-01-01T00:00:00Z"}\n')
+    before = store_state(store)
+
+    run = cli("import", path)
+
+    assert_import_rejected(run, {2: ""}, total=2)
+    assert store_state(store) == before

@@ -1,0 +1,69 @@
+"""The store room: schema versions, migrations, refusals and corrupt files."""
+
+from __future__ import annotations
+
+import duckdb
+import pytest
+
+from cortexctl import Cortex, FindQuery
+from cortexctl.errors import IntegrityError, SchemaTooNew, UsageError
+from cortexctl.store import migrations
+from cortexctl.store.db import DB_NAME
+from tests.conftest import assert_clean_error
+
+
+def test_a_new_store_records_its_schema_version_and_migrations(cx, store):
+    cx.write("fact", "x")
+    con = duckdb.connect(str(store / DB_NAME), read_only=True)
+    try:
+        assert con.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchall() == [(str(migrations.latest()),)]
+        assert [r[0] for r in con.execute("SELECT name FROM schema_migrations ORDER BY number").fetchall()] == [
+            name for _, name, _ in migrations.MIGRATIONS
+        ]
+    finally:
+        con.close()
+
+
+def _set_version(store, value: str) -> None:
+    con = duckdb.connect(str(store / DB_NAME))
+    con.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'", [value])
+    con.close()
+
+
+def test_a_store_from_a_newer_cortexctl_is_refused_by_readers_and_writers(cx, cli, store):
+    uri = cx.write("fact", "x").uri
+    _set_version(store, "99")
+    with pytest.raises(SchemaTooNew):
+        cx.show(uri)
+    with pytest.raises(SchemaTooNew):
+        cx.write("fact", "y")
+    r = cli("find")
+    assert_clean_error(r, 1)
+    assert "newer" in r.err
+
+
+def test_an_older_store_is_migrated_forward_when_opened(cx, store):
+    uri = cx.write("fact", "x").uri
+    # Pretend the last migration never ran: drop its record and version.
+    con = duckdb.connect(str(store / DB_NAME))
+    con.execute("DELETE FROM meta WHERE key = 'schema_version'")
+    con.execute("DROP TABLE heads; DROP TABLE versions; DROP TABLE frames; DROP TABLE journal;")
+    con.execute("DROP TABLE meta; DROP TABLE schema_migrations;")
+    con.close()
+    assert cx.find(FindQuery()) == []  # a reader migrates to the current schema
+    assert cx.write("fact", "again").uri != uri
+
+
+def test_a_file_that_is_not_a_database_is_an_integrity_error(cli, store):
+    store.mkdir(mode=0o700)
+    (store / DB_NAME).write_bytes(b"this is not a duckdb file" * 100)
+    r = cli("find")
+    assert_clean_error(r, 7)
+    assert str(store) in r.err
+
+
+def test_a_store_path_that_is_a_file_is_a_usage_error(tmp_path):
+    f = tmp_path / "file"
+    f.write_text("x")
+    with pytest.raises(UsageError):
+        Cortex(store=f, actor="a").write("fact", "x")
