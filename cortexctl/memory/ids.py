@@ -96,7 +96,7 @@ def memory_uri(id_: str, version: int | None = None) -> str:
     return f"cortex://m/{id_}" if version is None else f"cortex://m/{id_}/v/{version}"
 
 
-_URI_RE = re.compile(r"^cortex://m/([^/]+)(?:/v/([^/]+))?/?$")
+_URI_RE = re.compile(r"^cortex://m/([^/]+)(?:/v/([^/]+))?/?$", re.ASCII)
 
 
 def parse_ref(text: str, *, error=UsageError) -> Ref:
@@ -111,7 +111,7 @@ def parse_ref(text: str, *, error=UsageError) -> Ref:
             raise error(f"malformed URI {raw!r}: expected cortex://m/<ID> or cortex://m/<ID>/v/<N>")
         body, ver = m.group(1), m.group(2)
         if ver is not None:
-            if not ver.isdigit() or int(ver) < 1:
+            if not (ver.isascii() and ver.isdigit()) or int(ver) < 1:
                 raise error(f"malformed URI {raw!r}: version must be a whole number from 1")
             version = int(ver)
         norm = normalize_id_text(body)

@@ -68,18 +68,36 @@ def _opt_text(field: str, value: Any) -> str | None:
     return None if value is None else _text(field, value)
 
 
+def _float(value: Any) -> float | None:
+    """A finite float from an int or float (-0.0 folded to 0.0), else None."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    try:
+        number = float(value)
+    except OverflowError:
+        return None
+    return number + 0.0 if math.isfinite(number) else None
+
+
 def _unit(field: str, value: Any) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or not 0 <= value <= 1:
-        raise InvalidData(f"{field}: {value!r} is not a number from 0 to 1")
-    return float(value)
+    number = _float(value)
+    if number is None or not 0 <= number <= 1:
+        raise InvalidData(f"{field}: {_show(value)} is not a number from 0 to 1")
+    return number
 
 
 def _opt_number(field: str, value: Any) -> float | None:
     if value is None:
         return None
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-        raise InvalidData(f"{field}: {value!r} is not a number")
-    return float(value)
+    number = _float(value)
+    if number is None:
+        raise InvalidData(f"{field}: {_show(value)} is not a number")
+    return number
+
+
+def _show(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
 
 
 def _count(field: str, value: Any) -> int:
@@ -119,13 +137,20 @@ def parse_time(field: str, value: Any) -> str:
         raise InvalidData(f"{field}: {value!r} is not an ISO 8601 time (e.g. 2026-11-21T09:30:00Z)") from None
     if dt.tzinfo is None:
         dt = dt.replace(tzinfo=timezone.utc)
-    return format_time(dt)
+    try:
+        return format_time(dt)
+    except (OverflowError, ValueError):
+        raise InvalidData(f"{field}: {value!r} is out of range once converted to UTC") from None
 
 
 def format_time(dt: datetime) -> str:
+    """UTC, four-digit year, microseconds only when there are some: 2026-11-21T09:30:00Z."""
     dt = dt.astimezone(timezone.utc)
-    fmt = "%Y-%m-%dT%H:%M:%S.%fZ" if dt.microsecond else "%Y-%m-%dT%H:%M:%SZ"
-    return dt.strftime(fmt)
+    text = (f"{dt.year:04d}-{dt.month:02d}-{dt.day:02d}"
+            f"T{dt.hour:02d}:{dt.minute:02d}:{dt.second:02d}")
+    if dt.microsecond:
+        text += f".{dt.microsecond:06d}"
+    return text + "Z"
 
 
 def now_text() -> str:

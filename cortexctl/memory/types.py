@@ -132,6 +132,12 @@ def check_visibility(value: object, *, error=UsageError) -> str:
 
 
 def check_confidence(value: object, *, field: str = "confidence", error=InvalidData) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0.0 <= float(value) <= 1.0:
-        raise error(f"{field}: {value!r} is not a number from 0 to 1")
-    return float(value)
+    ok = not isinstance(value, bool) and isinstance(value, (int, float))
+    try:
+        number = float(value) if ok else -1.0  # type: ignore[arg-type]
+    except OverflowError:
+        number = -1.0
+    if not 0.0 <= number <= 1.0:
+        shown = repr(value) if len(repr(value)) <= 40 else repr(value)[:37] + "..."
+        raise error(f"{field}: {shown} is not a number from 0 to 1")
+    return number + 0.0
