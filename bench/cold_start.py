@@ -249,8 +249,8 @@ def _child_cpu() -> float:
 def time_once(cmd: list[str], env: dict) -> tuple[float, float]:
     """(wall, cpu) seconds of one fresh process, stdout and stderr to /dev/null.
 
-    CPU is user+sys of the child (from getrusage of waited-for children): it is
-    far less sensitive than wall time to other load on the machine.
+    CPU is user+sys of the child (from getrusage of waited-for children): unlike
+    wall time it does not count time spent waiting for a CPU held by other load.
     """
     c0 = _child_cpu()
     t0 = time.perf_counter()
@@ -332,33 +332,48 @@ def import_inproc(jsonl: Path, store: Path, expect: int) -> tuple[float, float]:
     return dt, t_mod
 
 
-def importtime_top(py: str, cmd_args: list[str], env: dict, top: int = 10) -> dict:
-    """Run `python -X importtime -m cortexctl ...` once; the top modules by self and cumulative time."""
+def _importtime_once(py: str, cmd_args: list[str], env: dict) -> dict[str, tuple[int, int, int]]:
+    """One `python -X importtime -m cortexctl ...`: module -> (self us, cumulative us, depth)."""
     proc = subprocess.run([py, "-X", "importtime", "-m", "cortexctl", *cmd_args], env=env,
                           stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL)
-    rows = []
+    rows: dict[str, tuple[int, int, int]] = {}
     for line in proc.stderr.decode(errors="replace").splitlines():
         if not line.startswith("import time:") or "self [us]" in line:
             continue
         head, cum, name = line.split("|", 2)
-        self_us, cum_us = int(head.split(":", 1)[1]), int(cum)
         name = name[1:]  # one separator space, then two per nesting level
         depth = (len(name) - len(name.lstrip(" "))) // 2
-        rows.append((name.strip(), self_us, cum_us, depth))
-    by_pkg: dict[str, int] = {}
+        rows[name.strip()] = (int(head.split(":", 1)[1]), int(cum), depth)
+    return rows
+
+
+def importtime_top(py: str, cmd_args: list[str], env: dict, repeat: int = 5, top: int = 10) -> dict:
+    """`python -X importtime -m cortexctl ...`, `repeat` times; per module the median over the runs.
+
+    Returns the top modules by self time, the top packages (sum of their
+    modules' self times), and the top-level imports (depth 0: not nested in
+    another import, i.e. done by __main__ or lazily at run time) by cumulative time.
+    """
+    runs = [_importtime_once(py, cmd_args, env) for _ in range(repeat)]
+    names = set().union(*runs)
+
+    def med(name: str, k: int) -> float:  # a module missing from a run counts as 0 there
+        return statistics.median(r[name][k] if name in r else 0 for r in runs) / 1000
+
+    rows = [(n, med(n, 0), med(n, 1), min(r[n][2] for r in runs if n in r)) for n in names]
+    by_pkg: dict[str, float] = {}
     for name, s, _, _ in rows:
-        by_pkg[name.split(".")[0]] = by_pkg.get(name.split(".")[0], 0) + s
-    total = sum(s for _, s, _, _ in rows)
+        by_pkg[name.split(".")[0]] = by_pkg.get(name.split(".")[0], 0.0) + s
     return {
-        "total_ms": total / 1000,
-        "by_self": [{"module": n, "self_ms": s / 1000, "cumulative_ms": c / 1000}
+        "repeat": repeat,
+        "modules": len(rows),
+        "total_ms": statistics.median(sum(v[0] for v in r.values()) for r in runs) / 1000,
+        "by_self": [{"module": n, "self_ms": s, "cumulative_ms": c}
                     for n, s, c, _ in sorted(rows, key=lambda x: -x[1])[:top]],
-        # Depth 0: imports not nested in another import (the module's top level, or lazy
-        # imports done at run time); their cumulative times add up to the whole.
-        "top_level": [{"module": n, "cumulative_ms": c / 1000}
-                      for n, _, c, d in sorted(rows, key=lambda x: -x[2]) if d == 0][:top],
-        "by_package": [{"package": p, "self_ms": s / 1000}
+        "by_package": [{"package": p, "self_ms": s}
                        for p, s in sorted(by_pkg.items(), key=lambda x: -x[1])[:top]],
+        "top_level": [{"module": n, "cumulative_ms": c}
+                      for n, _, c, d in sorted(rows, key=lambda x: -x[2]) if d == 0][:top],
     }
 
 
@@ -372,7 +387,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--json", action="store_true", help="print the figures as one JSON object")
     ap.add_argument("--seed", type=int, default=20261121, help="seed of the synthetic memories")
     ap.add_argument("--importtime", action="store_true",
-                    help="also break down `find` start-up with python -X importtime (top 10)")
+                    help="also break down `find` start-up with python -X importtime (5 runs, top 10)")
     ap.add_argument("--cortexctl", metavar="PATH", help="the console script (default: next to this Python)")
     ap.add_argument("--keep", action="store_true", help="keep the temporary directory and print its path")
     args = ap.parse_args(argv)
@@ -537,7 +552,8 @@ def print_table(r: dict) -> None:
     it = r.get("importtime_find")
     if it:
         print()
-        print(f"python -X importtime -m cortexctl find -k 10: {it['total_ms']:.0f} ms of imports in all")
+        print(f"python -X importtime -m cortexctl find -k 10 (median of {it['repeat']} runs): "
+              f"{it['modules']} modules, {it['total_ms']:.0f} ms of imports in all")
         print(f"  {'top modules by self time':<34}{'self':>8}{'cumul.':>10}    top packages (sum of self)")
         for a, b in zip(it["by_self"], it["by_package"]):
             print(f"  {a['module']:<34}{a['self_ms']:>5.1f} ms{a['cumulative_ms']:>7.1f} ms    "

@@ -106,6 +106,14 @@ def _flatten(tree: dict, prefix: str = "") -> dict[str, Any]:
     return out
 
 
+def _is_utf8(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+        return True
+    except UnicodeEncodeError:
+        return False
+
+
 def _check(path: str, value: Any, source: str) -> Any:
     if path not in _RULES:
         raise ConfigError(f"{source}: {path.replace('.', ' -> ')}: unknown setting")
@@ -119,10 +127,11 @@ def _check(path: str, value: Any, source: str) -> Any:
         bad = True
     if not bad and path.endswith(("timeout", "dimensions")) and value <= 0:
         bad = True
-    if not bad and isinstance(value, str) and not value.strip():
+    if not bad and isinstance(value, str) and (not value.strip() or not _is_utf8(value)):
         bad = True
     if bad:
-        raise ConfigError(f"{source}: {path.replace('.', ' -> ')}: {rule}, got {value!r}")
+        shown = repr(value).encode("ascii", "backslashreplace").decode("ascii")
+        raise ConfigError(f"{source}: {path.replace('.', ' -> ')}: {rule}, got {shown}")
     return value
 
 

@@ -83,11 +83,24 @@ def _wants_json(argv: list[str]) -> bool:
     return "--json" in args or "--jsonl" in args
 
 
+def _check_utf8(argv: list[str]) -> None:
+    """Arguments are text: bytes that are not UTF-8 (decoded as surrogates) are refused here, once."""
+    from cortexctl.errors import InvalidData
+
+    for n, arg in enumerate(argv, 1):
+        try:
+            arg.encode("utf-8")
+        except UnicodeEncodeError:
+            shown = arg.encode("utf-8", "backslashreplace").decode("ascii", "replace")
+            raise InvalidData(f"argument {n} ({shown}) is not valid UTF-8") from None
+
+
 def _report(err: CortexError, as_json: bool) -> None:
     if as_json:
-        import orjson
+        import json
 
-        sys.stderr.buffer.write(orjson.dumps(err.to_json()) + b"\n")
+        # ensure_ascii keeps any undecodable text an escape, never an encoding error.
+        sys.stderr.write(json.dumps(err.to_json(), ensure_ascii=True) + "\n")
         return
     for problem in getattr(err, "problems", ())[:1000]:
         sys.stderr.write(f"cortexctl: {problem}\n")
@@ -101,6 +114,7 @@ def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     as_json = _wants_json(argv)
     try:
+        _check_utf8(argv)
         rv = app(args=argv, prog_name="cortexctl", standalone_mode=False)
         code = rv if isinstance(rv, int) and not isinstance(rv, bool) else 0
     except CortexError as err:
@@ -121,7 +135,11 @@ def main(argv: list[str] | None = None) -> int:
 
             ctx = getattr(exc, "ctx", None)
             where = ctx.command_path if ctx is not None else "cortexctl"
-            err = UsageError(exc.format_message(), hint=f"see '{where} --help'")
+            message = exc.format_message()
+            if type(exc).__name__ == "NoArgsIsHelpError" and ctx is not None:
+                names = ", ".join(n for n, c in getattr(ctx.command, "commands", {}).items() if not c.hidden)
+                message = f"missing command: one of {names}"
+            err = UsageError(message, hint=f"see '{where} --help'")
             if exc.exit_code == 0:
                 return 0
             _report(err, as_json)

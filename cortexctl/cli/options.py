@@ -10,7 +10,7 @@ import typer
 from cortexctl.config import ENV_ACTOR, ENV_STORE, ENV_WAIT
 
 Store = Annotated[
-    Optional[Path],
+    Optional[str],
     typer.Option("--store", help=f"Store directory [env {ENV_STORE}; default: user data dir].",
                  show_default=False, metavar="PATH"),
 ]
@@ -42,7 +42,7 @@ Sets = Annotated[
 ]
 
 
-def cortex(ctx: typer.Context, store: Optional[Path], actor: Optional[str], wait: Optional[float]):
+def cortex(ctx: typer.Context, store: Optional[str], actor: Optional[str], wait: Optional[float]):
     """A Cortex from the global -c/--config and this command's options."""
     from cortexctl.engine.cortex import Cortex
 

@@ -138,7 +138,11 @@ class Cortex:
 
     # -- plumbing ------------------------------------------------------------
     @contextmanager
-    def _transaction(self) -> Iterator[Any]:
+    def _transaction(self, *, existing: str | None = None) -> Iterator[Any]:
+        """A write transaction; with ``existing``, NotFound(existing) when there is no store yet."""
+        if existing is not None and not self.store.exists():
+            self.store._check_path()
+            raise NotFound(existing)
         with self.store.write() as con:
             con.execute("BEGIN")
             try:
@@ -244,7 +248,7 @@ class Cortex:
 
         conf = None if confidence is None else check_confidence(confidence, error=UsageError)
         parse_ref(ref)
-        with self._transaction() as con:
+        with self._transaction(existing=f"no memory {ref!r}") as con:
             head = self._resolve(con, ref)
             self._own(head)
             if head["tombstoned_at"] is not None:
@@ -279,7 +283,7 @@ class Cortex:
         return WriteResult(id=head["id"], version=n, seq=seq)
 
     def _change_head(self, ref: str, change) -> HeadResult:
-        with self._transaction() as con:
+        with self._transaction(existing=f"no memory {ref!r}") as con:
             head = self._resolve(con, ref)
             self._own(head)
             fields = change(head)

@@ -82,15 +82,21 @@ def template(tmp_path_factory):
     ids["ambig"] = AMBIG_PREFIX
     ids["unknown"] = UNKNOWN_ID
     ids["unknown_prefix"] = UNKNOWN_PREFIX
-    return path, ids
+    return path, ids, store_state(path)
 
 
 @pytest.fixture
 def world(template, store) -> dict[str, str]:
     """The template store copied into this test's store; returns the memory IDs by role."""
-    path, ids = template
+    path, ids, _ = template
     shutil.copytree(path, store)
     return dict(ids)
+
+
+@pytest.fixture
+def before(template, world) -> dict:
+    """The state of this test's store before the command: the template's, which it is a copy of."""
+    return template[2]
 
 
 BIG_DATA = orjson.dumps({"statement": "a" * (MAX_TEXT + 1)})
@@ -106,15 +112,11 @@ def inputs(tmp_path) -> Path:
     (d / "big.json").write_bytes(BIG_DATA)
     (d / "huge.json").write_bytes(orjson.dumps(
         {"statement": "s" * 30000, "subject": "u" * 30000, "predicate": "p" * 30000}))
-    (d / "latin1.json").write_bytes(b'{"statement": "caf\xe9"}')
     (d / "good.jsonl").write_bytes(b'{"type": "fact", "text": "a good line"}\n')
     (d / "bad.toml").write_text("wait = [\n")
     (d / "wait.toml").write_text("wait = -1\n")
     (d / "unknown.toml").write_text('colour = "red"\n')
-    (d / "url.toml").write_text('[embedding]\nbase_url = "ftp://example.com"\n')
-    (d / "latin1.toml").write_bytes(b'actor = "caf\xe9"\n')
     (d / "bad.json").write_text('{"wait": \n')
-    (d / "list.json").write_text("[1, 2]\n")
     xdg = d / "xdg" / "cortexctl"
     xdg.mkdir(parents=True)
     (xdg / "config.toml").write_text("wait = [\n")
@@ -127,6 +129,8 @@ def inputs(tmp_path) -> Path:
 # -- state before and after ------------------------------------------------------------
 
 DATA_TABLES = ("heads", "versions", "frames", "journal")
+# Stronger than comparing `cortexctl export` and the journal length: export shows only what
+# one actor may see and leaves out the frame index and the schema tables.
 
 
 def store_state(path: Path) -> dict | None:
@@ -181,6 +185,7 @@ class Bad:
     env: dict[str, str] = field(default_factory=dict)
     stdin: bytes | None = None
     kind: str | None = None  # the "error" of the JSON report
+    may_create: bool = False  # against a missing store: an empty store may be left behind
 
 
 def bad(id_: str, args: str | tuple, code: int, *words: str, marks=(), **kw):
@@ -191,78 +196,55 @@ def bad(id_: str, args: str | tuple, code: int, *words: str, marks=(), **kw):
 NOT_ROOT = pytest.mark.skipif(hasattr(os, "geteuid") and os.geteuid() == 0,
                               reason="root can read a mode-000 file")
 SHORT_OVER = "x" * 201  # 51 tokens: over the 50-token short budget
-MEDIUM_OVER = "x" * 801  # 201 tokens
 # A byte that is not UTF-8 in argv: Python hands it to cortexctl as a lone surrogate.
 NOT_UTF8 = "\udcff"
 
 CASES = [
     # write: types, frames, head fields on the command line (usage, 2)
     bad("write-unknown-type", "write bogus x", 2, "unknown memory type", "bogus", "fact"),
-    bad("write-empty-type", ("write", "", "x"), 2, "unknown memory type"),
     bad("write-frame-malformed", "write fact x --frame bad", 2, "frame", "VERB:KIND:REF"),
     bad("write-frame-unknown-verb", "write fact x --frame fly:repo:acme/api", 2, "unknown verb", "fly"),
     bad("write-frame-unknown-kind", "write fact x --frame build:spaceship:x", 2, "unknown object kind", "spaceship"),
-    bad("write-frame-empty-ref", "write fact x --frame build:repo:", 2, "frame"),
     bad("write-importance-11", "write fact x --importance 11", 2, "importance", "11"),
     bad("write-importance-negative", "write fact x --importance -1", 2, "importance", "-1"),
-    bad("write-importance-not-a-number", "write fact x --importance high", 2, "--importance"),
     bad("write-visibility", "write fact x --visibility secret", 2, "visibility", "secret"),
     bad("write-confidence-flag-over-1", "write fact x --confidence 1.5", 2, "confidence"),
-    bad("write-tag-with-space", ("write", "fact", "x", "--tag", "two words"), 2, "tag"),
-    bad("write-session-empty", ("write", "fact", "x", "--session", ""), 2, "session"),
     bad("write-set-without-equals", "write fact x --set confidence", 2, "FIELD=VALUE"),
     bad("write-unknown-option", "write fact x --colour red", 2, "--colour"),
     bad("write-missing-type", "write", 2, "missing argument"),
     bad("write-store-is-a-file", "write fact x --store <in>/afile", 2, "not a directory"),
-    bad("write-wait-negative", "write fact x --wait -1", 2, "wait"),
-    bad("write-actor-empty", ("write", "fact", "x", "--actor", ""), 2, "actor"),
     # write: --data sources (a missing file or a directory is usage, bad content is data)
     bad("write-data-missing-file", "write fact --data @<in>/nope.json", 2, "no such file"),
     bad("write-data-directory", "write fact --data @<in>/adir", 2, "directory"),
     bad("write-data-bad-json", ("write", "fact", "--data", '{"statement": '), 10, "JSON"),
     bad("write-data-json-array", ("write", "fact", "--data", '["x"]'), 10, "object"),
-    bad("write-data-file-not-utf8", "write fact --data @<in>/latin1.json", 10, "UTF-8"),
     # write: data that breaks the type's schema (invalid data, 10)
     bad("write-preference-polarity", "write preference x --set polarity=sideways", 10, "polarity", "sideways"),
     bad("write-constraint-strength", "write constraint x --set strength=extreme", 10, "strength", "extreme"),
     bad("write-goal-status", "write goal x --set status=done", 10, "status", "done"),
-    bad("write-event-outcome", "write event x --set outcome=meh", 10, "outcome"),
-    bad("write-capability-verified", "write capability x --set verified=maybe", 10, "verified"),
     bad("write-confidence-set-over-1", "write fact x --set confidence=1.5", 10, "confidence", "1.5"),
-    bad("write-confidence-set-nan", "write fact x --set confidence=nan", 10, "confidence"),
-    bad("write-confidence-set-not-a-number", "write fact x --set confidence=high", 10, "confidence"),
-    bad("write-confidence-data-over-1", ("write", "fact", "x", "--data", '{"confidence": 1.5}'), 10, "confidence"),
     bad("write-unknown-field-set", "write fact x --set colour=red", 10, "colour", "unknown field"),
     bad("write-unknown-field-data", ("write", "fact", "x", "--data", '{"colour": "red"}'), 10, "colour"),
-    bad("write-time-field", "write fact x --set observed_at=yesterday", 10, "observed_at"),
     bad("write-oversized-text-data-file", "write fact --data @<in>/big.json", 10, "statement", str(MAX_TEXT)),
     bad("write-oversized-text-stdin", "write fact --data -", 10, "statement", str(MAX_TEXT), stdin=BIG_DATA),
-    bad("write-oversized-text-argument", ("write", "fact", "a" * (MAX_TEXT + 1)), 10, str(MAX_TEXT)),
     bad("write-oversized-encoded-data", "write fact --data @<in>/huge.json", 10, "65536"),
     bad("write-empty-text", ("write", "fact", ""), 10, "statement"),
-    bad("write-blank-text", ("write", "fact", "   "), 10, "statement"),
     bad("write-no-text", "write fact", 10, "statement", "required"),
-    bad("write-nul-in-text", ("write", "fact", "--data", '{"statement": "a\\u0000b"}'), 10, "NUL"),
     bad("write-short-form-51-tokens", ("write", "fact", "x", "--short-form", SHORT_OVER), 10, "forms.short", "51"),
-    bad("write-medium-form-201-tokens", ("write", "fact", "x", "--medium-form", MEDIUM_OVER), 10, "forms.medium"),
-    bad("write-short-form-blank", ("write", "fact", "x", "--short-form", " "), 10, "forms.short"),
     # write: bytes that are not UTF-8 on the command line
-    bad("write-text-not-utf8", ("write", "fact", "caf" + NOT_UTF8), 10, "statement"),
-    bad("write-tag-not-utf8", ("write", "fact", "x", "--tag", "a" + NOT_UTF8), 2, "tag"),
-    bad("write-frame-ref-not-utf8", ("write", "fact", "x", "--frame", "build:repo:a" + NOT_UTF8), 2, "frame"),
-    bad("write-actor-not-utf8", ("write", "fact", "x", "--actor", "b" + NOT_UTF8), 2, "actor"),
-    bad("write-session-not-utf8", ("write", "fact", "x", "--session", "s" + NOT_UTF8), 2, "session"),
-    bad("write-short-form-not-utf8", ("write", "fact", "x", "--short-form", "s" + NOT_UTF8), 10, "forms.short"),
+    # (every argument is checked once, at the boundary: invalid data, 10, naming the argument)
+    bad("write-text-not-utf8", ("write", "fact", "caf" + NOT_UTF8), 10, "argument 3", "UTF-8"),
+    bad("write-frame-ref-not-utf8", ("write", "fact", "x", "--frame", "build:repo:a" + NOT_UTF8), 10, "argument 5", "UTF-8"),
+    bad("write-actor-not-utf8", ("write", "fact", "x", "--actor", "b" + NOT_UTF8), 10, "argument 5", "UTF-8"),
+    bad("write-session-not-utf8", ("write", "fact", "x", "--session", "s" + NOT_UTF8), 10, "argument 5", "UTF-8"),
+    bad("write-short-form-not-utf8", ("write", "fact", "x", "--short-form", "s" + NOT_UTF8), 10, "argument 5", "UTF-8"),
     # update: references
     bad("update-malformed-uri", "update cortex://x/.. x", 2, "malformed URI"),
-    bad("update-uri-version-0", "update cortex://m/<fact>/v/0 x", 2, "version"),
-    bad("update-other-scheme", "update https://example.com/m/1 x", 2, "cortex://"),
     bad("update-prefix-too-short", "update 01ABC x", 2, "at least 6"),
     bad("update-prefix-not-crockford", "update 01ABCU x", 2, "01ABCU"),
-    bad("update-ambiguous-prefix", "update <ambig> x", 2, "ambiguous", AMBIG_A, AMBIG_B, kind="ambiguous"),
+    bad("update-ambiguous-prefix", "update <ambig> x", 2, "ambiguous", AMBIG_A, AMBIG_B),
     bad("update-unknown-id", "update <unknown> x", 3, "no memory"),
     bad("update-unknown-prefix", "update <unknown_prefix> x", 3, "no memory"),
-    bad("update-missing-ref", "update", 2, "missing argument"),
     # update: whose memory, and forgotten memories
     bad("update-forgotten", "update <gone> x", 1, "forgotten"),
     bad("update-private-of-another-actor", "update <fact> x --actor bob", 3, "no memory"),
@@ -270,65 +252,35 @@ CASES = [
     # update: data
     bad("update-confidence-set-over-1", "update <fact> --set confidence=1.5", 10, "confidence"),
     bad("update-confidence-flag-over-1", "update <fact> --confidence 2", 2, "confidence"),
-    bad("update-unknown-field", "update <fact> --set colour=red", 10, "colour"),
-    bad("update-preference-polarity", "update <pref> --set polarity=sideways", 10, "polarity"),
-    bad("update-constraint-strength", "update <constraint> --set strength=extreme", 10, "strength"),
-    bad("update-goal-status", "update <goal> --set status=done", 10, "status"),
-    bad("update-data-bad-json", ("update", "<fact>", "--data", "{"), 10, "JSON"),
-    bad("update-data-json-array", ("update", "<fact>", "--data", "[]"), 10, "object"),
-    bad("update-data-missing-file", "update <fact> --data @<in>/nope.json", 2, "no such file"),
-    bad("update-data-directory", "update <fact> --data @<in>/adir", 2, "directory"),
     bad("update-empty-text", ("update", "<fact>", ""), 10, "statement"),
-    bad("update-oversized-text", "update <fact> --data @<in>/big.json", 10, str(MAX_TEXT)),
-    bad("update-short-form-51-tokens", ("update", "<fact>", "--short-form", SHORT_OVER), 10, "forms.short"),
     # show
     bad("show-malformed-uri", "show cortex://x/..", 2, "malformed URI"),
-    bad("show-prefix-too-short", "show 01ABC", 2, "at least 6"),
-    bad("show-ref-bad-characters", "show 01ABC!", 2, "01ABC!"),
-    bad("show-ref-not-utf8", ("show", "<fact>" + NOT_UTF8), 2),
+    bad("show-ref-not-utf8", ("show", "<fact>" + NOT_UTF8), 10, "UTF-8"),
     bad("show-ambiguous-prefix", "show <ambig>", 2, "ambiguous"),
     bad("show-unknown-id", "show <unknown>", 3, "no memory"),
-    bad("show-unknown-prefix", "show <unknown_prefix>", 3, "no memory"),
     bad("show-version-99", "show <fact> --version 99", 3, "99"),
-    bad("show-uri-version-99", "show cortex://m/<fact>/v/99", 3, "99"),
     bad("show-version-0", "show <fact> --version 0", 2, "version"),
     bad("show-uri-and-flag-disagree", "show cortex://m/<fact>/v/1 --version 2", 2, "version"),
     bad("show-bad-form", "show <fact> --form huge", 2, "form"),
     bad("show-private-of-another-actor", "show <fact> --actor bob", 3, "no memory"),
-    bad("show-store-is-a-file", "show <fact> --store <in>/afile", 2, "not a directory"),
     # history
     bad("history-malformed-uri", "history cortex://m/short", 2, "malformed URI"),
-    bad("history-prefix-too-short", "history 01AB", 2, "at least 6"),
-    bad("history-ambiguous-prefix", "history <ambig>", 2, "ambiguous"),
     bad("history-unknown-id", "history <unknown>", 3, "no memory"),
-    bad("history-private-of-another-actor", "history <fact> --actor bob", 3, "no memory"),
     # tag
     bad("tag-with-space", ("tag", "<fact>", "--add", "two words"), 2, "tag"),
-    bad("tag-empty", ("tag", "<fact>", "--add", ""), 2, "tag"),
-    bad("tag-remove-with-comma", ("tag", "<fact>", "--remove", "a,b"), 2, "tag"),
-    bad("tag-prefix-too-short", "tag 01ABC --add x", 2, "at least 6"),
-    bad("tag-ambiguous-prefix", "tag <ambig> --add x", 2, "ambiguous"),
     bad("tag-unknown-id", "tag <unknown> --add x", 3, "no memory"),
     bad("tag-public-of-another-actor", "tag <public> --add x --actor bob", 8, "alice"),
     # head
     bad("head-importance-11", "head <fact> --importance 11", 2, "importance"),
-    bad("head-importance-negative", "head <fact> --importance -1", 2, "importance"),
     bad("head-visibility", "head <fact> --visibility secret", 2, "visibility"),
     bad("head-frame-malformed", "head <fact> --frame build", 2, "frame"),
-    bad("head-remove-frame-unknown-verb", "head <fact> --remove-frame fly:repo:x", 2, "fly"),
-    bad("head-malformed-uri", "head cortex://m/<fact>/x --importance 3", 2, "malformed URI"),
-    bad("head-unknown-id", "head <unknown> --importance 3", 3, "no memory"),
     bad("head-public-of-another-actor", "head <public> --importance 1 --actor bob", 8, "alice"),
     # forget
     bad("forget-without-reason", "forget <fact>", 2, "--reason"),
     bad("forget-empty-reason", ("forget", "<fact>", "--reason", ""), 2, "reason"),
-    bad("forget-blank-reason", ("forget", "<fact>", "--reason", "   "), 2, "reason"),
     bad("forget-reason-too-long", ("forget", "<fact>", "--reason", "r" * 1001), 2, "reason", "1000"),
-    bad("forget-reason-not-utf8", ("forget", "<fact>", "--reason", "r" + NOT_UTF8), 2, "reason"),
+    bad("forget-reason-not-utf8", ("forget", "<fact>", "--reason", "r" + NOT_UTF8), 10, "UTF-8"),
     bad("forget-forgotten", "forget <gone> --reason again", 1, "already forgotten"),
-    bad("forget-malformed-uri", "forget cortex://x/.. --reason x", 2, "malformed URI"),
-    bad("forget-unknown-id", "forget <unknown> --reason x", 3, "no memory"),
-    bad("forget-ambiguous-prefix", "forget <ambig> --reason x", 2, "ambiguous"),
     bad("forget-public-of-another-actor", "forget <public> --reason x --actor bob", 8, "alice"),
     # find
     bad("find-k-0", "find -k 0", 2, "-k"),
@@ -337,21 +289,15 @@ CASES = [
     bad("find-bad-form", "find --form huge", 2, "form"),
     bad("find-unknown-type", "find --type bogus", 2, "bogus"),
     bad("find-frame-unknown-verb", "find --frame fly", 2, "fly"),
-    bad("find-frame-unknown-kind", "find --frame build:spaceship", 2, "spaceship"),
-    bad("find-frame-empty-part", "find --frame build:", 2, "frame"),
-    bad("find-frame-ref-not-utf8", ("find", "--frame", "build:repo:a" + NOT_UTF8), 2, "frame"),
-    bad("find-tag-with-space", ("find", "--tag", "two words"), 2, "tag"),
+    bad("find-frame-ref-not-utf8", ("find", "--frame", "build:repo:a" + NOT_UTF8), 10, "UTF-8"),
     bad("find-store-is-a-file", "find --store <in>/afile", 2, "not a directory"),
     # import (the file-level problems; bad lines are tested below)
     bad("import-missing-file", "import <in>/nope.jsonl", 2, "no such file"),
     bad("import-directory", "import <in>/adir", 2, "directory"),
-    bad("import-missing-argument", "import", 2, "missing argument"),
     bad("import-batch-size-0", "import <in>/good.jsonl --batch-size 0", 2, "batch-size"),
-    bad("import-store-is-a-file", "import <in>/good.jsonl --store <in>/afile", 2, "not a directory"),
     # export
     bad("export-out-directory", "export --out <in>/adir", 2, "directory"),
     bad("export-out-parent-missing", "export --out <in>/nope/out.jsonl", 2, "does not exist"),
-    bad("export-store-is-a-file", "export --store <in>/afile", 2, "not a directory"),
     bad("export-unknown-option", "export --form short", 2, "--form"),
     # verify
     bad("verify-store-is-a-file", "verify --store <in>/afile", 2, "not a directory"),
@@ -359,21 +305,16 @@ CASES = [
     # config: unreadable or invalid config files and values
     bad("config-bad-toml", "-c <in>/bad.toml config show", 2, "TOML"),
     bad("config-bad-json", "-c <in>/bad.json config show", 2, "JSON"),
-    bad("config-json-not-an-object", "-c <in>/list.json config show", 2, "config"),
-    bad("config-toml-not-utf8", "-c <in>/latin1.toml config show", 2, "TOML"),
     bad("config-is-a-directory", "-c <in>/adir config show", 2, "directory"),
     bad("config-missing-file", "-c <in>/nope.toml config show", 2, "no such file"),
     bad("config-unreadable-file", "-c <in>/noperm.toml config show", 2, "cannot be read", marks=NOT_ROOT),
     bad("config-wait-negative", "-c <in>/wait.toml config show", 2, "wait", "-1"),
     bad("config-unknown-setting", "-c <in>/unknown.toml config show", 2, "colour", "unknown setting"),
-    bad("config-base-url-not-http", "-c <in>/url.toml config show", 2, "base_url"),
     bad("config-from-env-var", "config show", 2, "TOML", env={"CORTEXCTL_CONFIG": "<in>/bad.toml"}),
     bad("config-from-user-config-dir", "config show", 2, "TOML", env={"XDG_CONFIG_HOME": "<in>/xdg"}),
     bad("config-env-wait-not-a-number", "config show", 2, "CORTEXCTL_WAIT", env={"CORTEXCTL_WAIT": "soon"}),
-    bad("config-flag-wait-negative", "config show --wait -1", 2, "wait"),
+    bad("config-store-flag-empty", ("config", "show", "--store", ""), 2, "store"),
     bad("config-bad-file-blocks-write", "-c <in>/bad.toml write fact x", 2, "TOML"),
-    bad("config-bad-value-blocks-find", "-c <in>/wait.toml find", 2, "wait"),
-    bad("config-unknown-subcommand", "config bogus", 2, "bogus"),
     bad("config-missing-subcommand", "config", 2),
     # the command line itself
     bad("unknown-command", "bogus", 2, "bogus"),
@@ -382,11 +323,11 @@ CASES = [
 
 
 @pytest.mark.parametrize("case", CASES)
-def test_bad_input_is_one_clean_line_with_its_exit_code_and_writes_nothing(case, cli, store, world, inputs):
+def test_bad_input_is_one_clean_line_with_its_exit_code_and_writes_nothing(case, cli, store, world, before, inputs):
     values = {**world, "in": str(inputs)}
     args = [_expand(a, values) for a in case.args]
     env = {k: _expand(v, values) for k, v in case.env.items()}
-    before, before_inputs = store_state(store), tree_state(inputs)
+    before_inputs = tree_state(inputs)
 
     run = cli(*args, input=case.stdin, env=env)
 
@@ -402,18 +343,13 @@ def test_bad_input_is_one_clean_line_with_its_exit_code_and_writes_nothing(case,
 NO_STORE_CASES = [
     bad("verify", "verify", 3, "no store"),
     bad("show", "show <unknown>", 3, "no memory"),
-    bad("history", "history <unknown_prefix>", 3, "no memory"),
     bad("write-unknown-type", "write bogus x", 2, "bogus"),
     bad("write-invalid-data", "write fact x --set confidence=1.5", 10, "confidence"),
-    bad("write-bad-frame", "write fact x --frame fly:repo:x", 2, "fly"),
-    bad("find-k-0", "find -k 0", 2, "-k"),
-    bad("export-out-directory", "export --out <in>/adir", 2, "directory"),
     bad("bad-config", "-c <in>/bad.toml write fact x", 2, "TOML"),
     # These open the store for writing before they look the memory up: an empty
     # store may be left behind, but never a memory or a journal entry.
-    bad("update", "update <unknown> x", 3, "no memory", kind="may_create"),
-    bad("tag", "tag <unknown> --add x", 3, "no memory", kind="may_create"),
-    bad("forget", "forget <unknown> --reason x", 3, "no memory", kind="may_create"),
+    bad("update", "update <unknown> x", 3, "no memory", may_create=True),
+    bad("forget", "forget <unknown> --reason x", 3, "no memory", may_create=True),
 ]
 
 
@@ -429,7 +365,7 @@ def test_bad_input_against_a_missing_store_leaves_no_store(case, cli, tmp_path, 
     assert_clean_error(run, case.code)
     for word in case.words:
         assert word.lower() in run.err.lower(), (word, run)
-    assert_no_store_or_empty(absent, may_create=case.kind == "may_create")
+    assert_no_store_or_empty(absent, may_create=case.may_create)
     assert tree_state(inputs) == before_inputs
 
 
@@ -460,10 +396,8 @@ def test_a_store_file_that_is_not_duckdb_is_an_integrity_error_and_stays_untouch
 # -- --json: the error is one JSON object -------------------------------------------------
 
 JSON_CASES = [
-    bad("write-unknown-type", "write bogus x --json", 2, kind="usage"),
     bad("write-invalid-data", "write fact x --set confidence=1.5 --json", 10, kind="invalid"),
     bad("write-json-and-jsonl", "write fact x --json --jsonl", 2, kind="usage"),
-    bad("write-data-missing-file", "write fact --data @<in>/nope.json --json", 2, kind="usage"),
     bad("write-unknown-option", "write fact x --colour red --json", 2, kind="usage"),
     bad("write-unknown-field-not-utf8", ("write", "fact", "x", "--set", NOT_UTF8 + "=1", "--json"), 10,
         kind="invalid"),
@@ -471,29 +405,21 @@ JSON_CASES = [
     bad("update-public-of-another-actor", "update <public> x --actor bob --json", 8, kind="refused"),
     bad("show-ambiguous-prefix", "show <ambig> --json", 2, kind="ambiguous"),
     bad("show-unknown-id", "show <unknown> --json", 3, kind="not_found"),
-    bad("show-version-99", "show <fact> --version 99 --jsonl", 3, kind="not_found"),
-    bad("history-malformed-uri", "history cortex://x/.. --jsonl", 2, kind="usage"),
-    bad("tag-with-space", ("tag", "<fact>", "--add", "two words", "--json"), 2, kind="usage"),
-    bad("head-importance-11", "head <fact> --importance 11 --json", 2, kind="usage"),
-    bad("forget-empty-reason", ("forget", "<fact>", "--reason", "", "--json"), 2, kind="usage"),
-    bad("find-k-0", "find -k 0 --jsonl", 2, kind="usage"),
     bad("find-json-and-jsonl", "find --json --jsonl", 2, kind="usage"),
-    bad("import-missing-file", "import <in>/nope.jsonl --json", 2, kind="usage"),
     bad("import-json-and-jsonl", "import <in>/good.jsonl --json --jsonl", 2, kind="usage"),
     bad("export-out-directory", "export --out <in>/adir --jsonl", 2, kind="usage"),
     bad("verify-missing-store", "verify --json", 3, kind="not_found", env={"CORTEXCTL_STORE": "<in>/absent"}),
-    bad("verify-json-and-jsonl", "verify --json --jsonl", 2, kind="usage"),
     bad("config-bad-toml", "-c <in>/bad.toml config show --json", 2, kind="config"),
     bad("config-json-and-jsonl", "config show --json --jsonl", 2, kind="usage"),
 ]
 
 
 @pytest.mark.parametrize("case", JSON_CASES)
-def test_bad_input_with_json_reports_one_json_object_and_writes_nothing(case, cli, store, world, inputs):
+def test_bad_input_with_json_reports_one_json_object_and_writes_nothing(case, cli, store, world, before, inputs):
     values = {**world, "in": str(inputs)}
     args = [_expand(a, values) for a in case.args]
     env = {k: _expand(v, values) for k, v in case.env.items()}
-    before, before_inputs = store_state(store), tree_state(inputs)
+    before_inputs = tree_state(inputs)
 
     run = cli(*args, env=env)
 
@@ -568,11 +494,10 @@ def assert_import_rejected(run: Run, bad_lines: dict[int, str], *, total: int) -
 
 
 @pytest.mark.parametrize("source", ["file", "stdin"])
-def test_import_with_bad_lines_is_rejected_whole_listing_every_bad_line(source, cli, store, world, tmp_path):
+def test_import_with_bad_lines_is_rejected_whole_listing_every_bad_line(source, cli, store, world, before, tmp_path):
     content, bad_lines, total, _ = _bad_lines_file(world["fact"])
     path = tmp_path / "mixed.jsonl"
     path.write_bytes(content)
-    before = store_state(store)
 
     if source == "file":
         run = cli("import", path)
@@ -584,11 +509,10 @@ def test_import_with_bad_lines_is_rejected_whole_listing_every_bad_line(source, 
     assert path.read_bytes() == content
 
 
-def test_import_rejection_with_json_is_one_object_listing_every_bad_line(cli, store, world, tmp_path):
+def test_import_rejection_with_json_is_one_object_listing_every_bad_line(cli, store, world, before, tmp_path):
     content, bad_lines, total, _ = _bad_lines_file(world["fact"])
     path = tmp_path / "mixed.jsonl"
     path.write_bytes(content)
-    before = store_state(store)
 
     run = cli("import", path, "--json")
 
@@ -603,11 +527,10 @@ def test_import_rejection_with_json_is_one_object_listing_every_bad_line(cli, st
     assert store_state(store) == before
 
 
-def test_import_skip_invalid_imports_the_good_lines_and_reports_the_bad(cli, cx, store, world, tmp_path):
+def test_import_skip_invalid_imports_the_good_lines_and_reports_the_bad(cli, cx, store, world, before, tmp_path):
     content, bad_lines, total, good = _bad_lines_file(world["fact"])
     path = tmp_path / "mixed.jsonl"
     path.write_bytes(content)
-    before = store_state(store)
     journal_before = cx.verify().journal
 
     run = cli("import", path, "--skip-invalid")
@@ -630,11 +553,10 @@ def test_import_skip_invalid_imports_the_good_lines_and_reports_the_bad(cli, cx,
     assert_store_verifies(store)
 
 
-def test_import_line_with_a_created_at_before_year_1000_is_reported_not_a_crash(cli, store, world, tmp_path):
+def test_import_line_with_a_created_at_before_year_1000_is_reported_not_a_crash(cli, store, world, before, tmp_path):
     path = tmp_path / "old.jsonl"
     path.write_bytes(b'{"type": "fact", "text": "good"}\n'
                      b'{"type": "fact", "text": "ancient", "created_at": "0999-01-01T00:00:00Z"}\n')
-    before = store_state(store)
 
     run = cli("import", path)
 
