@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 import typer
 
-from cortexctl.cli.app import app
+from cortexctl.cli.tree import app
 from cortexctl.cli.cmd_man import _walk, render_all
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -1,4 +1,4 @@
-"""The cortexctl command line: the Typer app, global options, and the one error boundary.
+"""The cortexctl console script: the one error boundary around the fast path and the Typer tree.
 
 ``main()`` is the console script. Every error a user can cause is a
 ``CortexError`` that becomes one line on stderr (a JSON object under
@@ -10,73 +10,8 @@ from __future__ import annotations
 
 import os
 import sys
-from pathlib import Path
-from typing import Annotated, Optional
 
-import typer
-
-from cortexctl import __version__
 from cortexctl.errors import EXIT_INTERNAL, EXIT_INTERRUPTED, CortexError
-
-HELP = """Long-term memory for AI agents, over a local single-file store.
-
-Write typed memories, find them again, change them with full history, and
-move them in and out as JSONL. Exit codes: 0 ok, 1 failed, 2 usage, 3 not
-found, 4 store busy, 5 rate limited, 6 budget unreachable, 7 integrity error,
-8 refused, 9 provider unreachable, 10 invalid input data, 70 internal error,
-130 interrupted. See cortexctl(1).
-"""
-
-EPILOG = """\b
-Examples:
-  cortexctl write fact "The deploy key rotates monthly" --tag ops
-  cortexctl find --tag ops -k 5
-  cortexctl show 01JD3K --form full
-  cortexctl export --out memories.jsonl
-"""
-
-app = typer.Typer(
-    name="cortexctl",
-    help=HELP,
-    epilog=EPILOG,
-    no_args_is_help=True,
-    rich_markup_mode=None,
-    pretty_exceptions_enable=False,
-    add_completion=True,
-    context_settings={"help_option_names": ["-h", "--help"]},
-)
-
-
-def _version(value: bool) -> None:
-    if value:
-        print(f"cortexctl {__version__}")
-        raise typer.Exit(0)
-
-
-@app.callback()
-def _root(
-    ctx: typer.Context,
-    config: Annotated[
-        Optional[Path],
-        typer.Option("-c", "--config", help="Config file (TOML or JSON) [env CORTEXCTL_CONFIG].",
-                     metavar="PATH", show_default=False),
-    ] = None,
-    version: Annotated[
-        bool, typer.Option("--version", help="Print the version and exit.", callback=_version, is_eager=True)
-    ] = False,
-) -> None:
-    ctx.obj = {"config": config}
-
-
-def _register() -> None:
-    from cortexctl.cli import cmd_config, cmd_find, cmd_head, cmd_man, cmd_show, cmd_transfer, cmd_verify, cmd_write
-
-    for module in (cmd_write, cmd_show, cmd_head, cmd_find, cmd_transfer, cmd_verify, cmd_config, cmd_man):
-        module.register(app)
-
-
-_register()
-
 
 def _wants_json(argv: list[str]) -> bool:
     args = argv[: argv.index("--")] if "--" in argv else argv
@@ -115,8 +50,14 @@ def main(argv: list[str] | None = None) -> int:
     as_json = _wants_json(argv)
     try:
         _check_utf8(argv)
-        rv = app(args=argv, prog_name="cortexctl", standalone_mode=False)
-        code = rv if isinstance(rv, int) and not isinstance(rv, bool) else 0
+        from cortexctl.cli import fast
+
+        code = fast.run(argv)
+        if code is None:
+            from cortexctl.cli.tree import app
+
+            rv = app(args=argv, prog_name="cortexctl", standalone_mode=False)
+            code = rv if isinstance(rv, int) and not isinstance(rv, bool) else 0
     except CortexError as err:
         _report(err, as_json)
         code = err.exit_code

@@ -7,7 +7,7 @@ from typing import Annotated, Optional
 import typer
 
 from cortexctl.cli import options as o
-from cortexctl.cli.output import Output
+from cortexctl.cli import views
 
 FIND_EPILOG = """\b
 Filters combine with AND: every --type given is allowed, every --tag given
@@ -33,22 +33,9 @@ def find(
     store: o.Store = None, actor: o.Actor = None, wait: o.Wait = None, json: o.Json = False, jsonl: o.Jsonl = False,
 ) -> None:
     """Find memories by type, tag and frame."""
-    from cortexctl.engine.models import FindQuery
-
-    out = Output(json=json, jsonl=jsonl)
-    query = FindQuery(types=types or [], tags=tags or [], frames=frames or [],
-                      include_tombstoned=include_tombstoned, k=k, form=form)
-    hits = o.cortex(ctx, store, actor, wait).find(query)
-    if out.machine:
-        out.emit_many((h.to_json() for h in hits), lambda docs: {"count": len(docs), "results": docs})
-        return
-    if out.tty:
-        out.table(["#", "id", "type", form],
-                  [(h.rank, h.id[:10] + ("†" if h.tombstoned else ""), h.type, h.text) for h in hits])
-        if not hits:
-            out.hint("no memories match")
-    else:
-        out.table([], [(f"cortex://m/{h.id}", h.type, h.text) for h in hits])
+    views.run_find((ctx.obj or {}).get("config"), types=types or [], tags=tags or [], frames=frames or [],
+                   include_tombstoned=include_tombstoned, k=k, form=form, store=store, actor=actor, wait=wait,
+                   json=json, jsonl=jsonl)
 
 
 def register(app: typer.Typer) -> None:

@@ -150,7 +150,7 @@ def main_page(root, commands: list[list[str]]) -> str:
 
 
 def render_all() -> dict[str, str]:
-    from cortexctl.cli.app import app
+    from cortexctl.cli.tree import app
 
     root = typer.main.get_command(app)
     pages: dict[str, str] = {}

@@ -7,8 +7,7 @@ from typing import Annotated, Optional
 import typer
 
 from cortexctl.cli import options as o
-from cortexctl.cli.output import Output
-from cortexctl.engine.models import iso
+from cortexctl.cli import views
 
 SHOW_EPILOG = """\b
 Examples:
@@ -35,27 +34,8 @@ def show(
     store: o.Store = None, actor: o.Actor = None, wait: o.Wait = None, json: o.Json = False, jsonl: o.Jsonl = False,
 ) -> None:
     """Show one memory (its latest version unless --version)."""
-    out = Output(json=json, jsonl=jsonl)
-    if form not in ("short", "medium", "full"):
-        from cortexctl.errors import UsageError
-
-        raise UsageError(f"--form must be short, medium or full, not {form!r}")
-    m = o.cortex(ctx, store, actor, wait).show(ref, version=version)
-    if out.machine:
-        out.emit(m.to_json(form))
-        return
-    out.line(f"{m.uri}  (version {m.version} of {m.current_version})")
-    out.line(f"type: {m.type}   actor: {m.actor}   visibility: {m.visibility}   importance: {m.importance}")
-    if m.tags:
-        out.line(f"tags: {', '.join(m.tags)}")
-    if m.frames:
-        out.line(f"frames: {', '.join(m.frames)}")
-    out.line(f"created: {iso(m.version_created_at)} by {m.created_by}   confidence: {m.confidence:g}")
-    out.line(f"hash: {m.hash}")
-    if m.tombstone:
-        out.line(f"forgotten: {iso(m.tombstone.at)} by {m.tombstone.by}: {m.tombstone.reason}")
-    out.line()
-    out.line(m.form(form))
+    views.run_show((ctx.obj or {}).get("config"), ref, version=version, form=form, store=store, actor=actor,
+                   wait=wait, json=json, jsonl=jsonl)
 
 
 def history(
@@ -64,15 +44,8 @@ def history(
     store: o.Store = None, actor: o.Actor = None, wait: o.Wait = None, json: o.Json = False, jsonl: o.Jsonl = False,
 ) -> None:
     """List every version of a memory, oldest first."""
-    out = Output(json=json, jsonl=jsonl)
-    versions = o.cortex(ctx, store, actor, wait).history(ref)
-    if out.machine:
-        out.emit_many((v.to_json() for v in versions), lambda docs: {"uri": f"cortex://m/{versions[0].id}", "versions": docs})
-        return
-    out.table(
-        ["version", "created", "by", "hash", "short form"],
-        [(f"{v.version}{'*' if v.current else ''}", iso(v.created_at), v.created_by, v.hash[:12], v.short) for v in versions],
-    )
+    views.run_history((ctx.obj or {}).get("config"), ref, store=store, actor=actor, wait=wait, json=json,
+                      jsonl=jsonl)
 
 
 def register(app: typer.Typer) -> None:

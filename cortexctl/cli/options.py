@@ -7,6 +7,7 @@ from typing import Annotated, Optional
 
 import typer
 
+from cortexctl.cli.common import open_cortex, read_data  # noqa: F401 (re-exported)
 from cortexctl.config import ENV_ACTOR, ENV_STORE, ENV_WAIT
 
 Store = Annotated[
@@ -44,44 +45,4 @@ Sets = Annotated[
 
 def cortex(ctx: typer.Context, store: Optional[str], actor: Optional[str], wait: Optional[float]):
     """A Cortex from the global -c/--config and this command's options."""
-    from cortexctl.engine.cortex import Cortex
-
-    config_path = (ctx.obj or {}).get("config")
-    return Cortex(store=store, actor=actor, wait=wait, config=config_path)
-
-
-def read_data(value: Optional[str]) -> Optional[dict]:
-    """--data: inline JSON, @FILE, or - for stdin."""
-    import json
-    import sys
-
-    from cortexctl.errors import InvalidData, UsageError
-
-    if value is None:
-        return None
-    if value == "-":
-        raw = sys.stdin.buffer.read()
-        where = "stdin"
-    elif value.startswith("@"):
-        path = Path(value[1:])
-        where = str(path)
-        if path.is_dir():
-            raise UsageError(f"--data {path}: is a directory, not a file")
-        try:
-            raw = path.read_bytes()
-        except FileNotFoundError:
-            raise UsageError(f"--data {path}: no such file") from None
-        except OSError as exc:
-            raise UsageError(f"--data {path}: cannot be read ({exc.strerror})") from None
-    else:
-        raw = value.encode("utf-8", "surrogateescape")
-        where = "--data"
-    try:
-        doc = json.loads(raw.decode("utf-8"))
-    except UnicodeDecodeError:
-        raise InvalidData(f"{where}: not valid UTF-8") from None
-    except ValueError as exc:
-        raise InvalidData(f"{where}: not valid JSON ({exc.msg} at line {exc.lineno} column {exc.colno})") from None
-    if not isinstance(doc, dict):
-        raise InvalidData(f"{where}: must be a JSON object of the type's fields")
-    return doc
+    return open_cortex((ctx.obj or {}).get("config"), store, actor, wait)

@@ -91,13 +91,13 @@ def m001_initial(con) -> None:
 
 
 def _version(con) -> int:
-    row = con.execute(
-        "SELECT count(*) FROM information_schema.tables WHERE table_name = 'meta'"
-        " AND table_schema = 'main'"
-    ).fetchall()[0]
-    if not row[0]:
+    """The store's schema version; 0 for a file with no cortexctl tables yet."""
+    import duckdb
+
+    try:
+        rows = con.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchall()
+    except duckdb.CatalogException:
         return 0
-    rows = con.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchall()
     return int(rows[0][0]) if rows else 0
 
 

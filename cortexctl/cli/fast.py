@@ -1,0 +1,124 @@
+"""The fast path: find, show and history without Typer.
+
+Typer (with pydantic behind it) costs more to import than DuckDB itself, and
+these are the commands agents run in a loop as fresh processes. ``plan(argv)``
+recognizes exactly the plain forms of them — known options, ``--opt VALUE`` or
+``--opt=VALUE``, whole-number and decimal values — and anything else (help,
+an unknown option, ``--``, a value that needs Typer's checks) returns None, so
+the Typer command tree handles it with the same result. The command bodies
+are shared (``cli/views.py``); tests run argument vectors through both paths
+and compare what they print.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Callable
+
+_INT = re.compile(r"-?[0-9]+")
+_FLOAT = re.compile(r"[0-9]+(\.[0-9]*)?|\.[0-9]+")
+
+FLAG, ONE, MANY = "flag", "one", "many"
+
+# option -> (parameter, arity, converter)
+_COMMON: dict[str, tuple[str, str, Callable[[str], Any] | None]] = {
+    "--store": ("store", ONE, None),
+    "--actor": ("actor", ONE, None),
+    "--wait": ("wait", ONE, float),
+    "--json": ("json", FLAG, None),
+    "--jsonl": ("jsonl", FLAG, None),
+}
+_SPECS: dict[str, tuple[dict, int, dict[str, Any]]] = {
+    # command -> (options, positional count, defaults)
+    "find": (
+        {
+            "--type": ("types", MANY, None),
+            "--tag": ("tags", MANY, None),
+            "--frame": ("frames", MANY, None),
+            "--include-tombstoned": ("include_tombstoned", FLAG, None),
+            "-k": ("k", ONE, int),
+            "--form": ("form", ONE, None),
+        },
+        0,
+        {"types": [], "tags": [], "frames": [], "include_tombstoned": False, "k": 10, "form": "short"},
+    ),
+    "show": ({"--version": ("version", ONE, int), "--form": ("form", ONE, None)}, 1, {"version": None, "form": "full"}),
+    "history": ({}, 1, {}),
+}
+
+
+def _convert(conv, value: str):
+    if conv is int:
+        return int(value) if _INT.fullmatch(value) else None
+    if conv is float:
+        return float(value) if _FLOAT.fullmatch(value) else None
+    return value
+
+
+def plan(argv: list[str]) -> tuple[str, Any, list[str], dict[str, Any]] | None:
+    """(command, config path, positionals, options) when the fast path can run argv, else None."""
+    args = list(argv)
+    config = None
+    while args and args[0] in ("-c", "--config") or (args and args[0].startswith("--config=")):
+        if "=" in args[0]:
+            config = args.pop(0).split("=", 1)[1]
+        elif len(args) >= 2:
+            args.pop(0)
+            config = args.pop(0)
+        else:
+            return None
+    if not args or args[0] not in _SPECS:
+        return None
+    command = args.pop(0)
+    options, n_positional, defaults = _SPECS[command]
+    table = {**options, **_COMMON}
+    values: dict[str, Any] = {"store": None, "actor": None, "wait": None, "json": False, "jsonl": False, **defaults}
+    values = {k: (list(v) if isinstance(v, list) else v) for k, v in values.items()}
+    positionals: list[str] = []
+    while args:
+        token = args.pop(0)
+        if not token.startswith("-") or token == "-":
+            positionals.append(token)
+            continue
+        name, eq, inline = token.partition("=")
+        if name not in table or (eq and name.startswith("-") and not name.startswith("--")):
+            return None
+        param, arity, conv = table[name]
+        if arity == FLAG:
+            if eq:
+                return None
+            values[param] = True
+            continue
+        if eq:
+            raw = inline
+        elif args:
+            raw = args.pop(0)
+        else:
+            return None
+        value = _convert(conv, raw)
+        if value is None:
+            return None
+        if arity == MANY:
+            values[param].append(value)
+        else:
+            values[param] = value
+    if len(positionals) != n_positional:
+        return None
+    return command, config, positionals, values
+
+
+def run(argv: list[str]) -> int | None:
+    """Run argv on the fast path and return its exit code, or None when Typer must handle it."""
+    p = plan(argv)
+    if p is None:
+        return None
+    from cortexctl.cli import views
+
+    command, config, positionals, values = p
+    if command == "find":
+        views.run_find(config, **values)
+    elif command == "show":
+        views.run_show(config, positionals[0], **values)
+    else:
+        views.run_history(config, positionals[0], **values)
+    return 0

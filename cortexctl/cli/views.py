@@ -1,0 +1,81 @@
+"""The bodies of the read commands that must start fast (find, show, history), free of Typer.
+
+Both the Typer commands and the fast path (``cli/fast.py``) call these, so the
+two can never drift apart in what they do or print.
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+from cortexctl.cli.common import open_cortex
+from cortexctl.cli.output import Output
+from cortexctl.errors import UsageError
+
+FORMS = ("short", "medium", "full")
+
+
+def run_find(
+    config, *, types: list[str], tags: list[str], frames: list[str], include_tombstoned: bool, k: int,
+    form: str, store: Optional[str], actor: Optional[str], wait: Optional[float], json: bool, jsonl: bool,
+) -> None:
+    from cortexctl.engine.models import FindQuery
+
+    out = Output(json=json, jsonl=jsonl)
+    query = FindQuery(types=types, tags=tags, frames=frames, include_tombstoned=include_tombstoned, k=k, form=form)
+    hits = open_cortex(config, store, actor, wait).find(query)
+    if out.machine:
+        out.emit_many((h.to_json() for h in hits), lambda docs: {"count": len(docs), "results": docs})
+        return
+    if out.tty:
+        out.table(["#", "id", "type", form],
+                  [(h.rank, h.id[:10] + ("†" if h.tombstoned else ""), h.type, h.text) for h in hits])
+        if not hits:
+            out.hint("no memories match")
+    else:
+        out.table([], [(f"cortex://m/{h.id}", h.type, h.text) for h in hits])
+
+
+def run_show(
+    config, ref: str, *, version: Optional[int], form: str, store: Optional[str], actor: Optional[str],
+    wait: Optional[float], json: bool, jsonl: bool,
+) -> None:
+    from cortexctl.engine.models import iso
+
+    out = Output(json=json, jsonl=jsonl)
+    if form not in FORMS:
+        raise UsageError(f"--form must be short, medium or full, not {form!r}")
+    m = open_cortex(config, store, actor, wait).show(ref, version=version)
+    if out.machine:
+        out.emit(m.to_json(form))
+        return
+    out.line(f"{m.uri}  (version {m.version} of {m.current_version})")
+    out.line(f"type: {m.type}   actor: {m.actor}   visibility: {m.visibility}   importance: {m.importance}")
+    if m.tags:
+        out.line(f"tags: {', '.join(m.tags)}")
+    if m.frames:
+        out.line(f"frames: {', '.join(m.frames)}")
+    out.line(f"created: {iso(m.version_created_at)} by {m.created_by}   confidence: {m.confidence:g}")
+    out.line(f"hash: {m.hash}")
+    if m.tombstone:
+        out.line(f"forgotten: {iso(m.tombstone.at)} by {m.tombstone.by}: {m.tombstone.reason}")
+    out.line()
+    out.line(m.form(form))
+
+
+def run_history(
+    config, ref: str, *, store: Optional[str], actor: Optional[str], wait: Optional[float], json: bool, jsonl: bool,
+) -> None:
+    from cortexctl.engine.models import iso
+
+    out = Output(json=json, jsonl=jsonl)
+    versions = open_cortex(config, store, actor, wait).history(ref)
+    if out.machine:
+        out.emit_many((v.to_json() for v in versions),
+                      lambda docs: {"uri": f"cortex://m/{versions[0].id}", "versions": docs})
+        return
+    out.table(
+        ["version", "created", "by", "hash", "short form"],
+        [(f"{v.version}{'*' if v.current else ''}", iso(v.created_at), v.created_by, v.hash[:12], v.short)
+         for v in versions],
+    )

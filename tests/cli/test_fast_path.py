@@ -1,0 +1,85 @@
+"""The fast path (find, show, history without Typer) prints exactly what the Typer commands print."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from cortexctl import Cortex
+from cortexctl.cli import fast
+
+
+@pytest.fixture
+def ids(store):
+    alice = Cortex(store=store, actor="alice")
+    f = alice.write("fact", "the deploy key rotates monthly", tags=["ops"], frames=["modify:file:/etc/key"])
+    alice.update(f.uri, "the deploy key rotates weekly")
+    g = alice.write("goal", "ship v2", tags=["ops", "q4"], visibility="public")
+    gone = alice.write("fact", "forgotten")
+    alice.forget(gone.uri, reason="x")
+    Cortex(store=store, actor="bob").write("fact", "bob only")
+    return {"f": f.id, "g": g.id}
+
+
+# (command, positionals, options): the fast path gets them as typed; Typer gets
+# `command options -- positionals`, a form the fast path always leaves to Typer.
+VECTORS = [
+    ("find", [], []),
+    ("find", [], ["--json"]),
+    ("find", [], ["--jsonl", "-k", "1"]),
+    ("find", [], ["--type", "fact", "--type", "goal", "--form", "medium"]),
+    ("find", [], ["--tag", "ops", "--tag=q4", "--json"]),
+    ("find", [], ["--frame", "modify:file", "--form=full"]),
+    ("find", [], ["--include-tombstoned", "--json", "--wait", "2.5"]),
+    ("find", [], ["--actor", "bob", "--json"]),
+    ("find", [], ["--type", "bogus"]),
+    ("find", [], ["--frame", "nope:x"]),
+    ("show", ["{f}"], []),
+    ("show", ["{f}"], ["--version", "1", "--form", "short"]),
+    ("show", ["cortex://m/{f}/v/2"], ["--json"]),
+    ("show", ["{g}"], ["--actor", "bob", "--jsonl"]),
+    ("show", ["{f}"], ["--actor", "bob"]),
+    ("show", ["{f}"], ["--version", "9"]),
+    ("show", ["{f}"], ["--form", "tiny"]),
+    ("show", ["01ZZZZZZ"], []),
+    ("history", ["{f}"], []),
+    ("history", ["{f}"], ["--json"]),
+]
+
+
+@pytest.mark.parametrize("command, positionals, options", VECTORS,
+                         ids=[" ".join([c, *p, *o]) for c, p, o in VECTORS])
+def test_fast_path_and_typer_print_the_same(command, positionals, options, ids, cli):
+    positionals = [a.format(**ids) for a in positionals]
+    quick = [command, *positionals, *options]
+    slow = [command, *options, "--", *positionals]
+    assert fast.plan(quick) is not None, "the fast path should take this"
+    assert fast.plan(slow) is None, "the Typer form should bypass the fast path"
+    a, b = cli(*quick), cli(*slow)
+    assert (a.code, a.out, a.err) == (b.code, b.out, b.err)
+
+
+@pytest.mark.parametrize("argv", [
+    ["find", "--help"], ["find", "-k", "ten"], ["find", "--bogus"], ["find", "-k"], ["find", "extra"],
+    ["show"], ["show", "a", "b"], ["show", "x", "--version", "1.5"], ["find", "--json=yes"], ["--version"],
+    ["write", "fact", "x"], ["find", "-k=3"],
+])
+def test_anything_unusual_goes_to_typer(argv):
+    assert fast.plan(argv) is None
+
+
+def test_global_config_option_is_understood(tmp_path):
+    assert fast.plan(["-c", "x.toml", "find"])[1] == "x.toml"
+    assert fast.plan(["--config=y.json", "show", "abcdef"])[1:3] == ("y.json", ["abcdef"])
+
+
+def test_find_on_the_fast_path_imports_neither_typer_nor_rich_nor_pydantic(ids, store):
+    code = (
+        "import sys\nfrom cortexctl.cli.app import main\n"
+        f"rc = main(['find', '--store', {str(store)!r}, '--json'])\n"
+        "print(rc, sorted(m for m in ('typer', 'rich', 'pydantic', 'click', 'numpy', 'httpx') if m in sys.modules))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip().splitlines()[-1] == "0 []"
