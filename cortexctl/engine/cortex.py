@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 import os
 from contextlib import contextmanager
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from typing import Any, Iterable, Iterator
 
 from cortexctl import config as config_mod
@@ -102,9 +102,13 @@ def version_row(
     }
 
 
+_EPOCH = datetime(1970, 1, 1)
+_MICROSECOND = timedelta(microseconds=1)
+
+
 def _plain(row: dict) -> dict:
-    """A row with times as ISO text, for canonical CBOR journal payloads."""
-    return {k: (iso(v) if isinstance(v, datetime) else v) for k, v in row.items()}
+    """A row with times as integer microseconds since the epoch (UTC), for canonical CBOR payloads."""
+    return {k: ((v - _EPOCH) // _MICROSECOND if isinstance(v, datetime) else v) for k, v in row.items()}
 
 
 def write_payload(head: dict, versions: list[dict]) -> bytes:
@@ -278,7 +282,7 @@ class Cortex:
                 con, head["id"],
                 {"current_version": n, "updated_at": now, "short": body.short, "medium": body.medium},
             )
-            payload = codec.encode({"id": head["id"], "updated_at": iso(now), "version": _plain(version)})
+            payload = codec.encode({"id": head["id"], **_plain({"updated_at": now}), "version": _plain(version)})
             seq = records.append_journal(con, [("update", now, self.actor, head["id"], payload)])
         return WriteResult(id=head["id"], version=n, seq=seq)
 

@@ -13,6 +13,7 @@ References a user may type (``parse_ref``):
 
 from __future__ import annotations
 
+import base64
 import os
 import re
 import threading
@@ -34,12 +35,14 @@ _lock = threading.Lock()
 _last: tuple[int, int] = (0, 0)
 
 
+_RFC4648 = "ABCDEFGHIJKLMNOPQRSTUVWXYZ234567"
+_TO_CROCKFORD = bytes.maketrans(_RFC4648.encode(), CROCKFORD.encode())
+
+
 def _encode(value: int) -> str:
-    chars = []
-    for _ in range(ID_LEN):
-        chars.append(CROCKFORD[value & 31])
-        value >>= 5
-    return "".join(reversed(chars))
+    # 26 characters carry 130 bits: shift the 128-bit value into 17 bytes (136 bits)
+    # so that base32's first 26 characters are exactly its 26 five-bit groups.
+    return base64.b32encode((value << 6).to_bytes(17, "big"))[:ID_LEN].translate(_TO_CROCKFORD).decode()
 
 
 def new_id(ms: int | None = None) -> str:

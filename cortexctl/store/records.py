@@ -50,8 +50,11 @@ def _column(values: list[Any]):
     import numpy as np
 
     arr = np.empty(len(values), dtype=object)
-    for i, v in enumerate(values):  # element-wise, so list values stay lists
-        arr[i] = v
+    if any(isinstance(v, list) for v in values):
+        for i, v in enumerate(values):  # element-wise, so list values stay lists
+            arr[i] = v
+    else:
+        arr[:] = values
     return arr
 
 
