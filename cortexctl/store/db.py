@@ -167,6 +167,12 @@ class Store:
             with self.write():  # migrates forward, then reopen read-only
                 pass
             con = self._connect(read_only=True)
+        with self._session(con):
+            yield con
+
+    @contextmanager
+    def _session(self, con, *, after=None) -> Iterator[object]:
+        """Yield an open connection; corruption errors become IntegrityError; always close."""
         try:
             yield con
         except Exception as exc:
@@ -174,6 +180,8 @@ class Store:
             raise
         finally:
             con.close()
+            if after is not None:
+                after()
 
     @contextmanager
     def write(self) -> Iterator[object]:
@@ -188,15 +196,9 @@ class Store:
         try:
             with self._writer_lock():
                 con = self._connect(read_only=False)
-                try:
+                with self._session(con, after=self.tighten):
                     migrations.migrate(con)
                     yield con
-                except Exception as exc:
-                    _reraise_duckdb(exc, self.db_path)
-                    raise
-                finally:
-                    con.close()
-                    self.tighten()
         finally:
             os.umask(old_umask)
 
