@@ -13,6 +13,7 @@ from __future__ import annotations
 import copy
 import getpass
 import json
+import math
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -69,7 +70,7 @@ DEFAULTS: dict[str, Any] = {
 # key path -> (python type(s), rule text)
 _RULES: dict[str, tuple[tuple[type, ...], str]] = {
     "store": ((str,), "must be a path"),
-    "actor": ((str,), "must be a non-empty name"),
+    "actor": ((str,), "must be a name of 1-256 printable characters"),
     "wait": ((int, float), "must be a number of seconds, 0 or more"),
     "embedding.base_url": ((str,), "must be an http(s) URL"),
     "embedding.model": ((str,), "must be a model name"),
@@ -127,7 +128,11 @@ def _check(path: str, value: Any, source: str) -> Any:
         bad = True
     if not bad and path.endswith(("timeout", "dimensions")) and value <= 0:
         bad = True
-    if not bad and isinstance(value, str) and (not value.strip() or not _is_utf8(value)):
+    if not bad and isinstance(value, str) and (not value.strip() or not _is_utf8(value) or "\x00" in value):
+        bad = True
+    if not bad and path == "actor" and (len(value) > 256 or not value.isprintable()):
+        bad = True
+    if not bad and isinstance(value, float) and not math.isfinite(value):
         bad = True
     if bad:
         shown = repr(value).encode("ascii", "backslashreplace").decode("ascii")

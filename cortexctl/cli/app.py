@@ -37,8 +37,11 @@ def _report(err: CortexError, as_json: bool) -> None:
         # ensure_ascii keeps any undecodable text an escape, never an encoding error.
         sys.stderr.write(json.dumps(err.to_json(), ensure_ascii=True) + "\n")
         return
-    for problem in getattr(err, "problems", ())[:1000]:
+    problems = getattr(err, "problems", ())
+    for problem in problems[:1000]:
         sys.stderr.write(f"cortexctl: {problem}\n")
+    if len(problems) > 1000:
+        sys.stderr.write(f"cortexctl: ... and {len(problems) - 1000} more (--json lists them all)\n")
     line = f"cortexctl: {err.message}"
     if err.hint:
         line += f" ({err.hint})"

@@ -16,7 +16,8 @@ IMPORT_EPILOG = """\b
 One JSON object per line; the smallest is {"type": "fact", "text": "..."}.
 Optional keys: data, tags, frames, importance, visibility, confidence, actor,
 session, created_at, forms, id. Lines written by export (with "versions")
-are read back as they were. Every line is checked first: any bad line rejects
+are read back as they were. A line whose "actor" is not you is refused
+unless --keep-actors (an operator loading other agents' memories). Every line is checked first: any bad line rejects
 the whole file (each one is reported) unless --skip-invalid. Memories are
 written in batches of --batch-size, each one transaction; the store is
 released between batches.
@@ -24,6 +25,7 @@ released between batches.
 Examples:
   cortexctl import memories.jsonl
   some-tool | cortexctl import - --skip-invalid --json
+  cortexctl import team-dump.jsonl --keep-actors
 """
 EXPORT_EPILOG = """\b
 Writes every memory you can see, with every version, its head fields and IDs,
@@ -40,6 +42,7 @@ def import_(
     ctx: typer.Context,
     file: Annotated[str, typer.Argument(metavar="FILE", help="A JSONL file, or - for stdin.", show_default=False)],
     skip_invalid: Annotated[bool, typer.Option("--skip-invalid", help="Import the good lines, report the bad.")] = False,
+    keep_actors: Annotated[bool, typer.Option("--keep-actors", help="Keep lines owned by other actors as theirs (else refused).")] = False,
     batch_size: Annotated[int, typer.Option("--batch-size", help="Memories per transaction.", metavar="N")] = 5000,
     quiet: o.Quiet = False,
     store: o.Store = None, actor: o.Actor = None, wait: o.Wait = None, json: o.Json = False, jsonl: o.Jsonl = False,
@@ -49,7 +52,7 @@ def import_(
     cx = o.cortex(ctx, store, actor, wait)
     if file == "-":
         source = sys.stdin.buffer
-        report = _run(cx, source, out, skip_invalid, batch_size)
+        report = _run(cx, source, out, skip_invalid, keep_actors, batch_size)
     else:
         path = Path(file)
         if path.is_dir():
@@ -61,7 +64,7 @@ def import_(
         except OSError as exc:
             raise UsageError(f"{path}: cannot be read ({exc.strerror})") from None
         with fh:
-            report = _run(cx, fh, out, skip_invalid, batch_size)
+            report = _run(cx, fh, out, skip_invalid, keep_actors, batch_size)
     if out.machine:
         out.emit(report.to_json())
         return
@@ -71,9 +74,10 @@ def import_(
              + (f"; skipped {report.skipped} invalid lines" if report.skipped else ""))
 
 
-def _run(cx, source, out: Output, skip_invalid: bool, batch_size: int):
+def _run(cx, source, out: Output, skip_invalid: bool, keep_actors: bool, batch_size: int):
     with out.progress("importing") as progress:
-        return cx.import_jsonl(source, skip_invalid=skip_invalid, batch_size=batch_size, progress=progress)
+        return cx.import_jsonl(source, skip_invalid=skip_invalid, keep_actors=keep_actors, batch_size=batch_size,
+                               progress=progress)
 
 
 def export(

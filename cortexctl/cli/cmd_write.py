@@ -44,7 +44,7 @@ def _forms(short: Optional[str], medium: Optional[str]) -> Optional[dict]:
 def write(
     ctx: typer.Context,
     type_name: Annotated[str, typer.Argument(metavar="TYPE", help="Memory type.", show_default=False)],
-    text: Annotated[Optional[str], typer.Argument(metavar="[TEXT]", help="The main text.", show_default=False)] = None,
+    text: Annotated[Optional[str], typer.Argument(metavar="TEXT", help="The main text.", show_default=False)] = None,
     sets: o.Sets = None,
     data: o.Data = None,
     tags: o.Tags = None,
@@ -74,7 +74,7 @@ def write(
 def update(
     ctx: typer.Context,
     ref: Annotated[str, typer.Argument(metavar="REF", help="URI, ID or unique ID prefix.", show_default=False)],
-    text: Annotated[Optional[str], typer.Argument(metavar="[TEXT]", help="New main text.", show_default=False)] = None,
+    text: Annotated[Optional[str], typer.Argument(metavar="TEXT", help="New main text.", show_default=False)] = None,
     sets: o.Sets = None,
     data: o.Data = None,
     confidence: Annotated[Optional[float], typer.Option("--confidence", help="Confidence in the new version, 0-1.", metavar="X")] = None,

@@ -14,6 +14,17 @@ from contextlib import contextmanager
 from typing import Any, Callable, Iterable, Iterator, Sequence
 
 
+_CONTROL = {c: f"\\x{c:02x}" for c in [*range(0x00, 0x20), 0x7F, *range(0x80, 0xA0)]}
+
+
+def printable(text: str, *, keep_newlines: bool = False) -> str:
+    """Text for a terminal: control characters (escape sequences included) shown as \\xNN."""
+    table = dict(_CONTROL)
+    if keep_newlines:
+        del table[0x0A]
+    return text.translate(table)
+
+
 def _dumps(doc: Any, pretty: bool) -> bytes:
     import orjson
 
@@ -54,13 +65,13 @@ class Output:
             self.emit(envelope(list(docs)))
 
     def line(self, text: str = "") -> None:
-        sys.stdout.write(text + "\n")
+        sys.stdout.write(printable(text, keep_newlines=True) + "\n")
 
     def table(self, columns: Sequence[str], rows: Sequence[Sequence[Any]], *, title: str | None = None) -> None:
         """A rich table on a terminal; tab-separated lines (no header) when piped."""
         if not self.tty:
             for row in rows:
-                sys.stdout.write("\t".join("" if c is None else str(c).replace("\t", " ").replace("\n", " ") for c in row) + "\n")
+                sys.stdout.write("\t".join("" if c is None else printable(str(c).replace("\t", " ").replace("\n", " ")) for c in row) + "\n")
             return
         from rich.console import Console
         from rich.table import Table
@@ -69,8 +80,9 @@ class Output:
         for c in columns:
             t.add_column(c, overflow="fold")
         for row in rows:
-            t.add_row(*("" if c is None else str(c) for c in row))
-        Console(no_color=not self.color, highlight=False).print(t)
+            t.add_row(*("" if c is None else printable(str(c), keep_newlines=True) for c in row))
+        # Memory text is data, never markup or emoji codes: "[active]" and "did:x:1" print as written.
+        Console(no_color=not self.color, highlight=False, markup=False, emoji=False).print(t)
 
     # -- diagnostics -------------------------------------------------------------
     def hint(self, text: str) -> None:

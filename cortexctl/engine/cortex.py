@@ -44,6 +44,7 @@ from cortexctl.memory.types import (
     TYPE_NAMES,
     Frame,
     check_importance,
+    check_name,
     check_tag,
     check_visibility,
     parse_frame_filter,
@@ -219,8 +220,8 @@ class Cortex:
         check_importance(importance)
         check_visibility(visibility)
         conf = check_confidence(confidence, error=UsageError)
-        if session is not None and (not session.strip() or len(session) > 256):
-            raise UsageError("session: must be 1-256 characters")
+        if session is not None:
+            check_name(session, "session")
         now = utcnow()
         id_ = new_id()
         head = head_row(

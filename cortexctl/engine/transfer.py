@@ -54,6 +54,7 @@ from cortexctl.memory.types import (
     TYPES,
     check_confidence,
     check_importance,
+    check_name,
     check_visibility,
 )
 from cortexctl.store import records
@@ -92,6 +93,7 @@ class ImportRejected(InvalidData):
 class Prepared:
     head: dict
     versions: list[dict]
+    line: int = 0
 
 
 def _time(value: Any, field: str) -> datetime:
@@ -108,9 +110,13 @@ def _count(value: Any, field: str) -> int:
     return value
 
 
-def _text(value: Any, field: str, limit: int = 256) -> str:
-    if not isinstance(value, str) or not value.strip() or len(value) > limit:
-        raise InvalidData(f"{field}: must be text of 1-{limit} characters")
+def _text(value: Any, field: str) -> str:
+    return check_name(value, field, error=InvalidData)
+
+
+def _reason(value: Any, field: str) -> str:
+    if not isinstance(value, str) or not value.strip() or len(value) > 1000 or "\x00" in value:
+        raise InvalidData(f"{field}: must be text of 1-1000 characters")
     return value
 
 
@@ -120,8 +126,12 @@ def _list(value: Any, field: str) -> list:
     return value
 
 
-def prepare(obj: Any, actor: str, now: datetime) -> Prepared:
-    """Check one import object and build its rows; raises InvalidData naming the field."""
+def prepare(obj: Any, actor: str, now: datetime, *, keep_actors: bool = False) -> Prepared:
+    """Check one import object and build its rows; raises InvalidData naming the field.
+
+    A line owned by another actor is refused unless ``keep_actors``: one actor
+    must not plant private memories in another's space by accident.
+    """
     if not isinstance(obj, dict):
         raise InvalidData("expected a JSON object")
     type_name = obj.get("type")
@@ -143,6 +153,10 @@ def prepare(obj: Any, actor: str, now: datetime) -> Prepared:
     if obj.get("uri") is not None and (id_ is None or obj["uri"] != memory_uri(id_)):
         raise InvalidData(f"uri: {obj['uri']!r} does not match id")
     owner = _text(obj["actor"], "actor") if obj.get("actor") is not None else actor
+    if owner != actor and not keep_actors:
+        raise InvalidData(
+            f"actor: {owner!r} is not the importing actor {actor!r} (--keep-actors imports other owners' memories)"
+        )
     visibility = check_visibility(obj.get("visibility", "private"), error=InvalidData)
     tags = clean_tags(_list(obj.get("tags", []), "tags"), error=InvalidData)
     frames = clean_frames(_list(obj.get("frames", []), "frames"), error=InvalidData)
@@ -161,6 +175,8 @@ def prepare(obj: Any, actor: str, now: datetime) -> Prepared:
             raise InvalidData("forms: must be an object with short and/or medium")
         body = build_version(type_name, data, forms)
         created = _time(obj["created_at"], "created_at") if obj.get("created_at") is not None else now
+        if created.year < 1970:
+            raise InvalidData("created_at: must be 1970 or later (it becomes the time part of the ID)")
         confidence = check_confidence(obj.get("confidence", 1.0))
         id_ = id_ or new_id(int(created.replace(tzinfo=timezone.utc).timestamp() * 1000) if obj.get("created_at") else None)
         version = version_row(id_=id_, version=1, body=body, created_at=created, created_by=owner,
@@ -215,7 +231,7 @@ def prepare(obj: Any, actor: str, now: datetime) -> Prepared:
         if not isinstance(tomb, dict) or set(tomb) - {"reason", "at", "by"}:
             raise InvalidData("tombstone: must be an object with reason, at and by")
         tombstone = Tombstone(
-            _text(tomb.get("reason"), "tombstone.reason", 1000),
+            _reason(tomb.get("reason"), "tombstone.reason"),
             _time(tomb.get("at"), "tombstone.at"),
             _text(tomb.get("by"), "tombstone.by"),
         )
@@ -241,7 +257,7 @@ def _lines(source: IO[bytes]) -> Iterable[tuple[int, bytes]]:
 
 
 def read_prepared(
-    cx: Cortex, source: IO[bytes]
+    cx: Cortex, source: IO[bytes], *, keep_actors: bool = False
 ) -> tuple[list[Prepared], list[LineProblem], int]:
     import orjson
 
@@ -265,12 +281,12 @@ def read_prepared(
                 obj = orjson.loads(text)
             except orjson.JSONDecodeError as exc:
                 raise InvalidData(f"not valid JSON ({str(exc).split(':')[0]})") from None
-            p = prepare(obj, cx.actor, now)
+            p = prepare(obj, cx.actor, now, keep_actors=keep_actors)
             id_ = p.head["id"]
             if id_ in seen:
                 raise InvalidData(f"id {id_} appears again (first on line {seen[id_]})")
             seen[id_] = n
-            p.head["_line"] = n
+            p.line = n
             good.append(p)
         except CortexError as exc:
             problems.append(LineProblem(n, exc.message))
@@ -284,13 +300,11 @@ def read_prepared(
             keep = []
             for p in good:
                 if p.head["id"] in taken:
-                    problems.append(LineProblem(p.head["_line"], f"memory {p.head['id']} already exists in the store"))
+                    problems.append(LineProblem(p.line, f"memory {p.head['id']} already exists in the store"))
                 else:
                     keep.append(p)
             good = keep
     problems.sort(key=lambda p: p.line)
-    for p in good:
-        p.head.pop("_line", None)
     return good, problems, total
 
 
@@ -299,13 +313,14 @@ def import_jsonl(
     source: IO[bytes],
     *,
     skip_invalid: bool = False,
+    keep_actors: bool = False,
     batch_size: int = DEFAULT_BATCH,
     progress: Callable[[int, int], None] | None = None,
 ) -> ImportReport:
     """Import JSONL from a binary stream; see the module docstring for the rules."""
     if isinstance(batch_size, bool) or not isinstance(batch_size, int) or not 1 <= batch_size <= 1_000_000:
         raise UsageError("--batch-size must be from 1 to 1000000")
-    good, problems, total = read_prepared(cx, source)
+    good, problems, total = read_prepared(cx, source, keep_actors=keep_actors)
     if problems and not skip_invalid:
         raise ImportRejected(problems, total)
     first_seq = last_seq = None
@@ -313,13 +328,15 @@ def import_jsonl(
     done = 0
     for start in range(0, len(good), batch_size):
         batch = good[start : start + batch_size]
-        now = utcnow()
-        entries = [
-            ("write", now, cx.actor, p.head["id"], write_payload(p.head, p.versions)) for p in batch
-        ]
-        with cx._transaction() as con:
-            records.insert_memories(con, [p.head for p in batch], [v for p in batch for v in p.versions])
-            seq = records.append_journal(con, entries)
+        try:
+            seq = _write_batch(cx, batch)
+        except CortexError as err:
+            if done:
+                # Earlier batches are committed: say exactly what is in the store now.
+                err.message = (f"{err.message}; import stopped after {done} of {len(good)} memories "
+                               f"(lines 1-{good[start - 1].line} are imported)")
+                err.hint = f"import the rest from line {batch[0].line} on, e.g. tail -n +{batch[0].line} FILE"
+            raise
         first_seq = seq if first_seq is None else first_seq
         last_seq = seq + len(batch) - 1
         batches += 1
@@ -330,6 +347,20 @@ def import_jsonl(
         imported=done, skipped=len(problems), batches=batches, problems=problems,
         first_seq=first_seq, last_seq=last_seq,
     )
+
+
+def _write_batch(cx: Cortex, batch: list[Prepared]) -> int:
+    """One batch in one transaction; IDs are checked again inside it (another import may have won)."""
+    now = utcnow()
+    entries = [("write", now, cx.actor, p.head["id"], write_payload(p.head, p.versions)) for p in batch]
+    with cx._transaction() as con:
+        taken = records.head_exists(con, [p.head["id"] for p in batch])
+        if taken:
+            clash = [LineProblem(p.line, f"memory {p.head['id']} already exists in the store")
+                     for p in batch if p.head["id"] in taken]
+            raise ImportRejected(clash, len(batch))
+        records.insert_memories(con, [p.head for p in batch], [v for p in batch for v in p.versions])
+        return records.append_journal(con, entries)
 
 
 def export_record(head: dict, versions: list[dict]) -> dict:
@@ -381,13 +412,17 @@ def export_jsonl(cx: Cortex, sink: IO[bytes] | str | os.PathLike) -> int:
     import orjson
 
     if isinstance(sink, (str, os.PathLike)):
-        path = Path(sink)
+        shown = Path(sink)
+        path = Path(os.path.realpath(sink))  # through a symlink, the file it points to is replaced
         if path.is_dir():
-            raise UsageError(f"--out {path} is a directory; give a file name")
-        parent = path.parent if str(path.parent) else Path(".")
+            raise UsageError(f"--out {shown} is a directory; give a file name")
+        parent = path.parent
         if not parent.is_dir():
-            raise UsageError(f"--out {path}: directory {parent} does not exist")
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=parent)
+            raise UsageError(f"--out {shown}: directory {parent} does not exist")
+        try:
+            fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=parent)
+        except OSError as exc:
+            raise UsageError(f"--out {shown}: cannot write in {parent} ({exc.strerror})") from None
         try:
             with os.fdopen(fd, "wb") as fh:
                 count = export_jsonl(cx, fh)

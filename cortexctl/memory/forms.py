@@ -5,7 +5,8 @@ Tokens are estimated as UTF-8 bytes / 4, rounded up, everywhere.
 Short and medium are rendered at write time from per-type templates and
 stored; full is rendered on demand. When a form has to be shortened it is cut
 at a word boundary and ends with "…"; a high-entropy token (hex, hashes, IDs,
-paths, URLs) is never cut in half: the cut goes before it.
+keys, paths, URLs, any unbroken run of 24+ characters) is never cut in half:
+the cut goes before it.
 """
 
 from __future__ import annotations
@@ -29,6 +30,8 @@ _HIGH_ENTROPY = re.compile(
     | \S+/\S+                               # a/b/c paths
     | [A-Za-z]:\\\S*                        # Windows paths
     | \b(?=[A-Za-z0-9_+=-]*\d)(?=[A-Za-z0-9_+=-]*[A-Za-z])[A-Za-z0-9_+=-]{16,}  # IDs, keys
+    | \b(?=[A-Za-z0-9_+=-]*[a-z])(?=[A-Za-z0-9_+=-]*[A-Z])[A-Za-z0-9_+=-]{16,}  # mixed-case keys
+    | [A-Za-z0-9_+=-]{24,}                  # any long unbroken token
     """,
     re.VERBOSE,
 )
@@ -64,11 +67,9 @@ def truncate(text: str, max_tokens: int) -> str:
             break
     for m in _WORD.finditer(text):
         if m.start() < cut < m.end():
-            word = m.group(0)
-            # Cut before the word when it is high-entropy, or when that costs
-            # little; only a long plain word is cut inside.
-            if is_high_entropy(word) or cut - m.start() <= 24:
-                cut = m.start()
+            # Cut before the word. A word long enough that this costs much is an
+            # unbroken token of 24+ characters, which counts as high-entropy anyway.
+            cut = m.start()
             break
     return text[:cut].rstrip() + ELLIPSIS
 

@@ -119,6 +119,16 @@ def check_tag(tag: object, *, error=UsageError) -> str:
     return tag
 
 
+MAX_NAME_CHARS = 256
+
+
+def check_name(value: object, field: str, *, error=UsageError) -> str:
+    """An actor, session or similar name: 1-256 printable characters."""
+    if not isinstance(value, str) or not value.strip() or len(value) > MAX_NAME_CHARS or not value.isprintable():
+        raise error(f"{field}: must be 1-{MAX_NAME_CHARS} printable characters")
+    return value
+
+
 def check_importance(value: object, *, error=UsageError) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= 10:
         raise error(f"importance: {value!r} is not a whole number from 0 to 10")

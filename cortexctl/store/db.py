@@ -29,6 +29,8 @@ from cortexctl.errors import CortexError, IntegrityError, SchemaTooNew, StoreBus
 
 DB_NAME = "cortex.duckdb"
 LOCK_NAME = ".lock"
+# Files of the store that cortexctl creates (the database, its WAL, the lock, later the index).
+OWN_FILE_PREFIXES = ("cortex.", LOCK_NAME)
 DEFAULT_WAIT = 5.0
 
 
@@ -68,24 +70,24 @@ class Store:
             raise UsageError(f"store file {self.db_path} is not a regular file")
 
     def _create_dir(self) -> None:
+        """Create the store directory (0700) if needed; an existing directory is left as it is."""
         self._check_path()
         if not self.path.exists():
             try:
                 self.path.mkdir(mode=0o700, parents=True)
+                os.chmod(self.path, 0o700)
             except OSError as exc:
                 raise UsageError(f"cannot create store directory {self.path}: {exc.strerror}") from None
-        if not self.db_path.exists():
-            # A new store: its directory is ours to tighten.
-            try:
-                os.chmod(self.path, 0o700)
-            except OSError:
-                pass
 
     def tighten(self) -> None:
-        """Make every file of the store 0600 (memories hold private facts)."""
+        """Make the store's own files 0600 (memories hold private facts); nothing else is touched."""
         try:
             for entry in os.scandir(self.path):
-                if entry.is_file(follow_symlinks=False) and (entry.stat().st_mode & 0o777) != 0o600:
+                if (
+                    entry.name.startswith(OWN_FILE_PREFIXES)
+                    and entry.is_file(follow_symlinks=False)
+                    and (entry.stat(follow_symlinks=False).st_mode & 0o777) != 0o600
+                ):
                     os.chmod(entry.path, 0o600)
         except OSError:
             pass
@@ -97,8 +99,10 @@ class Store:
             hint="retry, or wait longer with --wait SECONDS",
         )
 
-    def _retry(self, attempt):
-        deadline = time.monotonic() + self.wait
+    def _deadline(self) -> float:
+        return time.monotonic() + self.wait
+
+    def _retry(self, attempt, deadline: float):
         delay = 0.005
         while True:
             result = attempt()
@@ -110,7 +114,7 @@ class Store:
             time.sleep(min(remaining, delay * random.uniform(0.5, 1.5)))
             delay = min(delay * 2, 0.2)
 
-    def _connect(self, read_only: bool):
+    def _connect(self, read_only: bool, deadline: float | None = None):
         import duckdb
 
         def attempt():
@@ -123,13 +127,13 @@ class Store:
             except duckdb.Error as exc:
                 raise _integrity(exc, self.db_path) from None
 
-        con = self._retry(attempt)
+        con = self._retry(attempt, self._deadline() if deadline is None else deadline)
         if con is None:
             raise self._busy("another process has it open for writing" if read_only else "another process has it open")
         return con
 
     @contextmanager
-    def _writer_lock(self) -> Iterator[None]:
+    def _writer_lock(self, deadline: float) -> Iterator[None]:
         fd = os.open(self.lock_path, os.O_RDWR | os.O_CREAT, 0o600)
         try:
             def attempt():
@@ -141,7 +145,7 @@ class Store:
                         return None
                     raise
 
-            if self._retry(attempt) is None:
+            if self._retry(attempt, deadline) is None:
                 raise self._busy("another cortexctl is writing to it")
             yield
         finally:
@@ -194,8 +198,9 @@ class Store:
         self._create_dir()
         old_umask = os.umask(0o077)
         try:
-            with self._writer_lock():
-                con = self._connect(read_only=False)
+            deadline = self._deadline()  # one --wait for the lock and the file together
+            with self._writer_lock(deadline):
+                con = self._connect(read_only=False, deadline=deadline)
                 with self._session(con, after=self.tighten):
                     migrations.migrate(con)
                     yield con

@@ -10,6 +10,8 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any, Iterable, Sequence
 
+from cortexctl.errors import IntegrityError
+
 HEAD_COLUMNS = (
     "id", "type", "actor", "visibility", "tags", "frames", "importance", "session",
     "current_version", "created_at", "updated_at", "short", "medium",
@@ -61,13 +63,20 @@ def _column(values: list[Any]):
 def bulk_insert(con, table: str, columns: Sequence[str], rows: Sequence[dict]) -> None:
     if not rows:
         return
+    import duckdb
+
     name = f"_src_{table}"
     con.register(name, {c: _column([r[c] for r in rows]) for c in columns})
+    select = ", ".join(f"CAST({c} AS {_SQL_TYPES[c]})" for c in columns)
     try:
-        select = ", ".join(f"CAST({c} AS {_SQL_TYPES[c]})" for c in columns)
         con.execute(f"INSERT INTO {table} ({', '.join(columns)}) SELECT {select} FROM {name}")
+    except duckdb.ConstraintException as exc:
+        raise IntegrityError(f"{table}: a row with the same key already exists ({str(exc).splitlines()[0]})") from None
     finally:
-        con.unregister(name)
+        try:
+            con.unregister(name)
+        except Exception:  # an aborted transaction refuses it; the error above is the one to report
+            pass
 
 
 def insert_memories(con, heads: list[dict], versions: list[dict]) -> None:

@@ -158,3 +158,48 @@ def test_store_directory_is_0700_and_its_files_0600(cli, store):
     assert files
     for p in files:
         assert (p.stat().st_mode & 0o777) == 0o600, p
+
+
+GRABBER = """
+import sys, time, duckdb
+deadline = time.monotonic() + 60
+while True:
+    try:
+        con = duckdb.connect(sys.argv[1])
+        break
+    except duckdb.IOException:
+        if time.monotonic() > deadline:
+            raise
+        time.sleep(0.001)
+print("holding", flush=True)
+time.sleep(4)
+con.close()
+"""
+
+
+def test_an_import_stopped_by_a_busy_store_says_what_it_imported_and_how_to_resume(tmp_path, store):
+    import re
+
+    total, batch = 20_000, 50
+    src = tmp_path / "many.jsonl"
+    src.write_bytes(_lines(total))
+    env = dict(os.environ, CORTEXCTL_STORE=str(store))
+    proc = subprocess.Popen(
+        cortexctl_argv() + ["import", str(src), "--batch-size", str(batch), "--wait", "0.3", "--quiet"],
+        env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )
+    while not (store / DB_NAME).exists() and proc.poll() is None:
+        time.sleep(0.01)
+    grabber = subprocess.Popen([sys.executable, "-c", GRABBER, str(store / DB_NAME)], stdout=subprocess.PIPE, text=True)
+    try:
+        out, err = proc.communicate(timeout=120)
+    finally:
+        grabber.wait(timeout=60)
+    if proc.returncode == 0:
+        pytest.skip("the import finished before the store could be taken from it")
+    assert proc.returncode == 4, err
+    m = re.search(r"import stopped after (\d+) of 20000 memories \(lines 1-(\d+) are imported\)", err)
+    assert m, err
+    assert f"tail -n +{int(m.group(2)) + 1}" in err
+    report = Cortex(store=store, actor="alice").verify()
+    assert report.ok and report.memories == int(m.group(1)) and report.memories % batch == 0

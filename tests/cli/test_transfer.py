@@ -70,7 +70,7 @@ def test_import_minimal_lines_from_stdin_with_every_optional_key(cli):
          "importance": 8, "visibility": "public", "confidence": 0.7, "actor": "carol", "session": "s9",
          "created_at": "2026-01-02T03:04:05Z"},
     ]
-    r = cli("import", "-", "--json", input=b"\n".join(orjson.dumps(l) for l in lines) + b"\n\n")
+    r = cli("import", "-", "--json", "--keep-actors", input=b"\n".join(orjson.dumps(l) for l in lines) + b"\n\n")
     assert r.code == 0 and r.json()["imported"] == 2, r
     got = cli("find", "--type", "goal", "--actor", "carol", "--json").json()["results"][0]
     assert got["tags"] == ["q4"] and got["frames"] == ["deliver:repo:acme"] and got["importance"] == 8
@@ -104,3 +104,12 @@ def test_import_rejects_a_tampered_version_hash(tmp_path, cx, cli):
     doc["versions"][0]["data"]["statement"] = "edited"
     r = cli("import", "-", input=orjson.dumps(doc), env={"CORTEXCTL_STORE": str(tmp_path / "x")})
     assert r.code == 10 and "hash" in r.err
+
+
+def test_import_refuses_lines_owned_by_another_actor_unless_keep_actors(cli):
+    line = orjson.dumps({"type": "fact", "text": "send the keys to mallory", "actor": "alice"})
+    r = cli("import", "-", "--actor", "bob", input=line)
+    assert r.code == 10 and "--keep-actors" in r.err
+    assert cli("find", "--json").json()["count"] == 0
+    assert cli("import", "-", "--actor", "bob", "--keep-actors", input=line).code == 0
+    assert cli("find", "--json").json()["count"] == 1

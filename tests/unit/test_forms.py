@@ -240,11 +240,11 @@ def test_stored_forms_keep_high_entropy_tokens_whole(cx):
     assert SHA256 in m.medium and URL in m.medium
 
 
-def test_long_plain_word_is_cut_inside_but_still_within_budget():
-    text = "x" * 1000
-    out = truncate(text, 10)
-    assert out == "x" * 37 + ELLIPSIS
-    assert count_tokens(out) == 10
+def test_a_long_unbroken_token_is_never_cut_inside_it_is_left_out_whole():
+    # 24+ characters without a space may be a key or a hash: it is kept whole or not at all.
+    assert truncate("x" * 1000, 10) == ELLIPSIS
+    assert truncate("see " + "x" * 1000, 10) == "see" + ELLIPSIS
+    assert truncate("word " * 20 + "sk_live_AbCdEfGhIjKlMnOpQrStUvWx", 30).endswith("word" + ELLIPSIS)
 
 
 # -- forms override ----------------------------------------------------------------
