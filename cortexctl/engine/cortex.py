@@ -41,7 +41,7 @@ from cortexctl.memory.forms import FORMS
 from cortexctl.memory.ids import memory_uri, new_id, parse_ref
 from cortexctl.memory.record import VersionBody, build_version
 from cortexctl.memory.types import (
-    TYPE_NAMES,
+    type_name as stored_type,
     Frame,
     check_importance,
     check_name,
@@ -261,7 +261,7 @@ class Cortex:
                     f"memory {head['id']} was forgotten on {iso(head['tombstoned_at'])} "
                     f"({head['tombstone_reason']}); it cannot be updated"
                 )
-            type_name = TYPE_NAMES[head["type"]]
+            type_name = stored_type(head["type"])
             current = records.versions_of(con, head["id"], head["current_version"])[0]
             base = codec.decode(current["data"])
             body = build_version(type_name, self._assemble(type_name, base, text, data, sets), forms)
@@ -400,7 +400,7 @@ class Cortex:
             rows = records.versions_of(con, head["id"])
         return [
             VersionInfo(
-                id=r["id"], version=r["version"], type=TYPE_NAMES[r["type"]],
+                id=r["id"], version=r["version"], type=stored_type(r["type"]),
                 created_at=r["created_at"], created_by=r["created_by"], confidence=r["confidence"],
                 hash=r["hash"].hex(), short=r["short"], current=r["version"] == head["current_version"],
             )
@@ -426,7 +426,7 @@ class Cortex:
             full = records.current_versions(con, [h["id"] for h in heads]) if query.form == "full" else {}
         hits = []
         for rank, h in enumerate(heads, 1):
-            type_name = TYPE_NAMES[h["type"]]
+            type_name = stored_type(h["type"])
             if query.form == "full":
                 from cortexctl.memory.forms import render_full
 
@@ -460,6 +460,21 @@ class Cortex:
         return verify(self)
 
 
+def provenance_of(version: dict) -> dict:
+    """A version's stored provenance; text that is not a JSON object means a damaged store."""
+    from cortexctl.errors import IntegrityError
+
+    try:
+        value = json.loads(version["provenance"])
+    except ValueError:
+        value = None
+    if not isinstance(value, dict):
+        raise IntegrityError(
+            f"memory {version['id']} version {version['version']} has unreadable provenance (damaged store)"
+        )
+    return value
+
+
 def _tombstone(head: dict) -> Tombstone | None:
     if head["tombstoned_at"] is None:
         return None
@@ -468,13 +483,13 @@ def _tombstone(head: dict) -> Tombstone | None:
 
 def _memory(head: dict, v: dict) -> Memory:
     return Memory(
-        id=head["id"], type=TYPE_NAMES[v["type"]], version=v["version"],
+        id=head["id"], type=stored_type(v["type"]), version=v["version"],
         current_version=head["current_version"], data=codec.decode(v["data"]),
         short=v["short"], medium=v["medium"], tags=list(head["tags"]), frames=list(head["frames"]),
         importance=head["importance"], visibility=head["visibility"], actor=head["actor"],
         session=head["session"], created_at=head["created_at"], updated_at=head["updated_at"],
         version_created_at=v["created_at"], created_by=v["created_by"], confidence=v["confidence"],
-        provenance=json.loads(v["provenance"]), hash=v["hash"].hex(), forms_override=v["forms_override"],
+        provenance=provenance_of(v), hash=v["hash"].hex(), forms_override=v["forms_override"],
         tombstone=_tombstone(head), access_count=head["access_count"], citations=head["citations"],
         last_used=head["last_used"],
     )

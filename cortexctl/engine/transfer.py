@@ -37,6 +37,7 @@ from cortexctl.engine.cortex import (
     clean_frames,
     clean_tags,
     head_row,
+    provenance_of,
     iso,
     to_naive,
     utcnow,
@@ -46,11 +47,11 @@ from cortexctl.engine.cortex import (
 from cortexctl.engine.models import ImportReport, LineProblem, Tombstone
 from cortexctl.errors import CortexError, InvalidData, UsageError
 from cortexctl.memory import codec, schema
-from cortexctl.memory.ids import id_time_ms, is_id, memory_uri, new_id, normalize_id_text
+from cortexctl.memory.ids import is_id, memory_uri, new_id, normalize_id_text
 from cortexctl.memory.record import VersionBody, build_version
 from cortexctl.memory.types import (
     TYPE_CODES,
-    TYPE_NAMES,
+    type_name as stored_type,
     TYPES,
     check_confidence,
     check_importance,
@@ -365,12 +366,11 @@ def _write_batch(cx: Cortex, batch: list[Prepared]) -> int:
 
 def export_record(head: dict, versions: list[dict]) -> dict:
     """One memory in the export form (see the module docstring)."""
-    import json
 
     return {
         "uri": memory_uri(head["id"]),
         "id": head["id"],
-        "type": TYPE_NAMES[head["type"]],
+        "type": stored_type(head["type"]),
         "actor": head["actor"],
         "visibility": head["visibility"],
         "tags": list(head["tags"]),
@@ -393,7 +393,7 @@ def export_record(head: dict, versions: list[dict]) -> dict:
                 "created_at": iso(v["created_at"]),
                 "created_by": v["created_by"],
                 "confidence": v["confidence"],
-                "provenance": json.loads(v["provenance"]),
+                "provenance": provenance_of(v),
                 "forms": {"short": v["short"], "medium": v["medium"]},
                 "forms_override": v["forms_override"],
                 "hash": v["hash"].hex(),

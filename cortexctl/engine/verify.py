@@ -2,20 +2,25 @@
 
 Checks, over every actor's memories:
 
-- every version's hash recomputes from its type byte and data, and its data decodes;
+- every version's hash recomputes from its type byte and data;
 - every head matches its latest version (number, type, forms), versions run 1..N
   with no gaps, and no version lacks a head;
-- the frame index agrees with the heads' frames;
-- the journal's sequence numbers run 1..N with no gaps, every memory has its
-  write entry, and no memory has more update entries than versions.
+- the frame index agrees with the heads' frames, duplicates included;
+- the journal's sequence numbers run 1..N with no gaps;
+- replaying the journal from nothing rebuilds every head and every version
+  exactly, column for column: a change made to the tables behind the journal's
+  back (a field edited, a row added or deleted, a forget undone) shows up as a
+  divergence naming the memory and the field.
 """
 
 from __future__ import annotations
 
+from cortexctl.engine import replay
 from cortexctl.engine.models import Problem, VerifyReport
-from cortexctl.errors import NotFound
+from cortexctl.errors import IntegrityError, NotFound
 from cortexctl.memory import codec
 from cortexctl.memory.ids import memory_uri
+from cortexctl.store import integrity
 from cortexctl.store.db import NoStore
 
 MAX_PER_CHECK = 100  # problems listed per check before summarizing
@@ -29,95 +34,97 @@ def verify(cx) -> VerifyReport:
         raise NotFound(f"no store at {cx.store.path}") from None
 
 
-def _add(problems: list[Problem], counts: dict[str, int], check: str, message: str, ref: str | None = None) -> None:
-    counts[check] = counts.get(check, 0) + 1
-    if counts[check] <= MAX_PER_CHECK:
-        problems.append(Problem(check, message, ref))
+class _Problems:
+    def __init__(self) -> None:
+        self.items: list[Problem] = []
+        self.counts: dict[str, int] = {}
+
+    def add(self, check: str, message: str, ref: str | None = None) -> None:
+        self.counts[check] = self.counts.get(check, 0) + 1
+        if self.counts[check] <= MAX_PER_CHECK:
+            self.items.append(Problem(check, message, ref))
+
+    def close(self) -> list[Problem]:
+        for check, n in self.counts.items():
+            if n > MAX_PER_CHECK:
+                self.items.append(Problem(check, f"... and {n - MAX_PER_CHECK} more problems of this kind"))
+        return self.items
 
 
 def _verify(con, store: str) -> VerifyReport:
-    problems: list[Problem] = []
-    counts: dict[str, int] = {}
+    p = _Problems()
 
-    # 1. version hashes
-    cur = con.execute("SELECT id, version, type, data, hash FROM versions ORDER BY id, version")
     n_versions = 0
-    while True:
-        rows = cur.fetchmany(10000)
-        if not rows:
-            break
+    for rows in integrity.version_hash_rows(con):
         for id_, version, type_code, data, stored in rows:
             n_versions += 1
-            ref = memory_uri(id_, version)
             if codec.version_hash(type_code, data) != stored:
-                _add(problems, counts, "hash", "hash does not match the stored data (corrupt or tampered)", ref)
+                p.add("hash", "hash does not match the stored data (corrupt or tampered)", memory_uri(id_, version))
+
+    for id_, current, n, top, why in integrity.head_version_mismatches(con):
+        p.add("heads", f"{why} (head says {current}, versions {n}, latest {top})", memory_uri(id_))
+    for id_ in integrity.orphan_versions(con):
+        p.add("heads", "versions without a head", memory_uri(id_))
+
+    for id_, frame, side in integrity.frame_mismatches(con):
+        p.add("frames", f"frame {frame} {side}", memory_uri(id_))
+
+    n_journal, lo, _hi = integrity.journal_bounds(con)
+    if n_journal and lo != 1:
+        p.add("journal", f"first sequence number is {lo}, not 1")
+    for seq, nxt in integrity.journal_gaps(con):
+        p.add("journal", f"gap after entry {seq}: next is {nxt}")
+
+    _replay(con, p)
+    return VerifyReport(store=store, memories=integrity.count_heads(con), versions=n_versions,
+                        journal=n_journal, problems=p.close())
+
+
+def _replay(con, p: _Problems) -> None:
+    """Rebuild each memory from the journal and compare it with the tables."""
+    for journal, heads, versions in integrity.by_memory(con):
+        rebuilt: dict[str, replay.Memory] = {}
+        broken: set[str] = set()
+        for ref, seq, kind, payload in journal:
+            if ref in broken:
                 continue
             try:
-                codec.decode(data)
-            except Exception:
-                _add(problems, counts, "hash", "data does not decode", ref)
+                rebuilt.setdefault(ref, replay.Memory()).apply(seq, kind, payload)
+            except IntegrityError as exc:
+                p.add("replay", exc.message, memory_uri(ref))
+                broken.add(ref)
+        stored_versions: dict[str, dict[int, dict]] = {}
+        for v in versions:
+            stored_versions.setdefault(v["id"], {})[v["version"]] = v
+        stored_heads = {h["id"]: h for h in heads}
+        for id_ in sorted(set(stored_heads) | set(rebuilt) - broken):
+            if id_ in broken:
+                continue
+            mem = rebuilt.get(id_)
+            uri = memory_uri(id_)
+            if mem is None or mem.head is None:
+                p.add("replay", "memory is in the store but the journal never wrote it", uri)
+                continue
+            head = stored_heads.get(id_)
+            if head is None:
+                p.add("replay", "the journal wrote this memory but its head is missing", uri)
+                continue
+            for field, value in head.items():
+                if mem.head.get(field) != value:
+                    p.add("replay", f"head field {field} is {_show(value)} but the journal says "
+                                    f"{_show(mem.head.get(field))}", uri)
+            have = stored_versions.get(id_, {})
+            for n in sorted(set(have) | set(mem.versions)):
+                if n not in have:
+                    p.add("replay", f"version {n} is in the journal but missing from the store", uri)
+                elif n not in mem.versions:
+                    p.add("replay", f"version {n} is in the store but not in the journal", uri)
+                else:
+                    for field, value in have[n].items():
+                        if mem.versions[n].get(field) != value:
+                            p.add("replay", f"version {n} field {field} differs from the journal", uri)
 
-    # 2. heads against their versions
-    for id_, current, n, top, why in con.execute(
-        """
-        SELECT h.id, h.current_version, count(v.version), max(v.version),
-               CASE WHEN count(v.version) = 0 THEN 'no versions'
-                    WHEN max(v.version) <> h.current_version THEN 'current version is not the latest'
-                    WHEN count(v.version) <> max(v.version) THEN 'versions are not numbered 1..N'
-                    ELSE 'type or forms differ from the latest version' END
-        FROM heads h LEFT JOIN versions v ON v.id = h.id
-        GROUP BY h.id, h.current_version, h.type, h.short, h.medium
-        HAVING count(v.version) = 0
-            OR max(v.version) <> h.current_version
-            OR count(v.version) <> max(v.version)
-            OR bool_or(v.version = h.current_version
-                       AND (v.type <> h.type OR v.short <> h.short OR v.medium <> h.medium))
-        """
-    ).fetchall():
-        _add(problems, counts, "heads", f"{why} (head says {current}, versions {n}, latest {top})", memory_uri(id_))
-    for (id_,) in con.execute(
-        "SELECT DISTINCT v.id FROM versions v ANTI JOIN heads h ON h.id = v.id"
-    ).fetchall():
-        _add(problems, counts, "heads", "versions without a head", memory_uri(id_))
 
-    # 3. frame index
-    for id_, frame, side in con.execute(
-        """
-        WITH want AS (SELECT id, unnest(frames) AS frame FROM heads),
-             have AS (SELECT id, verb || ':' || kind || ':' || ref AS frame FROM frames)
-        SELECT id, frame, 'missing from the frame index' FROM (SELECT * FROM want EXCEPT SELECT * FROM have)
-        UNION ALL
-        SELECT id, frame, 'in the frame index but not on the head' FROM (SELECT * FROM have EXCEPT SELECT * FROM want)
-        """
-    ).fetchall():
-        _add(problems, counts, "frames", f"frame {frame} {side}", memory_uri(id_))
-
-    # 4. journal
-    n_journal, lo, hi = con.execute("SELECT count(*), min(seq), max(seq) FROM journal").fetchall()[0]
-    if n_journal:
-        if lo != 1:
-            _add(problems, counts, "journal", f"first sequence number is {lo}, not 1")
-        for seq, nxt in con.execute(
-            "SELECT seq, nxt FROM (SELECT seq, lead(seq) OVER (ORDER BY seq) AS nxt FROM journal)"
-            " WHERE nxt IS NOT NULL AND nxt <> seq + 1 ORDER BY seq"
-        ).fetchall():
-            _add(problems, counts, "journal", f"gap after entry {seq}: next is {nxt}")
-    for (id_,) in con.execute(
-        "SELECT h.id FROM heads h ANTI JOIN (SELECT ref FROM journal WHERE kind = 'write') j ON j.ref = h.id"
-    ).fetchall():
-        _add(problems, counts, "journal", "memory has no write entry in the journal", memory_uri(id_))
-    for id_, updates, current in con.execute(
-        """
-        SELECT h.id, count(*), h.current_version FROM heads h
-        JOIN journal j ON j.ref = h.id AND j.kind = 'update'
-        GROUP BY h.id, h.current_version HAVING count(*) > h.current_version - 1
-        """
-    ).fetchall():
-        _add(problems, counts, "journal", f"{updates} update entries for {current} versions", memory_uri(id_))
-
-    for check, n in counts.items():
-        if n > MAX_PER_CHECK:
-            problems.append(Problem(check, f"... and {n - MAX_PER_CHECK} more problems of this kind"))
-
-    n_heads = con.execute("SELECT count(*) FROM heads").fetchall()[0][0]
-    return VerifyReport(store=store, memories=n_heads, versions=n_versions, journal=n_journal, problems=problems)
+def _show(value) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."

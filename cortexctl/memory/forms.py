@@ -103,7 +103,7 @@ def _short_parts(type_name: str, d: dict[str, Any]) -> tuple[str, str, str]:
             return f"{d['subject'] or d['predicate']}: ", d["statement"], ""
         return "", d["statement"], ""
     if type_name == "preference":
-        return f"prefers ", d["topic"], f" ({d['polarity']}, strength={d['strength']:.2f})"
+        return "prefers ", d["topic"], f" ({d['polarity']}, strength={d['strength']:.2f})"
     if type_name == "belief":
         return f"{d['stance']} ", d["statement"], ""
     if type_name == "event":

@@ -58,6 +58,16 @@ def type_code(name: str) -> int:
         ) from None
 
 
+def type_name(code: int) -> str:
+    """The name of a stored type code; an unknown code means a damaged store."""
+    from cortexctl.errors import IntegrityError
+
+    try:
+        return TYPE_NAMES[code]
+    except KeyError:
+        raise IntegrityError(f"stored type code {code!r} is not a known memory type (damaged store)") from None
+
+
 def check_enum(value: object, allowed: tuple[str, ...], field: str) -> str:
     if not isinstance(value, str) or value not in allowed:
         raise InvalidData(f"{field}: {value!r} is not one of {', '.join(allowed)}")

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Callable
 
-from cortexctl.errors import SchemaTooNew
+from cortexctl.errors import IntegrityError, SchemaTooNew
 
 MIGRATIONS: list[tuple[int, str, Callable]] = []
 
@@ -98,7 +98,9 @@ def _version(con) -> int:
         rows = con.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchall()
     except duckdb.CatalogException:
         return 0
-    return int(rows[0][0]) if rows else 0
+    if not rows or not str(rows[0][0]).isdigit():
+        raise IntegrityError("the store's schema version record is missing or unreadable (damaged store)")
+    return int(rows[0][0])
 
 
 def latest() -> int:

@@ -92,7 +92,7 @@ def test_import_writes_batches_and_one_journal_entry_per_memory(tmp_path, cli, s
 
 
 def test_import_rejects_an_id_that_already_exists(tmp_path, cx, cli):
-    uri = cx.write("fact", "exists").uri
+    cx.write("fact", "exists")
     line = cli("export").out
     r = cli("import", "-", input=line)
     assert r.code == 10 and "already exists" in r.err

@@ -6,7 +6,7 @@ import duckdb
 import pytest
 
 from cortexctl import Cortex, FindQuery
-from cortexctl.errors import IntegrityError, SchemaTooNew, UsageError
+from cortexctl.errors import SchemaTooNew, UsageError
 from cortexctl.store import migrations
 from cortexctl.store.db import DB_NAME
 from tests.conftest import assert_clean_error

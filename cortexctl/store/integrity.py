@@ -1,0 +1,96 @@
+"""The SQL behind verify: raw rows for the engine to check. Reads only."""
+
+from __future__ import annotations
+
+from typing import Iterator
+
+from cortexctl.store.records import HEAD_COLUMNS, VERSION_COLUMNS, _dicts
+
+
+def version_hash_rows(con, batch: int = 10000) -> Iterator[list[tuple]]:
+    """(id, version, type, data, hash) of every version, in batches."""
+    cur = con.execute("SELECT id, version, type, data, hash FROM versions ORDER BY id, version")
+    while True:
+        rows = cur.fetchmany(batch)
+        if not rows:
+            return
+        yield rows
+
+
+def head_version_mismatches(con) -> list[tuple]:
+    """(id, current_version, count, latest, why) for heads that disagree with their versions."""
+    return con.execute(
+        """
+        SELECT h.id, h.current_version, count(v.version), max(v.version),
+               CASE WHEN count(v.version) = 0 THEN 'no versions'
+                    WHEN max(v.version) <> h.current_version THEN 'current version is not the latest'
+                    WHEN count(v.version) <> max(v.version) THEN 'versions are not numbered 1..N'
+                    ELSE 'type or forms differ from the latest version' END
+        FROM heads h LEFT JOIN versions v ON v.id = h.id
+        GROUP BY h.id, h.current_version, h.type, h.short, h.medium
+        HAVING count(v.version) = 0
+            OR max(v.version) <> h.current_version
+            OR count(v.version) <> max(v.version)
+            OR bool_or(v.version = h.current_version
+                       AND (v.type <> h.type OR v.short <> h.short OR v.medium <> h.medium))
+        """
+    ).fetchall()
+
+
+def orphan_versions(con) -> list[str]:
+    return [r[0] for r in con.execute("SELECT DISTINCT v.id FROM versions v ANTI JOIN heads h ON h.id = v.id").fetchall()]
+
+
+def frame_mismatches(con) -> list[tuple]:
+    """(id, frame, side) where the frame index and the heads' frames differ, duplicates included."""
+    return con.execute(
+        """
+        WITH want AS (SELECT id, unnest(frames) AS frame FROM heads),
+             have AS (SELECT id, verb || ':' || kind || ':' || ref AS frame FROM frames)
+        SELECT id, frame, 'missing from the frame index' FROM (SELECT * FROM want EXCEPT ALL SELECT * FROM have)
+        UNION ALL
+        SELECT id, frame, 'in the frame index but not on the head' FROM (SELECT * FROM have EXCEPT ALL SELECT * FROM want)
+        """
+    ).fetchall()
+
+
+def journal_bounds(con) -> tuple[int, int | None, int | None]:
+    return tuple(con.execute("SELECT count(*), min(seq), max(seq) FROM journal").fetchall()[0])
+
+
+def journal_gaps(con) -> list[tuple[int, int]]:
+    return con.execute(
+        "SELECT seq, nxt FROM (SELECT seq, lead(seq) OVER (ORDER BY seq) AS nxt FROM journal)"
+        " WHERE nxt IS NOT NULL AND nxt <> seq + 1 ORDER BY seq"
+    ).fetchall()
+
+
+def count_heads(con) -> int:
+    return con.execute("SELECT count(*) FROM heads").fetchall()[0][0]
+
+
+def by_memory(con, batch: int = 5000) -> Iterator[tuple[list[tuple], list[dict], list[dict]]]:
+    """Journal entries (ref, seq, kind, payload), heads and versions, for runs of memory IDs in order.
+
+    IDs come from the heads and from the journal alike, so a head with no journal
+    entry and a journal entry with no head both show up.
+    """
+    last = ""
+    hcols = ", ".join(HEAD_COLUMNS)
+    vcols = ", ".join(VERSION_COLUMNS)
+    while True:
+        ids = [r[0] for r in con.execute(
+            "SELECT id FROM (SELECT ref AS id FROM journal WHERE ref IS NOT NULL UNION SELECT id FROM heads)"
+            f" WHERE id > ? ORDER BY id LIMIT {int(batch)}", [last]).fetchall()]
+        if not ids:
+            return
+        lo, hi = ids[0], ids[-1]
+        journal = con.execute(
+            "SELECT ref, seq, kind, payload FROM journal WHERE ref BETWEEN ? AND ? ORDER BY ref, seq", [lo, hi]
+        ).fetchall()
+        heads = _dicts(con.execute(f"SELECT {hcols} FROM heads WHERE id BETWEEN ? AND ? ORDER BY id", [lo, hi]),
+                       HEAD_COLUMNS)
+        versions = _dicts(con.execute(
+            f"SELECT {vcols} FROM versions WHERE id BETWEEN ? AND ? ORDER BY id, version", [lo, hi]), VERSION_COLUMNS)
+        yield journal, heads, versions
+        last = hi

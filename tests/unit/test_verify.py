@@ -1,0 +1,96 @@
+"""verify catches a change made to the tables behind the journal's back, whatever the column."""
+
+from __future__ import annotations
+
+import duckdb
+import pytest
+
+from cortexctl import Cortex
+from cortexctl.memory import codec
+from cortexctl.store.db import DB_NAME
+from tests.conftest import assert_clean_error
+
+
+@pytest.fixture
+def built(store):
+    cx = Cortex(store=store, actor="alice")
+    a = cx.write("fact", "alpha", tags=["x"], frames=["build:repo:acme/api"]).id
+    cx.update(a, "alpha two")
+    b = cx.write("goal", "beta", importance=3).id
+    c = cx.write("fact", "gamma").id
+    cx.forget(c, reason="old")
+    assert cx.verify().ok
+    return cx, {"a": a, "b": b, "c": c}
+
+
+def _sql(store, statement: str, params=()) -> None:
+    con = duckdb.connect(str(store / DB_NAME))
+    try:
+        con.execute(statement, list(params))
+    finally:
+        con.close()
+
+
+def _forged(id_: str) -> tuple[bytes, bytes]:
+    data = codec.encode({"schema_version": 1, "statement": "forged", "subject": "", "predicate": "",
+                         "confidence": 1.0, "source": "stated", "observed_at": None})
+    return data, codec.version_hash(2, data)
+
+
+TAMPERING = {
+    "forms changed on head and version together": (
+        "UPDATE heads SET short = 'x' WHERE id = $a; UPDATE versions SET short = 'x' WHERE id = $a AND version = 2"),
+    "version confidence": "UPDATE versions SET confidence = 0.1 WHERE id = $a",
+    "version author": "UPDATE versions SET created_by = 'mallory' WHERE id = $b",
+    "version provenance": "UPDATE versions SET provenance = '{\"via\":\"x\"}' WHERE id = $b",
+    "version time": "UPDATE versions SET created_at = created_at - INTERVAL 1 DAY WHERE id = $b",
+    "private made public": "UPDATE heads SET visibility = 'public' WHERE id = $a",
+    "owner changed": "UPDATE heads SET actor = 'mallory' WHERE id = $b",
+    "forget undone": "UPDATE heads SET tombstone_reason = NULL, tombstoned_at = NULL, tombstoned_by = NULL WHERE id = $c",
+    "tags changed": "UPDATE heads SET tags = ['y'] WHERE id = $a",
+    "importance changed": "UPDATE heads SET importance = 10 WHERE id = $b",
+    "frame row duplicated": "INSERT INTO frames SELECT * FROM frames WHERE id = $a",
+    "last journal entries deleted": "DELETE FROM journal WHERE seq >= (SELECT max(seq) - 1 FROM journal)",
+    "a journal entry in the middle deleted": "DELETE FROM journal WHERE seq = 2",
+    "memory deleted, its journal kept": "DELETE FROM versions WHERE id = $b; DELETE FROM heads WHERE id = $b",
+    "journal payload overwritten": "UPDATE journal SET payload = 'junk'::BLOB WHERE seq = 1",
+    "a memory added behind the journal": (
+        "INSERT INTO heads SELECT * REPLACE ('01ZZZZZZZZZZZZZZZZZZZZZZZZ' AS id) FROM heads WHERE id = $b;"
+        "INSERT INTO versions SELECT * REPLACE ('01ZZZZZZZZZZZZZZZZZZZZZZZZ' AS id) FROM versions WHERE id = $b"),
+}
+
+
+@pytest.mark.parametrize("what", list(TAMPERING))
+def test_verify_reports_tampering(built, store, cli, what):
+    cx, ids = built
+    statement = TAMPERING[what]
+    for key, value in ids.items():
+        statement = statement.replace(f"${key}", f"'{value}'")
+    _sql(store, statement)
+    report = cx.verify()
+    assert not report.ok, what
+    r = cli("verify")
+    assert r.code == 7 and "failed verification" in r.err
+
+
+def test_rewritten_data_with_a_recomputed_hash_is_caught_by_the_replay(built, store):
+    cx, ids = built
+    data, digest = _forged(ids["a"])
+    _sql(store, "UPDATE versions SET data = ?, hash = ? WHERE id = ? AND version = 2", [data, digest, ids["a"]])
+    problems = cx.verify().problems
+    assert [(p.check, p.message) for p in problems] == [
+        ("replay", "version 2 field data differs from the journal"),
+        ("replay", "version 2 field hash differs from the journal"),
+    ]
+
+
+def test_corrupt_rows_are_integrity_errors_not_crashes(built, store, cli):
+    _cx, ids = built
+    _sql(store, "UPDATE versions SET provenance = '{' WHERE id = ?", [ids["b"]])
+    assert_clean_error(cli("show", ids["b"]), 7)
+    _sql(store, "UPDATE heads SET type = 99 WHERE id = ?", [ids["a"]])
+    assert_clean_error(cli("find"), 7)
+    _sql(store, "DELETE FROM meta")
+    r = cli("find")
+    assert_clean_error(r, 7)
+    assert "schema version" in r.err
