@@ -5,6 +5,7 @@ from __future__ import annotations
 import typer
 
 from cortexctl.cli import options as o
+from cortexctl.cli.common import exit_status
 from cortexctl.cli.output import Output
 
 CONFIG_EPILOG = """\b
@@ -15,7 +16,7 @@ API keys are never shown: only the name of the variable that holds one.
 Examples:
   cortexctl config show
   cortexctl -c ./cortex.toml config show --json
-"""
+""" + exit_status(0, 2, notes={2: "bad config file or value"})
 
 config_app = typer.Typer(help="Show the effective configuration.", no_args_is_help=True)
 

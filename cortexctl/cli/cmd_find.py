@@ -7,6 +7,7 @@ from typing import Annotated, Optional
 import typer
 
 from cortexctl.cli import options as o
+from cortexctl.cli.common import exit_status
 from cortexctl.cli import views
 
 FIND_EPILOG = """\b
@@ -19,14 +20,15 @@ Examples:
   cortexctl find --type fact --type preference --tag ops
   cortexctl find --frame build:repo --form medium
   cortexctl find --include-tombstoned --jsonl | jq -r .uri
-"""
+""" + exit_status(0, 2, 4, 7)
 
 
 def find(
     ctx: typer.Context,
     types: Annotated[Optional[list[str]], typer.Option("--type", help="Only this type (repeatable).", metavar="TYPE")] = None,
     tags: o.Tags = None,
-    frames: o.Frames = None,
+    frames: Annotated[Optional[list[str]], typer.Option(
+        "--frame", help="A frame VERB, VERB:KIND or VERB:KIND:REF (repeatable).", metavar="FRAME")] = None,
     include_tombstoned: Annotated[bool, typer.Option("--include-tombstoned", help="Also forgotten memories.")] = False,
     k: Annotated[int, typer.Option("-k", help="At most this many results.", metavar="N")] = 10,
     form: o.Form = "short",

@@ -7,6 +7,7 @@ from typing import Annotated, Optional
 import typer
 
 from cortexctl.cli import options as o
+from cortexctl.cli.common import exit_status
 from cortexctl.cli.output import Output
 from cortexctl.engine.models import HeadResult, iso
 
@@ -16,20 +17,20 @@ TAG_EPILOG = """\b
 Examples:
   cortexctl tag 01JD3K --add ops --add deploy
   cortexctl tag 01JD3K --remove stale
-"""
+""" + exit_status(0, 2, 3, 4, 8, notes={8: "not your memory"})
 HEAD_EPILOG = """\b
 Examples:
   cortexctl head 01JD3K --importance 9 --visibility public
   cortexctl head 01JD3K --frame build:repo:github.com/acme/api
   cortexctl head 01JD3K --remove-frame build:repo:github.com/acme/api
-"""
+""" + exit_status(0, 2, 3, 4, 8, notes={8: "not your memory"})
 FORGET_EPILOG = """\b
 The memory keeps every version (show and history still work); find hides it
 unless --include-tombstoned, and update refuses it.
 \b
 Examples:
   cortexctl forget 01JD3K --reason "superseded by the new key policy"
-"""
+""" + exit_status(0, 1, 2, 3, 4, 8, notes={1: "already forgotten", 8: "not your memory"})
 
 
 def _print(out: Output, result: HeadResult) -> None:

@@ -7,6 +7,7 @@ from typing import Annotated, Optional
 import typer
 
 from cortexctl.cli import options as o
+from cortexctl.cli.common import exit_status
 from cortexctl.cli import views
 
 SHOW_EPILOG = """\b
@@ -15,13 +16,13 @@ Examples:
   cortexctl show cortex://m/01JD3KQ5ZC8M3V6W4Y2T7N9R0B/v/1
   cortexctl show 01JD3K --version 2 --form short
   cortexctl show 01JD3K --json | jq .data
-"""
+""" + exit_status(0, 2, 3, 4, 7)
 
 HISTORY_EPILOG = """\b
 Examples:
   cortexctl history 01JD3K
   cortexctl history 01JD3K --jsonl
-"""
+""" + exit_status(0, 2, 3, 4, 7)
 
 Ref = Annotated[str, typer.Argument(metavar="REF", help="URI, ID or unique ID prefix.", show_default=False)]
 

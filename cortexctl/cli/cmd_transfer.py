@@ -9,6 +9,7 @@ from typing import Annotated, Optional
 import typer
 
 from cortexctl.cli import options as o
+from cortexctl.cli.common import exit_status
 from cortexctl.cli.output import Output
 from cortexctl.errors import UsageError
 
@@ -26,7 +27,7 @@ Examples:
   cortexctl import memories.jsonl
   some-tool | cortexctl import - --skip-invalid --json
   cortexctl import team-dump.jsonl --keep-actors
-"""
+""" + exit_status(0, 2, 4, 7, 10, notes={10: "invalid lines (nothing imported)"})
 EXPORT_EPILOG = """\b
 Writes every memory you can see, with every version, its head fields and IDs,
 in ID order; `import` reads it back into an equal store. --out writes the
@@ -35,7 +36,7 @@ file atomically.
 Examples:
   cortexctl export > memories.jsonl
   cortexctl export --out backup/memories.jsonl
-"""
+""" + exit_status(0, 2, 4, 7)
 
 
 def import_(

@@ -5,6 +5,7 @@ from __future__ import annotations
 import typer
 
 from cortexctl.cli import options as o
+from cortexctl.cli.common import exit_status
 from cortexctl.cli.output import Output
 from cortexctl.errors import IntegrityError
 
@@ -16,7 +17,7 @@ problem and exits 7 if there is one.
 Examples:
   cortexctl verify
   cortexctl verify --json --store /var/lib/agent/brain
-"""
+""" + exit_status(0, 3, 4, 7, notes={3: "no store", 7: "problems found"})
 
 
 def verify(

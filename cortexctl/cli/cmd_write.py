@@ -7,6 +7,7 @@ from typing import Annotated, Optional
 import typer
 
 from cortexctl.cli import options as o
+from cortexctl.cli.common import exit_status
 from cortexctl.cli.output import Output
 from cortexctl.memory.types import TYPES
 
@@ -21,7 +22,7 @@ Examples:
   cortexctl write constraint "never push to main" --set strength=hard --importance 9
   cortexctl write goal --data '{{"statement": "ship v2", "horizon": "2026-12-31"}}'
   cortexctl write event "deploy failed" --set outcome=failure --frame deliver:repo:acme/api --json
-"""
+""" + exit_status(0, 2, 4, 7, 10)
 
 UPDATE_EPILOG = """\b
 The new version starts from the current one; given fields replace its fields.
@@ -30,7 +31,7 @@ Old versions stay readable with: cortexctl show REF --version N
 Examples:
   cortexctl update 01JD3K "The deploy key rotates weekly"
   cortexctl update cortex://m/01JD3KQ5ZC8M3V6W4Y2T7N9R0B --set confidence=0.6
-"""
+""" + exit_status(0, 1, 2, 3, 4, 8, 10, notes={1: "memory forgotten", 8: "not your memory"})
 
 ShortForm = Annotated[Optional[str], typer.Option("--short-form", help="Your own short form (<= 50 tokens).", metavar="TEXT")]
 MediumForm = Annotated[Optional[str], typer.Option("--medium-form", help="Your own medium form (<= 200 tokens).", metavar="TEXT")]
