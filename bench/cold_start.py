@@ -306,7 +306,7 @@ def pkg_version(name: str) -> str | None:
 
 
 def import_cli(cortexctl: str, jsonl: Path, store: Path, env: dict, expect: int) -> float:
-    cmd = [cortexctl, "import", str(jsonl), "--store", str(store), "--json", "-q"]
+    cmd = [cortexctl, "import", str(jsonl), "--store", str(store), "--json", "-q", "--keep-actors"]
     t0 = time.perf_counter()
     proc = run_checked(cmd, env, capture=True)
     dt = time.perf_counter() - t0
@@ -325,7 +325,7 @@ def import_inproc(jsonl: Path, store: Path, expect: int) -> tuple[float, float]:
     t_mod = time.perf_counter() - t0
     t0 = time.perf_counter()
     with open(jsonl, "rb") as fh:
-        report = Cortex(store=store, actor=ACTOR).import_jsonl(fh)
+        report = Cortex(store=store, actor=ACTOR).import_jsonl(fh, keep_actors=True)
     dt = time.perf_counter() - t0
     if report.imported != expect:
         raise SystemExit(f"bench: expected {expect} imported in-process, got {report.imported}")
@@ -436,7 +436,7 @@ def run(args, py: str, cortexctl: str, tmp: Path, env: dict) -> dict:
     prime_jsonl = tmp / "prime.jsonl"
     write_jsonl(prime_jsonl, 20, args.seed + 1, now)
     prime = tmp / "prime-store"
-    run_checked([cortexctl, "import", str(prime_jsonl), "--store", str(prime), "-q"], env)
+    run_checked([cortexctl, "import", str(prime_jsonl), "--store", str(prime), "-q", "--keep-actors"], env)
     run_checked([cortexctl, "find", "-k", "10", "--store", str(prime)], env)
     run_checked([cortexctl, "--help"], env)
     run_checked([py, "-c", "import duckdb, cortexctl.cli.app"], env)
