@@ -153,7 +153,10 @@ class Cortex:
             try:
                 yield con
             except BaseException:
-                con.execute("ROLLBACK")
+                try:
+                    con.execute("ROLLBACK")
+                except Exception:  # a broken connection: closing it discards the transaction anyway
+                    pass
                 raise
             con.execute("COMMIT")
 
