@@ -7,6 +7,7 @@ from typing import Annotated, Optional
 import typer
 
 from cortexctl.cli import options as o
+from cortexctl.cli import views
 from cortexctl.cli.common import exit_status
 from cortexctl.cli.output import Output
 from cortexctl.memory.types import TYPES
@@ -59,17 +60,10 @@ def write(
     store: o.Store = None, actor: o.Actor = None, wait: o.Wait = None, json: o.Json = False, jsonl: o.Jsonl = False,
 ) -> None:
     """Write a new memory and print its URI."""
-    out = Output(json=json, jsonl=jsonl)
-    cx = o.cortex(ctx, store, actor, wait)
-    result = cx.write(
-        type_name, text, data=o.read_data(data), sets=sets, tags=tags or (), frames=frames or (),
-        importance=importance, visibility=visibility, confidence=confidence,
-        forms=_forms(short_form, medium_form), session=session,
-    )
-    if out.machine:
-        out.emit(result.to_json())
-    else:
-        out.line(result.uri)
+    views.run_write((ctx.obj or {}).get("config"), type_name, text, sets=sets or [], data=data, tags=tags or [],
+                    frames=frames or [], importance=importance, visibility=visibility, confidence=confidence,
+                    session=session, short_form=short_form, medium_form=medium_form, store=store, actor=actor,
+                    wait=wait, json=json, jsonl=jsonl)
 
 
 def update(

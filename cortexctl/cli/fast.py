@@ -1,4 +1,4 @@
-"""The fast path: find, show and history without Typer.
+"""The fast path: find, show, history and write without Typer.
 
 Typer (with pydantic behind it) costs more to import than DuckDB itself, and
 these are the commands agents run in a loop as fresh processes. ``plan(argv)``
@@ -28,8 +28,8 @@ _COMMON: dict[str, tuple[str, str, Callable[[str], Any] | None]] = {
     "--json": ("json", FLAG, None),
     "--jsonl": ("jsonl", FLAG, None),
 }
-_SPECS: dict[str, tuple[dict, int, dict[str, Any]]] = {
-    # command -> (options, positional count, defaults)
+_SPECS: dict[str, tuple[dict, tuple[int, int], dict[str, Any]]] = {
+    # command -> (options, (fewest, most) positionals, defaults)
     "find": (
         {
             "--type": ("types", MANY, None),
@@ -39,11 +39,30 @@ _SPECS: dict[str, tuple[dict, int, dict[str, Any]]] = {
             "-k": ("k", ONE, int),
             "--form": ("form", ONE, None),
         },
-        0,
+        (0, 0),
         {"types": [], "tags": [], "frames": [], "include_tombstoned": False, "k": 10, "form": "short"},
     ),
-    "show": ({"--version": ("version", ONE, int), "--form": ("form", ONE, None)}, 1, {"version": None, "form": "full"}),
-    "history": ({}, 1, {}),
+    "show": (
+        {"--version": ("version", ONE, int), "--form": ("form", ONE, None)}, (1, 1), {"version": None, "form": "full"}
+    ),
+    "history": ({}, (1, 1), {}),
+    "write": (
+        {
+            "--set": ("sets", MANY, None),
+            "--data": ("data", ONE, None),
+            "--tag": ("tags", MANY, None),
+            "--frame": ("frames", MANY, None),
+            "--importance": ("importance", ONE, int),
+            "--visibility": ("visibility", ONE, None),
+            "--confidence": ("confidence", ONE, float),
+            "--session": ("session", ONE, None),
+            "--short-form": ("short_form", ONE, None),
+            "--medium-form": ("medium_form", ONE, None),
+        },
+        (1, 2),
+        {"sets": [], "data": None, "tags": [], "frames": [], "importance": 5, "visibility": "private",
+         "confidence": 1.0, "session": None, "short_form": None, "medium_form": None},
+    ),
 }
 
 
@@ -102,7 +121,7 @@ def plan(argv: list[str]) -> tuple[str, Any, list[str], dict[str, Any]] | None:
             values[param].append(value)
         else:
             values[param] = value
-    if len(positionals) != n_positional:
+    if not n_positional[0] <= len(positionals) <= n_positional[1]:
         return None
     return command, config, positionals, values
 
@@ -119,6 +138,8 @@ def run(argv: list[str]) -> int | None:
         views.run_find(config, **values)
     elif command == "show":
         views.run_show(config, positionals[0], **values)
-    else:
+    elif command == "history":
         views.run_history(config, positionals[0], **values)
+    else:
+        views.run_write(config, *positionals, **values)
     return 0

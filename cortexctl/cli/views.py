@@ -1,4 +1,4 @@
-"""The bodies of the read commands that must start fast (find, show, history), free of Typer.
+"""The bodies of the commands that must start fast (find, show, history, write), free of Typer.
 
 Both the Typer commands and the fast path (``cli/fast.py``) call these, so the
 two can never drift apart in what they do or print.
@@ -79,3 +79,23 @@ def run_history(
         [(f"{v.version}{'*' if v.current else ''}", iso(v.created_at), v.created_by, v.hash[:12], v.short)
          for v in versions],
     )
+
+
+def run_write(
+    config, type_name: str, text: Optional[str] = None, *, sets: list[str], data: Optional[str], tags: list[str],
+    frames: list[str], importance: int, visibility: str, confidence: float, session: Optional[str],
+    short_form: Optional[str], medium_form: Optional[str], store: Optional[str], actor: Optional[str],
+    wait: Optional[float], json: bool, jsonl: bool,
+) -> None:
+    from cortexctl.cli.common import read_data
+
+    out = Output(json=json, jsonl=jsonl)
+    forms = {k: v for k, v in (("short", short_form), ("medium", medium_form)) if v is not None}
+    result = open_cortex(config, store, actor, wait).write(
+        type_name, text, data=read_data(data), sets=sets, tags=tags, frames=frames, importance=importance,
+        visibility=visibility, confidence=confidence, forms=forms or None, session=session,
+    )
+    if out.machine:
+        out.emit(result.to_json())
+    else:
+        out.line(result.uri)

@@ -48,6 +48,7 @@ def visible_sql(alias: str = "h") -> str:
 
 
 # -- bulk insert ---------------------------------------------------------------
+FEW_ROWS = 8
 def _column(values: list[Any]):
     import numpy as np
 
@@ -65,6 +66,16 @@ def bulk_insert(con, table: str, columns: Sequence[str], rows: Sequence[dict]) -
         return
     import duckdb
 
+    if len(rows) <= FEW_ROWS:
+        # A handful of rows (one write): plain parameters, so numpy is never loaded for it.
+        values = ", ".join(f"CAST(? AS {_SQL_TYPES[c]})" for c in columns)
+        sql = f"INSERT INTO {table} ({', '.join(columns)}) VALUES ({values})"
+        try:
+            for r in rows:
+                con.execute(sql, [r[c] for c in columns])
+        except duckdb.ConstraintException as exc:
+            raise IntegrityError(f"{table}: a row with the same key already exists ({str(exc).splitlines()[0]})") from None
+        return
     name = f"_src_{table}"
     con.register(name, {c: _column([r[c] for r in rows]) for c in columns})
     select = ", ".join(f"CAST({c} AS {_SQL_TYPES[c]})" for c in columns)

@@ -64,7 +64,7 @@ def test_fast_path_and_typer_print_the_same(command, positionals, options, ids, 
 @pytest.mark.parametrize("argv", [
     ["find", "--help"], ["find", "-k", "ten"], ["find", "--bogus"], ["find", "-k"], ["find", "extra"],
     ["show"], ["show", "a", "b"], ["show", "x", "--version", "1.5"], ["find", "--json=yes"], ["--version"],
-    ["write", "fact", "x"], ["find", "-k=3"],
+    ["write", "fact", "x", "y"], ["update", "abcdef", "x"], ["find", "-k=3"],
 ])
 def test_anything_unusual_goes_to_typer(argv):
     assert fast.plan(argv) is None
@@ -80,6 +80,51 @@ def test_find_on_the_fast_path_imports_neither_typer_nor_rich_nor_pydantic(ids, 
         "import sys\nfrom cortexctl.cli.app import main\n"
         f"rc = main(['find', '--store', {str(store)!r}, '--json'])\n"
         "print(rc, sorted(m for m in ('typer', 'rich', 'pydantic', 'click', 'numpy', 'httpx') if m in sys.modules))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip().splitlines()[-1] == "0 []"
+
+
+WRITES = [
+    (["fact", "hello"], []),
+    (["preference", "tabs"], ["--set", "polarity=avoid", "--set=strength=0.8", "--json"]),
+    (["goal"], ["--data", '{"statement": "ship", "status": "paused"}', "--tag", "a", "--frame", "build:repo:x"]),
+    (["fact", "x"], ["--confidence", "0.5", "--visibility", "public", "--session", "s1", "--short-form", "xx",
+                     "--medium-form", "fact: x", "--importance", "7", "--jsonl"]),
+    (["fact", "x"], ["--importance", "11"]),
+    (["fact", "x"], ["--importance", "-1"]),
+    (["bogus", "x"], []),
+    (["fact"], []),
+    (["fact", "x"], ["--set", "polarity=avoid"]),
+    (["fact", "x"], ["--data", "[1]"]),
+]
+VOLATILE = {"id", "uri", "version_uri", "created_at", "updated_at", "version_created_at"}
+
+
+def _written(run, store_env: dict, cli) -> dict | None:
+    if run.code != 0:
+        return None
+    uri = run.out.strip() if run.out.startswith("cortex://") else __import__("orjson").loads(run.out)["uri"]
+    doc = cli("show", uri, "--json", env=store_env).json()
+    return {k: v for k, v in doc.items() if k not in VOLATILE}
+
+
+@pytest.mark.parametrize("positionals, options", WRITES, ids=[" ".join(p + o) for p, o in WRITES])
+def test_fast_write_and_typer_write_store_the_same_memory(positionals, options, tmp_path, cli):
+    quick = ["write", *positionals, *options]
+    slow = ["write", *options, "--", *positionals]
+    assert fast.plan(quick) is not None and fast.plan(slow) is None
+    env_a, env_b = {"CORTEXCTL_STORE": str(tmp_path / "a")}, {"CORTEXCTL_STORE": str(tmp_path / "b")}
+    a, b = cli(*quick, env=env_a), cli(*slow, env=env_b)
+    assert (a.code, a.err) == (b.code, b.err)
+    assert _written(a, env_a, cli) == _written(b, env_b, cli)
+
+
+def test_a_plain_write_loads_neither_typer_nor_numpy(store):
+    code = (
+        "import sys\nfrom cortexctl.cli.app import main\n"
+        f"rc = main(['write', 'fact', 'lean', '--tag', 'x', '--frame', 'build:repo:y', '--store', {str(store)!r}])\n"
+        "print(rc, sorted(m for m in ('typer', 'rich', 'pydantic', 'numpy', 'httpx') if m in sys.modules))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip().splitlines()[-1] == "0 []"
