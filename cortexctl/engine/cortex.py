@@ -19,7 +19,7 @@ from datetime import datetime, timedelta, timezone
 from typing import Any, Iterable, Iterator
 
 from cortexctl import config as config_mod
-from cortexctl.engine.models import (
+from cortexctl.engine.models import (  # noqa: F401 - iso is re-used by transfer
     FindHit,
     FindQuery,
     HeadResult,
@@ -27,6 +27,7 @@ from cortexctl.engine.models import (
     Tombstone,
     VersionInfo,
     WriteResult,
+    iso,
 )
 from cortexctl.errors import (
     AmbiguousRef,
@@ -38,7 +39,7 @@ from cortexctl.errors import (
 )
 from cortexctl.memory import codec, schema
 from cortexctl.memory.forms import FORMS
-from cortexctl.memory.ids import memory_uri, new_id, parse_ref
+from cortexctl.memory.ids import new_id, parse_ref
 from cortexctl.memory.record import VersionBody, build_version
 from cortexctl.memory.types import (
     type_name as stored_type,
@@ -64,12 +65,6 @@ def utcnow() -> datetime:
 
 def to_naive(text: str) -> datetime:
     return datetime.fromisoformat(text.replace("Z", "+00:00")).astimezone(timezone.utc).replace(tzinfo=None)
-
-
-def iso(dt: datetime | None) -> str | None:
-    from cortexctl.engine.models import iso as _iso
-
-    return _iso(dt)
 
 
 # -- rows and journal payloads ---------------------------------------------------
@@ -498,4 +493,4 @@ def _memory(head: dict, v: dict) -> Memory:
     )
 
 
-__all__ = ["Cortex", "memory_uri"]
+__all__ = ["Cortex"]

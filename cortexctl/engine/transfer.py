@@ -30,7 +30,7 @@ import tempfile
 from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import IO, Any, Callable, Iterable
+from typing import IO, Any, Callable
 
 from cortexctl.engine.cortex import (
     Cortex,
@@ -252,11 +252,6 @@ def prepare(obj: Any, actor: str, now: datetime, *, keep_actors: bool = False) -
     return Prepared(head, versions)
 
 
-def _lines(source: IO[bytes]) -> Iterable[tuple[int, bytes]]:
-    for n, raw in enumerate(source, 1):
-        yield n, raw
-
-
 def read_prepared(
     cx: Cortex, source: IO[bytes], *, keep_actors: bool = False
 ) -> tuple[list[Prepared], list[LineProblem], int]:
@@ -267,7 +262,7 @@ def read_prepared(
     problems: list[LineProblem] = []
     total = 0
     seen: dict[str, int] = {}
-    for n, raw in _lines(source):
+    for n, raw in enumerate(source, 1):
         if not raw.strip():
             continue
         total += 1

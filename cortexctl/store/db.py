@@ -25,7 +25,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
 
-from cortexctl.errors import CortexError, IntegrityError, SchemaTooNew, StoreBusy, UsageError
+from cortexctl.errors import CortexError, IntegrityError, StoreBusy, UsageError
 
 DB_NAME = "cortex.duckdb"
 LOCK_NAME = ".lock"
@@ -219,4 +219,4 @@ def _reraise_duckdb(exc: Exception, path: Path) -> None:
             raise _integrity(exc, path) from None
 
 
-__all__ = ["Store", "NoStore", "SchemaTooNew", "DEFAULT_WAIT", "DB_NAME"]
+__all__ = ["Store", "NoStore", "DEFAULT_WAIT", "DB_NAME"]

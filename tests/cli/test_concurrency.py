@@ -97,15 +97,18 @@ def _lines(n: int) -> bytes:
     )
 
 
-def test_sigkill_during_import_leaves_a_store_that_verifies_with_whole_batches(tmp_path, store):
-    total, batch = 60_000, 2_000
-    src = tmp_path / "big.jsonl"
+def _start_import(tmp_path, store, total: int, *args: str, **popen) -> subprocess.Popen:
+    """A real `cortexctl import` of `total` generated lines into `store`, running in the background."""
+    src = tmp_path / "import.jsonl"
     src.write_bytes(_lines(total))
     env = dict(os.environ, CORTEXCTL_STORE=str(store))
-    proc = subprocess.Popen(
-        cortexctl_argv() + ["import", str(src), "--batch-size", str(batch), "--quiet"],
-        env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-    )
+    return subprocess.Popen(cortexctl_argv() + ["import", str(src), "--quiet", *args], env=env, **popen)
+
+
+def test_sigkill_during_import_leaves_a_store_that_verifies_with_whole_batches(tmp_path, store):
+    total, batch = 60_000, 2_000
+    proc = _start_import(tmp_path, store, total, "--batch-size", str(batch),
+                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     reader = Cortex(store=store, actor="alice", wait=30)
     count = 0
     deadline = time.monotonic() + 120
@@ -181,13 +184,8 @@ def test_an_import_stopped_by_a_busy_store_says_what_it_imported_and_how_to_resu
     import re
 
     total, batch = 20_000, 50
-    src = tmp_path / "many.jsonl"
-    src.write_bytes(_lines(total))
-    env = dict(os.environ, CORTEXCTL_STORE=str(store))
-    proc = subprocess.Popen(
-        cortexctl_argv() + ["import", str(src), "--batch-size", str(batch), "--wait", "0.3", "--quiet"],
-        env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-    )
+    proc = _start_import(tmp_path, store, total, "--batch-size", str(batch), "--wait", "0.3",
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     while not (store / DB_NAME).exists() and proc.poll() is None:
         time.sleep(0.01)
     grabber = subprocess.Popen([sys.executable, "-c", GRABBER, str(store / DB_NAME)], stdout=subprocess.PIPE, text=True)

@@ -75,14 +75,19 @@ def test_global_config_option_is_understood(tmp_path):
     assert fast.plan(["--config=y.json", "show", "abcdef"])[1:3] == ("y.json", ["abcdef"])
 
 
-def test_find_on_the_fast_path_imports_neither_typer_nor_rich_nor_pydantic(ids, store):
+def _heavy_modules_after(argv: list[str]) -> str:
+    """Run main(argv) in a fresh interpreter; return "rc [heavy modules it loaded]"."""
     code = (
         "import sys\nfrom cortexctl.cli.app import main\n"
-        f"rc = main(['find', '--store', {str(store)!r}, '--json'])\n"
+        f"rc = main({argv!r})\n"
         "print(rc, sorted(m for m in ('typer', 'rich', 'pydantic', 'click', 'numpy', 'httpx') if m in sys.modules))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
-    assert out.strip().splitlines()[-1] == "0 []"
+    return out.strip().splitlines()[-1]
+
+
+def test_find_on_the_fast_path_imports_neither_typer_nor_rich_nor_pydantic(ids, store):
+    assert _heavy_modules_after(["find", "--store", str(store), "--json"]) == "0 []"
 
 
 WRITES = [
@@ -121,10 +126,5 @@ def test_fast_write_and_typer_write_store_the_same_memory(positionals, options, 
 
 
 def test_a_plain_write_loads_neither_typer_nor_numpy(store):
-    code = (
-        "import sys\nfrom cortexctl.cli.app import main\n"
-        f"rc = main(['write', 'fact', 'lean', '--tag', 'x', '--frame', 'build:repo:y', '--store', {str(store)!r}])\n"
-        "print(rc, sorted(m for m in ('typer', 'rich', 'pydantic', 'numpy', 'httpx') if m in sys.modules))"
-    )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
-    assert out.strip().splitlines()[-1] == "0 []"
+    argv = ["write", "fact", "lean", "--tag", "x", "--frame", "build:repo:y", "--store", str(store)]
+    assert _heavy_modules_after(argv) == "0 []"
