@@ -32,6 +32,7 @@ ENV_ALLOW_DESTRUCTIVE = "CORTEXCTL_ALLOW_DESTRUCTIVE"
 ENV_EMBED_BASE_URL = "CORTEXCTL_EMBED_BASE_URL"
 ENV_EMBED_MODEL = "CORTEXCTL_EMBED_MODEL"
 ENV_EMBED_DIMENSIONS = "CORTEXCTL_EMBED_DIMENSIONS"
+ENV_EMBED_PROVIDER = "CORTEXCTL_EMBED_PROVIDER"
 ENV_CHAT_BASE_URL = "CORTEXCTL_CHAT_BASE_URL"
 ENV_CHAT_MODEL = "CORTEXCTL_CHAT_MODEL"
 ENV_NO_COLOR = "NO_COLOR"
@@ -44,6 +45,7 @@ ENV_NAMES: dict[str, str] = {
     "embedding.base_url": ENV_EMBED_BASE_URL,
     "embedding.model": ENV_EMBED_MODEL,
     "embedding.dimensions": ENV_EMBED_DIMENSIONS,
+    "embedding.provider": ENV_EMBED_PROVIDER,
     "chat.base_url": ENV_CHAT_BASE_URL,
     "chat.model": ENV_CHAT_MODEL,
 }
@@ -53,11 +55,13 @@ DEFAULTS: dict[str, Any] = {
     "actor": None,  # resolved to the OS user name
     "wait": 5.0,
     "embedding": {
+        "provider": "auto",  # auto: the endpoint when base_url is set, else the hash embedder
         "base_url": None,
         "model": None,
         "api_key_env": "CORTEXCTL_EMBED_API_KEY",
         "timeout": 30.0,
         "dimensions": None,
+        "batch_size": 64,
     },
     "chat": {
         "base_url": None,
@@ -77,6 +81,8 @@ _RULES: dict[str, tuple[tuple[type, ...], str]] = {
     "embedding.api_key_env": ((str,), "must be an environment variable name"),
     "embedding.timeout": ((int, float), "must be a number of seconds above 0"),
     "embedding.dimensions": ((int,), "must be a whole number above 0"),
+    "embedding.provider": ((str,), "must be one of auto, hash, openai"),
+    "embedding.batch_size": ((int,), "must be a whole number from 1 to 2048"),
     "chat.base_url": ((str,), "must be an http(s) URL"),
     "chat.model": ((str,), "must be a model name"),
     "chat.api_key_env": ((str,), "must be an environment variable name"),
@@ -127,6 +133,12 @@ def _check(path: str, value: Any, source: str) -> Any:
     if not bad and path in ("wait",) and value < 0:
         bad = True
     if not bad and path.endswith(("timeout", "dimensions")) and value <= 0:
+        bad = True
+    if not bad and path == "embedding.provider" and value not in ("auto", "hash", "openai"):
+        bad = True
+    if not bad and path == "embedding.batch_size" and not 1 <= value <= 2048:
+        bad = True
+    if not bad and path == "embedding.dimensions" and value > 65535:
         bad = True
     if not bad and isinstance(value, str) and (not value.strip() or not _is_utf8(value) or "\x00" in value):
         bad = True

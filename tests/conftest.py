@@ -105,3 +105,13 @@ def assert_clean_error(run: Run, code: int) -> None:
     assert "Traceback" not in run.err, run
     assert lines[0].startswith("cortexctl: "), run
     assert run.out == "", run
+
+
+@pytest.fixture
+def embed_server():
+    """A real embeddings endpoint on 127.0.0.1 (see tests/embed_server.py)."""
+    from tests.embed_server import EmbedServer
+
+    server = EmbedServer().start()
+    yield server
+    server.stop()

@@ -34,11 +34,24 @@ ENVIRONMENT = [
     ("CORTEXCTL_ACTOR", "acting agent (else the config file, else the OS user name)"),
     ("CORTEXCTL_WAIT", "seconds to wait for a busy store (default 5)"),
     ("CORTEXCTL_CONFIG", "config file, when -c/--config is not given"),
-    ("CORTEXCTL_EMBED_BASE_URL, CORTEXCTL_EMBED_MODEL, CORTEXCTL_EMBED_DIMENSIONS", "embedding endpoint settings"),
+    ("CORTEXCTL_EMBED_BASE_URL, CORTEXCTL_EMBED_MODEL, CORTEXCTL_EMBED_DIMENSIONS, CORTEXCTL_EMBED_PROVIDER",
+     "embedding endpoint settings; no base URL means the built-in hash embedder"),
+    ("CORTEXCTL_EMBED_API_KEY", "the embedding API key (the variable embedding.api_key_env names by default)"),
     ("CORTEXCTL_CHAT_BASE_URL, CORTEXCTL_CHAT_MODEL", "chat endpoint settings"),
     ("CORTEXCTL_DEBUG", "1 shows a traceback on an internal error"),
     ("NO_COLOR", "no colour in terminal output"),
 ]
+
+
+FIND_TEXT = (
+    "find --near TEXT merges three lanes over the memories that pass the filters and the visibility rule: "
+    "lexical (BM25, k1 1.2, b 0, Porter-stemmed words, one pass of pseudo-relevance feedback), semantic "
+    "(cosine similarity of embeddings, through the HNSW index file or exactly for narrow filters) and "
+    "salience (recency with a 30-day half-life, importance/10, access count and citations, weighted "
+    "0.35/0.35/0.15/0.15; 0 for a forgotten memory). Each candidate scores bm25/best bm25 + w*max(cosine, 0) "
+    "+ 0.05*salience, with w 0.05 for the built-in hash embedder and 1.0 for an embedding endpoint; ties break "
+    "by ID. -k and --budget-tokens bound the results. Without --near, the salience lane alone."
+)
 
 
 def _esc(text: str) -> str:
@@ -132,6 +145,8 @@ def main_page(root, commands: list[list[str]]) -> str:
         ".TP", "\\fB\\-\\-json\\fR, \\fB\\-\\-jsonl\\fR",
         "one JSON document, or one JSON object per line; errors then go to stderr as a JSON object. "
         "Fields may be added in later versions, never removed.",
+        ".SH FIND",
+        _esc(FIND_TEXT),
         ".SH EXIT STATUS",
     ]
     for code, meaning in EXIT_CODES:
@@ -141,7 +156,10 @@ def main_page(root, commands: list[list[str]]) -> str:
         lines += [".TP", f"\\fB{_esc(name)}\\fR", _esc(meaning)]
     lines += [
         ".SH FILES",
-        ".TP", "\\fISTORE/cortex.duckdb\\fR", "the store: heads, versions and the journal (mode 0600, directory 0700)",
+        ".TP", "\\fISTORE/cortex.duckdb\\fR",
+        "the store: heads, versions, the journal, vectors and lexical postings (mode 0600, directory 0700)",
+        ".TP", "\\fISTORE/cortex.usearch\\fR, \\fISTORE/cortex.usearch.json\\fR",
+        "the HNSW index file and its record: a cache of the vectors, rebuilt when it does not match the store",
         ".TP", "\\fISTORE/.lock\\fR", "the writers' lock",
         ".SH SEE ALSO",
         ", ".join("\\fB" + _ref(p) + "\\fR(1)" for p in commands),

@@ -20,8 +20,10 @@ session, created_at, forms, id. Lines written by export (with "versions")
 are read back as they were. A line whose "actor" is not you is refused
 unless --keep-actors (an operator loading other agents' memories). Every line is checked first: any bad line rejects
 the whole file (each one is reported) unless --skip-invalid. Memories are
-written in batches of --batch-size, each one transaction; the store is
-released between batches.
+written in batches of --batch-size, each one transaction (with its
+postings and vectors); the store is released between batches, and the index
+file is brought up to date once at the end. When the embedding endpoint
+fails, memories are imported all the same and wait for `reindex`.
 \b
 Examples:
   cortexctl import memories.jsonl
@@ -66,6 +68,8 @@ def import_(
             raise UsageError(f"{path}: cannot be read ({exc.strerror})") from None
         with fh:
             report = _run(cx, fh, out, skip_invalid, keep_actors, batch_size)
+    for w in report.warnings:
+        out.warn(w)
     if out.machine:
         out.emit(report.to_json())
         return
@@ -73,6 +77,8 @@ def import_(
         out.warn(f"skipped {p}")
     out.line(f"imported {report.imported} memories in {report.batches} batch{'es' if report.batches != 1 else ''}"
              + (f"; skipped {report.skipped} invalid lines" if report.skipped else ""))
+    if report.pending:
+        out.hint(f"{report.pending} memories wait for their embedding; run: cortexctl reindex")
 
 
 def _run(cx, source, out: Output, skip_invalid: bool, keep_actors: bool, batch_size: int):

@@ -84,6 +84,8 @@ def update(
         ref, text, data=o.read_data(data), sets=sets, confidence=confidence,
         forms=_forms(short_form, medium_form),
     )
+    for w in result.warnings:
+        out.warn(w)
     if out.machine:
         out.emit(result.to_json())
     else:

@@ -38,9 +38,12 @@ _SPECS: dict[str, tuple[dict, tuple[int, int], dict[str, Any]]] = {
             "--include-tombstoned": ("include_tombstoned", FLAG, None),
             "-k": ("k", ONE, int),
             "--form": ("form", ONE, None),
+            "--near": ("near", ONE, None),
+            "--budget-tokens": ("budget_tokens", ONE, int),
         },
         (0, 0),
-        {"types": [], "tags": [], "frames": [], "include_tombstoned": False, "k": 10, "form": "short"},
+        {"types": [], "tags": [], "frames": [], "include_tombstoned": False, "k": 10, "form": "short",
+         "near": None, "budget_tokens": None},
     ),
     "show": (
         {"--version": ("version", ONE, int), "--form": ("form", ONE, None)}, (1, 1), {"version": None, "form": "full"}

@@ -17,19 +17,31 @@ FORMS = ("short", "medium", "full")
 
 def run_find(
     config, *, types: list[str], tags: list[str], frames: list[str], include_tombstoned: bool, k: int,
-    form: str, store: Optional[str], actor: Optional[str], wait: Optional[float], json: bool, jsonl: bool,
+    form: str, near: Optional[str], budget_tokens: Optional[int], store: Optional[str], actor: Optional[str],
+    wait: Optional[float], json: bool, jsonl: bool,
 ) -> None:
     from cortexctl.engine.models import FindQuery
 
     out = Output(json=json, jsonl=jsonl)
-    query = FindQuery(types=types, tags=tags, frames=frames, include_tombstoned=include_tombstoned, k=k, form=form)
-    hits = open_cortex(config, store, actor, wait).find(query)
+    query = FindQuery(types=types, tags=tags, frames=frames, include_tombstoned=include_tombstoned, k=k, form=form,
+                      near=near, budget_tokens=budget_tokens)
+    hits, warnings = open_cortex(config, store, actor, wait).find_with_warnings(query)
+    for w in warnings:
+        out.warn(w)
     if out.machine:
-        out.emit_many((h.to_json() for h in hits), lambda docs: {"count": len(docs), "results": docs})
+        out.emit_many((h.to_json() for h in hits),
+                      lambda docs: {"count": len(docs), "tokens": sum(h.tokens for h in hits),
+                                    "warnings": warnings, "results": docs})
         return
     if out.tty:
-        out.table(["#", "id", "type", form],
-                  [(h.rank, h.id[:10] + ("†" if h.tombstoned else ""), h.type, h.text) for h in hits])
+        lanes = {"lexical": "L", "semantic": "S", "salience": "R"}
+        if near is not None:
+            out.table(["#", "id", "type", "score", "lanes", form],
+                      [(h.rank, h.id[:10] + ("†" if h.tombstoned else ""), h.type, f"{h.score:.3f}",
+                        "".join(lanes[x] for x in h.lanes), h.text) for h in hits])
+        else:
+            out.table(["#", "id", "type", form],
+                      [(h.rank, h.id[:10] + ("†" if h.tombstoned else ""), h.type, h.text) for h in hits])
         if not hits:
             out.hint("no memories match")
     else:
@@ -95,6 +107,8 @@ def run_write(
         type_name, text, data=read_data(data), sets=sets, tags=tags, frames=frames, importance=importance,
         visibility=visibility, confidence=confidence, forms=forms or None, session=session,
     )
+    for w in result.warnings:
+        out.warn(w)
     if out.machine:
         out.emit(result.to_json())
     else:

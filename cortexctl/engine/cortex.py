@@ -51,7 +51,10 @@ from cortexctl.memory.types import (
     parse_frame_filter,
     type_code,
 )
+from cortexctl.engine import semantic
+from cortexctl.memory.terms import text_terms
 from cortexctl.store import records
+from cortexctl.store import search as search_sq
 from cortexctl.store.db import NoStore, Store
 
 MAX_REASON_CHARS = 1000
@@ -135,6 +138,16 @@ class Cortex:
         self.settings = settings or config_mod.load(config_path=config, store=store, actor=actor, wait=wait)
         self.actor: str = self.settings.actor
         self.store = Store(self.settings.store, wait=self.settings.wait)
+        self._embedder = None
+
+    @property
+    def embedder(self):
+        """The active embedder (built on first use; see ``cortexctl.embed``)."""
+        if self._embedder is None:
+            from cortexctl.embed import from_settings
+
+            self._embedder = from_settings(self.settings)
+        return self._embedder
 
     # -- plumbing ------------------------------------------------------------
     @contextmanager
@@ -231,10 +244,44 @@ class Cortex:
             id_=id_, version=1, body=body, created_at=now, created_by=self.actor,
             confidence=conf, provenance=provenance or {"via": "write"},
         )
+        warnings: list[str] = []
+        vector = self._embed_one(body.search_text, warnings)
+        last_key = 0
         with self._transaction() as con:
             records.insert_memories(con, [head], [version])
             seq = records.append_journal(con, [("write", now, self.actor, id_, write_payload(head, [version]))])
-        return WriteResult(id=id_, version=1, seq=seq)
+            search_sq.lex_add(con, [(id_, text_terms(body.search_text))])
+            if vector is not None:
+                last_key = semantic.store_or_warn(con, self.embedder, [id_], [1], vector, warnings)
+        self._after_write(warnings, last_key)
+        return WriteResult(id=id_, version=1, seq=seq, embedded=bool(last_key), warnings=warnings)
+
+    # -- embedding upkeep ---------------------------------------------------------------
+    def _embed_one(self, text: str, warnings: list[str]):
+        """The text's vector (as a one-item list of float32 bytes), or None when the embedder
+        fails: the memory is stored all the same and waits for its embedding."""
+        from cortexctl.errors import ConfigError, ProviderUnreachable
+
+        embedder = self.embedder  # a misconfiguration (no model, say) fails here, before the write
+        try:
+            return [embedder.embed_bytes(text)]
+        except (ProviderUnreachable, ConfigError) as exc:
+            warnings.append(f"embedding pending: {exc.message}")
+            return None
+
+    def _after_write(self, warnings: list[str], last_key: int) -> None:
+        """Embed a few pending memories (remote embedders) and fold a grown delta; never fails the write."""
+        from cortexctl.errors import CortexError
+
+        if warnings:
+            return  # the embedder just failed: leave the rest pending
+        try:
+            if self.embedder.remote:
+                semantic.embed_pending(self, limit=semantic.LAZY_PENDING, warnings=[])
+            if last_key:
+                semantic.maybe_fold(self, last_key)
+        except CortexError:
+            pass
 
     def update(
         self,
@@ -283,7 +330,17 @@ class Cortex:
             )
             payload = codec.encode({"id": head["id"], **_plain({"updated_at": now}), "version": _plain(version)})
             seq = records.append_journal(con, [("update", now, self.actor, head["id"], payload)])
-        return WriteResult(id=head["id"], version=n, seq=seq)
+            search_sq.lex_replace(con, head["id"], text_terms(body.search_text))
+            search_sq.drop_vectors(con, head["id"])
+            last_key = 0
+            warnings: list[str] = []
+            if not self.embedder.remote:  # local: embed inside the change; remote: after it, off the lock
+                vector = [self.embedder.embed_bytes(body.search_text)]
+                last_key = semantic.store_or_warn(con, self.embedder, [head["id"]], [n], vector, warnings)
+        if self.embedder.remote:
+            semantic.embed_pending(self, ids=[head["id"]], warnings=warnings)
+        self._after_write(warnings, last_key)
+        return WriteResult(id=head["id"], version=n, seq=seq, embedded=not warnings, warnings=warnings)
 
     def _change_head(self, ref: str, change) -> HeadResult:
         with self._transaction(existing=f"no memory {ref!r}") as con:
@@ -406,40 +463,38 @@ class Cortex:
         ]
 
     def find(self, query: FindQuery) -> list[FindHit]:
-        """Memories passing every filter, newest first (the salience-free baseline)."""
-        type_codes = [type_code(t) for t in query.types]
-        tags = clean_tags(query.tags)
-        frames = [parse_frame_filter(f) for f in query.frames]
+        """The best memories for the query by the three lanes (see ``engine/find.py``)."""
+        return self.find_with_warnings(query)[0]
+
+    def find_with_warnings(self, query: FindQuery) -> tuple[list[FindHit], list[str]]:
+        """``find``, plus warnings about lanes that could not run (e.g. an unreachable endpoint)."""
+        from cortexctl.engine import find as finder
+
+        filters = dict(
+            types=[type_code(t) for t in query.types],
+            tags=clean_tags(query.tags),
+            frames=[parse_frame_filter(f) for f in query.frames],
+            include_tombstoned=query.include_tombstoned,
+        )
         if isinstance(query.k, bool) or not isinstance(query.k, int) or not 1 <= query.k <= MAX_K:
             raise UsageError(f"-k must be from 1 to {MAX_K}")
         if query.form not in FORMS:
             raise UsageError(f"--form must be one of {', '.join(FORMS)}")
-        with self._reading() as con:
-            if con is None:
-                return []
-            heads = records.find_heads(
-                con, actor=self.actor, types=type_codes, tags=tags, frames=frames,
-                include_tombstoned=query.include_tombstoned, limit=query.k,
-            )
-            full = records.current_versions(con, [h["id"] for h in heads]) if query.form == "full" else {}
-        hits = []
-        for rank, h in enumerate(heads, 1):
-            type_name = stored_type(h["type"])
-            if query.form == "full":
-                from cortexctl.memory.forms import render_full
+        if query.budget_tokens is not None and (
+            isinstance(query.budget_tokens, bool) or not isinstance(query.budget_tokens, int)
+            or not 1 <= query.budget_tokens <= 10_000_000
+        ):
+            raise UsageError("--budget-tokens must be a whole number from 1 to 10000000")
+        if query.near is not None:
+            if not isinstance(query.near, str) or not query.near.strip():
+                raise UsageError("--near needs some text")
+            if len(query.near.encode("utf-8", "surrogatepass")) > schema.MAX_TEXT_BYTES:
+                raise UsageError(f"--near text is longer than {schema.MAX_TEXT_BYTES} bytes")
+        return finder.run(self, query, filters)
 
-                text = render_full(type_name, codec.decode(full[h["id"]]["data"]))
-            else:
-                text = h[query.form]
-            hits.append(
-                FindHit(
-                    id=h["id"], type=type_name, version=h["current_version"], text=text, form=query.form,
-                    tags=list(h["tags"]), frames=list(h["frames"]), importance=h["importance"],
-                    visibility=h["visibility"], actor=h["actor"], updated_at=h["updated_at"],
-                    tombstoned=h["tombstoned_at"] is not None, lanes=["recency"], rank=rank,
-                )
-            )
-        return hits
+    def reindex(self, *, rebuild: bool = False, progress=None) -> dict:
+        """Embed what the active model has not embedded, drop other models' vectors, bring the index up to date."""
+        return semantic.reindex(self, rebuild=rebuild, progress=progress)
 
     # -- bulk and checks ----------------------------------------------------------
     def import_jsonl(self, source, **kwargs):

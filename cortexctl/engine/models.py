@@ -147,6 +147,8 @@ class WriteResult:
     version: int
     seq: int | None
     changed: bool = True
+    embedded: bool = True  # False: the memory waits for its embedding (see reindex)
+    warnings: list[str] = field(default_factory=list)
 
     @property
     def uri(self) -> str:
@@ -160,6 +162,8 @@ class WriteResult:
             "version": self.version,
             "seq": self.seq,
             "changed": self.changed,
+            "embedding": "stored" if self.embedded else "pending",
+            "warnings": self.warnings,
         }
 
 
@@ -199,6 +203,8 @@ class FindQuery:
     include_tombstoned: bool = False
     k: int = 10
     form: str = "short"
+    near: str | None = None
+    budget_tokens: int | None = None
 
 
 @dataclass
@@ -217,6 +223,15 @@ class FindHit:
     tombstoned: bool
     lanes: list[str]
     rank: int
+    score: float = 0.0
+    similarity: float | None = None
+    lexical: float | None = None
+    salience: float = 0.0
+    tokens: int = 0
+
+    @property
+    def uri(self) -> str:
+        return memory_uri(self.id)
 
     def to_json(self) -> dict:
         return {
@@ -235,6 +250,11 @@ class FindHit:
             "updated_at": iso(self.updated_at),
             "tombstoned": self.tombstoned,
             "lanes": self.lanes,
+            "score": self.score,
+            "similarity": self.similarity,
+            "lexical": self.lexical,
+            "salience": self.salience,
+            "tokens": self.tokens,
         }
 
 
@@ -258,6 +278,9 @@ class ImportReport:
     problems: list[LineProblem]
     first_seq: int | None
     last_seq: int | None
+    pending: int = 0  # imported memories waiting for their embedding
+    warnings: list[str] = field(default_factory=list)
+    index: dict | None = None  # what was done to the index file
 
     def to_json(self) -> dict:
         return {
@@ -267,6 +290,9 @@ class ImportReport:
             "problems": [p.to_json() for p in self.problems],
             "first_seq": self.first_seq,
             "last_seq": self.last_seq,
+            "pending_embeddings": self.pending,
+            "warnings": self.warnings,
+            "index": self.index,
         }
 
 

@@ -95,6 +95,7 @@ class Prepared:
     head: dict
     versions: list[dict]
     line: int = 0
+    text: str = ""  # the current version's search text
 
 
 def _time(value: Any, field: str) -> datetime:
@@ -185,7 +186,7 @@ def prepare(obj: Any, actor: str, now: datetime, *, keep_actors: bool = False) -
         head = head_row(id_=id_, body=body, actor=owner, visibility=visibility, tags=tags, frames=frames,
                         importance=importance, session=session, version=1, created_at=created,
                         updated_at=created)
-        return Prepared(head, [version])
+        return Prepared(head, [version], text=body.search_text)
 
     if id_ is None:
         raise InvalidData("id: an export record needs its id")
@@ -249,7 +250,7 @@ def prepare(obj: Any, actor: str, now: datetime, *, keep_actors: bool = False) -
         citations=_count(sal.get("citations", 0), "salience.citations"),
         last_used=_opt_time(sal.get("last_used"), "salience.last_used"),
     )
-    return Prepared(head, versions)
+    return Prepared(head, versions, text=body.search_text)
 
 
 def read_prepared(
@@ -322,10 +323,12 @@ def import_jsonl(
     first_seq = last_seq = None
     batches = 0
     done = 0
+    warnings: list[str] = []
+    pending = 0
     for start in range(0, len(good), batch_size):
         batch = good[start : start + batch_size]
         try:
-            seq = _write_batch(cx, batch)
+            seq, waiting = _write_batch(cx, batch, warnings)
         except CortexError as err:
             if done:
                 # Earlier batches are committed: say exactly what is in the store now.
@@ -335,20 +338,47 @@ def import_jsonl(
             raise
         first_seq = seq if first_seq is None else first_seq
         last_seq = seq + len(batch) - 1
+        pending += waiting
         batches += 1
         done += len(batch)
         if progress:
             progress(done, len(good))
+    index = None
+    if done:
+        from cortexctl.engine import semantic
+
+        index = semantic.fold(cx)  # one index build (or fold) for the whole import
     return ImportReport(
         imported=done, skipped=len(problems), batches=batches, problems=problems,
-        first_seq=first_seq, last_seq=last_seq,
+        first_seq=first_seq, last_seq=last_seq, pending=pending, warnings=warnings,
+        index=index,
     )
 
 
-def _write_batch(cx: Cortex, batch: list[Prepared]) -> int:
-    """One batch in one transaction; IDs are checked again inside it (another import may have won)."""
+def _write_batch(cx: Cortex, batch: list[Prepared], warnings: list[str]) -> tuple[int, int]:
+    """One batch in one transaction; returns (first seq, memories left pending).
+
+    IDs are checked again inside the transaction (another import may have won).
+
+    The batch is embedded first, with no connection open; when the embedder
+    fails, the batch is imported all the same and waits for ``reindex``.
+    """
+    from cortexctl.engine import semantic
+    from cortexctl.errors import ConfigError, ProviderUnreachable
+    from cortexctl.memory.terms import text_terms
+    from cortexctl.store import search as search_sq
+
     now = utcnow()
     entries = [("write", now, cx.actor, p.head["id"], write_payload(p.head, p.versions)) for p in batch]
+    live = [p for p in batch if p.head["tombstoned_at"] is None]
+    vectors = None
+    if live and not warnings:
+        try:
+            vectors = semantic.embed_versions(
+                cx.embedder, [(p.head["id"], p.head["current_version"], p.text) for p in live])
+        except (ProviderUnreachable, ConfigError) as exc:
+            warnings.append(f"embedding pending: {exc.message}")
+    postings = [(p.head["id"], text_terms(p.text)) for p in batch]
     with cx._transaction() as con:
         taken = records.head_exists(con, [p.head["id"] for p in batch])
         if taken:
@@ -356,7 +386,9 @@ def _write_batch(cx: Cortex, batch: list[Prepared]) -> int:
                      for p in batch if p.head["id"] in taken]
             raise ImportRejected(clash, len(batch))
         records.insert_memories(con, [p.head for p in batch], [v for p in batch for v in p.versions])
-        return records.append_journal(con, entries)
+        search_sq.lex_add(con, postings)
+        stored = bool(vectors) and bool(semantic.store_or_warn(con, cx.embedder, *vectors, warnings))
+        return records.append_journal(con, entries), (0 if stored else len(live))
 
 
 def export_record(head: dict, versions: list[dict]) -> dict:

@@ -7,6 +7,11 @@ Checks, over every actor's memories:
   with no gaps, and no version lacks a head;
 - the frame index agrees with the heads' frames, duplicates included;
 - the journal's sequence numbers run 1..N with no gaps;
+- the lexical postings hold exactly the terms of every memory's current text;
+- every vector is whole (its length matches its dimension) and belongs to
+  its memory's current version; the index file, when there is one for the
+  active model, is the one the store recorded (whole-file CRC-32) and agrees
+  with the vectors;
 - replaying the journal from nothing rebuilds every head and every version
   exactly, column for column: a change made to the tables behind the journal's
   back (a field edited, a row added or deleted, a forget undone) shows up as a
@@ -15,12 +20,13 @@ Checks, over every actor's memories:
 
 from __future__ import annotations
 
-from cortexctl.engine import replay
+from cortexctl.engine import replay, semantic
 from cortexctl.engine.models import Problem, VerifyReport
 from cortexctl.errors import IntegrityError, NotFound
 from cortexctl.memory import codec
 from cortexctl.memory.ids import memory_uri
 from cortexctl.store import integrity
+from cortexctl.store import search as search_sq
 from cortexctl.store.db import NoStore
 
 MAX_PER_CHECK = 100  # problems listed per check before summarizing
@@ -29,7 +35,13 @@ MAX_PER_CHECK = 100  # problems listed per check before summarizing
 def verify(cx) -> VerifyReport:
     try:
         with cx.store.read() as con:
-            return _verify(con, str(cx.store.path))
+            report = _verify(con, str(cx.store.path))
+            p = _Problems()
+            _search(con, p)
+            for message in semantic.verify_index(con, cx.store, cx.embedder.model):
+                p.add("index", message)
+            report.problems.extend(p.close())
+            return report
     except NoStore:
         raise NotFound(f"no store at {cx.store.path}") from None
 
@@ -78,6 +90,22 @@ def _verify(con, store: str) -> VerifyReport:
     _replay(con, p)
     return VerifyReport(store=store, memories=integrity.count_heads(con), versions=n_versions,
                         journal=n_journal, problems=p.close())
+
+
+def _search(con, p: _Problems) -> None:
+    """The lexical postings match every memory's current text; every vector is whole and current."""
+    for id_, problem in search_sq.lexical_mismatches(con, _expected_terms):
+        p.add("lexical", problem, memory_uri(id_))
+    for id_, version, problem in search_sq.vector_problems(con):
+        p.add("vectors", problem, memory_uri(id_, version))
+
+
+def _expected_terms(type_code: int, data: bytes) -> list[int]:
+    from cortexctl.memory import schema
+    from cortexctl.memory.terms import text_terms
+    from cortexctl.memory.types import type_name
+
+    return text_terms(schema.search_text(type_name(type_code), codec.decode(data)))
 
 
 def _replay(con, p: _Problems) -> None:

@@ -25,6 +25,10 @@ class VersionBody:
     def type_code(self) -> int:
         return TYPE_CODES[self.type]
 
+    @property
+    def search_text(self) -> str:
+        return schema.search_text(self.type, self.data)
+
 
 def build_version(
     type_name: str, data: dict[str, Any], form_override: dict[str, Any] | None = None

@@ -244,6 +244,31 @@ FIELD_NAMES: dict[str, tuple[str, ...]] = {
 }
 assert tuple(SCHEMAS) == TYPES
 
+# The free-text fields each type is found by (find --near: the lexical and semantic lanes).
+SEARCH_FIELDS: dict[str, tuple[str, ...]] = {
+    "identity": ("name", "did", "profile"),
+    "fact": ("statement", "subject", "predicate"),
+    "preference": ("topic", "rationale"),
+    "belief": ("statement",),
+    "event": ("summary", "counterparty"),
+    "goal": ("statement",),
+    "constraint": ("statement",),
+    "capability": ("description", "subject"),
+    "pattern": ("statement",),
+}
+
+
+def search_text(type_name: str, data: dict[str, Any]) -> str:
+    """The text a memory is found by: its free-text fields, main text first, one per line."""
+    parts: list[str] = []
+    for name in SEARCH_FIELDS[type_name]:
+        value = data.get(name)
+        if isinstance(value, dict):
+            parts.extend(f"{k} {v}" for k, v in value.items())
+        elif isinstance(value, str) and value.strip():
+            parts.append(value)
+    return "\n".join(parts)
+
 
 def normalize(type_name: str, data: dict[str, Any]) -> dict[str, Any]:
     """Validate ``data`` for ``type_name`` and return its canonical form."""

@@ -58,6 +58,7 @@ class Store:
         self.wait = max(0.0, float(wait))
         self.db_path = self.path / DB_NAME
         self.lock_path = self.path / LOCK_NAME
+        self._held = False  # this process holds the writer lock (inside ``exclusive``)
 
     # -- state ---------------------------------------------------------------
     def exists(self) -> bool:
@@ -188,6 +189,24 @@ class Store:
                 after()
 
     @contextmanager
+    def exclusive(self) -> Iterator[None]:
+        """Hold the writer lock without holding the file: readers go on, other writers wait.
+
+        For long work outside DuckDB (building the index file); ``write()``
+        inside it opens the file without taking the lock again.
+        """
+        if self._held:
+            yield
+            return
+        self._create_dir()
+        with self._writer_lock(self._deadline()):
+            self._held = True
+            try:
+                yield
+            finally:
+                self._held = False
+
+    @contextmanager
     def write(self) -> Iterator[object]:
         """A read-write connection under the writer lock; the schema is made current.
 
@@ -199,13 +218,18 @@ class Store:
         old_umask = os.umask(0o077)
         try:
             deadline = self._deadline()  # one --wait for the lock and the file together
-            with self._writer_lock(deadline):
+            with self.exclusive() if not self._held else _nothing():
                 con = self._connect(read_only=False, deadline=deadline)
                 with self._session(con, after=self.tighten):
                     migrations.migrate(con)
                     yield con
         finally:
             os.umask(old_umask)
+
+
+@contextmanager
+def _nothing() -> Iterator[None]:
+    yield
 
 
 def _reraise_duckdb(exc: Exception, path: Path) -> None:

@@ -90,6 +90,29 @@ def m001_initial(con) -> None:
     )
 
 
+@migration(2)
+def m002_search(con) -> None:
+    """Vectors (ground truth for the HNSW cache) and BM25 postings for find --near."""
+    con.execute(
+        """
+        CREATE TABLE vectors (
+            key UBIGINT NOT NULL,
+            id VARCHAR NOT NULL,
+            version UINTEGER NOT NULL,
+            model VARCHAR NOT NULL,
+            dim USMALLINT NOT NULL,
+            vec BLOB NOT NULL
+        )
+        """
+    )
+    con.execute("CREATE TABLE vectors_dropped (key UBIGINT NOT NULL, model VARCHAR NOT NULL)")
+    con.execute("CREATE TABLE lex_docs (doc UBIGINT NOT NULL, id VARCHAR NOT NULL, len UINTEGER NOT NULL)")
+    con.execute("CREATE TABLE lex_postings (term BIGINT NOT NULL, doc UBIGINT NOT NULL, tf USMALLINT NOT NULL)")
+    from cortexctl.store.search import backfill_lexical
+
+    backfill_lexical(con)  # memories written before this version; their vectors are made by reindex
+
+
 def _version(con) -> int:
     """The store's schema version; 0 for a file with no cortexctl tables yet."""
     import duckdb

@@ -187,17 +187,15 @@ def current_versions(con, ids: list[str]) -> dict[str, dict]:
     return {r["id"]: r for r in _dicts(cur, VERSION_COLUMNS)}
 
 
-def find_heads(
-    con,
+def filter_sql(
     *,
     actor: str,
     types: Sequence[int] = (),
     tags: Sequence[str] = (),
     frames: Sequence[tuple[str, str | None, str | None]] = (),
     include_tombstoned: bool = False,
-    limit: int | None = None,
-) -> list[dict]:
-    """Visible heads passing every filter, newest first (last update, then ID)."""
+) -> tuple[str, list[Any]]:
+    """find's filters as one SQL condition over a heads alias ``h``, with its parameters."""
     where = [visible_sql()]
     params: list[Any] = [actor]
     if not include_tombstoned:
@@ -219,11 +217,58 @@ def find_heads(
             params_f.append(ref)
         where.append(f"h.id IN (SELECT f.id FROM frames f WHERE {' AND '.join(cond)})")
         params.extend(params_f)
+    return " AND ".join(where), params
+
+
+def count_heads(con, where: str, params: list[Any]) -> int:
+    return int(con.execute(f"SELECT count(*) FROM heads h WHERE {where}", params).fetchall()[0][0])
+
+
+def heads_by_ids(con, ids: Sequence[str]) -> dict[str, dict]:
+    if not ids:
+        return {}
     cols = ", ".join(f"h.{c}" for c in HEAD_COLUMNS)
-    sql = f"SELECT {cols} FROM heads h WHERE {' AND '.join(where)} ORDER BY h.updated_at DESC, h.id DESC"
-    if limit is not None:
-        sql += f" LIMIT {int(limit)}"
-    return _dicts(con.execute(sql, params), HEAD_COLUMNS)
+    cur = con.execute(f"SELECT {cols} FROM heads h WHERE list_contains(?, h.id)", [list(ids)])
+    return {r["id"]: r for r in _dicts(cur, HEAD_COLUMNS)}
+
+
+# Salience: a weighted sum of factors in [0, 1], 0 for a forgotten memory:
+#   recency    0.5 ** (age / half-life), age since last use or last change
+#   importance importance / 10
+#   access     access_count / (access_count + 5)
+#   citations  citations / (citations + 3)
+# Parameters: now (TIMESTAMP), half-life (seconds), then the four weights.
+SALIENCE_SQL = (
+    "CASE WHEN h.tombstoned_at IS NOT NULL THEN 0.0 ELSE"
+    " ? * pow(0.5, greatest(epoch(CAST(? AS TIMESTAMP)) - epoch(coalesce(h.last_used, h.updated_at)), 0) / ?)"
+    " + ? * h.importance / 10.0"
+    " + ? * h.access_count / (h.access_count + 5.0)"
+    " + ? * h.citations / (h.citations + 3.0) END"
+)
+
+
+def salience_params(now: datetime, half_life: float, weights: Sequence[float]) -> list[Any]:
+    w_rec, w_imp, w_acc, w_cit = weights
+    return [w_rec, now, half_life, w_imp, w_acc, w_cit]
+
+
+def top_salience(con, where: str, params: list[Any], sal_params: list[Any], limit: int) -> list[tuple[str, float]]:
+    """The ``limit`` heads passing ``where`` with the highest salience: (id, salience)."""
+    rows = con.execute(
+        f"SELECT h.id, {SALIENCE_SQL} AS s FROM heads h WHERE {where}"
+        f" ORDER BY s DESC, h.updated_at DESC, h.id DESC LIMIT {int(limit)}",
+        [*sal_params, *params],
+    ).fetchall()
+    return [(r[0], float(r[1])) for r in rows]
+
+
+def salience_of(con, ids: Sequence[str], sal_params: list[Any]) -> dict[str, float]:
+    if not ids:
+        return {}
+    rows = con.execute(
+        f"SELECT h.id, {SALIENCE_SQL} FROM heads h WHERE list_contains(?, h.id)", [*sal_params, list(ids)]
+    ).fetchall()
+    return {r[0]: float(r[1]) for r in rows}
 
 
 def iter_visible(con, actor: str, batch: int = 2000):

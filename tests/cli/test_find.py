@@ -1,4 +1,4 @@
-"""find: the salience-free baseline — filters, -k, forms, tombstones and actor isolation."""
+"""find without --near: filters, salience order (importance, recency), -k, forms, tombstones, actor isolation."""
 
 from __future__ import annotations
 
@@ -33,8 +33,10 @@ def test_find_lists_newest_first_and_hides_tombstoned(cli, populated):
 
 
 def test_find_include_tombstoned_shows_forgotten_memories(cli, populated):
-    got = cli("find", "--include-tombstoned", "--json").json()["results"]
-    assert got[0]["id"] == populated["gone"] and got[0]["tombstoned"] is True
+    got = cli("find", "--include-tombstoned", "-k", "100", "--json").json()["results"]
+    gone = [g for g in got if g["id"] == populated["gone"]]
+    assert gone and gone[0]["tombstoned"] is True
+    assert gone[0]["salience"] == 0 and got[-1]["id"] == populated["gone"]  # a forgotten memory has salience 0
 
 
 @pytest.mark.parametrize("args, expected", [
@@ -72,4 +74,4 @@ def test_find_jsonl_prints_one_object_per_line_and_plain_output_is_tab_separated
 
 def test_find_on_a_store_that_does_not_exist_yet_is_empty(cli):
     r = cli("find", "--json")
-    assert r.code == 0 and r.json() == {"count": 0, "results": []}
+    assert r.code == 0 and r.json() == {"count": 0, "tokens": 0, "warnings": [], "results": []}

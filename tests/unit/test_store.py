@@ -49,9 +49,25 @@ def test_an_older_store_is_migrated_forward_when_opened(cx, store):
     con.execute("DELETE FROM meta WHERE key = 'schema_version'")
     con.execute("DROP TABLE heads; DROP TABLE versions; DROP TABLE frames; DROP TABLE journal;")
     con.execute("DROP TABLE meta; DROP TABLE schema_migrations;")
+    con.execute("DROP TABLE vectors; DROP TABLE vectors_dropped; DROP TABLE lex_docs; DROP TABLE lex_postings;")
     con.close()
     assert cx.find(FindQuery()) == []  # a reader migrates to the current schema
     assert cx.write("fact", "again").uri != uri
+
+
+def test_a_store_from_before_the_search_tables_gets_postings_and_then_vectors(cx, store):
+    uri = cx.write("fact", "The pager rota changes every Monday").uri
+    # Make it a schema-1 store: no search tables, no record of migration 2.
+    con = duckdb.connect(str(store / DB_NAME))
+    con.execute("DROP TABLE vectors; DROP TABLE vectors_dropped; DROP TABLE lex_docs; DROP TABLE lex_postings;")
+    con.execute("DELETE FROM schema_migrations WHERE number = 2")
+    con.execute("UPDATE meta SET value = '1' WHERE key = 'schema_version'")
+    con.close()
+    hits = cx.find(FindQuery(near="pager rota"))
+    assert [h.uri for h in hits] == [uri]
+    assert "lexical" in hits[0].lanes and "semantic" not in hits[0].lanes  # its vector waits for reindex
+    assert cx.reindex()["embedded"] == 1
+    assert "semantic" in cx.find(FindQuery(near="pager rota"))[0].lanes
 
 
 def test_a_file_that_is_not_a_database_is_an_integrity_error(cli, store):

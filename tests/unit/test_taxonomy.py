@@ -403,7 +403,8 @@ def test_tampering_with_any_type_is_detected(cx, store):
     problems = cx.verify().problems
     hashes = [p for p in problems if p.check == "hash"]
     assert sorted(p.ref for p in hashes) == sorted(f"cortex://m/{id_}/v/1" for id_ in ids.values())
-    assert {p.check for p in problems} == {"hash", "replay"}
+    # a flipped byte that still decodes changes the text, so the lexical check may see it too
+    assert {"hash", "replay"} <= {p.check for p in problems} <= {"hash", "replay", "lexical"}
 
 
 def test_tampering_with_an_old_version_is_detected(cx, store):

@@ -1,0 +1,155 @@
+#!/usr/bin/env python3
+"""find --near benchmark: cold query time, HNSW recall, import throughput.
+
+    python bench/find_bench.py [--memories 100000] [--million] [--runs 10] [--json]
+
+Builds a throwaway store of N synthetic memories (the generator of
+bench/cold_start.py) with `cortexctl import` and the built-in hash embedder,
+then prints:
+
+- import throughput (memories/s, end to end: parsing, validation, embedding,
+  postings, inserts, journal and the one index build at the end);
+- cold `cortexctl find --near TEXT` wall time, median of --runs fresh
+  processes over different queries, and its ratio to the floor
+  `python -c "import numpy, duckdb, usearch.index"` timed the same way in the
+  same run;
+- HNSW recall@10 against exact search over the same vectors (a result counts
+  when its similarity reaches the exact 10th best, so ties among identical
+  memories do not count against the index).
+
+--million uses 1,000,000 memories. Nothing is asserted: it is a report.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import statistics
+import sys
+import tempfile
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from cold_start import bench_env, find_cortexctl, log, time_once, write_jsonl  # noqa: E402
+
+QUERIES = [
+    "how do we rotate the deploy key", "who owns the on-call rotation", "latency budget for payments",
+    "never deploy on friday", "load test requests per second", "database refreshed from production",
+    "credentials rotated on the bastion", "test coverage goal", "lock contention in the database",
+    "approvals before merging to main", "migrated CI to GitHub Actions", "cloud spend reduction",
+    "error rate incident", "prefers chat over email", "pinned tool version in CI", "roadmap review meeting",
+]
+
+
+def hnsw_recall(store: Path, samples: int = 200, k: int = 10) -> dict:
+    import numpy as np
+
+    from cortexctl import Cortex
+    from cortexctl.engine import semantic
+    from cortexctl.index import hnsw
+    from cortexctl.store import search as sq
+
+    cx = Cortex(store=store, actor="bench")
+    model = cx.embedder.model
+    with cx.store.read() as con:
+        count, max_key, dim = sq.vector_stats(con, model)
+        keys, mats = [], []
+        for kk, m in sq.iter_vectors(con, model, dim):
+            keys.append(kk)
+            mats.append(m)
+        rec, why = semantic.index_state(con, cx.store, model, dim)
+    allk = np.concatenate(keys)
+    allm = np.vstack(mats)
+    index = hnsw.open_view(semantic.index_path(cx.store), hnsw.Fingerprint.from_json(rec.fingerprint))
+    rng = random.Random(7)
+    picks = [rng.randrange(len(allk)) for _ in range(samples)]
+    # queries: stored vectors with noise, so the query itself is not always the unique best
+    nrng = np.random.default_rng(7)
+    got = total = 0
+    t_hnsw = 0.0
+    for p in picks:
+        q = allm[p] + nrng.normal(0, 0.02, size=dim).astype(np.float32)
+        q /= np.linalg.norm(q)
+        sims = allm @ q
+        kth = np.partition(-sims, k - 1)[k - 1] * -1
+        t0 = time.perf_counter()
+        hk, hs = hnsw.search(index, q, k)
+        t_hnsw += time.perf_counter() - t0
+        got += int(np.sum(hs >= kth - 1e-5))
+        total += k
+    return {"recall_at_10": got / total, "samples": samples, "vectors": int(len(allk)),
+            "index_state": why, "hnsw_search_ms": 1000 * t_hnsw / samples}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--memories", type=int, default=100_000)
+    ap.add_argument("--million", action="store_true", help="1,000,000 memories")
+    ap.add_argument("--runs", type=int, default=10)
+    ap.add_argument("--seed", type=int, default=20261121)
+    ap.add_argument("--json", action="store_true")
+    ap.add_argument("--keep", action="store_true", help="keep the temporary store and print its path")
+    ap.add_argument("--store", type=Path, help="reuse a store built by an earlier --keep run (skips the import)")
+    args = ap.parse_args()
+    n = 1_000_000 if args.million else args.memories
+    cortexctl = find_cortexctl(None)
+    tmp = Path(tempfile.mkdtemp(prefix="cortex-findbench-"))
+    env = bench_env(tmp)
+    result: dict = {"memories": n, "python": sys.version.split()[0]}
+
+    store = args.store or tmp / "store"
+    if args.store is None:
+        jsonl = tmp / "memories.jsonl"
+        log(f"generating {n} memories ...")
+        write_jsonl(jsonl, n, args.seed, datetime.now(timezone.utc))
+        log("importing with cortexctl import ...")
+        import subprocess
+
+        t0 = time.perf_counter()
+        proc = subprocess.run([cortexctl, "import", str(jsonl), "--store", str(store), "--json", "-q",
+                               "--keep-actors"], env=env, capture_output=True)
+        dt = time.perf_counter() - t0
+        if proc.returncode:
+            raise SystemExit(proc.stderr.decode())
+        report = json.loads(proc.stdout)
+        result["import"] = {"seconds": dt, "per_second": report["imported"] / dt, "index": report["index"]}
+
+    py = sys.executable
+    floor_cmd = [py, "-c", "import numpy, duckdb, usearch.index"]
+    time_once(floor_cmd, env)  # warm the page cache
+    time_once([cortexctl, "find", "--near", "warm up", "--store", str(store)], env)
+    floor, find = [], []
+    for i in range(args.runs):  # interleaved, so load on the machine hits both alike
+        floor.append(time_once(floor_cmd, env)[0])
+        q = QUERIES[i % len(QUERIES)]
+        find.append(time_once([cortexctl, "find", "--near", q, "--store", str(store), "-k", "10"], env)[0])
+    result["floor_ms"] = 1000 * statistics.median(floor)
+    result["find_near_ms"] = 1000 * statistics.median(find)
+    result["find_near_ratio"] = result["find_near_ms"] / result["floor_ms"]
+    log("measuring HNSW recall ...")
+    result["hnsw"] = hnsw_recall(store)
+
+    if args.json:
+        print(json.dumps(result, indent=2))
+    else:
+        print(f"store: {n} memories (hash embedder, {result['hnsw']['vectors']} vectors)")
+        if "import" in result:
+            imp = result["import"]
+            print(f"import:           {imp['per_second']:8.0f} memories/s  ({imp['seconds']:.1f} s, "
+                  f"index {imp['index']['action']})   target >= 10000/s")
+        print(f"floor:            {result['floor_ms']:8.1f} ms  python -c 'import numpy, duckdb, usearch.index'")
+        print(f"find --near cold: {result['find_near_ms']:8.1f} ms  = {result['find_near_ratio']:.2f}x the floor"
+              f"   target <= 1.3x at 100k, <= 250 ms at 1M")
+        h = result["hnsw"]
+        print(f"HNSW recall@10:   {h['recall_at_10']:8.4f}     over {h['samples']} queries "
+              f"({h['hnsw_search_ms']:.2f} ms each)   target >= 0.99")
+    if args.keep:
+        print(f"kept: {store}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,48 @@
+"""Embedders: text to unit vectors, each stamped with the model tag stored beside its vectors.
+
+Chosen in this order unless ``embedding.provider`` pins one: an
+OpenAI-compatible ``/v1/embeddings`` endpoint when ``embedding.base_url`` is
+set, else the built-in hash embedder, which needs nothing and works offline.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Protocol, Sequence
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from cortexctl.config import Settings
+
+
+class Embedder(Protocol):
+    #: the tag stored with every vector this embedder makes; another tag means re-embed
+    model: str
+    #: the vector length, or None until a remote endpoint has answered once
+    dim: int | None
+    #: True when embedding needs the network (so a failure is tolerated, never fatal to a write)
+    remote: bool
+
+    def embed(self, texts: Sequence[str]) -> "np.ndarray":
+        """float32 rows of unit length (zero rows for text with no words), one per text."""
+        ...
+
+    def embed_bytes(self, text: str) -> bytes:
+        """One text's vector as little-endian float32 bytes."""
+        ...
+
+
+def from_settings(settings: "Settings") -> Embedder:
+    """The active embedder for these settings. Builds no connection."""
+    provider = settings.get("embedding.provider")
+    base_url = settings.get("embedding.base_url")
+    if provider == "hash" or (provider == "auto" and not base_url):
+        from cortexctl.embed.hashing import HashEmbedder
+
+        return HashEmbedder(settings.get("embedding.dimensions") or None)
+    from cortexctl.embed.http import HttpEmbedder
+    from cortexctl.errors import ConfigError
+
+    if not base_url:
+        raise ConfigError("embedding -> provider is 'openai' but embedding -> base_url is not set")
+    return HttpEmbedder.from_settings(settings)

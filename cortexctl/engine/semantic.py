@@ -1,0 +1,395 @@
+"""The semantic lane: vectors in DuckDB, the HNSW file beside it, and keeping the two in step.
+
+Ground truth is the ``vectors`` table. The index file ``cortex.usearch`` and
+its record ``cortex.usearch.json`` are a cache of it:
+
+- The record names the model, the dimension, the highest vector key the file
+  covers (``max_key``), its vector count and the file's fingerprint. The file is
+  used only when the fingerprint matches and the store agrees: the vectors of
+  that model with a key up to ``max_key``, live ones plus those taken out of
+  service since (``vectors_dropped``), number exactly ``count``. Anything
+  else (missing, truncated, damaged, another model, a store restored under it)
+  means rebuild.
+- Vectors newer than the file (key above ``max_key``) are the delta, searched
+  exactly beside it, so one ``write`` never rewrites a large file. The delta is
+  folded in when it reaches ``FOLD_AT`` vectors, at the end of an import, and by
+  ``reindex``.
+- Building holds the writer lock but not the database file: readers go on
+  searching the old file (a new one replaces it atomically) and only the last
+  step, clearing ``vectors_dropped``, opens the file for writing.
+
+A filtered search whose candidates are few (``EXACT_MAX``) skips the index and
+compares the query with every candidate's vector: exact, and faster than
+filtering HNSW results at that size.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+from cortexctl.errors import CortexError, StoreBusy
+from cortexctl.store import search as sq
+
+INDEX_NAME = "cortex.usearch"
+RECORD_NAME = "cortex.usearch.json"
+RECORD_FORMAT = 1
+FOLD_AT = 2000  # delta vectors that trigger a fold after a write
+EXACT_MAX = 4096  # candidates compared exactly instead of through the index
+EMBED_BATCH = 2048
+LAZY_PENDING = 64  # pending memories a write embeds on the side
+
+
+@dataclass
+class IndexRecord:
+    model: str
+    dim: int
+    max_key: int
+    count: int
+    fingerprint: dict
+    crc_all: int = 0  # CRC-32 of the whole file, checked by verify
+
+    def to_json(self) -> dict:
+        return {"format": RECORD_FORMAT, "model": self.model, "dim": self.dim, "max_key": self.max_key,
+                "count": self.count, "fingerprint": self.fingerprint, "crc_all": self.crc_all}
+
+
+def index_path(store) -> Path:
+    return store.path / INDEX_NAME
+
+
+def record_path(store) -> Path:
+    return store.path / RECORD_NAME
+
+
+def read_record(store) -> IndexRecord | None:
+    try:
+        doc = json.loads(record_path(store).read_bytes())
+        if doc.get("format") != RECORD_FORMAT:
+            return None
+        return IndexRecord(str(doc["model"]), int(doc["dim"]), int(doc["max_key"]), int(doc["count"]),
+                           dict(doc["fingerprint"]), int(doc.get("crc_all", 0)))
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return None
+
+
+def _write_record(store, rec: IndexRecord) -> None:
+    import tempfile
+
+    path = record_path(store)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(json.dumps(rec.to_json(), sort_keys=True).encode())
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.chmod(tmp, 0o600)
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+
+
+def _covered(con, model: str, max_key: int) -> int:
+    """Vectors of ``model`` the file should hold: live or dropped since, key up to ``max_key``."""
+    row = con.execute(
+        "SELECT (SELECT count(*) FROM vectors WHERE model = ? AND key <= ?)"
+        " + (SELECT count(*) FROM vectors_dropped WHERE model = ? AND key <= ?)",
+        [model, max_key, model, max_key],
+    ).fetchall()[0]
+    return int(row[0])
+
+
+def index_state(con, store, model: str, dim: int | None) -> tuple[IndexRecord | None, str]:
+    """(record, "ok") when the index file can be trusted for ``model``, else (record or None, why not)."""
+    from cortexctl.index import hnsw
+
+    rec = read_record(store)
+    if rec is None:
+        return None, "missing"
+    if rec.model != model or (dim is not None and rec.dim != dim):
+        return rec, f"built by model {rec.model}"
+    try:
+        fp = hnsw.Fingerprint.from_json(rec.fingerprint)
+    except (KeyError, TypeError, ValueError):
+        return rec, "unreadable record"
+    if fp.count != rec.count or fp.dim != rec.dim:
+        return rec, "unreadable record"
+    if not hnsw.trusted(index_path(store), fp):
+        return rec, "file changed or damaged"
+    if _covered(con, model, rec.max_key) != rec.count:
+        return rec, "out of step with the store"
+    return rec, "ok"
+
+
+# -- embedding -----------------------------------------------------------------------
+def embed_versions(embedder, items: list[tuple[str, int, str]]) -> tuple[list[str], list[int], object]:
+    """Embed (id, version, search text) items; returns ids, versions, matrix."""
+    import numpy as np
+
+    ids = [i[0] for i in items]
+    versions = [i[1] for i in items]
+    chunks = [embedder.embed([i[2] for i in items[s : s + EMBED_BATCH]]) for s in range(0, len(items), EMBED_BATCH)]
+    matrix = np.vstack(chunks) if chunks else np.zeros((0, embedder.dim or 1), dtype=np.float32)
+    return ids, versions, matrix
+
+
+def store_vectors(con, embedder, ids, versions, matrix) -> int:
+    """Store vectors made by ``embedder``; returns the last key. A dimension the model's
+    stored vectors do not have is refused (a misconfigured endpoint)."""
+    from cortexctl.errors import ConfigError
+
+    dim = len(matrix[0]) // 4 if isinstance(matrix, list) else int(matrix.shape[1])
+    have = sq.model_dim(con, embedder.model)
+    if have is not None and have != dim:
+        raise ConfigError(
+            f"model {embedder.model} made {dim}-dimensional vectors, but the store holds "
+            f"{have}-dimensional ones from it", hint="check embedding -> dimensions, or run: cortexctl reindex",
+        )
+    return sq.insert_vectors(con, ids, versions, embedder.model, matrix)
+
+
+def embed_pending(cx, *, limit: int | None = None, ids: list[str] | None = None,
+                  warnings: list[str] | None = None, progress=None) -> int:
+    """Embed live memories the active model has not embedded yet (all, ``limit`` of them, or ``ids``).
+
+    The embedding happens with no connection open; each batch is stored in one
+    short transaction, skipping any memory that changed in between. A failing
+    endpoint leaves the rest pending: the error is added to ``warnings``, or
+    raised when ``warnings`` is None. Returns how many were embedded.
+    """
+    from cortexctl.errors import ConfigError, ProviderUnreachable
+    from cortexctl.memory import codec, schema
+    from cortexctl.memory.types import type_name
+    from cortexctl.store.db import NoStore
+
+    embedder = cx.embedder
+    done = 0
+    total = None
+    while True:
+        want = EMBED_BATCH if limit is None else min(EMBED_BATCH, limit - done)
+        if want <= 0:
+            return done
+        try:
+            with cx.store.read() as con:
+                if total is None and progress is not None:
+                    total = sq.count_pending(con, embedder.model)
+                rows = sq.pending(con, embedder.model, limit=want, ids=ids)
+        except NoStore:
+            return done
+        if not rows:
+            return done
+        items = [(id_, version, schema.search_text(type_name(t), codec.decode(data))) for id_, version, t, data in rows]
+        try:
+            got_ids, versions, matrix = embed_versions(embedder, items)
+        except (ProviderUnreachable, ConfigError) as exc:
+            if warnings is None:
+                raise
+            warnings.append(f"embedding pending: {exc.message}")
+            return done
+        with cx._transaction() as con:
+            current = sq.current_version_of(con, got_ids)
+            keep = [i for i, (id_, v) in enumerate(zip(got_ids, versions)) if current.get(id_) == v]
+            if keep:
+                sel = [got_ids[i] for i in keep]
+                for id_ in sel:
+                    sq.drop_vectors(con, id_, model=embedder.model)
+                store_vectors(con, embedder, sel, [versions[i] for i in keep], matrix[keep])
+        done += len(rows)
+        if progress is not None:
+            progress(done, max(total or 0, done))
+        if ids is not None:
+            return done
+
+
+def reindex(cx, *, rebuild: bool = False, progress=None) -> dict:
+    """Embed everything pending for the active model, drop other models' vectors, fold or rebuild the index."""
+    from cortexctl.store.db import NoStore
+
+    embedder = cx.embedder
+    if getattr(embedder, "remote", False):
+        embedder.probe()  # a dead or misconfigured endpoint fails here, before any work
+    embedded = embed_pending(cx, progress=(lambda d, t: progress("embed", d, t)) if progress else None)
+    try:
+        with cx._transaction() as con:
+            dropped = sq.drop_other_models(con, embedder.model)
+    except NoStore:
+        dropped = 0
+    if not cx.store.exists():
+        return {"model": embedder.model, "embedded": 0, "dropped": 0, "index": {"action": "none", "vectors": 0}}
+    done = fold(cx, rebuild=rebuild, progress=(lambda d, t: progress("index", d, t)) if progress else None)
+    return {"model": embedder.model, "dim": embedder.dim, "embedded": embedded, "dropped": dropped, "index": done}
+
+
+def store_or_warn(con, embedder, ids, versions, matrix, warnings: list[str]) -> int:
+    """``store_vectors``, but a dimension mismatch leaves the memories pending with a warning."""
+    from cortexctl.errors import ConfigError
+
+    try:
+        return store_vectors(con, embedder, ids, versions, matrix)
+    except ConfigError as exc:
+        warnings.append(f"embedding pending: {exc.message}")
+        return 0
+
+
+# -- building --------------------------------------------------------------------------
+def fold(cx, *, rebuild: bool = False, progress: Callable[[int, int], None] | None = None) -> dict:
+    """Bring the index file up to date with the active model's vectors; returns what was done.
+
+    Folds the delta into a trusted file, or rebuilds from DuckDB when the file
+    cannot be trusted (or ``rebuild``). Holds the writer lock throughout.
+    """
+    from cortexctl.index import hnsw
+
+    embedder = cx.embedder
+    model = embedder.model
+    with cx.store.exclusive():
+        with cx.store.read() as con:
+            count, max_key, dim = sq.vector_stats(con, model)
+            rec, why = index_state(con, cx.store, model, dim)
+            if dim is None:
+                return {"action": "none", "vectors": 0, "reason": "no vectors yet"}
+            index = None
+            if not rebuild and why == "ok" and rec is not None:
+                if rec.max_key == max_key and not sq.dropped_keys(con, model):
+                    return {"action": "none", "vectors": rec.count, "reason": "up to date"}
+                index = hnsw.open_mutable(index_path(cx.store), hnsw.Fingerprint.from_json(rec.fingerprint))
+            if index is not None:
+                action = "fold"
+                dropped = [k for k in sq.dropped_keys(con, model) if k <= rec.max_key]
+                hnsw.remove(index, [k for k in dropped if index.contains(k)])
+                after = rec.max_key
+            else:
+                action = "rebuild"
+                index = hnsw.new(dim)
+                after = 0
+            total = int(con.execute("SELECT count(*) FROM vectors WHERE model = ? AND key > ?",
+                                    [model, after]).fetchall()[0][0])
+            done = 0
+            for keys, mat in sq.iter_vectors(con, model, dim, after=after):
+                hnsw.add(index, keys, mat)
+                done += len(keys)
+                if progress:
+                    progress(done, max(total, done))
+        fp = hnsw.save_atomic(index, index_path(cx.store))
+        whole = hnsw.fingerprint(index_path(cx.store), count=fp.count, dim=fp.dim, whole=True)
+        _write_record(cx.store, IndexRecord(model, dim, max_key, len(index), fp.to_json(), whole.crc if whole else 0))
+        with cx.store.write() as con:
+            con.execute("BEGIN")
+            sq.clear_dropped(con)
+            con.execute("COMMIT")
+    return {"action": action, "vectors": len(index), "added": done, "reason": why if action == "rebuild" else "delta"}
+
+
+def maybe_fold(cx, last_key: int) -> None:
+    """After a write that stored vectors up to ``last_key``: fold when the delta has grown
+    to FOLD_AT. Never fails the write."""
+    rec = read_record(cx.store)
+    base = rec.max_key if rec is not None and rec.model == cx.embedder.model else 0
+    if last_key - base < FOLD_AT:
+        return
+    try:
+        fold(cx)
+    except (StoreBusy, OSError):
+        pass
+
+
+# -- searching ---------------------------------------------------------------------------
+def search(cx, con, query_vec, where: str, params: list, n: int) -> tuple[list[tuple[str, float]], str | None]:
+    """The ``n`` visible, filtered memories nearest to ``query_vec``: ([(id, cosine)], note).
+
+    ``note`` says when the index had to be bypassed; the answer is exact then.
+    """
+    import numpy as np
+
+    from cortexctl.index import hnsw
+    from cortexctl.store import records
+
+    embedder = cx.embedder
+    model = embedder.model
+    q = np.asarray(query_vec, dtype=np.float32).reshape(-1)
+    if not np.any(q):
+        return [], None
+    dim = q.shape[0]
+    candidates = records.count_heads(con, where, params)
+    if candidates <= EXACT_MAX:
+        return _exact(con, where, params, model, dim, q, n), None
+    rec, why = index_state(con, cx.store, model, dim)
+    if why != "ok" or rec is None:
+        raise IndexUnusable(why)
+    index = hnsw.open_view(index_path(cx.store), hnsw.Fingerprint.from_json(rec.fingerprint))
+    if index is None:
+        raise IndexUnusable("file changed or damaged")
+    found: dict[str, float] = {}
+    # the delta: vectors newer than the file, compared exactly
+    ids, mat = sq.vectors_for(con, f"{where} AND x.key > ?", [*params, rec.max_key], model, dim)
+    if len(ids):
+        sims = mat @ q
+        for i, s in zip(ids, sims.tolist()):
+            found[i] = s
+    want = max(n * 4, 100)
+    while True:
+        keys, sims = hnsw.search(index, q, want)
+        mapping = sq.keys_to_heads(con, keys.tolist(), model, where, params)
+        for k, s in zip(keys.tolist(), sims.tolist()):
+            id_ = mapping.get(k)
+            if id_ is not None and (id_ not in found or found[id_] < s):
+                found[id_] = s
+        if len(mapping) >= n or want >= len(index):
+            break
+        if want >= 16 * max(n * 4, 100):
+            # A filter that keeps few of the memories the index finds: compare them all exactly.
+            return _exact(con, where, params, model, dim, q, n), "filter too narrow for the index; exact search"
+        want *= 4
+    ranked = sorted(((i, s) for i, s in found.items() if s > 0), key=lambda kv: (-kv[1], kv[0]))[:n]
+    return ranked, None
+
+
+def _exact(con, where, params, model, dim, q, n) -> list[tuple[str, float]]:
+    import numpy as np
+
+    ids, mat = sq.vectors_for(con, where, params, model, dim)
+    if not len(ids):
+        return []
+    sims = mat @ q
+    top = np.argsort(-sims, kind="stable")[:n]
+    return [(ids[i], float(sims[i])) for i in top if sims[i] > 0]
+
+
+def exact_search(cx, con, query_vec, where, params, n):
+    import numpy as np
+
+    q = np.asarray(query_vec, dtype=np.float32).reshape(-1)
+    return _exact(con, where, params, cx.embedder.model, q.shape[0], q, n)
+
+
+class IndexUnusable(CortexError):
+    """The index file cannot be trusted for this search; the caller rebuilds it."""
+
+
+def verify_index(con, store, model: str) -> list[str]:
+    """Problems with the index file for verify (whole-file CRC included); [] when sound or absent."""
+    from cortexctl.index import hnsw
+
+    rec = read_record(store)
+    if rec is None:
+        return []
+    if rec.model != model:
+        return []  # built by another model: reindex rebuilds it, nothing is wrong
+    problems = []
+    count, max_key, dim = sq.vector_stats(con, model)
+    _, why = index_state(con, store, model, dim)
+    if why != "ok":
+        problems.append(f"index file {INDEX_NAME}: {why} (reindex --rebuild rebuilds it)")
+    else:
+        fp = hnsw.Fingerprint.from_json(rec.fingerprint)
+        whole = hnsw.fingerprint(index_path(store), count=fp.count, dim=fp.dim, whole=True)
+        if whole is None or whole.crc != rec.crc_all:
+            problems.append(f"index file {INDEX_NAME}: its checksum does not match (damaged; reindex --rebuild rebuilds it)")
+    return problems

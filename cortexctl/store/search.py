@@ -1,0 +1,390 @@
+"""The SQL of vectors and the lexical postings. The only module with SQL for them.
+
+- ``vectors``: one row per embedded version: ``key`` (the HNSW key, assigned
+  in increasing order), memory ``id`` and ``version``, the ``model`` tag, the
+  dimension and the float32 bytes (unit length). A version's vector is
+  replaced when its memory is updated; the keys taken out of service go to
+  ``vectors_dropped`` until the index file is folded or rebuilt.
+- ``lex_docs`` / ``lex_postings``: BM25 postings over each memory's current
+  search text: a doc number per memory, its length in terms, and (term ID,
+  doc, term frequency) rows. They change in the same transaction as the
+  memory, so the lexical lane is never behind the store.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any, Iterable, Iterator, Sequence
+
+# BM25 parameters (see engine/find.py for why b is 0).
+K1 = 1.2
+B = 0.0
+
+
+# -- vectors ---------------------------------------------------------------------
+def next_vector_key(con) -> int:
+    return int(con.execute("SELECT coalesce(max(key), 0) + 1 FROM vectors").fetchall()[0][0])
+
+
+def insert_vectors(con, ids: Sequence[str], versions: Sequence[int], model: str, matrix) -> int:
+    """Store one row per (id, version) with its vector; returns the last key given (0 for none).
+
+    ``matrix`` is a float32 array (n, dim), or for a few rows a list of
+    float32 byte strings, which spares a single write from loading numpy.
+    """
+    n = len(ids)
+    if not n:
+        return 0
+    first = next_vector_key(con)
+    if isinstance(matrix, list):
+        blobs = matrix
+        dim = len(blobs[0]) // 4
+    else:
+        import numpy as np
+
+        matrix = np.ascontiguousarray(matrix, dtype="<f4")
+        dim = matrix.shape[1]
+        raw = matrix.tobytes()
+        width = dim * 4
+        blobs = [raw[i * width : (i + 1) * width] for i in range(n)]
+    if n <= 8:
+        for i in range(n):
+            con.execute("INSERT INTO vectors VALUES (?, ?, ?, ?, ?, ?)",
+                        [first + i, ids[i], int(versions[i]), model, dim, blobs[i]])
+    else:
+        import numpy as np
+
+        col = np.empty(n, dtype=object)
+        col[:] = blobs
+        con.register("_src_vectors", {
+            "key": np.arange(first, first + n, dtype=np.uint64),
+            "id": np.asarray(ids, dtype=object),
+            "version": np.asarray(versions, dtype=np.uint32),
+            "vec": col,
+        })
+        try:
+            con.execute(
+                "INSERT INTO vectors SELECT key, id, version, ?, ?, vec FROM _src_vectors", [model, dim]
+            )
+        finally:
+            con.unregister("_src_vectors")
+    return first + n - 1
+
+
+def model_dim(con, model: str) -> int | None:
+    """The dimension of the model's stored vectors (None when it has none)."""
+    rows = con.execute("SELECT dim FROM vectors WHERE model = ? LIMIT 1", [model]).fetchall()
+    return int(rows[0][0]) if rows else None
+
+
+def drop_vectors(con, id_: str, *, model: str | None = None) -> None:
+    """Take a memory's vectors out of service (all of them, or one model's)."""
+    cond = "id = ?" + (" AND model = ?" if model else "")
+    params: list[Any] = [id_] + ([model] if model else [])
+    con.execute(f"INSERT INTO vectors_dropped SELECT key, model FROM vectors WHERE {cond}", params)
+    con.execute(f"DELETE FROM vectors WHERE {cond}", params)
+
+
+def drop_other_models(con, model: str) -> int:
+    n = con.execute("SELECT count(*) FROM vectors WHERE model <> ?", [model]).fetchall()[0][0]
+    if n:
+        con.execute("INSERT INTO vectors_dropped SELECT key, model FROM vectors WHERE model <> ?", [model])
+        con.execute("DELETE FROM vectors WHERE model <> ?", [model])
+    return int(n)
+
+
+def vector_stats(con, model: str) -> tuple[int, int, int | None]:
+    """(count, max key, dimension) of the model's vectors."""
+    row = con.execute(
+        "SELECT count(*), coalesce(max(key), 0), min(dim) FROM vectors WHERE model = ?", [model]
+    ).fetchall()[0]
+    return int(row[0]), int(row[1]), (None if row[2] is None else int(row[2]))
+
+
+def dropped_keys(con, model: str) -> list[int]:
+    return [int(r[0]) for r in con.execute("SELECT key FROM vectors_dropped WHERE model = ?", [model]).fetchall()]
+
+
+def clear_dropped(con, model: str | None = None) -> None:
+    if model is None:
+        con.execute("DELETE FROM vectors_dropped")
+    else:
+        con.execute("DELETE FROM vectors_dropped WHERE model = ?", [model])
+
+
+def _matrix(rows: list[tuple], dim: int):
+    import numpy as np
+
+    keys = np.fromiter((r[0] for r in rows), dtype=np.uint64, count=len(rows))
+    mat = np.frombuffer(b"".join(r[1] for r in rows), dtype="<f4").reshape(len(rows), dim)
+    return keys, mat
+
+
+def iter_vectors(con, model: str, dim: int, *, after: int = 0, batch: int = 50_000) -> Iterator[tuple]:
+    """(keys, matrix) of the model's vectors with key > ``after``, in key order, batch by batch."""
+    last = after
+    while True:
+        rows = con.execute(
+            "SELECT key, vec FROM vectors WHERE model = ? AND key > ? ORDER BY key LIMIT ?",
+            [model, last, batch],
+        ).fetchall()
+        if not rows:
+            return
+        yield _matrix(rows, dim)
+        last = int(rows[-1][0])
+        if len(rows) < batch:
+            return
+
+
+def pending(con, model: str, *, limit: int | None = None, ids: list[str] | None = None) -> list[tuple[str, int, int, bytes]]:
+    """Live memories whose current version has no vector from ``model``: (id, version, type, data)."""
+    params: list[Any] = [model]
+    sql = (
+        "SELECT h.id, h.current_version, v.type, v.data FROM heads h"
+        " JOIN versions v ON v.id = h.id AND v.version = h.current_version"
+        " WHERE h.tombstoned_at IS NULL AND NOT EXISTS (SELECT 1 FROM vectors x"
+        " WHERE x.id = h.id AND x.version = h.current_version AND x.model = ?)"
+    )
+    if ids is not None:
+        sql += " AND list_contains(?, h.id)"
+        params.append(list(ids))
+    sql += " ORDER BY h.id"
+    if limit is not None:
+        sql += f" LIMIT {int(limit)}"
+    return [(r[0], int(r[1]), int(r[2]), r[3]) for r in con.execute(sql, params).fetchall()]
+
+
+def current_version_of(con, ids: Sequence[str]) -> dict[str, int]:
+    if not ids:
+        return {}
+    rows = con.execute("SELECT id, current_version FROM heads WHERE list_contains(?, id)", [list(ids)]).fetchall()
+    return {r[0]: int(r[1]) for r in rows}
+
+
+def count_pending(con, model: str) -> int:
+    return int(con.execute(
+        "SELECT count(*) FROM heads h WHERE h.tombstoned_at IS NULL AND NOT EXISTS (SELECT 1 FROM vectors x"
+        " WHERE x.id = h.id AND x.version = h.current_version AND x.model = ?)", [model]
+    ).fetchall()[0][0])
+
+
+def vectors_for(con, where: str, params: list, model: str, dim: int):
+    """(ids, matrix) of the current-version vectors of heads passing ``where`` (alias h)."""
+    import numpy as np
+
+    rows = con.execute(
+        f"SELECT h.id, x.vec FROM heads h JOIN vectors x ON x.id = h.id AND x.version = h.current_version"
+        f" AND x.model = ? WHERE {where}",
+        [model, *params],
+    ).fetchall()
+    if not rows:
+        return [], np.zeros((0, dim), dtype=np.float32)
+    return [r[0] for r in rows], np.frombuffer(b"".join(r[1] for r in rows), dtype="<f4").reshape(len(rows), dim)
+
+
+def keys_to_heads(con, keys: Sequence[int], model: str, where: str, params: list) -> dict[int, str]:
+    """Of these vector keys, the ones that are a visible head's current vector passing ``where``: key -> id."""
+    if not len(keys):
+        return {}
+    rows = con.execute(
+        f"SELECT x.key, h.id FROM vectors x JOIN heads h ON h.id = x.id AND h.current_version = x.version"
+        f" WHERE list_contains(?, x.key) AND x.model = ? AND {where}",
+        [[int(k) for k in keys], model, *params],
+    ).fetchall()
+    return {int(k): i for k, i in rows}
+
+
+# -- lexical postings --------------------------------------------------------------
+def _next_doc(con) -> int:
+    return int(con.execute("SELECT coalesce(max(doc), 0) + 1 FROM lex_docs").fetchall()[0][0])
+
+
+def lex_add(con, docs: Sequence[tuple[str, Sequence[int]]]) -> None:
+    """Postings for new memories: (id, term IDs in order, repeats kept)."""
+    if not docs:
+        return
+    first = _next_doc(con)
+    terms: list[int] = []
+    doc_col: list[int] = []
+    tfs: list[int] = []
+    lens: list[int] = []
+    for i, (_, tids) in enumerate(docs):
+        counts = Counter(tids)
+        terms.extend(counts.keys())
+        tfs.extend(min(c, 65535) for c in counts.values())
+        doc_col.extend([first + i] * len(counts))
+        lens.append(len(tids))
+    if len(docs) <= 8 and len(terms) <= 64:
+        for i, (id_, _) in enumerate(docs):
+            con.execute("INSERT INTO lex_docs VALUES (?, ?, ?)", [first + i, id_, lens[i]])
+        if terms:
+            con.execute(
+                "INSERT INTO lex_postings SELECT unnest(?::BIGINT[]), unnest(?::UBIGINT[]), unnest(?::USMALLINT[])",
+                [terms, doc_col, tfs],
+            )
+        return
+    import numpy as np
+
+    con.register("_src_docs", {
+        "doc": np.arange(first, first + len(docs), dtype=np.uint64),
+        "id": np.asarray([d[0] for d in docs], dtype=object),
+        "len": np.asarray(lens, dtype=np.uint32),
+    })
+    con.register("_src_postings", {
+        "term": np.asarray(terms, dtype=np.int64),
+        "doc": np.asarray(doc_col, dtype=np.uint64),
+        "tf": np.asarray(tfs, dtype=np.uint16),
+    })
+    try:
+        con.execute("INSERT INTO lex_docs SELECT doc, id, len FROM _src_docs")
+        con.execute("INSERT INTO lex_postings SELECT term, doc, tf FROM _src_postings")
+    finally:
+        con.unregister("_src_docs")
+        con.unregister("_src_postings")
+
+
+def lex_replace(con, id_: str, tids: Sequence[int]) -> None:
+    """New postings for a memory whose text changed (update)."""
+    con.execute("DELETE FROM lex_postings WHERE doc IN (SELECT doc FROM lex_docs WHERE id = ?)", [id_])
+    con.execute("DELETE FROM lex_docs WHERE id = ?", [id_])
+    lex_add(con, [(id_, tids)])
+
+
+def backfill_lexical(con, batch: int = 5000) -> None:
+    """Postings for every memory that has none (a store from before the lexical lane)."""
+    from cortexctl.memory import codec, schema
+    from cortexctl.memory.terms import text_terms
+    from cortexctl.memory.types import type_name
+
+    while True:
+        rows = con.execute(
+            "SELECT h.id, v.type, v.data FROM heads h JOIN versions v ON v.id = h.id AND v.version = h.current_version"
+            " WHERE h.id NOT IN (SELECT id FROM lex_docs) ORDER BY h.id LIMIT ?", [batch]
+        ).fetchall()
+        if not rows:
+            return
+        lex_add(con, [(id_, text_terms(schema.search_text(type_name(t), codec.decode(d)))) for id_, t, d in rows])
+
+
+def bm25(con, query: dict[int, float], where: str, params: list, limit: int) -> list[tuple[str, float]]:
+    """The best ``limit`` (id, BM25 score) among heads passing ``where`` (alias h).
+
+    Term statistics (document frequency, average length) are over the whole
+    store, as one index; only the candidates are filtered.
+    """
+    if not query:
+        return []
+    tids = list(query)
+    weights = [float(query[t]) for t in tids]
+    rows = con.execute(
+        f"""
+        WITH q AS (SELECT unnest(?::BIGINT[]) AS term, unnest(?::DOUBLE[]) AS qw),
+        st AS (SELECT count(*)::DOUBLE AS n, coalesce(avg(len), 1)::DOUBLE AS avgdl FROM lex_docs),
+        df AS (SELECT p.term, count(*)::DOUBLE AS df FROM lex_postings p
+               WHERE p.term IN (SELECT term FROM q) GROUP BY p.term),
+        scored AS (
+            SELECT d.id, sum(q.qw * ln(1 + (st.n - df.df + 0.5) / (df.df + 0.5))
+                   * p.tf * ({K1} + 1) / (p.tf + {K1} * (1 - {B} + {B} * d.len / st.avgdl))) AS score
+            FROM lex_postings p JOIN q ON q.term = p.term JOIN df ON df.term = p.term
+            JOIN lex_docs d ON d.doc = p.doc CROSS JOIN st
+            GROUP BY d.id)
+        SELECT s.id, s.score FROM scored s JOIN heads h ON h.id = s.id
+        WHERE {where} ORDER BY s.score DESC, s.id LIMIT {int(limit)}
+        """,
+        [tids, weights, *params],
+    ).fetchall()
+    return [(r[0], float(r[1])) for r in rows]
+
+
+def doc_terms(con, ids: Sequence[str]) -> dict[str, tuple[dict[int, int], int]]:
+    """Each memory's term frequencies and length: id -> ({term: tf}, length)."""
+    if not ids:
+        return {}
+    rows = con.execute(
+        "SELECT d.id, d.len, p.term, p.tf FROM lex_docs d JOIN lex_postings p ON p.doc = d.doc"
+        " WHERE list_contains(?, d.id)", [list(ids)]
+    ).fetchall()
+    out: dict[str, tuple[dict[int, int], int]] = {}
+    for id_, ln, term, tf in rows:
+        out.setdefault(id_, ({}, int(ln)))[0][int(term)] = int(tf)
+    return out
+
+
+def term_idf(con, terms: Sequence[int]) -> dict[int, float]:
+    """BM25's idf of each term over the whole store: ln(1 + (N - df + 0.5) / (df + 0.5))."""
+    if not terms:
+        return {}
+    import math
+
+    n = int(con.execute("SELECT count(*) FROM lex_docs").fetchall()[0][0])
+    rows = con.execute(
+        "SELECT term, count(*) FROM lex_postings WHERE list_contains(?, term) GROUP BY term", [list(terms)]
+    ).fetchall()
+    df = {int(t): int(c) for t, c in rows}
+    return {t: math.log(1.0 + (n - df.get(t, 0) + 0.5) / (df.get(t, 0) + 0.5)) for t in terms}
+
+
+def lexical_mismatches(con, expected, batch: int = 5000):
+    """(id, problem) for every memory whose postings are not ``expected(type, data)``'s terms."""
+    last = ""
+    while True:
+        rows = con.execute(
+            "SELECT h.id, v.type, v.data FROM heads h JOIN versions v ON v.id = h.id AND v.version = h.current_version"
+            " WHERE h.id > ? ORDER BY h.id LIMIT ?", [last, batch]
+        ).fetchall()
+        if not rows:
+            break
+        ids = [r[0] for r in rows]
+        have: dict[str, tuple[int, dict[int, int]]] = {}
+        for id_, ln, terms_, tfs in con.execute(
+            "SELECT d.id, any_value(d.len), list(p.term), list(p.tf) FROM lex_docs d"
+            " LEFT JOIN lex_postings p ON p.doc = d.doc WHERE d.id BETWEEN ? AND ? GROUP BY d.id, d.doc",
+            [ids[0], ids[-1]],
+        ).fetchall():
+            if id_ in have:
+                yield id_, "more than one postings document"
+            have[id_] = (int(ln), {int(t): int(f) for t, f in zip(terms_ or [], tfs or []) if t is not None})
+        for id_, type_code, data in rows:
+            try:
+                tids = expected(type_code, data)
+            except Exception:  # undecodable data: the hash check reports it
+                continue
+            want = (len(tids), dict(Counter(tids)))
+            got = have.get(id_)
+            if got is None:
+                yield id_, "no lexical postings"
+            elif got != want:
+                yield id_, "lexical postings do not match the current text"
+        last = ids[-1]
+    for (id_,) in con.execute("SELECT id FROM lex_docs WHERE id NOT IN (SELECT id FROM heads)").fetchall():
+        yield id_, "lexical postings for a memory that does not exist"
+
+
+def vector_problems(con):
+    """(id, version, problem) for vectors that are cut short or not of a current version."""
+    for id_, version, model in con.execute(
+        "SELECT id, version, model FROM vectors WHERE octet_length(vec) <> 4 * dim"
+    ).fetchall():
+        yield id_, int(version), f"vector of model {model} has the wrong length"
+    for id_, version, model in con.execute(
+        "SELECT x.id, x.version, x.model FROM vectors x LEFT JOIN heads h ON h.id = x.id"
+        " AND h.current_version = x.version WHERE h.id IS NULL"
+    ).fetchall():
+        yield id_, int(version), f"vector of model {model} is not of the memory's current version"
+
+
+def lex_stats(con) -> tuple[int, int]:
+    """(docs, postings)."""
+    row = con.execute("SELECT (SELECT count(*) FROM lex_docs), (SELECT count(*) FROM lex_postings)").fetchall()[0]
+    return int(row[0]), int(row[1])
+
+
+def lex_docs_of(con) -> Iterable[tuple[str, int, dict[int, int]]]:
+    """Every doc with its length and term frequencies (for verify)."""
+    rows = con.execute(
+        "SELECT d.id, d.len, list(p.term), list(p.tf) FROM lex_docs d LEFT JOIN lex_postings p ON p.doc = d.doc"
+        " GROUP BY d.id, d.len"
+    ).fetchall()
+    for id_, ln, ts, fs in rows:
+        yield id_, int(ln), {int(t): int(f) for t, f in zip(ts or [], fs or []) if t is not None}
+

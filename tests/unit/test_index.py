@@ -1,0 +1,210 @@
+"""The HNSW index file is a cache: detected and rebuilt when truncated, changed, damaged or
+stale, never trusted and never a crash; saved atomically under a reader that is searching."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+
+from cortexctl import Cortex, FindQuery
+from cortexctl.engine import semantic
+from cortexctl.index import hnsw
+from cortexctl.store import search as sq
+from tests.conftest import assert_store_verifies
+
+N = semantic.EXACT_MAX + 904  # enough memories that an unfiltered find goes through the index
+WORDS = ("alpha bravo charlie delta echo foxtrot golf hotel india juliet kilo lima mike november oscar papa "
+         "quebec romeo sierra tango uniform victor whiskey xray yankee zulu").split()
+
+
+def _line(i: int) -> bytes:
+    words = " ".join(WORDS[(i * p) % len(WORDS)] for p in (1, 3, 7, 11))
+    tag = ["rare"] if i % 500 == 0 else []
+    return json.dumps({"type": "fact", "text": f"note {i} {words} item{i}", "tags": tag}).encode() + b"\n"
+
+
+@pytest.fixture(scope="module")
+def template(tmp_path_factory):
+    path = tmp_path_factory.mktemp("template") / "store"
+    cx = Cortex(store=path, actor="alice")
+    report = cx.import_jsonl(iter([_line(i) for i in range(N)]))
+    assert report.imported == N and report.index["action"] == "rebuild"
+    return path
+
+
+@pytest.fixture
+def big(template, tmp_path):
+    path = tmp_path / "big"
+    shutil.copytree(template, path)
+    return path
+
+
+def _state(cx) -> str:
+    with cx.store.read() as con:
+        count, max_key, dim = sq.vector_stats(con, cx.embedder.model)
+        return semantic.index_state(con, cx.store, cx.embedder.model, dim)[1]
+
+
+def _exact_best(cx, text: str) -> str:
+    q = np.frombuffer(cx.embedder.embed_bytes(text), dtype="<f4")
+    with cx.store.read() as con:
+        where, params = "h.tombstoned_at IS NULL", []
+        ids, mat = sq.vectors_for(con, where, params, cx.embedder.model, q.shape[0])
+    return ids[int(np.argmax(mat @ q))]
+
+
+def test_an_unfiltered_find_goes_through_the_index_and_agrees_with_exact_search(big):
+    cx = Cortex(store=big, actor="alice")
+    assert _state(cx) == "ok"
+    hits, warnings = cx.find_with_warnings(FindQuery(near="item1234 kilo", k=5))
+    assert warnings == []
+    sem = [h for h in hits if h.similarity is not None]
+    best = max(sem, key=lambda h: h.similarity)
+    assert best.id == _exact_best(cx, "item1234 kilo")
+
+
+def test_a_narrow_filter_is_searched_exactly(big):
+    cx = Cortex(store=big, actor="alice")
+    hits = cx.find(FindQuery(near="item1500", tags=["rare"], k=20))
+    assert {h.text.split()[1] for h in hits} <= {str(i) for i in range(0, N, 500)}
+    assert hits[0].text.startswith("note 1500 ")
+
+
+def _damage_and_find(path, damage) -> tuple[list, list]:
+    damage(path / semantic.INDEX_NAME)
+    cx = Cortex(store=path, actor="alice")
+    assert _state(cx) != "ok"
+    hits, warnings = cx.find_with_warnings(FindQuery(near="item77 alpha", k=3))
+    assert _state(cx) == "ok"  # rebuilt
+    return hits, warnings
+
+
+def _truncate(p):
+    with open(p, "r+b") as fh:
+        fh.truncate(os.path.getsize(p) // 2)
+
+
+def _flip(p):
+    size = os.path.getsize(p)
+    with open(p, "r+b") as fh:
+        for off in (size // 3, size // 2, size - 100):
+            fh.seek(off)
+            b = fh.read(1)
+            fh.seek(off)
+            fh.write(bytes([b[0] ^ 0xFF]))
+
+
+def _garbage(p):
+    with open(p, "wb") as fh:
+        fh.write(os.urandom(4096))
+
+
+def _remove(p):
+    os.unlink(p)
+
+
+@pytest.mark.parametrize("damage", [_truncate, _flip, _garbage, _remove], ids=["truncated", "flipped", "garbage", "missing"])
+def test_a_damaged_index_file_is_detected_and_rebuilt_never_a_crash(big, damage):
+    hits, warnings = _damage_and_find(big, damage)
+    assert hits and hits[0].text.startswith("note 77 ")
+    assert any("rebuilt" in w for w in warnings)
+    assert_store_verifies(big)
+
+
+def test_verify_reports_a_damaged_index_file(big, cli):
+    _flip(big / semantic.INDEX_NAME)
+    run = cli("verify", "--store", str(big))
+    assert run.code == 7, run
+    assert "index file" in run.out + run.err
+    assert cli("reindex", "--rebuild", "--store", str(big)).code == 0
+    assert cli("verify", "--store", str(big)).code == 0
+
+
+def test_a_stale_index_file_from_an_earlier_state_is_rebuilt(big):
+    cx = Cortex(store=big, actor="alice")
+    old_index = (big / semantic.INDEX_NAME).read_bytes()
+    old_record = (big / semantic.RECORD_NAME).read_bytes()
+    stat = os.stat(big / semantic.INDEX_NAME)
+    first = cx.find(FindQuery(near="item10 ", k=1))[0]
+    cx.update(first.id, "note 10 rewritten entirely zebra crossing")
+    cx.reindex(rebuild=True)
+    # put the old file and its record back, with the old times: only the store can tell it is stale
+    (big / semantic.INDEX_NAME).write_bytes(old_index)
+    os.utime(big / semantic.INDEX_NAME, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    (big / semantic.RECORD_NAME).write_bytes(old_record)
+    assert _state(cx) == "out of step with the store"
+    hits, warnings = cx.find_with_warnings(FindQuery(near="zebra crossing", k=1))
+    assert hits[0].id == first.id and any("rebuilt" in w for w in warnings)
+
+
+def test_an_index_built_by_another_model_is_not_used(big):
+    cx = Cortex(store=big, actor="alice")
+    record = json.loads((big / semantic.RECORD_NAME).read_text())
+    record["model"] = "openai:some-other-model"
+    (big / semantic.RECORD_NAME).write_text(json.dumps(record))
+    assert _state(cx).startswith("built by model")
+    hits, warnings = cx.find_with_warnings(FindQuery(near="item42 ", k=1))
+    assert hits[0].text.startswith("note 42 ") and _state(cx) == "ok"
+
+
+def test_writes_go_to_the_delta_and_a_grown_delta_is_folded(big):
+    cx = Cortex(store=big, actor="alice")
+    before = json.loads((big / semantic.RECORD_NAME).read_text())
+    uri = cx.write("fact", "a brand new memory about walruses").id
+    assert json.loads((big / semantic.RECORD_NAME).read_text()) == before  # one write never rewrites the file
+    hit = cx.find(FindQuery(near="walruses", k=1))[0]
+    assert hit.id == uri and "semantic" in hit.lanes  # found through the exact delta
+    lines = [json.dumps({"type": "fact", "text": f"extra {i} walrus colony"}).encode() + b"\n"
+             for i in range(semantic.FOLD_AT)]
+    cx.import_jsonl(iter(lines))
+    after = json.loads((big / semantic.RECORD_NAME).read_text())
+    assert after["max_key"] > before["max_key"] and after["count"] == before["count"] + 1 + semantic.FOLD_AT
+    assert _state(cx) == "ok"
+
+
+def test_an_atomic_save_under_a_process_that_is_searching(big):
+    cx = Cortex(store=big, actor="alice")
+    reader = textwrap.dedent(f"""
+        import sys, time, numpy as np
+        from cortexctl import Cortex, FindQuery
+        cx = Cortex(store={str(big)!r}, actor="alice")
+        from cortexctl.index import hnsw
+        from usearch.index import Index
+        n = 0
+        end = time.monotonic() + 4
+        q = np.frombuffer(cx.embedder.embed_bytes("item5 alpha"), dtype="<f4")
+        while time.monotonic() < end:
+            ix = Index.restore({str(big / semantic.INDEX_NAME)!r}, view=True)
+            for _ in range(20):
+                ix.search(q, 10)
+                n += 1
+            cx.find(FindQuery(near="item5 alpha", k=3))
+        print(n)
+    """)
+    proc = subprocess.Popen([sys.executable, "-c", reader], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    saves = 0
+    while proc.poll() is None and saves < 6:
+        cx.reindex(rebuild=True)
+        saves += 1
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 0, err.decode()[-2000:]  # a SIGBUS would be -7
+    assert int(out) > 0 and saves >= 2
+
+
+def test_fingerprint_notices_any_rewrite_of_the_file(tmp_path):
+    index = hnsw.new(8)
+    hnsw.add(index, np.arange(1, 51, dtype=np.uint64), np.random.default_rng(1).random((50, 8), dtype=np.float32))
+    path = tmp_path / "i.usearch"
+    fp = hnsw.save_atomic(index, path)
+    assert hnsw.trusted(path, fp)
+    data = path.read_bytes()
+    path.write_bytes(data)  # same bytes, new modification time
+    assert not hnsw.trusted(path, fp)
+    assert (path.stat().st_mode & 0o777) == 0o600
