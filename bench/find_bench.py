@@ -4,8 +4,8 @@
     python bench/find_bench.py [--memories 100000] [--million] [--runs 10] [--json]
 
 Builds a throwaway store of N synthetic memories (the generator of
-bench/cold_start.py) with `cortexctl import` and the built-in hash embedder,
-then prints:
+bench/cold_start.py, each made distinct by a few words of detail) with
+`cortexctl import` and the built-in hash embedder, then prints:
 
 - import throughput (memories/s, end to end: parsing, validation, embedding,
   postings, inserts, journal and the one index build at the end);
@@ -33,7 +33,27 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from cold_start import bench_env, find_cortexctl, log, time_once, write_jsonl  # noqa: E402
+from cold_start import Gen, bench_env, find_cortexctl, log, time_once  # noqa: E402
+
+SYLLABLES = ("ka ri to mu sen va lo pe dri na qui zo bel tar fen go mi ru sha vel cor da "
+             "lin pra ste mo nu gar hel dor ti").split()
+
+
+def write_corpus(path: Path, n: int, seed: int, now: datetime) -> None:
+    """n memories from bench/cold_start.py's generator, each made distinct the way real ones are:
+    a detail of two to four words from a 20,000-word vocabulary (Zipf-distributed) and a number."""
+    import json
+
+    g = Gen(seed, now)
+    r = random.Random(seed + 1)
+    vocab = ["".join(r.choice(SYLLABLES) for _ in range(r.randint(2, 4))) for _ in range(20_000)]
+    weights = [1.0 / (i + 1) for i in range(len(vocab))]
+    with open(path, "w", encoding="utf-8") as fh:
+        for _ in range(n):
+            line = g.line()
+            words = r.choices(vocab, weights, k=r.randint(2, 4))
+            line["text"] = f"{line['text']} ({' '.join(words)} #{r.randrange(1, 100_000)})"
+            fh.write(json.dumps(line, ensure_ascii=False, separators=(",", ":")) + "\n")
 
 QUERIES = [
     "how do we rotate the deploy key", "who owns the on-call rotation", "latency budget for payments",
@@ -104,7 +124,7 @@ def main() -> int:
     if args.store is None:
         jsonl = tmp / "memories.jsonl"
         log(f"generating {n} memories ...")
-        write_jsonl(jsonl, n, args.seed, datetime.now(timezone.utc))
+        write_corpus(jsonl, n, args.seed, datetime.now(timezone.utc))
         log("importing with cortexctl import ...")
         import subprocess
 

@@ -31,6 +31,7 @@ results come in salience order.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -42,6 +43,7 @@ from cortexctl.memory.types import type_name as stored_type
 from cortexctl.store import records
 from cortexctl.store import search as sq
 
+K1, B = 1.2, 0.0  # BM25
 W_LEX = 1.0
 W_SEM_HASH = 0.05  # LoCoMo recall@10 is flat from 0 to 0.1 and falls beyond: a tie-break and a fallback
 W_SEM_MODEL = 1.0
@@ -73,89 +75,129 @@ def query_terms(text: str) -> dict[int, float]:
 
 
 def run(cx, query: FindQuery, filters: dict) -> tuple[list[FindHit], list[str]]:
-    """The ranked hits and any warnings (a lane that could not run)."""
-    from cortexctl.engine.cortex import utcnow
+    """The ranked hits and any warnings (a lane that could not run, an index rebuilt)."""
+    from cortexctl.engine.semantic import IndexUnusable, fold
+    from cortexctl.errors import StoreBusy
 
     warnings: list[str] = []
-    now = utcnow()
-    sal_params = salience_params(now)
+    qvec = _embed_query(cx, query.near, warnings) if query.near is not None else None
+    try:
+        return _search(cx, query, filters, qvec, warnings), warnings
+    except IndexUnusable as exc:
+        try:
+            fold(cx, rebuild=True, wait=0)  # the writer lock only; never queue behind another writer
+            warnings.append(f"index {exc.message}: rebuilt")
+            return _search(cx, query, filters, qvec, warnings), warnings
+        except StoreBusy:
+            warnings.append(f"index {exc.message} and another writer holds the store: exact search")
+            return _search(cx, query, filters, qvec, warnings, exact=True), warnings
+
+
+def _search(cx, query: FindQuery, filters: dict, qvec, warnings: list[str], *, exact: bool = False) -> list[FindHit]:
+    from cortexctl.engine import semantic
+    from cortexctl.engine.cortex import utcnow
+
+    sal_params = salience_params(utcnow())
     where, params = records.filter_sql(actor=cx.actor, **filters)
     n = max(query.k * 3, MIN_CANDIDATES)
+    with cx._reading() as con:
+        if con is None:
+            return []
+        if query.near is None:
+            ranked = [Candidate(i, ["salience"], salience=s)
+                      for i, s in records.top_salience(con, where, params, sal_params, query.k)]
+            return _hits(con, ranked, query)
+        lexical = lexical_lane(con, query.near, where, params, n)
+        nearest: list[tuple[str, float]] = []
+        if qvec is not None:
+            narrow = bool(filters["types"] or filters["tags"] or filters["frames"])
+            nearest, note = semantic.search(cx, con, qvec, where, params, n, narrow=narrow, exact=exact)
+            if note:
+                warnings.append(note)
+        salient = records.top_salience(con, where, params, sal_params, n)
+        cands = fuse(lexical, nearest, salient)
+        missing = [c.id for c in cands.values() if "salience" not in c.lanes]
+        for id_, s in records.salience_of(con, missing, sal_params).items():
+            cands[id_].salience = s
+        return _hits(con, rank(cands.values(), remote=cx.embedder.remote), query)
 
-    qvec = None
-    if query.near is not None:
-        qvec = _embed_query(cx, query.near, warnings)
 
-    semantic_result = None
-    for attempt in range(2):
-        try:
-            with cx._reading() as con:
-                if con is None:
-                    return [], warnings
-                if query.near is None:
-                    ranked = [Candidate(i, ["salience"], salience=s)
-                              for i, s in records.top_salience(con, where, params, sal_params, query.k)]
-                    return _hits(con, ranked, query), warnings
-                lexical = lexical_lane(con, query.near, where, params, n)
-                if qvec is not None and semantic_result is None:
-                    from cortexctl.engine import semantic
+def bm25_scores(con, qw: dict[int, float], n_docs: int):
+    """(docs, scores) of every memory holding a query term, as numpy arrays.
 
-                    semantic_result, note = semantic.search(cx, con, qvec, where, params, n)
-                    if note:
-                        warnings.append(note)
-                salient = records.top_salience(con, where, params, sal_params, n)
-                cands = fuse(lexical, semantic_result or [], salient)
-                missing = [c for c in cands.values() if "salience" not in c.lanes]
-                for id_, s in records.salience_of(con, [c.id for c in missing], sal_params).items():
-                    cands[id_].salience = s
-                ranked = rank(cands.values(), remote=cx.embedder.remote)
-                return _hits(con, ranked, query), warnings
-        except Exception as exc:
-            from cortexctl.engine.semantic import IndexUnusable, exact_search
+    score = sum over query terms t of w_t * idf(t) * tf * (k1 + 1) / (tf + k1 * (1 - b + b * len / avglen)),
+    idf(t) = ln(1 + (N - df + 0.5) / (df + 0.5)), N and df over the whole store. With b = 0
+    the length terms drop out.
+    """
+    import numpy as np
 
-            if not isinstance(exc, IndexUnusable) or attempt:
-                raise
-            reason = exc.message
-            # Rebuild the index (the writer lock, not the file); if another writer is busy, search exactly.
-            from cortexctl.engine import semantic
-            from cortexctl.errors import StoreBusy
+    hits = sq.postings_of(con, list(qw))
+    if not len(hits["doc"]):
+        return np.zeros(0, np.uint64), np.zeros(0)
+    terms_, inverse, df = np.unique(hits["term"], return_inverse=True, return_counts=True)
+    weight = np.array([qw[int(t)] for t in terms_]) * np.log1p((n_docs - df + 0.5) / (df + 0.5))
+    tf = hits["tf"].astype(np.float64)
+    if B:
+        raise NotImplementedError("length normalization needs lex_docs.len joined in")
+    contrib = weight[inverse] * tf * (K1 + 1) / (tf + K1)
+    docs, where_ = np.unique(hits["doc"], return_inverse=True)
+    return docs, np.bincount(where_, weights=contrib, minlength=len(docs))
 
-            try:
-                semantic.fold(cx, rebuild=True)
-                warnings.append(f"index {reason}: rebuilt")
-            except StoreBusy:
-                with cx._reading() as con:
-                    semantic_result = exact_search(cx, con, qvec, where, params, n)
-                warnings.append(f"index {reason} and the store is busy: exact search")
-    return [], warnings
+
+def filtered_top(con, docs, scores, where: str, params: list, n: int) -> list[tuple[str, int, float]]:
+    """The ``n`` best (id, doc, score) whose memory passes ``where``; ties by ID.
+
+    Candidates are checked in growing slices of the ranking, so a broad filter
+    costs one small lookup and a narrow one a few more.
+    """
+    import numpy as np
+
+    order = np.lexsort((docs, -scores))
+    out: list[tuple[str, int, float]] = []
+    start, size = 0, max(4 * n, 64)
+    while start < len(order) and len(out) < n:
+        sel = order[start : start + size]
+        ids = sq.doc_ids(con, docs[sel].tolist())
+        ok = records.passing(con, list(ids.values()), where, params)
+        out.extend((ids[int(d)], int(d), float(s)) for d, s in zip(docs[sel], scores[sel])
+                   if ids.get(int(d)) in ok)
+        start += size
+        size *= 4
+    out.sort(key=lambda x: (-x[2], x[0]))
+    return out[:n]
 
 
 def lexical_lane(con, text: str, where: str, params: list, n: int) -> list[tuple[str, float]]:
     """BM25, then one pass of pseudo-relevance feedback (module docstring)."""
     qw = query_terms(text)
-    first = sq.bm25(con, qw, where, params, max(n, PRF_DOCS))
+    if not qw:
+        return []
+    n_docs = sq.doc_count(con)
+    docs, scores = bm25_scores(con, qw, n_docs)
+    first = filtered_top(con, docs, scores, where, params, max(n, PRF_DOCS))
     if not first:
         return []
     top = first[:PRF_DOCS]
-    docs = sq.doc_terms(con, [i for i, _ in top])
-    total = sum(s for _, s in top) or 1.0
+    held = sq.doc_terms(con, [d for _, d, _ in top])
+    total = sum(s for _, _, s in top) or 1.0
     weights: dict[int, float] = {}
-    for id_, s in top:
-        tfs, length = docs.get(id_, ({}, 1))
+    for _, doc, s in top:
+        tfs, length = held.get(doc, ({}, 1))
         for t, tf in tfs.items():
             if t not in qw:
                 weights[t] = weights.get(t, 0.0) + (s / total) * tf / max(length, 1)
     if not weights:
-        return first[:n]
-    idf = sq.term_idf(con, list(weights))
-    e = {t: w * idf[t] for t, w in weights.items()}
+        return [(i, s) for i, _, s in first[:n]]
+    df = sq.term_df(con, list(weights))
+    e = {t: w * math.log1p((n_docs - df.get(t, 0) + 0.5) / (df.get(t, 0) + 0.5)) for t, w in weights.items()}
     best = sorted(e.items(), key=lambda kv: (-kv[1], kv[0]))[:PRF_TERMS]
     if not best or best[0][1] <= 0:
-        return first[:n]
+        return [(i, s) for i, _, s in first[:n]]
     expanded = dict(qw)
     for t, v in best:
         expanded[t] = PRF_BETA * v / best[0][1]
-    return sq.bm25(con, expanded, where, params, n)
+    docs, scores = bm25_scores(con, expanded, n_docs)
+    return [(i, s) for i, _, s in filtered_top(con, docs, scores, where, params, n)]
 
 
 def _embed_query(cx, text: str, warnings: list[str]):

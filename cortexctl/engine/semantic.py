@@ -239,7 +239,8 @@ def store_or_warn(con, embedder, ids, versions, matrix, warnings: list[str]) -> 
 
 
 # -- building --------------------------------------------------------------------------
-def fold(cx, *, rebuild: bool = False, progress: Callable[[int, int], None] | None = None) -> dict:
+def fold(cx, *, rebuild: bool = False, progress: Callable[[int, int], None] | None = None,
+         wait: float | None = None) -> dict:
     """Bring the index file up to date with the active model's vectors; returns what was done.
 
     Folds the delta into a trusted file, or rebuilds from DuckDB when the file
@@ -249,7 +250,7 @@ def fold(cx, *, rebuild: bool = False, progress: Callable[[int, int], None] | No
 
     embedder = cx.embedder
     model = embedder.model
-    with cx.store.exclusive():
+    with cx.store.exclusive(wait=wait):
         with cx.store.read() as con:
             count, max_key, dim = sq.vector_stats(con, model)
             rec, why = index_state(con, cx.store, model, dim)
@@ -301,24 +302,27 @@ def maybe_fold(cx, last_key: int) -> None:
 
 
 # -- searching ---------------------------------------------------------------------------
-def search(cx, con, query_vec, where: str, params: list, n: int) -> tuple[list[tuple[str, float]], str | None]:
+def search(cx, con, query_vec, where: str, params: list, n: int, *, narrow: bool,
+           exact: bool = False) -> tuple[list[tuple[str, float]], str | None]:
     """The ``n`` visible, filtered memories nearest to ``query_vec``: ([(id, cosine)], note).
 
-    ``note`` says when the index had to be bypassed; the answer is exact then.
+    ``narrow``: the query has filters beyond visibility, so count the
+    candidates and compare them exactly when they are few. ``exact``: skip the
+    index. ``note`` says when the index had to be bypassed; the answer is exact
+    then. Raises ``IndexUnusable`` when the index file cannot be trusted.
     """
     import numpy as np
 
     from cortexctl.index import hnsw
     from cortexctl.store import records
 
-    embedder = cx.embedder
-    model = embedder.model
+    model = cx.embedder.model
     q = np.asarray(query_vec, dtype=np.float32).reshape(-1)
     if not np.any(q):
         return [], None
     dim = q.shape[0]
-    candidates = records.count_heads(con, where, params)
-    if candidates <= EXACT_MAX:
+    total = records.count_heads(con)
+    if exact or total <= EXACT_MAX or (narrow and records.count_heads(con, where, params) <= EXACT_MAX):
         return _exact(con, where, params, model, dim, q, n), None
     rec, why = index_state(con, cx.store, model, dim)
     if why != "ok" or rec is None:
@@ -328,22 +332,27 @@ def search(cx, con, query_vec, where: str, params: list, n: int) -> tuple[list[t
         raise IndexUnusable("file changed or damaged")
     found: dict[str, float] = {}
     # the delta: vectors newer than the file, compared exactly
-    ids, mat = sq.vectors_for(con, f"{where} AND x.key > ?", [*params, rec.max_key], model, dim)
-    if len(ids):
-        sims = mat @ q
-        for i, s in zip(ids, sims.tolist()):
-            found[i] = s
-    want = max(n * 4, 100)
+    ids, versions, mat = sq.vectors_after(con, model, rec.max_key, dim)
+    if ids:
+        ok = records.passing(con, ids, where, params)
+        for i, v, s in zip(ids, versions, (mat @ q).tolist()):
+            if ok.get(i) == v:
+                found[i] = s
+    want = max(n * 2, 64)
     while True:
         keys, sims = hnsw.search(index, q, want)
-        mapping = sq.keys_to_heads(con, keys.tolist(), model, where, params)
-        for k, s in zip(keys.tolist(), sims.tolist()):
-            id_ = mapping.get(k)
-            if id_ is not None and (id_ not in found or found[id_] < s):
-                found[id_] = s
-        if len(mapping) >= n or want >= len(index):
+        sim_of = dict(zip(keys.tolist(), sims.tolist()))
+        rows = sq.vectors_of_keys(con, keys.tolist(), model)
+        ok = records.passing(con, [i for _, i, _ in rows], where, params)
+        hits = 0
+        for k, i, v in rows:
+            if ok.get(i) == v:
+                hits += 1
+                if sim_of[k] > found.get(i, -2.0):
+                    found[i] = sim_of[k]
+        if hits >= n or want >= len(index):
             break
-        if want >= 16 * max(n * 4, 100):
+        if want >= 64 * max(n * 2, 64):
             # A filter that keeps few of the memories the index finds: compare them all exactly.
             return _exact(con, where, params, model, dim, q, n), "filter too narrow for the index; exact search"
         want *= 4
@@ -360,13 +369,6 @@ def _exact(con, where, params, model, dim, q, n) -> list[tuple[str, float]]:
     sims = mat @ q
     top = np.argsort(-sims, kind="stable")[:n]
     return [(ids[i], float(sims[i])) for i in top if sims[i] > 0]
-
-
-def exact_search(cx, con, query_vec, where, params, n):
-    import numpy as np
-
-    q = np.asarray(query_vec, dtype=np.float32).reshape(-1)
-    return _exact(con, where, params, cx.embedder.model, q.shape[0], q, n)
 
 
 class IndexUnusable(CortexError):

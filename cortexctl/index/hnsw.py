@@ -27,7 +27,7 @@ METRIC = "cos"
 DTYPE = "f32"  # usearch defaults to bf16, which loses recall; f32 keeps recall@10 above 0.99
 CONNECTIVITY = 16
 EXPANSION_ADD = 64  # not stored in the file: set on every open
-EXPANSION_SEARCH = 128
+EXPANSION_SEARCH = 256
 SAMPLE_BLOCK = 4096
 SAMPLES = 32
 

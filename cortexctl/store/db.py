@@ -189,17 +189,19 @@ class Store:
                 after()
 
     @contextmanager
-    def exclusive(self) -> Iterator[None]:
+    def exclusive(self, *, wait: float | None = None) -> Iterator[None]:
         """Hold the writer lock without holding the file: readers go on, other writers wait.
 
         For long work outside DuckDB (building the index file); ``write()``
-        inside it opens the file without taking the lock again.
+        inside it opens the file without taking the lock again. ``wait``
+        overrides the store's ``--wait`` (0: one attempt).
         """
         if self._held:
             yield
             return
         self._create_dir()
-        with self._writer_lock(self._deadline()):
+        deadline = self._deadline() if wait is None else time.monotonic() + wait
+        with self._writer_lock(deadline):
             self._held = True
             try:
                 yield

@@ -181,8 +181,7 @@ def current_versions(con, ids: list[str]) -> dict[str, dict]:
     cols = ", ".join(f"v.{c}" for c in VERSION_COLUMNS)
     cur = con.execute(
         f"SELECT {cols} FROM versions v JOIN heads h ON h.id = v.id AND h.current_version = v.version"
-        " WHERE list_contains(?, v.id)",
-        [ids],
+        f" WHERE v.id IN {id_list(ids)} AND h.id IN {id_list(ids)}"
     )
     return {r["id"]: r for r in _dicts(cur, VERSION_COLUMNS)}
 
@@ -220,16 +219,42 @@ def filter_sql(
     return " AND ".join(where), params
 
 
-def count_heads(con, where: str, params: list[Any]) -> int:
-    return int(con.execute(f"SELECT count(*) FROM heads h WHERE {where}", params).fetchall()[0][0])
+def count_heads(con, where: str | None = None, params: Sequence[Any] = ()) -> int:
+    """Heads passing ``where`` (all heads without it, from the table's metadata)."""
+    sql = "SELECT count(*) FROM heads h" + (f" WHERE {where}" if where else "")
+    return int(con.execute(sql, list(params)).fetchall()[0][0])
+
+
+_ID_CHARS = frozenset("0123456789ABCDEFGHJKMNPQRSTVWXYZ")
+
+
+def id_list(ids: Iterable[str]) -> str:
+    """IDs as an SQL literal list, ``('A', 'B')``. DuckDB looks a literal IN list up in the
+    primary-key index, where a bound list is scanned; IDs are checked to be Crockford base32."""
+    out = []
+    for i in ids:
+        if len(i) != 26 or not _ID_CHARS.issuperset(i):
+            raise IntegrityError(f"not a memory ID: {i!r}")
+        out.append(f"'{i}'")
+    return "(" + ", ".join(out) + ")"
 
 
 def heads_by_ids(con, ids: Sequence[str]) -> dict[str, dict]:
     if not ids:
         return {}
     cols = ", ".join(f"h.{c}" for c in HEAD_COLUMNS)
-    cur = con.execute(f"SELECT {cols} FROM heads h WHERE list_contains(?, h.id)", [list(ids)])
+    cur = con.execute(f"SELECT {cols} FROM heads h WHERE h.id IN {id_list(ids)}")
     return {r["id"]: r for r in _dicts(cur, HEAD_COLUMNS)}
+
+
+def passing(con, ids: Sequence[str], where: str, params: Sequence[Any]) -> dict[str, int]:
+    """Of ``ids``, those whose head passes ``where``: id -> current version."""
+    if not ids:
+        return {}
+    rows = con.execute(
+        f"SELECT h.id, h.current_version FROM heads h WHERE h.id IN {id_list(ids)} AND {where}", list(params)
+    ).fetchall()
+    return {r[0]: int(r[1]) for r in rows}
 
 
 # Salience: a weighted sum of factors in [0, 1], 0 for a forgotten memory:
@@ -265,9 +290,7 @@ def top_salience(con, where: str, params: list[Any], sal_params: list[Any], limi
 def salience_of(con, ids: Sequence[str], sal_params: list[Any]) -> dict[str, float]:
     if not ids:
         return {}
-    rows = con.execute(
-        f"SELECT h.id, {SALIENCE_SQL} FROM heads h WHERE list_contains(?, h.id)", [*sal_params, list(ids)]
-    ).fetchall()
+    rows = con.execute(f"SELECT h.id, {SALIENCE_SQL} FROM heads h WHERE h.id IN {id_list(ids)}", sal_params).fetchall()
     return {r[0]: float(r[1]) for r in rows}
 
 

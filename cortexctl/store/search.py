@@ -16,11 +16,6 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any, Iterable, Iterator, Sequence
 
-# BM25 parameters (see engine/find.py for why b is 0).
-K1 = 1.2
-B = 0.0
-
-
 # -- vectors ---------------------------------------------------------------------
 def next_vector_key(con) -> int:
     return int(con.execute("SELECT coalesce(max(key), 0) + 1 FROM vectors").fetchall()[0][0])
@@ -182,16 +177,28 @@ def vectors_for(con, where: str, params: list, model: str, dim: int):
     return [r[0] for r in rows], np.frombuffer(b"".join(r[1] for r in rows), dtype="<f4").reshape(len(rows), dim)
 
 
-def keys_to_heads(con, keys: Sequence[int], model: str, where: str, params: list) -> dict[int, str]:
-    """Of these vector keys, the ones that are a visible head's current vector passing ``where``: key -> id."""
+def vectors_of_keys(con, keys: Sequence[int], model: str) -> list[tuple[int, str, int]]:
+    """(key, id, version) of these vector keys that still exist for ``model``."""
     if not len(keys):
-        return {}
+        return []
     rows = con.execute(
-        f"SELECT x.key, h.id FROM vectors x JOIN heads h ON h.id = x.id AND h.current_version = x.version"
-        f" WHERE list_contains(?, x.key) AND x.model = ? AND {where}",
-        [[int(k) for k in keys], model, *params],
+        "SELECT key, id, version FROM vectors WHERE list_contains(?, key) AND model = ?",
+        [[int(k) for k in keys], model],
     ).fetchall()
-    return {int(k): i for k, i in rows}
+    return [(int(k), i, int(v)) for k, i, v in rows]
+
+
+def vectors_after(con, model: str, after: int, dim: int):
+    """(ids, versions, matrix) of the model's vectors with key above ``after`` (the delta)."""
+    import numpy as np
+
+    rows = con.execute(
+        "SELECT id, version, vec FROM vectors WHERE model = ? AND key > ?", [model, after]
+    ).fetchall()
+    if not rows:
+        return [], [], np.zeros((0, dim), dtype=np.float32)
+    return ([r[0] for r in rows], [int(r[1]) for r in rows],
+            np.frombuffer(b"".join(r[2] for r in rows), dtype="<f4").reshape(len(rows), dim))
 
 
 # -- lexical postings --------------------------------------------------------------
@@ -266,62 +273,61 @@ def backfill_lexical(con, batch: int = 5000) -> None:
         lex_add(con, [(id_, text_terms(schema.search_text(type_name(t), codec.decode(d)))) for id_, t, d in rows])
 
 
-def bm25(con, query: dict[int, float], where: str, params: list, limit: int) -> list[tuple[str, float]]:
-    """The best ``limit`` (id, BM25 score) among heads passing ``where`` (alias h).
-
-    Term statistics (document frequency, average length) are over the whole
-    store, as one index; only the candidates are filtered.
-    """
-    if not query:
-        return []
-    tids = list(query)
-    weights = [float(query[t]) for t in tids]
-    rows = con.execute(
-        f"""
-        WITH q AS (SELECT unnest(?::BIGINT[]) AS term, unnest(?::DOUBLE[]) AS qw),
-        st AS (SELECT count(*)::DOUBLE AS n, coalesce(avg(len), 1)::DOUBLE AS avgdl FROM lex_docs),
-        df AS (SELECT p.term, count(*)::DOUBLE AS df FROM lex_postings p
-               WHERE p.term IN (SELECT term FROM q) GROUP BY p.term),
-        scored AS (
-            SELECT d.id, sum(q.qw * ln(1 + (st.n - df.df + 0.5) / (df.df + 0.5))
-                   * p.tf * ({K1} + 1) / (p.tf + {K1} * (1 - {B} + {B} * d.len / st.avgdl))) AS score
-            FROM lex_postings p JOIN q ON q.term = p.term JOIN df ON df.term = p.term
-            JOIN lex_docs d ON d.doc = p.doc CROSS JOIN st
-            GROUP BY d.id)
-        SELECT s.id, s.score FROM scored s JOIN heads h ON h.id = s.id
-        WHERE {where} ORDER BY s.score DESC, s.id LIMIT {int(limit)}
-        """,
-        [tids, weights, *params],
-    ).fetchall()
-    return [(r[0], float(r[1])) for r in rows]
+def doc_count(con) -> int:
+    return int(con.execute("SELECT count(*) FROM lex_docs").fetchall()[0][0])
 
 
-def doc_terms(con, ids: Sequence[str]) -> dict[str, tuple[dict[int, int], int]]:
-    """Each memory's term frequencies and length: id -> ({term: tf}, length)."""
+def postings_of(con, terms: Sequence[int]):
+    """Every posting of these terms across the store: numpy arrays term, doc, tf."""
+    import numpy as np
+
+    if not terms:
+        return {"term": np.zeros(0, np.int64), "doc": np.zeros(0, np.uint64), "tf": np.zeros(0, np.uint16)}
+    got = con.execute(
+        "SELECT term, doc, tf FROM lex_postings WHERE list_contains(?::BIGINT[], term)", [list(terms)]
+    ).fetchnumpy()
+    return {k: np.asarray(got[k]) for k in ("term", "doc", "tf")}
+
+
+def doc_ids(con, docs: Sequence[int]) -> dict[int, str]:
+    """doc number -> memory ID."""
+    if not len(docs):
+        return {}
+    rows = con.execute("SELECT doc, id FROM lex_docs WHERE list_contains(?::UBIGINT[], doc)",
+                       [[int(d) for d in docs]]).fetchall()
+    return {int(d): i for d, i in rows}
+
+
+def doc_numbers(con, ids: Sequence[str]) -> dict[str, int]:
+    """memory ID -> doc number."""
     if not ids:
         return {}
-    rows = con.execute(
-        "SELECT d.id, d.len, p.term, p.tf FROM lex_docs d JOIN lex_postings p ON p.doc = d.doc"
-        " WHERE list_contains(?, d.id)", [list(ids)]
-    ).fetchall()
-    out: dict[str, tuple[dict[int, int], int]] = {}
-    for id_, ln, term, tf in rows:
-        out.setdefault(id_, ({}, int(ln)))[0][int(term)] = int(tf)
-    return out
+    rows = con.execute("SELECT id, doc FROM lex_docs WHERE list_contains(?, id)", [list(ids)]).fetchall()
+    return {i: int(d) for i, d in rows}
 
 
-def term_idf(con, terms: Sequence[int]) -> dict[int, float]:
-    """BM25's idf of each term over the whole store: ln(1 + (N - df + 0.5) / (df + 0.5))."""
+def term_df(con, terms: Sequence[int]) -> dict[int, int]:
+    """Document frequency of each term over the whole store."""
     if not terms:
         return {}
-    import math
-
-    n = int(con.execute("SELECT count(*) FROM lex_docs").fetchall()[0][0])
     rows = con.execute(
-        "SELECT term, count(*) FROM lex_postings WHERE list_contains(?, term) GROUP BY term", [list(terms)]
+        "SELECT term, count(*) FROM lex_postings WHERE list_contains(?::BIGINT[], term) GROUP BY term", [list(terms)]
     ).fetchall()
-    df = {int(t): int(c) for t, c in rows}
-    return {t: math.log(1.0 + (n - df.get(t, 0) + 0.5) / (df.get(t, 0) + 0.5)) for t in terms}
+    return {int(t): int(c) for t, c in rows}
+
+
+def doc_terms(con, docs: Sequence[int]) -> dict[int, tuple[dict[int, int], int]]:
+    """Each doc's term frequencies and length: doc -> ({term: tf}, length)."""
+    if not len(docs):
+        return {}
+    want = [int(d) for d in docs]
+    lens = dict(con.execute("SELECT doc, len FROM lex_docs WHERE list_contains(?::UBIGINT[], doc)", [want]).fetchall())
+    out: dict[int, tuple[dict[int, int], int]] = {int(d): ({}, int(n)) for d, n in lens.items()}
+    for doc, term, tf in con.execute(
+        "SELECT doc, term, tf FROM lex_postings WHERE list_contains(?::UBIGINT[], doc)", [want]
+    ).fetchall():
+        out[int(doc)][0][int(term)] = int(tf)
+    return out
 
 
 def lexical_mismatches(con, expected, batch: int = 5000):

@@ -201,3 +201,21 @@ def test_an_import_stopped_by_a_busy_store_says_what_it_imported_and_how_to_resu
     assert f"tail -n +{int(m.group(2)) + 1}" in err
     report = Cortex(store=store, actor="alice").verify()
     assert report.ok and report.memories == int(m.group(1)) and report.memories % batch == 0
+
+
+def test_find_near_keeps_answering_while_an_import_runs(tmp_path, store, cli):
+    """Between batches, and while the index file is built at the end, readers get in."""
+    Cortex(store=store, actor="alice").write("fact", "the first memory about walruses")
+    proc = _start_import(tmp_path, store, 8000, "--batch-size", "1000")
+    answered = 0
+    try:
+        while proc.poll() is None:
+            run = cli("find", "--near", "walruses", "--wait", "10", "--json")
+            assert run.code == 0, run
+            assert run.json()["results"], run
+            answered += 1
+    finally:
+        proc.wait(timeout=300)
+    assert proc.returncode == 0
+    assert answered >= 1
+    assert_store_verifies(store)

@@ -208,3 +208,24 @@ def test_fingerprint_notices_any_rewrite_of_the_file(tmp_path):
     path.write_bytes(data)  # same bytes, new modification time
     assert not hnsw.trusted(path, fp)
     assert (path.stat().st_mode & 0o777) == 0o600
+
+
+def test_a_damaged_index_under_a_busy_writer_is_searched_exactly_without_waiting(big):
+    holder = subprocess.Popen([sys.executable, "-c", textwrap.dedent(f"""
+        import fcntl, os, sys, time
+        fd = os.open({str(big / '.lock')!r}, os.O_RDWR | os.O_CREAT, 0o600)
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        print("held", flush=True)
+        time.sleep(30)
+    """)], stdout=subprocess.PIPE)
+    try:
+        assert holder.stdout.readline().strip() == b"held"
+        _garbage(big / semantic.INDEX_NAME)
+        cx = Cortex(store=big, actor="alice", wait=20)
+        hits, warnings = cx.find_with_warnings(FindQuery(near="item77 alpha", k=3))
+        assert hits[0].text.startswith("note 77 ")
+        assert any("exact search" in w for w in warnings)
+        assert _state(cx) != "ok"  # nothing was rebuilt under another writer's lock
+    finally:
+        holder.kill()
+        holder.wait()

@@ -95,3 +95,26 @@ def test_corrupt_rows_are_integrity_errors_not_crashes(built, store, cli):
     r = cli("find")
     assert_clean_error(r, 7)
     assert "schema version" in r.err
+
+
+# -- the search tables ---------------------------------------------------------------------
+SEARCH_TAMPERING = {
+    "postings deleted": ("DELETE FROM lex_postings WHERE doc = (SELECT doc FROM lex_docs WHERE id = ?)",
+                         "lexical", "lexical postings do not match the current text"),
+    "postings doc deleted": ("DELETE FROM lex_docs WHERE id = ?", "lexical", "no lexical postings"),
+    "term frequency changed": (
+        "UPDATE lex_postings SET tf = tf + 1 WHERE doc = (SELECT doc FROM lex_docs WHERE id = ?)",
+        "lexical", "lexical postings do not match the current text"),
+    "vector cut short": ("UPDATE vectors SET vec = vec[1:100] WHERE id = ?", "vectors", "wrong length"),
+    "vector of an old version": ("UPDATE vectors SET version = 1 WHERE id = ?", "vectors", "not of the memory's current version"),
+}
+
+
+@pytest.mark.parametrize("case", SEARCH_TAMPERING, ids=list(SEARCH_TAMPERING))
+def test_verify_catches_damage_to_the_search_tables(built, store, case):
+    cx, ids = built
+    statement, check, message = SEARCH_TAMPERING[case]
+    _sql(store, statement, [ids["a"]])  # memory a is at version 2
+    problems = [p for p in cx.verify().problems if p.check == check]
+    assert problems and message in problems[0].message, cx.verify().problems
+    assert problems[0].ref.startswith(f"cortex://m/{ids['a']}")
