@@ -96,9 +96,27 @@ def version_row(
     return {
         "id": id_, "version": version, "type": body.type_code, "data": body.data_bytes,
         "hash": body.hash, "created_at": created_at, "created_by": created_by,
-        "confidence": confidence, "provenance": json.dumps(provenance, sort_keys=True, separators=(",", ":")),
+        "confidence": confidence, "provenance": _provenance_text(provenance),
         "short": body.short, "medium": body.medium, "forms_override": body.forms_override,
     }
+
+
+_PROVENANCE_TEXT: dict[tuple[str, str], str] = {}
+
+
+def _provenance_text(provenance: dict) -> str:
+    """Provenance as stored: compact JSON with sorted keys. The usual one-key forms
+    ({"via": "import"}, ...) are made once."""
+    if len(provenance) == 1:
+        key = next(iter(provenance.items()))
+        if type(key[1]) is str:
+            text = _PROVENANCE_TEXT.get(key)
+            if text is None:
+                text = json.dumps(provenance, sort_keys=True, separators=(",", ":"))
+                if len(_PROVENANCE_TEXT) < 64:
+                    _PROVENANCE_TEXT[key] = text
+            return text
+    return json.dumps(provenance, sort_keys=True, separators=(",", ":"))
 
 
 _EPOCH = datetime(1970, 1, 1)
@@ -112,7 +130,7 @@ def _plain(row: dict) -> dict:
 
 def write_payload(head: dict, versions: list[dict]) -> bytes:
     """The journal payload of a write or import: the whole head and every version."""
-    return codec.encode({"head": _plain(head), "versions": [_plain(v) for v in versions]})
+    return codec.encode_plain({"head": _plain(head), "versions": [_plain(v) for v in versions]})
 
 
 def clean_tags(tags: Iterable[str], *, error=UsageError) -> list[str]:

@@ -239,52 +239,166 @@ def store_or_warn(con, embedder, ids, versions, matrix, warnings: list[str]) -> 
 
 
 # -- building --------------------------------------------------------------------------
+class IndexBuilder:
+    """An index filled batch by batch while an import goes on, for ``fold`` to take over.
+
+    usearch adds vectors without holding the GIL, so a worker thread grows the
+    graph while the next batch is read and written. It starts from the trusted
+    index file (``base``) when there is one, else from nothing. ``fold`` uses
+    it only when it is what a fold or rebuild would start from at that moment:
+    the same trusted file (or none), and every vector it was given still in
+    the store under its key; otherwise the usual fold or rebuild runs.
+    """
+
+    CHUNK = 1024  # vectors per job, so that the last ones can be added with every core
+
+    def __init__(self, cx) -> None:
+        from concurrent.futures import ThreadPoolExecutor
+
+        self.model = cx.embedder.model
+        self.base: IndexRecord | None = None
+        self.index = None
+        self.broken = False
+        self.threads = 1  # while the import's own thread works, the worker takes one core
+        self.added: list[tuple[int, list[str], list[int]]] = []  # (first key, ids, versions)
+        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="cortexctl-index")
+        self._jobs: list = []
+        try:
+            with cx.store.read() as con:
+                rec, why = index_state(con, cx.store, self.model, None)
+        except CortexError:
+            return  # no store yet (or unreadable): start from nothing
+        if why == "ok" and rec is not None:
+            self.base = rec
+            self._jobs.append(self._pool.submit(self._restore, index_path(cx.store), rec))
+
+    def _restore(self, path: Path, rec: IndexRecord) -> None:
+        from cortexctl.index import hnsw
+
+        self.index = hnsw.open_mutable(path, hnsw.Fingerprint.from_json(rec.fingerprint))
+        self.broken = self.index is None
+
+    def _add(self, keys, matrix) -> None:
+        from cortexctl.index import hnsw
+
+        if self.broken:
+            return
+        if self.index is None:
+            self.index = hnsw.new(int(matrix.shape[1]))
+        if self.index.ndim != matrix.shape[1]:
+            self.broken = True
+            return
+        self.index.add(keys, matrix, threads=self.threads)
+
+    def add(self, last_key: int, ids: list[str], versions: list[int], matrix) -> None:
+        """Queue vectors just committed under keys up to ``last_key`` (one per id, in order)."""
+        import numpy as np
+
+        first = last_key - len(ids) + 1
+        self.added.append((first, list(ids), [int(v) for v in versions]))
+        keys = np.arange(first, last_key + 1, dtype=np.uint64)
+        for s in range(0, len(keys), self.CHUNK):
+            self._jobs.append(self._pool.submit(self._add, keys[s : s + self.CHUNK], matrix[s : s + self.CHUNK]))
+
+    def close(self) -> None:
+        """Stop the worker (waiting for the add under way); the index is dropped."""
+        self._pool.shutdown(wait=True, cancel_futures=True)
+        self._jobs = []
+
+    def take(self, con, rec: IndexRecord | None, dim: int):
+        """The index, when it can stand in for what ``fold`` would start from, else None.
+
+        ``rec`` is the trusted record now (None when the file cannot be trusted).
+        Waits for the worker; an error it met is raised here.
+        """
+        self.threads = os.cpu_count() or 1  # nothing else to do now: every core on what is left
+        for job in self._jobs:
+            job.result()
+        self.close()
+        if self.broken or self.index is None or not self.added or self.index.ndim != dim:
+            return None
+        if rec != self.base:
+            return None
+        lo = self.added[0][0]
+        hi = self.added[-1][0] + len(self.added[-1][1]) - 1
+        stored = {int(k): (i, int(v)) for k, i, v in con.execute(
+            "SELECT key, id, version FROM vectors WHERE model = ? AND key BETWEEN ? AND ?",
+            [self.model, lo, hi]).fetchall()}
+        for first, ids, versions in self.added:
+            for k, (i, v) in enumerate(zip(ids, versions), first):
+                if stored.get(k) != (i, v):
+                    return None  # changed since (another writer updated or dropped it)
+        return self.index
+
+    def keys(self):
+        import numpy as np
+
+        return np.concatenate([np.arange(f, f + len(ids), dtype=np.uint64) for f, ids, _ in self.added])
+
+
 def fold(cx, *, rebuild: bool = False, progress: Callable[[int, int], None] | None = None,
-         wait: float | None = None) -> dict:
+         built: IndexBuilder | None = None, wait: float | None = None) -> dict:
     """Bring the index file up to date with the active model's vectors; returns what was done.
 
     Folds the delta into a trusted file, or rebuilds from DuckDB when the file
     cannot be trusted (or ``rebuild``). Holds the writer lock throughout.
+    With ``built`` (an import's ``IndexBuilder``), its vectors are not added
+    again when it can take the place of the file or of the empty start.
     """
     from cortexctl.index import hnsw
 
     embedder = cx.embedder
     model = embedder.model
-    with cx.store.exclusive(wait=wait):
-        with cx.store.read() as con:
-            count, max_key, dim = sq.vector_stats(con, model)
-            rec, why = index_state(con, cx.store, model, dim)
-            if dim is None:
-                return {"action": "none", "vectors": 0, "reason": "no vectors yet"}
-            index = None
-            if not rebuild and why == "ok" and rec is not None:
-                if rec.max_key == max_key and not sq.dropped_keys(con, model):
-                    return {"action": "none", "vectors": rec.count, "reason": "up to date"}
-                index = hnsw.open_mutable(index_path(cx.store), hnsw.Fingerprint.from_json(rec.fingerprint))
-            if index is not None:
-                action = "fold"
-                dropped = [k for k in sq.dropped_keys(con, model) if k <= rec.max_key]
-                hnsw.remove(index, [k for k in dropped if index.contains(k)])
-                after = rec.max_key
-            else:
-                action = "rebuild"
-                index = hnsw.new(dim)
-                after = 0
-            total = int(con.execute("SELECT count(*) FROM vectors WHERE model = ? AND key > ?",
-                                    [model, after]).fetchall()[0][0])
-            done = 0
-            for keys, mat in sq.iter_vectors(con, model, dim, after=after):
-                hnsw.add(index, keys, mat)
-                done += len(keys)
-                if progress:
-                    progress(done, max(total, done))
-        fp = hnsw.save_atomic(index, index_path(cx.store))
-        whole = hnsw.fingerprint(index_path(cx.store), count=fp.count, dim=fp.dim, whole=True)
-        _write_record(cx.store, IndexRecord(model, dim, max_key, len(index), fp.to_json(), whole.crc if whole else 0))
-        with cx.store.write() as con:
-            con.execute("BEGIN")
-            sq.clear_dropped(con)
-            con.execute("COMMIT")
+    try:
+        with cx.store.exclusive(wait=wait):
+            with cx.store.read() as con:
+                count, max_key, dim = sq.vector_stats(con, model)
+                rec, why = index_state(con, cx.store, model, dim)
+                if dim is None:
+                    return {"action": "none", "vectors": 0, "reason": "no vectors yet"}
+                index = None
+                skip = None
+                trusted = rec if why == "ok" else None
+                if built is not None and not (rebuild and built.base is not None):
+                    index = built.take(con, None if rebuild else trusted, dim)
+                    if index is not None:
+                        skip = built.keys()
+                if index is None and not rebuild and trusted is not None:
+                    if rec.max_key == max_key and not sq.dropped_keys(con, model):
+                        return {"action": "none", "vectors": rec.count, "reason": "up to date"}
+                    index = hnsw.open_mutable(index_path(cx.store), hnsw.Fingerprint.from_json(rec.fingerprint))
+                if index is not None and (skip is None or built.base is not None):
+                    action = "fold"
+                    dropped = [k for k in sq.dropped_keys(con, model) if k <= rec.max_key]
+                    hnsw.remove(index, [k for k in dropped if index.contains(k)])
+                    after = rec.max_key
+                else:
+                    action = "rebuild"
+                    index = hnsw.new(dim) if index is None else index
+                    after = 0
+                total = int(con.execute("SELECT count(*) FROM vectors WHERE model = ? AND key > ?",
+                                        [model, after]).fetchall()[0][0])
+                done = 0 if skip is None else len(skip)
+                for keys, mat in sq.iter_vectors(con, model, dim, after=after):
+                    if skip is not None:
+                        import numpy as np
+
+                        keep = ~np.isin(keys, skip, assume_unique=True)
+                        keys, mat = keys[keep], mat[keep]
+                    hnsw.add(index, keys, mat)
+                    done += len(keys)
+                    if progress:
+                        progress(done, max(total, done))
+            fp = hnsw.save_atomic(index, index_path(cx.store))
+            whole = hnsw.fingerprint(index_path(cx.store), count=fp.count, dim=fp.dim, whole=True)
+            _write_record(cx.store, IndexRecord(model, dim, max_key, len(index), fp.to_json(), whole.crc if whole else 0))
+            with cx.store.write() as con:
+                con.execute("BEGIN")
+                sq.clear_dropped(con)
+                con.execute("COMMIT")
+    finally:
+        if built is not None:
+            built.close()
     return {"action": action, "vectors": len(index), "added": done, "reason": why if action == "rebuild" else "delta"}
 
 

@@ -325,29 +325,38 @@ def import_jsonl(
     done = 0
     warnings: list[str] = []
     pending = 0
-    for start in range(0, len(good), batch_size):
-        batch = good[start : start + batch_size]
-        try:
-            seq, waiting = _write_batch(cx, batch, warnings)
-        except CortexError as err:
-            if done:
-                # Earlier batches are committed: say exactly what is in the store now.
-                err.message = (f"{err.message}; import stopped after {done} of {len(good)} memories "
-                               f"(lines 1-{good[start - 1].line} are imported)")
-                err.hint = f"import the rest from line {batch[0].line} on, e.g. tail -n +{batch[0].line} FILE"
-            raise
-        first_seq = seq if first_seq is None else first_seq
-        last_seq = seq + len(batch) - 1
-        pending += waiting
-        batches += 1
-        done += len(batch)
-        if progress:
-            progress(done, len(good))
     index = None
-    if done:
+    builder = None
+    if good:
         from cortexctl.engine import semantic
 
-        index = semantic.fold(cx)  # one index build (or fold) for the whole import
+        builder = semantic.IndexBuilder(cx)  # the index grows in the background, batch by batch
+    try:
+        for start in range(0, len(good), batch_size):
+            batch = good[start : start + batch_size]
+            try:
+                seq, waiting, stored = _write_batch(cx, batch, warnings)
+            except CortexError as err:
+                if done:
+                    # Earlier batches are committed: say exactly what is in the store now.
+                    err.message = (f"{err.message}; import stopped after {done} of {len(good)} memories "
+                                   f"(lines 1-{good[start - 1].line} are imported)")
+                    err.hint = f"import the rest from line {batch[0].line} on, e.g. tail -n +{batch[0].line} FILE"
+                raise
+            if stored is not None:
+                builder.add(*stored)
+            first_seq = seq if first_seq is None else first_seq
+            last_seq = seq + len(batch) - 1
+            pending += waiting
+            batches += 1
+            done += len(batch)
+            if progress:
+                progress(done, len(good))
+        if done:
+            index = semantic.fold(cx, built=builder)  # one index build (or fold) for the whole import
+    finally:
+        if builder is not None:
+            builder.close()
     return ImportReport(
         imported=done, skipped=len(problems), batches=batches, problems=problems,
         first_seq=first_seq, last_seq=last_seq, pending=pending, warnings=warnings,
@@ -355,8 +364,10 @@ def import_jsonl(
     )
 
 
-def _write_batch(cx: Cortex, batch: list[Prepared], warnings: list[str]) -> tuple[int, int]:
-    """One batch in one transaction; returns (first seq, memories left pending).
+def _write_batch(cx: Cortex, batch: list[Prepared], warnings: list[str]) -> tuple[int, int, tuple | None]:
+    """One batch in one transaction; returns (first seq, memories left pending, stored vectors).
+
+    The stored vectors are (last key, ids, versions, matrix), or None when none were stored.
 
     IDs are checked again inside the transaction (another import may have won).
 
@@ -387,8 +398,9 @@ def _write_batch(cx: Cortex, batch: list[Prepared], warnings: list[str]) -> tupl
             raise ImportRejected(clash, len(batch))
         records.insert_memories(con, [p.head for p in batch], [v for p in batch for v in p.versions])
         search_sq.lex_add(con, postings)
-        stored = bool(vectors) and bool(semantic.store_or_warn(con, cx.embedder, *vectors, warnings))
-        return records.append_journal(con, entries), (0 if stored else len(live))
+        last_key = semantic.store_or_warn(con, cx.embedder, *vectors, warnings) if vectors else 0
+        seq = records.append_journal(con, entries)
+    return seq, (0 if last_key else len(live)), ((last_key, *vectors) if last_key else None)
 
 
 def export_record(head: dict, versions: list[dict]) -> dict:

@@ -13,7 +13,6 @@ References a user may type (``parse_ref``):
 
 from __future__ import annotations
 
-import base64
 import os
 import re
 import threading
@@ -35,14 +34,14 @@ _lock = threading.Lock()
 _last: tuple[int, int] = (0, 0)
 
 
-_RFC4648 = "ABCDEFGHIJKLMNOPQRSTUVWXYZ234567"
-_TO_CROCKFORD = bytes.maketrans(_RFC4648.encode(), CROCKFORD.encode())
+# Two characters per 10-bit group; 13 groups carry the 130 bits of 26 characters.
+_PAIRS = [a + b for a in CROCKFORD for b in CROCKFORD]
+_SHIFTS = range(120, -1, -10)
 
 
 def _encode(value: int) -> str:
-    # 26 characters carry 130 bits: shift the 128-bit value into 17 bytes (136 bits)
-    # so that base32's first 26 characters are exactly its 26 five-bit groups.
-    return base64.b32encode((value << 6).to_bytes(17, "big"))[:ID_LEN].translate(_TO_CROCKFORD).decode()
+    # The 128-bit value sits in the low bits of 130: the first character carries 3 bits.
+    return "".join([_PAIRS[(value >> s) & 1023] for s in _SHIFTS])
 
 
 def new_id(ms: int | None = None) -> str:

@@ -49,11 +49,11 @@ def visible_sql(alias: str = "h") -> str:
 
 # -- bulk insert ---------------------------------------------------------------
 FEW_ROWS = 8
-def _column(values: list[Any]):
+def _column(values: list[Any], sql_type: str):
     import numpy as np
 
     arr = np.empty(len(values), dtype=object)
-    if any(isinstance(v, list) for v in values):
+    if sql_type.endswith("[]"):
         for i, v in enumerate(values):  # element-wise, so list values stay lists
             arr[i] = v
     else:
@@ -77,7 +77,7 @@ def bulk_insert(con, table: str, columns: Sequence[str], rows: Sequence[dict]) -
             raise IntegrityError(f"{table}: a row with the same key already exists ({str(exc).splitlines()[0]})") from None
         return
     name = f"_src_{table}"
-    con.register(name, {c: _column([r[c] for r in rows]) for c in columns})
+    con.register(name, {c: _column([r[c] for r in rows], _SQL_TYPES[c]) for c in columns})
     select = ", ".join(f"CAST({c} AS {_SQL_TYPES[c]})" for c in columns)
     try:
         con.execute(f"INSERT INTO {table} ({', '.join(columns)}) SELECT {select} FROM {name}")
