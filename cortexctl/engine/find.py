@@ -249,6 +249,7 @@ def rank(cands, *, remote: bool) -> list[Candidate]:
 
 
 def _hits(con, ranked: list[Candidate], query: FindQuery) -> list[FindHit]:
+    ranked = ranked[: query.k]
     ids = [c.id for c in ranked]
     heads = records.heads_by_ids(con, ids)
     full = records.current_versions(con, ids) if query.form == "full" else {}
