@@ -144,23 +144,31 @@ def bm25_scores(con, qw: dict[int, float], n_docs: int):
     return docs, np.bincount(where_, weights=contrib, minlength=len(docs))
 
 
-def filtered_top(con, docs, scores, where: str, params: list, n: int) -> list[tuple[str, int, float]]:
+def filtered_top(con, docs, scores, where: str, params: list, n: int,
+                 known: dict[int, str | None] | None = None) -> list[tuple[str, int, float]]:
     """The ``n`` best (id, doc, score) whose memory passes ``where``; ties by ID.
 
     Candidates are checked in growing slices of the ranking, so a broad filter
-    costs one small lookup and a narrow one a few more.
+    costs one small lookup and a narrow one a few more. ``known`` remembers
+    each doc checked (its ID, or None when it does not pass) across calls.
     """
     import numpy as np
 
+    known = {} if known is None else known
     order = np.lexsort((docs, -scores))
     out: list[tuple[str, int, float]] = []
     start, size = 0, max(4 * n, 64)
     while start < len(order) and len(out) < n:
         sel = order[start : start + size]
-        ids = sq.doc_ids(con, docs[sel].tolist())
-        ok = records.passing(con, list(ids.values()), where, params)
-        out.extend((ids[int(d)], int(d), float(s)) for d, s in zip(docs[sel], scores[sel])
-                   if ids.get(int(d)) in ok)
+        fresh = [int(d) for d in docs[sel] if int(d) not in known]
+        if fresh:
+            ids = sq.doc_ids(con, fresh)
+            ok = records.passing(con, list(ids.values()), where, params)
+            for d in fresh:
+                i = ids.get(d)
+                known[d] = i if i in ok else None
+        out.extend((known[int(d)], int(d), float(s)) for d, s in zip(docs[sel], scores[sel])
+                   if known[int(d)] is not None)
         start += size
         size *= 4
     out.sort(key=lambda x: (-x[2], x[0]))
@@ -173,8 +181,9 @@ def lexical_lane(con, text: str, where: str, params: list, n: int) -> list[tuple
     if not qw:
         return []
     n_docs = sq.doc_count(con)
+    known: dict[int, str | None] = {}
     docs, scores = bm25_scores(con, qw, n_docs)
-    first = filtered_top(con, docs, scores, where, params, max(n, PRF_DOCS))
+    first = filtered_top(con, docs, scores, where, params, max(n, PRF_DOCS), known)
     if not first:
         return []
     top = first[:PRF_DOCS]
@@ -197,7 +206,7 @@ def lexical_lane(con, text: str, where: str, params: list, n: int) -> list[tuple
     for t, v in best:
         expanded[t] = PRF_BETA * v / best[0][1]
     docs, scores = bm25_scores(con, expanded, n_docs)
-    return [(i, s) for i, _, s in filtered_top(con, docs, scores, where, params, n)]
+    return [(i, s) for i, _, s in filtered_top(con, docs, scores, where, params, n, known)]
 
 
 def _embed_query(cx, text: str, warnings: list[str]):

@@ -210,19 +210,17 @@ def embed_pending(cx, *, limit: int | None = None, ids: list[str] | None = None,
 
 def reindex(cx, *, rebuild: bool = False, progress=None) -> dict:
     """Embed everything pending for the active model, drop other models' vectors, fold or rebuild the index."""
-    from cortexctl.store.db import NoStore
+    from cortexctl.errors import NotFound
 
     embedder = cx.embedder
+    if not cx.store.exists():
+        cx.store._check_path()
+        raise NotFound(f"no store at {cx.store.path}")
     if getattr(embedder, "remote", False):
         embedder.probe()  # a dead or misconfigured endpoint fails here, before any work
     embedded = embed_pending(cx, progress=(lambda d, t: progress("embed", d, t)) if progress else None)
-    try:
-        with cx._transaction() as con:
-            dropped = sq.drop_other_models(con, embedder.model)
-    except NoStore:
-        dropped = 0
-    if not cx.store.exists():
-        return {"model": embedder.model, "embedded": 0, "dropped": 0, "index": {"action": "none", "vectors": 0}}
+    with cx._transaction() as con:
+        dropped = sq.drop_other_models(con, embedder.model)
     done = fold(cx, rebuild=rebuild, progress=(lambda d, t: progress("index", d, t)) if progress else None)
     return {"model": embedder.model, "dim": embedder.dim, "embedded": embedded, "dropped": dropped, "index": done}
 

@@ -299,6 +299,20 @@ CASES = [
     bad("export-out-directory", "export --out <in>/adir", 2, "directory"),
     bad("export-out-parent-missing", "export --out <in>/nope/out.jsonl", 2, "does not exist"),
     bad("export-unknown-option", "export --form short", 2, "--form"),
+    # find --near and reindex
+    bad("find-near-empty", ("find", "--near", ""), 2, "--near"),
+    bad("find-budget-zero", "find --near x --budget-tokens 0", 2, "--budget-tokens"),
+    bad("find-budget-not-a-number", "find --near x --budget-tokens many", 2, "budget"),
+    bad("find-near-not-utf8", ("find", "--near", NOT_UTF8), 10, "UTF-8"),
+    bad("reindex-extra-argument", "reindex extra", 2, "extra"),
+    bad("reindex-unknown-option", "reindex --model x", 2, "--model"),
+    bad("reindex-store-is-a-file", "reindex --store <in>/afile", 2, "not a directory"),
+    bad("embed-provider-unknown", "find --near x", 2, "provider", env={"CORTEXCTL_EMBED_PROVIDER": "magic"}),
+    bad("embed-dimensions-not-a-number", "find --near x", 2, "CORTEXCTL_EMBED_DIMENSIONS",
+        env={"CORTEXCTL_EMBED_DIMENSIONS": "wide"}),
+    bad("embed-openai-without-url", "write fact x", 2, "base_url", env={"CORTEXCTL_EMBED_PROVIDER": "openai"}),
+    bad("embed-url-without-model", "write fact x", 2, "model",
+        env={"CORTEXCTL_EMBED_BASE_URL": "http://127.0.0.1:9/v1"}),
     # verify
     bad("verify-store-is-a-file", "verify --store <in>/afile", 2, "not a directory"),
     bad("verify-extra-argument", "verify extra", 2, "extra"),
@@ -342,6 +356,7 @@ def test_bad_input_is_one_clean_line_with_its_exit_code_and_writes_nothing(case,
 
 NO_STORE_CASES = [
     bad("verify", "verify", 3, "no store"),
+    bad("reindex", "reindex", 3, "no store"),
     bad("show", "show <unknown>", 3, "no memory"),
     bad("write-unknown-type", "write bogus x", 2, "bogus"),
     bad("write-invalid-data", "write fact x --set confidence=1.5", 10, "confidence"),
