@@ -23,6 +23,7 @@ bench/cold_start.py, each made distinct by a few words of detail) with
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import random
 import statistics
@@ -47,11 +48,11 @@ def write_corpus(path: Path, n: int, seed: int, now: datetime) -> None:
     g = Gen(seed, now)
     r = random.Random(seed + 1)
     vocab = ["".join(r.choice(SYLLABLES) for _ in range(r.randint(2, 4))) for _ in range(20_000)]
-    weights = [1.0 / (i + 1) for i in range(len(vocab))]
+    cum = list(itertools.accumulate(1.0 / (i + 1) for i in range(len(vocab))))
     with open(path, "w", encoding="utf-8") as fh:
         for _ in range(n):
             line = g.line()
-            words = r.choices(vocab, weights, k=r.randint(2, 4))
+            words = r.choices(vocab, cum_weights=cum, k=r.randint(2, 4))
             line["text"] = f"{line['text']} ({' '.join(words)} #{r.randrange(1, 100_000)})"
             fh.write(json.dumps(line, ensure_ascii=False, separators=(",", ":")) + "\n")
 

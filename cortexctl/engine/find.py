@@ -84,13 +84,19 @@ def run(cx, query: FindQuery, filters: dict) -> tuple[list[FindHit], list[str]]:
     try:
         return _search(cx, query, filters, qvec, warnings), warnings
     except IndexUnusable as exc:
-        try:
-            fold(cx, rebuild=True, wait=0)  # the writer lock only; never queue behind another writer
-            warnings.append(f"index {exc.message}: rebuilt")
-            return _search(cx, query, filters, qvec, warnings), warnings
-        except StoreBusy:
-            warnings.append(f"index {exc.message} and another writer holds the store: exact search")
-            return _search(cx, query, filters, qvec, warnings, exact=True), warnings
+        reason = exc.message
+    try:
+        fold(cx, rebuild=True, wait=0)  # the writer lock only; never queue behind another writer
+    except StoreBusy:
+        warnings.append(f"index {reason} and another writer holds the store: exact search")
+        return _search(cx, query, filters, qvec, warnings, exact=True), warnings
+    try:
+        hits = _search(cx, query, filters, qvec, warnings)
+        warnings.append(f"index {reason}: rebuilt")
+        return hits, warnings
+    except IndexUnusable as exc:  # nothing to build it from (no vectors of this model yet)
+        warnings.append(f"index {exc.message}: exact search")
+        return _search(cx, query, filters, qvec, warnings, exact=True), warnings
 
 
 def _search(cx, query: FindQuery, filters: dict, qvec, warnings: list[str], *, exact: bool = False) -> list[FindHit]:

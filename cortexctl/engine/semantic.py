@@ -438,6 +438,8 @@ def search(cx, con, query_vec, where: str, params: list, n: int, *, narrow: bool
         return _exact(con, where, params, model, dim, q, n), None
     rec, why = index_state(con, cx.store, model, dim)
     if why != "ok" or rec is None:
+        if sq.model_dim(con, model) is None:
+            return [], f"no memory has a vector from {model} yet (run: cortexctl reindex)"
         raise IndexUnusable(why)
     index = hnsw.open_view(index_path(cx.store), hnsw.Fingerprint.from_json(rec.fingerprint))
     if index is None:

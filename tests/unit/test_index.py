@@ -229,3 +229,13 @@ def test_a_damaged_index_under_a_busy_writer_is_searched_exactly_without_waiting
     finally:
         holder.kill()
         holder.wait()
+
+
+def test_a_new_model_with_no_vectors_yet_still_answers_and_says_to_reindex(big, embed_server, monkeypatch):
+    for k, v in embed_server.env("fresh-model").items():
+        monkeypatch.setenv(k, v)
+    cx = Cortex(store=big, actor="alice")
+    hits, warnings = cx.find_with_warnings(FindQuery(near="item77 alpha", k=3))
+    assert hits[0].text.startswith("note 77 ") and "lexical" in hits[0].lanes
+    assert all("semantic" not in h.lanes for h in hits)
+    assert any("reindex" in w for w in warnings)
