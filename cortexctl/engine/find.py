@@ -65,6 +65,34 @@ class Candidate:
     score: float = 0.0
 
 
+class Heads:
+    """What find knows of its candidates' heads, each looked up once (``records.candidate_rows``)."""
+
+    def __init__(self, con, where: str, params: list, sal_params: list) -> None:
+        self.con, self.where, self.params, self.sal_params = con, where, params, sal_params
+        self.known: dict[str, tuple[int, bool, float]] = {}
+        self.wanted: set[str] = set()
+
+    def want(self, ids) -> None:
+        """Look these up along with the next lookup (one query instead of two)."""
+        self.wanted.update(ids)
+
+    def _fetch(self, ids) -> None:
+        want = [i for i in dict.fromkeys([*ids, *self.wanted]) if i not in self.known]
+        self.wanted.clear()
+        if want:
+            self.known.update(records.candidate_rows(self.con, want, self.where, self.params, self.sal_params))
+
+    def passing(self, ids) -> dict[str, int]:
+        """Of ``ids``, those that pass the filters: id -> current version."""
+        self._fetch(ids)
+        return {i: self.known[i][0] for i in ids if i in self.known and self.known[i][1]}
+
+    def salience(self, ids) -> dict[str, float]:
+        self._fetch(ids)
+        return {i: self.known[i][2] for i in ids if i in self.known}
+
+
 def salience_params(now) -> list[Any]:
     return records.salience_params(now, HALF_LIFE_DAYS * 86400.0, SALIENCE_WEIGHTS)
 
@@ -113,18 +141,25 @@ def _search(cx, query: FindQuery, filters: dict, qvec, warnings: list[str], *, e
             ranked = [Candidate(i, ["salience"], salience=s)
                       for i, s in records.top_salience(con, where, params, sal_params, query.k)]
             return _hits(con, ranked, query)
-        lexical = lexical_lane(con, query.near, where, params, n)
+        heads = Heads(con, where, params, sal_params)
         nearest: list[tuple[str, float]] = []
-        if qvec is not None:
+
+        def semantic_lane() -> None:
+            nonlocal nearest
+            if qvec is None:
+                return
             narrow = bool(filters["types"] or filters["tags"] or filters["frames"])
-            nearest, note = semantic.search(cx, con, qvec, where, params, n, narrow=narrow, exact=exact)
+            nearest, note = semantic.search(cx, con, qvec, where, params, n, narrow=narrow, exact=exact,
+                                            check=heads.passing)
             if note:
                 warnings.append(note)
+
+        lexical = lexical_lane(con, query.near, heads, n, between=semantic_lane)
         salient = records.top_salience(con, where, params, sal_params, n)
         cands = fuse(lexical, nearest, salient)
         missing = [c.id for c in cands.values() if "salience" not in c.lanes]
-        for id_, s in records.salience_of(con, missing, sal_params).items():
-            cands[id_].salience = s
+        for id_, sal in heads.salience(missing).items():
+            cands[id_].salience = sal
         return _hits(con, rank(cands.values(), remote=cx.embedder.remote), query)
 
 
@@ -150,46 +185,54 @@ def bm25_scores(con, qw: dict[int, float], n_docs: int):
     return docs, np.bincount(where_, weights=contrib, minlength=len(docs))
 
 
-def filtered_top(con, docs, scores, where: str, params: list, n: int,
-                 known: dict[int, str | None] | None = None) -> list[tuple[str, int, float]]:
-    """The ``n`` best (id, doc, score) whose memory passes ``where``; ties by ID.
+def filtered_top(con, docs, scores, heads: Heads, n: int, ids_of: dict[int, str]) -> list[tuple[str, int, float]]:
+    """The ``n`` best (id, doc, score) whose memory passes the filters; ties by ID.
 
     Candidates are checked in growing slices of the ranking, so a broad filter
-    costs one small lookup and a narrow one a few more. ``known`` remembers
-    each doc checked (its ID, or None when it does not pass) across calls.
+    costs one small lookup and a narrow one a few more. ``ids_of`` (doc ->
+    memory ID) is filled as docs are looked up and kept across calls.
     """
     import numpy as np
 
-    known = {} if known is None else known
     order = np.lexsort((docs, -scores))
     out: list[tuple[str, int, float]] = []
     start, size = 0, max(4 * n, 64)
     while start < len(order) and len(out) < n:
         sel = order[start : start + size]
-        fresh = [int(d) for d in docs[sel] if int(d) not in known]
-        if fresh:
-            ids = sq.doc_ids(con, fresh)
-            ok = records.passing(con, list(ids.values()), where, params)
-            for d in fresh:
-                i = ids.get(d)
-                known[d] = i if i in ok else None
-        out.extend((known[int(d)], int(d), float(s)) for d, s in zip(docs[sel], scores[sel])
-                   if known[int(d)] is not None)
+        need = [int(d) for d in docs[sel] if int(d) not in ids_of]
+        if need:
+            ids_of.update(sq.doc_ids(con, need))
+        sel_ids = [ids_of.get(int(d)) for d in docs[sel]]
+        ok = heads.passing([i for i in sel_ids if i is not None])
+        out.extend((i, int(d), float(s)) for i, d, s in zip(sel_ids, docs[sel], scores[sel]) if i in ok)
         start += size
         size *= 4
     out.sort(key=lambda x: (-x[2], x[0]))
     return out[:n]
 
 
-def lexical_lane(con, text: str, where: str, params: list, n: int) -> list[tuple[str, float]]:
-    """BM25, then one pass of pseudo-relevance feedback (module docstring)."""
+def lexical_lane(con, text: str, heads: Heads, n: int, between=None) -> list[tuple[str, float]]:
+    """BM25, then one pass of pseudo-relevance feedback (module docstring).
+
+    ``between()`` runs once the first pass is scored and its best candidates
+    are announced to ``heads``, before any of them is looked up: the semantic
+    lane runs there, so one lookup serves both lanes.
+    """
+    import numpy as np
+
     qw = query_terms(text)
-    if not qw:
+    n_docs = sq.doc_count(con) if qw else 0
+    docs, scores = bm25_scores(con, qw, n_docs) if qw else (np.zeros(0, np.uint64), np.zeros(0))
+    ids_of: dict[int, str] = {}
+    if len(docs):
+        best_docs = docs[np.lexsort((docs, -scores))[: max(4 * max(n, PRF_DOCS), 64)]]
+        ids_of.update(sq.doc_ids(con, best_docs.tolist()))
+        heads.want(ids_of.values())
+    if between is not None:
+        between()
+    if not len(docs):
         return []
-    n_docs = sq.doc_count(con)
-    known: dict[int, str | None] = {}
-    docs, scores = bm25_scores(con, qw, n_docs)
-    first = filtered_top(con, docs, scores, where, params, max(n, PRF_DOCS), known)
+    first = filtered_top(con, docs, scores, heads, max(n, PRF_DOCS), ids_of)
     if not first:
         return []
     top = first[:PRF_DOCS]
@@ -212,7 +255,7 @@ def lexical_lane(con, text: str, where: str, params: list, n: int) -> list[tuple
     for t, v in best:
         expanded[t] = PRF_BETA * v / best[0][1]
     docs, scores = bm25_scores(con, expanded, n_docs)
-    return [(i, s) for i, _, s in filtered_top(con, docs, scores, where, params, n, known)]
+    return [(i, s) for i, _, s in filtered_top(con, docs, scores, heads, n, ids_of)]
 
 
 def _embed_query(cx, text: str, warnings: list[str]):
@@ -266,7 +309,7 @@ def rank(cands, *, remote: bool) -> list[Candidate]:
 def _hits(con, ranked: list[Candidate], query: FindQuery) -> list[FindHit]:
     ranked = ranked[: query.k]
     ids = [c.id for c in ranked]
-    heads = records.heads_by_ids(con, ids)
+    heads = records.result_rows(con, ids, "medium" if query.form == "medium" else "short")
     full = records.current_versions(con, ids) if query.form == "full" else {}
     hits: list[FindHit] = []
     used = 0
@@ -282,7 +325,7 @@ def _hits(con, ranked: list[Candidate], query: FindQuery) -> list[FindHit]:
 
             text = render_full(type_name, codec.decode(full[h["id"]]["data"]))
         else:
-            text = h[query.form]
+            text = h["text"]
         tokens = count_tokens(text)
         if query.budget_tokens is not None and used + tokens > query.budget_tokens:
             break

@@ -415,13 +415,14 @@ def maybe_fold(cx, last_key: int) -> None:
 
 # -- searching ---------------------------------------------------------------------------
 def search(cx, con, query_vec, where: str, params: list, n: int, *, narrow: bool,
-           exact: bool = False) -> tuple[list[tuple[str, float]], str | None]:
+           exact: bool = False, check=None) -> tuple[list[tuple[str, float]], str | None]:
     """The ``n`` visible, filtered memories nearest to ``query_vec``: ([(id, cosine)], note).
 
     ``narrow``: the query has filters beyond visibility, so count the
     candidates and compare them exactly when they are few. ``exact``: skip the
     index. ``note`` says when the index had to be bypassed; the answer is exact
     then. Raises ``IndexUnusable`` when the index file cannot be trusted.
+    ``check(ids)`` says which memories pass the filters (id -> current version).
     """
     import numpy as np
 
@@ -432,6 +433,9 @@ def search(cx, con, query_vec, where: str, params: list, n: int, *, narrow: bool
     q = np.asarray(query_vec, dtype=np.float32).reshape(-1)
     if not np.any(q):
         return [], None
+    if check is None:
+        def check(ids):
+            return records.passing(con, ids, where, params)
     dim = q.shape[0]
     total = records.count_heads(con)
     if exact or total <= EXACT_MAX or (narrow and records.count_heads(con, where, params) <= EXACT_MAX):
@@ -445,26 +449,21 @@ def search(cx, con, query_vec, where: str, params: list, n: int, *, narrow: bool
     if index is None:
         raise IndexUnusable("file changed or damaged")
     found: dict[str, float] = {}
-    # the delta: vectors newer than the file, compared exactly
-    ids, versions, mat = sq.vectors_after(con, model, rec.max_key, dim)
-    if ids:
-        ok = records.passing(con, ids, where, params)
-        for i, v, s in zip(ids, versions, (mat @ q).tolist()):
-            if ok.get(i) == v:
-                found[i] = s
+    # the delta: vectors newer than the file, compared exactly, checked with the first batch from the index
+    d_ids, d_versions, d_mat = sq.vectors_after(con, model, rec.max_key, dim)
+    delta = list(zip(d_ids, d_versions, (d_mat @ q).tolist())) if d_ids else []
     want = max(n * 2, 64)
     while True:
         keys, sims = hnsw.search(index, q, want)
         sim_of = dict(zip(keys.tolist(), sims.tolist()))
-        rows = sq.vectors_of_keys(con, keys.tolist(), model)
-        ok = records.passing(con, [i for _, i, _ in rows], where, params)
-        hits = 0
-        for k, i, v in rows:
+        rows = [(i, v, sim_of[k]) for k, i, v in sq.vectors_of_keys(con, keys.tolist(), model)]
+        ok = check([i for i, _, _ in rows + delta])
+        for i, v, s in rows + delta:
             if ok.get(i) == v:
-                hits += 1
-                if sim_of[k] > found.get(i, -2.0):
-                    found[i] = sim_of[k]
-        if hits >= n or want >= len(index):
+                if s > found.get(i, -2.0):
+                    found[i] = s
+        delta = []
+        if len(found) >= n or want >= len(index):
             break
         if want >= 64 * max(n * 2, 64):
             # A filter that keeps few of the memories the index finds: compare them all exactly.

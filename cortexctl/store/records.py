@@ -239,14 +239,6 @@ def id_list(ids: Iterable[str]) -> str:
     return "(" + ", ".join(out) + ")"
 
 
-def heads_by_ids(con, ids: Sequence[str]) -> dict[str, dict]:
-    if not ids:
-        return {}
-    cols = ", ".join(f"h.{c}" for c in HEAD_COLUMNS)
-    cur = con.execute(f"SELECT {cols} FROM heads h WHERE h.id IN {id_list(ids)}")
-    return {r["id"]: r for r in _dicts(cur, HEAD_COLUMNS)}
-
-
 def passing(con, ids: Sequence[str], where: str, params: Sequence[Any]) -> dict[str, int]:
     """Of ``ids``, those whose head passes ``where``: id -> current version."""
     if not ids:
@@ -287,11 +279,32 @@ def top_salience(con, where: str, params: list[Any], sal_params: list[Any], limi
     return [(r[0], float(r[1])) for r in rows]
 
 
-def salience_of(con, ids: Sequence[str], sal_params: list[Any]) -> dict[str, float]:
+def candidate_rows(con, ids: Sequence[str], where: str, params: Sequence[Any],
+                   sal_params: list[Any]) -> dict[str, tuple[int, bool, float]]:
+    """For each of these heads, in one lookup: (current version, passes ``where``, salience).
+    Only narrow columns: wide ones (text, tags) cost a decode of their whole segment."""
     if not ids:
         return {}
-    rows = con.execute(f"SELECT h.id, {SALIENCE_SQL} FROM heads h WHERE h.id IN {id_list(ids)}", sal_params).fetchall()
-    return {r[0]: float(r[1]) for r in rows}
+    rows = con.execute(
+        f"SELECT h.id, h.current_version, ({where}) AS ok, {SALIENCE_SQL} AS salience"
+        f" FROM heads h WHERE h.id IN {id_list(ids)}",
+        [*params, *sal_params],
+    ).fetchall()
+    return {r[0]: (int(r[1]), bool(r[2]), float(r[3])) for r in rows}
+
+
+def result_rows(con, ids: Sequence[str], form: str) -> dict[str, dict]:
+    """What a find result shows of these heads; ``text`` is the ``form`` column (short or medium)."""
+    if not ids:
+        return {}
+    if form not in ("short", "medium"):
+        raise ValueError(form)
+    cols = ("id", "type", "current_version", "tags", "frames", "importance", "visibility", "actor",
+            "updated_at", "tombstoned_at")
+    rows = con.execute(
+        f"SELECT {', '.join('h.' + c for c in cols)}, h.{form} FROM heads h WHERE h.id IN {id_list(ids)}"
+    ).fetchall()
+    return {r[0]: dict(zip((*cols, "text"), r)) for r in rows}
 
 
 def iter_visible(con, actor: str, batch: int = 2000):
