@@ -77,23 +77,11 @@ def read_record(store) -> IndexRecord | None:
 
 
 def _write_record(store, rec: IndexRecord) -> None:
-    import tempfile
+    from cortexctl.files import atomic_path
 
-    path = record_path(store)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as fh:
+    with atomic_path(record_path(store)) as tmp:
+        with open(tmp, "wb") as fh:
             fh.write(json.dumps(rec.to_json(), sort_keys=True).encode())
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.chmod(tmp, 0o600)
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
 
 
 def _covered(con, model: str, max_key: int) -> int:

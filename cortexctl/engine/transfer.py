@@ -26,7 +26,6 @@ leaves only whole batches.
 from __future__ import annotations
 
 import os
-import tempfile
 from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from pathlib import Path
@@ -458,22 +457,13 @@ def export_jsonl(cx: Cortex, sink: IO[bytes] | str | os.PathLike) -> int:
         parent = path.parent
         if not parent.is_dir():
             raise UsageError(f"--out {shown}: directory {parent} does not exist")
-        try:
-            fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=parent)
-        except OSError as exc:
-            raise UsageError(f"--out {shown}: cannot write in {parent} ({exc.strerror})") from None
-        try:
-            with os.fdopen(fd, "wb") as fh:
+        from cortexctl.files import atomic_path
+
+        if not os.access(parent, os.W_OK | os.X_OK):
+            raise UsageError(f"--out {shown}: cannot write in {parent} (Permission denied)")
+        with atomic_path(path) as tmp:  # 0600, like the store: an export holds private memories
+            with open(tmp, "wb") as fh:
                 count = export_jsonl(cx, fh)
-                fh.flush()
-                os.fsync(fh.fileno())
-            os.replace(tmp, path)
-        except BaseException:
-            try:
-                os.unlink(tmp)
-            except OSError:
-                pass
-            raise
         return count
 
     count = 0

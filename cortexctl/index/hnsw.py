@@ -18,7 +18,6 @@ a reader keeps its old mapping, the next one opens the new file.
 from __future__ import annotations
 
 import os
-import tempfile
 import zlib
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -100,30 +99,11 @@ def add(index, keys, vectors, progress=None) -> None:
 
 def save_atomic(index, path: Path) -> Fingerprint:
     """Write ``index`` to ``path`` so no reader ever sees a partial file; returns its fingerprint."""
-    path = Path(path)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    os.close(fd)
-    try:
+    from cortexctl.files import atomic_path
+
+    with atomic_path(path) as tmp:
         index.save(tmp)
-        fd = os.open(tmp, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        os.chmod(tmp, 0o600)
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
-    dfd = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(dfd)
-    finally:
-        os.close(dfd)
-    fp = fingerprint(path, count=len(index), dim=index.ndim)
+    fp = fingerprint(Path(path), count=len(index), dim=index.ndim)
     assert fp is not None
     return fp
 

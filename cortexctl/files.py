@@ -1,0 +1,42 @@
+"""Files that must never be seen half-written: the index file, its record, an export.
+
+``atomic_path(path)`` yields a temporary name in the same directory; when the
+block ends without an error the file is fsynced, made 0600, renamed over
+``path`` and the directory fsynced, so a reader sees the old file or the new
+one, never a part. On an error the temporary file is removed.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Iterator
+
+
+@contextmanager
+def atomic_path(path: str | os.PathLike, *, mode: int = 0o600) -> Iterator[str]:
+    path = Path(path)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    os.close(fd)
+    try:
+        yield tmp
+        fd = os.open(tmp, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.chmod(tmp, mode)
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+    dfd = os.open(path.parent, os.O_RDONLY)
+    try:
+        os.fsync(dfd)
+    finally:
+        os.close(dfd)
