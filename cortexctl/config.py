@@ -121,6 +121,17 @@ def _is_utf8(text: str) -> bool:
         return False
 
 
+def _url_ok(value: str) -> bool:
+    from urllib.parse import urlsplit
+
+    try:
+        parts = urlsplit(value)
+        parts.port  # raises ValueError for a port that is not a number from 0 to 65535
+    except ValueError:  # also an unclosed IPv6 bracket
+        return False
+    return bool(parts.hostname)
+
+
 def _check(path: str, value: Any, source: str) -> Any:
     if path not in _RULES:
         raise ConfigError(f"{source}: {path.replace('.', ' -> ')}: unknown setting")
@@ -128,8 +139,8 @@ def _check(path: str, value: Any, source: str) -> Any:
         return None
     types, rule = _RULES[path]
     bad = isinstance(value, bool) or not isinstance(value, types)
-    if not bad and path.endswith("base_url") and not value.startswith(("http://", "https://")):
-        bad = True
+    if not bad and path.endswith("base_url"):
+        bad = not value.startswith(("http://", "https://")) or not _url_ok(value)
     if not bad and path in ("wait",) and value < 0:
         bad = True
     if not bad and path.endswith(("timeout", "dimensions")) and value <= 0:

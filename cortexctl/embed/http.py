@@ -65,9 +65,12 @@ class HttpEmbedder:
         if not model:
             raise ConfigError("embedding -> model must be set when embedding -> base_url is")
         key_env = settings.get("embedding.api_key_env")
+        key = os.environ.get(key_env) if key_env else None
+        if key is not None and (not key.isascii() or not key.isprintable()):
+            raise ConfigError(f"${key_env}: the API key must be printable ASCII text")
         return cls(
             settings.get("embedding.base_url"), model,
-            api_key=os.environ.get(key_env) if key_env else None,
+            api_key=key,
             timeout=float(settings.get("embedding.timeout")),
             dimensions=settings.get("embedding.dimensions"),
             batch_size=settings.get("embedding.batch_size"),

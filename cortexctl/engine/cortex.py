@@ -271,7 +271,8 @@ class Cortex:
             search_sq.lex_add(con, [(id_, text_terms(body.search_text))])
             if vector is not None:
                 last_key = semantic.store_or_warn(con, self.embedder, [id_], [1], vector, warnings)
-        self._after_write(warnings, last_key)
+            catch_up = self.embedder.remote or search_sq.maybe_pending(con, self.embedder.model)
+        self._after_write(warnings, last_key, catch_up)
         return WriteResult(id=id_, version=1, seq=seq, embedded=bool(last_key), warnings=warnings)
 
     # -- embedding upkeep ---------------------------------------------------------------
@@ -287,14 +288,15 @@ class Cortex:
             warnings.append(f"embedding pending: {exc.message}")
             return None
 
-    def _after_write(self, warnings: list[str], last_key: int) -> None:
-        """Embed a few pending memories (remote embedders) and fold a grown delta; never fails the write."""
+    def _after_write(self, warnings: list[str], last_key: int, catch_up: bool) -> None:
+        """Embed a few memories that wait for a vector (after an outage, a change of model or
+        a migration) and fold a grown delta; never fails the write."""
         from cortexctl.errors import CortexError
 
         if warnings:
             return  # the embedder just failed: leave the rest pending
         try:
-            if self.embedder.remote:
+            if catch_up:
                 semantic.embed_pending(self, limit=semantic.LAZY_PENDING, warnings=[])
             if last_key:
                 semantic.maybe_fold(self, last_key)
@@ -357,7 +359,7 @@ class Cortex:
                 last_key = semantic.store_or_warn(con, self.embedder, [head["id"]], [n], vector, warnings)
         if self.embedder.remote:
             semantic.embed_pending(self, ids=[head["id"]], warnings=warnings)
-        self._after_write(warnings, last_key)
+        self._after_write(warnings, last_key, self.embedder.remote)
         return WriteResult(id=head["id"], version=n, seq=seq, embedded=not warnings, warnings=warnings)
 
     def _change_head(self, ref: str, change) -> HeadResult:

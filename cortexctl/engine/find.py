@@ -105,7 +105,7 @@ def query_terms(text: str) -> dict[int, float]:
 def run(cx, query: FindQuery, filters: dict) -> tuple[list[FindHit], list[str]]:
     """The ranked hits and any warnings (a lane that could not run, an index rebuilt)."""
     from cortexctl.engine.semantic import IndexUnusable, fold
-    from cortexctl.errors import StoreBusy
+    from cortexctl.errors import CortexError, StoreBusy
 
     warnings: list[str] = []
     qvec = _embed_query(cx, query.near, warnings) if query.near is not None else None
@@ -117,6 +117,10 @@ def run(cx, query: FindQuery, filters: dict) -> tuple[list[FindHit], list[str]]:
         fold(cx, rebuild=True, wait=0)  # the writer lock only; never queue behind another writer
     except StoreBusy:
         warnings.append(f"index {reason} and another writer holds the store: exact search")
+        return _search(cx, query, filters, qvec, warnings, exact=True), warnings
+    except (CortexError, OSError) as err:  # a read-only store, a full disk: answer all the same
+        detail = err.message if isinstance(err, CortexError) else (err.strerror or type(err).__name__)
+        warnings.append(f"index {reason} and it cannot be rebuilt ({detail}): exact search")
         return _search(cx, query, filters, qvec, warnings, exact=True), warnings
     try:
         hits = _search(cx, query, filters, qvec, warnings)
@@ -154,7 +158,7 @@ def _search(cx, query: FindQuery, filters: dict, qvec, warnings: list[str], *, e
             if note:
                 warnings.append(note)
 
-        lexical = lexical_lane(con, query.near, heads, n, between=semantic_lane)
+        lexical = lexical_lane(con, query.near, heads, n, between=semantic_lane, actor=cx.actor)
         salient = records.top_salience(con, where, params, sal_params, n)
         cands = fuse(lexical, nearest, salient)
         missing = [c.id for c in cands.values() if "salience" not in c.lanes]
@@ -163,16 +167,19 @@ def _search(cx, query: FindQuery, filters: dict, qvec, warnings: list[str], *, e
         return _hits(con, rank(cands.values(), remote=cx.embedder.remote), query)
 
 
-def bm25_scores(con, qw: dict[int, float], n_docs: int):
+def bm25_scores(con, qw: dict[int, float], n_docs: int, hidden=None):
     """(docs, scores) of every memory holding a query term, as numpy arrays.
 
     score = sum over query terms t of w_t * idf(t) * tf * (k1 + 1) / (tf + k1 * (1 - b + b * len / avglen)),
-    idf(t) = ln(1 + (N - df + 0.5) / (df + 0.5)), N and df over the whole store. With b = 0
-    the length terms drop out.
+    idf(t) = ln(1 + (N - df + 0.5) / (df + 0.5)), N and df over the memories the actor may see
+    (``hidden`` holds the doc numbers of the rest). With b = 0 the length terms drop out.
     """
     import numpy as np
 
     hits = sq.postings_of(con, list(qw))
+    if hidden is not None and len(hidden) and len(hits["doc"]):
+        keep = ~np.isin(hits["doc"], hidden)
+        hits = {k: v[keep] for k, v in hits.items()}
     if not len(hits["doc"]):
         return np.zeros(0, np.uint64), np.zeros(0)
     terms_, inverse, df = np.unique(hits["term"], return_inverse=True, return_counts=True)
@@ -211,7 +218,7 @@ def filtered_top(con, docs, scores, heads: Heads, n: int, ids_of: dict[int, str]
     return out[:n]
 
 
-def lexical_lane(con, text: str, heads: Heads, n: int, between=None) -> list[tuple[str, float]]:
+def lexical_lane(con, text: str, heads: Heads, n: int, between=None, *, actor: str) -> list[tuple[str, float]]:
     """BM25, then one pass of pseudo-relevance feedback (module docstring).
 
     ``between()`` runs once the first pass is scored and its best candidates
@@ -221,8 +228,9 @@ def lexical_lane(con, text: str, heads: Heads, n: int, between=None) -> list[tup
     import numpy as np
 
     qw = query_terms(text)
-    n_docs = sq.doc_count(con) if qw else 0
-    docs, scores = bm25_scores(con, qw, n_docs) if qw else (np.zeros(0, np.uint64), np.zeros(0))
+    hidden = sq.hidden_docs(con, actor) if qw else None
+    n_docs = sq.doc_count(con) - (len(hidden) if qw else 0) if qw else 0
+    docs, scores = bm25_scores(con, qw, n_docs, hidden) if qw else (np.zeros(0, np.uint64), np.zeros(0))
     ids_of: dict[int, str] = {}
     if len(docs):
         best_docs = docs[np.lexsort((docs, -scores))[: max(4 * max(n, PRF_DOCS), 64)]]
@@ -246,7 +254,7 @@ def lexical_lane(con, text: str, heads: Heads, n: int, between=None) -> list[tup
                 weights[t] = weights.get(t, 0.0) + (s / total) * tf / max(length, 1)
     if not weights:
         return [(i, s) for i, _, s in first[:n]]
-    df = sq.term_df(con, list(weights))
+    df = sq.term_df(con, list(weights), actor)
     e = {t: w * math.log1p((n_docs - df.get(t, 0) + 0.5) / (df.get(t, 0) + 0.5)) for t, w in weights.items()}
     best = sorted(e.items(), key=lambda kv: (-kv[1], kv[0]))[:PRF_TERMS]
     if not best or best[0][1] <= 0:
@@ -254,7 +262,7 @@ def lexical_lane(con, text: str, heads: Heads, n: int, between=None) -> list[tup
     expanded = dict(qw)
     for t, v in best:
         expanded[t] = PRF_BETA * v / best[0][1]
-    docs, scores = bm25_scores(con, expanded, n_docs)
+    docs, scores = bm25_scores(con, expanded, n_docs, hidden)
     return [(i, s) for i, _, s in filtered_top(con, docs, scores, heads, n, ids_of)]
 
 

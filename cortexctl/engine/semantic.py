@@ -70,10 +70,14 @@ def read_record(store) -> IndexRecord | None:
         doc = json.loads(record_path(store).read_bytes())
         if doc.get("format") != RECORD_FORMAT:
             return None
-        return IndexRecord(str(doc["model"]), int(doc["dim"]), int(doc["max_key"]), int(doc["count"]),
-                           dict(doc["fingerprint"]), int(doc.get("crc_all", 0)))
-    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        rec = IndexRecord(str(doc["model"]), int(doc["dim"]), int(doc["max_key"]), int(doc["count"]),
+                          dict(doc["fingerprint"]), int(doc.get("crc_all", 0)))
+        numbers = [rec.dim, rec.max_key, rec.count, rec.crc_all, *(int(v) for v in rec.fingerprint.values())]
+    except (OSError, ValueError, KeyError, TypeError, AttributeError, OverflowError):
         return None
+    if not all(0 <= v < 2**63 for v in numbers):
+        return None  # a damaged record: rebuild
+    return rec
 
 
 def _write_record(store, rec: IndexRecord) -> None:
@@ -188,7 +192,10 @@ def embed_pending(cx, *, limit: int | None = None, ids: list[str] | None = None,
                 sel = [got_ids[i] for i in keep]
                 for id_ in sel:
                     sq.drop_vectors(con, id_, model=embedder.model)
-                store_vectors(con, embedder, sel, [versions[i] for i in keep], matrix[keep])
+                if warnings is None:
+                    store_vectors(con, embedder, sel, [versions[i] for i in keep], matrix[keep])
+                elif not store_or_warn(con, embedder, sel, [versions[i] for i in keep], matrix[keep], warnings):
+                    return done
         done += len(rows)
         if progress is not None:
             progress(done, max(total or 0, done))
@@ -204,11 +211,16 @@ def reindex(cx, *, rebuild: bool = False, progress=None) -> dict:
     if not cx.store.exists():
         cx.store._check_path()
         raise NotFound(f"no store at {cx.store.path}")
+    replaced = 0
     if getattr(embedder, "remote", False):
-        embedder.probe()  # a dead or misconfigured endpoint fails here, before any work
+        dim = embedder.probe()  # a dead or misconfigured endpoint fails here, before any work
+        with cx._transaction() as con:
+            have = sq.model_dim(con, embedder.model)
+            if have is not None and have != dim:  # the endpoint now makes another length: start over
+                replaced = sq.drop_model(con, embedder.model)
     embedded = embed_pending(cx, progress=(lambda d, t: progress("embed", d, t)) if progress else None)
     with cx._transaction() as con:
-        dropped = sq.drop_other_models(con, embedder.model)
+        dropped = sq.drop_other_models(con, embedder.model) + replaced
     done = fold(cx, rebuild=rebuild, progress=(lambda d, t: progress("index", d, t)) if progress else None)
     return {"model": embedder.model, "dim": embedder.dim, "embedded": embedded, "dropped": dropped, "index": done}
 
@@ -425,13 +437,19 @@ def search(cx, con, query_vec, where: str, params: list, n: int, *, narrow: bool
         def check(ids):
             return records.passing(con, ids, where, params)
     dim = q.shape[0]
+    have = sq.model_dim(con, model)
+    if have is None:
+        if not records.count_heads(con):
+            return [], None
+        return [], f"semantic lane empty: no memory has a vector from {model} yet (run: cortexctl reindex)"
+    if have != dim:
+        return [], (f"semantic lane skipped: the query's vector has {dim} dimensions but the store's vectors "
+                    f"from {model} have {have} (run: cortexctl reindex)")
     total = records.count_heads(con)
     if exact or total <= EXACT_MAX or (narrow and records.count_heads(con, where, params) <= EXACT_MAX):
         return _exact(con, where, params, model, dim, q, n), None
     rec, why = index_state(con, cx.store, model, dim)
     if why != "ok" or rec is None:
-        if sq.model_dim(con, model) is None:
-            return [], f"no memory has a vector from {model} yet (run: cortexctl reindex)"
         raise IndexUnusable(why)
     index = hnsw.open_view(index_path(cx.store), hnsw.Fingerprint.from_json(rec.fingerprint))
     if index is None:

@@ -352,7 +352,12 @@ def import_jsonl(
             if progress:
                 progress(done, len(good))
         if done:
-            index = semantic.fold(cx, built=builder)  # one index build (or fold) for the whole import
+            try:
+                index = semantic.fold(cx, built=builder)  # one index build (or fold) for the whole import
+            except (CortexError, OSError) as err:  # every memory is in; only the cache lags
+                detail = err.message if isinstance(err, CortexError) else (err.strerror or type(err).__name__)
+                warnings.append(f"index file not brought up to date ({detail}); run: cortexctl reindex")
+                index = {"action": "none", "reason": "failed"}
     finally:
         if builder is not None:
             builder.close()

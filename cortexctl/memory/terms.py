@@ -29,11 +29,22 @@ yourself yourselves dont cant wont didnt doesnt ain
 """.split())
 
 
+MAX_STEM = 40  # longer "words" are IDs, hashes or noise: kept whole, and stemming stays cheap
+
+
 def _cons(w, i):
+    """Porter's consonant test: a "y" is a consonant at the start or after a vowel, so in a run
+    of "y"s the answer alternates from the first one's (found without recursion)."""
     c = w[i]
     if c in "aeiou":
         return False
-    return i == 0 or not _cons(w, i - 1) if c == "y" else True
+    if c != "y":
+        return True
+    j = i
+    while j > 0 and w[j - 1] == "y":
+        j -= 1
+    first = j == 0 or w[j - 1] in "aeiou"
+    return first if (i - j) % 2 == 0 else not first
 
 
 def _m(s):                        # Porter's measure: number of VC sequences
@@ -86,8 +97,8 @@ def _rules(w, rules):
 
 @functools.lru_cache(maxsize=200_000)
 def stem(w):
-    """Porter (1980) stemmer, steps 1a-5b."""
-    if len(w) <= 2:
+    """Porter (1980) stemmer, steps 1a-5b. Words over MAX_STEM characters are left as they are."""
+    if len(w) <= 2 or len(w) > MAX_STEM:
         return w
     if w.endswith(("sses", "ies")):                                   # 1a
         w = w[:-2]

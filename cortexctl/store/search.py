@@ -80,6 +80,24 @@ def drop_vectors(con, id_: str, *, model: str | None = None) -> None:
     con.execute(f"DELETE FROM vectors WHERE {cond}", params)
 
 
+def drop_model(con, model: str) -> int:
+    """Take every vector of one model out of service; returns how many."""
+    n = con.execute("SELECT count(*) FROM vectors WHERE model = ?", [model]).fetchall()[0][0]
+    if n:
+        con.execute("INSERT INTO vectors_dropped SELECT key, model FROM vectors WHERE model = ?", [model])
+        con.execute("DELETE FROM vectors WHERE model = ?", [model])
+    return int(n)
+
+
+def maybe_pending(con, model: str) -> bool:
+    """A cheap sign that some memory may wait for a vector from ``model`` (from table sizes)."""
+    row = con.execute(
+        "SELECT EXISTS (SELECT 1 FROM vectors WHERE model <> ?)"
+        " OR (SELECT count(*) FROM vectors) < (SELECT count(*) FROM heads)", [model]
+    ).fetchall()[0]
+    return bool(row[0])
+
+
 def drop_other_models(con, model: str) -> int:
     n = con.execute("SELECT count(*) FROM vectors WHERE model <> ?", [model]).fetchall()[0][0]
     if n:
@@ -306,12 +324,26 @@ def doc_numbers(con, ids: Sequence[str]) -> dict[str, int]:
     return {i: int(d) for i, d in rows}
 
 
-def term_df(con, terms: Sequence[int]) -> dict[int, int]:
-    """Document frequency of each term over the whole store."""
+HIDDEN_DOCS_SQL = ("SELECT d.doc FROM lex_docs d JOIN heads h ON h.id = d.id"
+                   " WHERE NOT (h.actor = ? OR h.visibility = 'public')")
+
+
+def hidden_docs(con, actor: str):
+    """The doc numbers of memories ``actor`` may not see (numpy array): term statistics leave
+    them out, so scores reveal nothing of another actor's private words."""
+    import numpy as np
+
+    got = con.execute(HIDDEN_DOCS_SQL, [actor]).fetchnumpy()
+    return np.asarray(got["doc"], dtype=np.uint64)
+
+
+def term_df(con, terms: Sequence[int], actor: str) -> dict[int, int]:
+    """Document frequency of each term over the memories ``actor`` may see."""
     if not terms:
         return {}
     rows = con.execute(
-        "SELECT term, count(*) FROM lex_postings WHERE list_contains(?::BIGINT[], term) GROUP BY term", [list(terms)]
+        "SELECT term, count(*) FROM lex_postings WHERE list_contains(?::BIGINT[], term)"
+        f" AND doc NOT IN ({HIDDEN_DOCS_SQL}) GROUP BY term", [list(terms), actor]
     ).fetchall()
     return {int(t): int(c) for t, c in rows}
 

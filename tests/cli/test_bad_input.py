@@ -311,6 +311,13 @@ CASES = [
     bad("embed-dimensions-not-a-number", "find --near x", 2, "CORTEXCTL_EMBED_DIMENSIONS",
         env={"CORTEXCTL_EMBED_DIMENSIONS": "wide"}),
     bad("embed-openai-without-url", "write fact x", 2, "base_url", env={"CORTEXCTL_EMBED_PROVIDER": "openai"}),
+    bad("embed-url-bad-ipv6", "find --near x", 2, "base_url",
+        env={"CORTEXCTL_EMBED_BASE_URL": "http://[::1", "CORTEXCTL_EMBED_MODEL": "m"}),
+    bad("embed-url-bad-port", "find --near x", 2, "base_url",
+        env={"CORTEXCTL_EMBED_BASE_URL": "http://127.0.0.1:99999/v1", "CORTEXCTL_EMBED_MODEL": "m"}),
+    bad("embed-api-key-not-ascii", "write fact x", 2, "CORTEXCTL_EMBED_API_KEY", "ASCII",
+        env={"CORTEXCTL_EMBED_BASE_URL": "http://127.0.0.1:9/v1", "CORTEXCTL_EMBED_MODEL": "m",
+             "CORTEXCTL_EMBED_API_KEY": "ключ"}),
     bad("embed-url-without-model", "write fact x", 2, "model",
         env={"CORTEXCTL_EMBED_BASE_URL": "http://127.0.0.1:9/v1"}),
     # verify

@@ -163,3 +163,20 @@ def test_a_base_url_without_a_model_is_a_config_error(cli, embed_server):
     run = cli("write", "fact", "x", env={"CORTEXCTL_EMBED_BASE_URL": embed_server.url})
     assert_clean_error(run, 2)
     assert "embedding -> model" in run.err
+
+
+def test_an_endpoint_that_changes_dimension_under_the_same_model(cli, embed_server, store):
+    uri = cli("write", "fact", "first words", env=embed_server.env()).out.strip()
+    assert cli("write", "fact", "other words", env=embed_server.env()).code == 0
+    embed_server.dims["test-embed"] = 24
+    found = cli("find", "--near", "first words", "--json", env=embed_server.env())
+    assert found.code == 0, found
+    assert any("24 dimensions" in w and "16" in w for w in found.json()["warnings"])
+    upd = cli("update", uri, "second words", "--json", env=embed_server.env())
+    assert upd.code == 0 and upd.json()["embedding"] == "pending", upd
+    done = cli("reindex", "--json", env=embed_server.env())
+    assert done.code == 0, done
+    assert done.json()["embedded"] == 2 and done.json()["dropped"] == 1  # the 16-dimensional one is replaced
+    hit = cli("find", "--near", "second words", "--json", env=embed_server.env()).json()["results"][0]
+    assert "semantic" in hit["lanes"]
+    assert_store_verifies(store)

@@ -174,3 +174,41 @@ def test_near_on_a_store_that_does_not_exist_yet_is_empty(cli):
 def test_the_engine_api_finds_by_meaning_too(store, corpus):
     hits = Cortex(store=store, actor="alice").find(FindQuery(near="billing deploy key", k=1))
     assert hits[0].id == corpus["key"] and hits[0].uri.endswith(corpus["key"])
+
+
+def test_a_word_of_thousands_of_ys_is_stored_and_found(cli):
+    word = "y" * 3000 + "ing"
+    uri = cli("write", "fact", f"{word} marks the spot").out.strip()
+    run = cli("find", "--near", word, "--json")
+    assert run.code == 0, run
+    assert run.json()["results"][0]["uri"] == uri
+
+
+def test_scores_reveal_nothing_of_another_actors_private_words(cli, store):
+    alice = Cortex(store=store, actor="alice")
+    alice.write("fact", "the zyxwv protocol is documented in the wiki")
+    alice.write("fact", "unrelated words about lunch")
+    before = _find(cli, "--near", "zyxwv protocol")["results"][0]["lexical"]
+    Cortex(store=store, actor="bob").write("fact", "bob's private zyxwv notes")
+    assert _find(cli, "--near", "zyxwv protocol")["results"][0]["lexical"] == before
+    Cortex(store=store, actor="bob").write("fact", "bob's public zyxwv notes", visibility="public")
+    assert _find(cli, "--near", "zyxwv protocol")["results"][0]["lexical"] != before  # public words count
+
+
+def test_after_a_change_of_model_find_says_so_and_writes_catch_up(cli, store):
+    for text in ("alpha walrus", "beta walrus", "gamma walrus"):
+        assert cli("write", "fact", text).code == 0
+    other = {"CORTEXCTL_EMBED_DIMENSIONS": "128"}  # another hash model: hash-v1/128
+    doc = _find_env(cli, other, "--near", "walrus")
+    assert any("reindex" in w for w in doc["warnings"])
+    assert all("semantic" not in r["lanes"] for r in doc["results"])
+    assert cli("write", "fact", "delta walrus", env=other).code == 0  # embeds the waiting ones on the side
+    doc = _find_env(cli, other, "--near", "walrus", "-k", "4")
+    assert doc["warnings"] == [] and all("semantic" in r["lanes"] for r in doc["results"])
+    assert_store_verifies(store)
+
+
+def _find_env(cli, env, *args):
+    run = cli("find", *args, "--json", env=env)
+    assert run.code == 0, run
+    return run.json()

@@ -239,3 +239,13 @@ def test_a_new_model_with_no_vectors_yet_still_answers_and_says_to_reindex(big, 
     assert hits[0].text.startswith("note 77 ") and "lexical" in hits[0].lanes
     assert all("semantic" not in h.lanes for h in hits)
     assert any("reindex" in w for w in warnings)
+
+
+@pytest.mark.parametrize("field", ["max_key", "count", "dim"])
+def test_a_record_with_absurd_numbers_is_rebuilt_not_a_crash(big, field):
+    record = json.loads((big / semantic.RECORD_NAME).read_text())
+    record[field] = 1e400 if field != "dim" else -3
+    (big / semantic.RECORD_NAME).write_text(json.dumps(record).replace("Infinity", "1" + "0" * 400))
+    cx = Cortex(store=big, actor="alice")
+    hits, warnings = cx.find_with_warnings(FindQuery(near="item77 alpha", k=3))
+    assert hits[0].text.startswith("note 77 ") and any("rebuilt" in w for w in warnings)
