@@ -8,8 +8,10 @@ Lanes, each over the memories that pass the filters and the visibility rule:
   ``PRF_TERMS`` best terms of the top ``PRF_DOCS`` results, each weighted
   e(t) = sum_d (s_d / sum s) * tf(t, d) / len(d) * idf(t), join the query at
   ``PRF_BETA`` * e(t) / max e (the query's own terms weigh 1), and BM25 runs
-  again. Term statistics are over the whole store; only candidates are
-  filtered. b is 0 (no length normalization): memories are short, and on
+  again. Term statistics (document count and frequencies) are over every
+  memory the actor may see, so a score reveals nothing of another actor's
+  private words; the type, tag and frame filters then pick the candidates.
+  b is 0 (no length normalization): memories are short, and on
   LoCoMo b 0 beats 0.2 by 0.006 and 0.75 by more;
 - **semantic**: cosine similarity between the query's embedding and each
   memory's vector (HNSW, or exact for a narrow filter; see ``semantic.py``);
