@@ -256,7 +256,7 @@ def lexical_lane(con, text: str, heads: Heads, n: int, between=None, *, actor: s
                 weights[t] = weights.get(t, 0.0) + (s / total) * tf / max(length, 1)
     if not weights:
         return [(i, s) for i, _, s in first[:n]]
-    df = sq.term_df(con, list(weights), actor)
+    df = sq.term_df(con, list(weights), hidden)
     e = {t: w * math.log1p((n_docs - df.get(t, 0) + 0.5) / (df.get(t, 0) + 0.5)) for t, w in weights.items()}
     best = sorted(e.items(), key=lambda kv: (-kv[1], kv[0]))[:PRF_TERMS]
     if not best or best[0][1] <= 0:

@@ -324,26 +324,26 @@ def doc_numbers(con, ids: Sequence[str]) -> dict[str, int]:
     return {i: int(d) for i, d in rows}
 
 
-HIDDEN_DOCS_SQL = ("SELECT d.doc FROM lex_docs d JOIN heads h ON h.id = d.id"
-                   " WHERE NOT (h.actor = ? OR h.visibility = 'public')")
-
-
 def hidden_docs(con, actor: str):
     """The doc numbers of memories ``actor`` may not see (numpy array): term statistics leave
     them out, so scores reveal nothing of another actor's private words."""
     import numpy as np
 
-    got = con.execute(HIDDEN_DOCS_SQL, [actor]).fetchnumpy()
+    got = con.execute(
+        "SELECT d.doc FROM lex_docs d JOIN heads h ON h.id = d.id WHERE NOT (h.actor = ? OR h.visibility = 'public')",
+        [actor],
+    ).fetchnumpy()
     return np.asarray(got["doc"], dtype=np.uint64)
 
 
-def term_df(con, terms: Sequence[int], actor: str) -> dict[int, int]:
-    """Document frequency of each term over the memories ``actor`` may see."""
+def term_df(con, terms: Sequence[int], hidden) -> dict[int, int]:
+    """Document frequency of each term, leaving out the ``hidden`` doc numbers (see ``hidden_docs``)."""
     if not terms:
         return {}
     rows = con.execute(
         "SELECT term, count(*) FROM lex_postings WHERE list_contains(?::BIGINT[], term)"
-        f" AND doc NOT IN ({HIDDEN_DOCS_SQL}) GROUP BY term", [list(terms), actor]
+        " AND doc NOT IN (SELECT unnest(?::UBIGINT[])) GROUP BY term",
+        [list(terms), [int(d) for d in hidden]],
     ).fetchall()
     return {int(t): int(c) for t, c in rows}
 
