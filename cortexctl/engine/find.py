@@ -45,7 +45,7 @@ from cortexctl.memory.types import type_name as stored_type
 from cortexctl.store import records
 from cortexctl.store import search as sq
 
-K1, B = 1.2, 0.0  # BM25
+K1 = 1.2  # BM25; b is 0, so document length plays no part (module docstring)
 W_LEX = 1.0
 W_SEM_HASH = 0.05  # LoCoMo recall@10 is flat from 0 to 0.1 and falls beyond: a tie-break and a fallback
 W_SEM_MODEL = 1.0
@@ -172,9 +172,9 @@ def _search(cx, query: FindQuery, filters: dict, qvec, warnings: list[str], *, e
 def bm25_scores(con, qw: dict[int, float], n_docs: int, hidden=None):
     """(docs, scores) of every memory holding a query term, as numpy arrays.
 
-    score = sum over query terms t of w_t * idf(t) * tf * (k1 + 1) / (tf + k1 * (1 - b + b * len / avglen)),
-    idf(t) = ln(1 + (N - df + 0.5) / (df + 0.5)), N and df over the memories the actor may see
-    (``hidden`` holds the doc numbers of the rest). With b = 0 the length terms drop out.
+    score = sum over query terms t of w_t * idf(t) * tf * (k1 + 1) / (tf + k1), which is BM25 with
+    b = 0; idf(t) = ln(1 + (N - df + 0.5) / (df + 0.5)), N and df over the memories the actor may
+    see (``hidden`` holds the doc numbers of the rest).
     """
     import numpy as np
 
@@ -187,8 +187,6 @@ def bm25_scores(con, qw: dict[int, float], n_docs: int, hidden=None):
     terms_, inverse, df = np.unique(hits["term"], return_inverse=True, return_counts=True)
     weight = np.array([qw[int(t)] for t in terms_]) * np.log1p((n_docs - df + 0.5) / (df + 0.5))
     tf = hits["tf"].astype(np.float64)
-    if B:
-        raise NotImplementedError("length normalization needs lex_docs.len joined in")
     contrib = weight[inverse] * tf * (K1 + 1) / (tf + K1)
     docs, where_ = np.unique(hits["doc"], return_inverse=True)
     return docs, np.bincount(where_, weights=contrib, minlength=len(docs))

@@ -160,6 +160,7 @@ def embed_pending(cx, *, limit: int | None = None, ids: list[str] | None = None,
     from cortexctl.memory import codec, schema
     from cortexctl.memory.types import type_name
     from cortexctl.store.db import NoStore
+    from cortexctl.store import records
 
     embedder = cx.embedder
     done = 0
@@ -186,7 +187,7 @@ def embed_pending(cx, *, limit: int | None = None, ids: list[str] | None = None,
             warnings.append(f"embedding pending: {exc.message}")
             return done
         with cx._transaction() as con:
-            current = sq.current_version_of(con, got_ids)
+            current = records.passing(con, got_ids, "h.tombstoned_at IS NULL", [])
             keep = [i for i, (id_, v) in enumerate(zip(got_ids, versions)) if current.get(id_) == v]
             if keep:
                 sel = [got_ids[i] for i in keep]

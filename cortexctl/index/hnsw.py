@@ -130,30 +130,13 @@ def trusted(path: Path, expected: Fingerprint) -> bool:
     return meta.get("dimensions") == expected.dim and meta.get("count_present") == expected.count
 
 
-def open_view(path: Path, expected: Fingerprint):
-    """The index memory-mapped read-only, or None when the file cannot be trusted."""
+def _restore(path: Path, expected: Fingerprint, *, view: bool):
     if not trusted(path, expected):
         return None
     from usearch.index import Index
 
     try:
-        index = Index.restore(str(path), view=True)
-    except Exception:
-        return None
-    if index is None or len(index) != expected.count or index.ndim != expected.dim:
-        return None
-    index.expansion_search = expansion_for(len(index))
-    return index
-
-
-def open_mutable(path: Path, expected: Fingerprint):
-    """The index loaded into memory for adding to, or None when it cannot be trusted."""
-    if not trusted(path, expected):
-        return None
-    from usearch.index import Index
-
-    try:
-        index = Index.restore(str(path), view=False)
+        index = Index.restore(str(path), view=view)
     except Exception:
         return None
     if index is None or len(index) != expected.count or index.ndim != expected.dim:
@@ -161,6 +144,16 @@ def open_mutable(path: Path, expected: Fingerprint):
     index.expansion_add = EXPANSION_ADD
     index.expansion_search = expansion_for(len(index))
     return index
+
+
+def open_view(path: Path, expected: Fingerprint):
+    """The index memory-mapped read-only, or None when the file cannot be trusted."""
+    return _restore(path, expected, view=True)
+
+
+def open_mutable(path: Path, expected: Fingerprint):
+    """The index loaded into memory for adding to, or None when it cannot be trusted."""
+    return _restore(path, expected, view=False)
 
 
 def search(index, query, count: int):

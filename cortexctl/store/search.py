@@ -14,7 +14,7 @@
 from __future__ import annotations
 
 from collections import Counter
-from typing import Any, Iterable, Iterator, Sequence
+from typing import Any, Iterator, Sequence
 
 # -- vectors ---------------------------------------------------------------------
 def next_vector_key(con) -> int:
@@ -72,21 +72,23 @@ def model_dim(con, model: str) -> int | None:
     return int(rows[0][0]) if rows else None
 
 
+def _drop(con, cond: str, params: list[Any]) -> int:
+    """Take the vectors matching ``cond`` out of service (their keys go to vectors_dropped)."""
+    n = int(con.execute(f"SELECT count(*) FROM vectors WHERE {cond}", params).fetchall()[0][0])
+    if n:
+        con.execute(f"INSERT INTO vectors_dropped SELECT key, model FROM vectors WHERE {cond}", params)
+        con.execute(f"DELETE FROM vectors WHERE {cond}", params)
+    return n
+
+
 def drop_vectors(con, id_: str, *, model: str | None = None) -> None:
     """Take a memory's vectors out of service (all of them, or one model's)."""
-    cond = "id = ?" + (" AND model = ?" if model else "")
-    params: list[Any] = [id_] + ([model] if model else [])
-    con.execute(f"INSERT INTO vectors_dropped SELECT key, model FROM vectors WHERE {cond}", params)
-    con.execute(f"DELETE FROM vectors WHERE {cond}", params)
+    _drop(con, "id = ?" + (" AND model = ?" if model else ""), [id_] + ([model] if model else []))
 
 
 def drop_model(con, model: str) -> int:
     """Take every vector of one model out of service; returns how many."""
-    n = con.execute("SELECT count(*) FROM vectors WHERE model = ?", [model]).fetchall()[0][0]
-    if n:
-        con.execute("INSERT INTO vectors_dropped SELECT key, model FROM vectors WHERE model = ?", [model])
-        con.execute("DELETE FROM vectors WHERE model = ?", [model])
-    return int(n)
+    return _drop(con, "model = ?", [model])
 
 
 def maybe_pending(con, model: str) -> bool:
@@ -99,11 +101,8 @@ def maybe_pending(con, model: str) -> bool:
 
 
 def drop_other_models(con, model: str) -> int:
-    n = con.execute("SELECT count(*) FROM vectors WHERE model <> ?", [model]).fetchall()[0][0]
-    if n:
-        con.execute("INSERT INTO vectors_dropped SELECT key, model FROM vectors WHERE model <> ?", [model])
-        con.execute("DELETE FROM vectors WHERE model <> ?", [model])
-    return int(n)
+    """Take every vector not made by ``model`` out of service; returns how many."""
+    return _drop(con, "model <> ?", [model])
 
 
 def vector_stats(con, model: str) -> tuple[int, int, int | None]:
@@ -165,13 +164,6 @@ def pending(con, model: str, *, limit: int | None = None, ids: list[str] | None 
     if limit is not None:
         sql += f" LIMIT {int(limit)}"
     return [(r[0], int(r[1]), int(r[2]), r[3]) for r in con.execute(sql, params).fetchall()]
-
-
-def current_version_of(con, ids: Sequence[str]) -> dict[str, int]:
-    if not ids:
-        return {}
-    rows = con.execute("SELECT id, current_version FROM heads WHERE list_contains(?, id)", [list(ids)]).fetchall()
-    return {r[0]: int(r[1]) for r in rows}
 
 
 def count_pending(con, model: str) -> int:
@@ -316,14 +308,6 @@ def doc_ids(con, docs: Sequence[int]) -> dict[int, str]:
     return {int(d): i for d, i in rows}
 
 
-def doc_numbers(con, ids: Sequence[str]) -> dict[str, int]:
-    """memory ID -> doc number."""
-    if not ids:
-        return {}
-    rows = con.execute("SELECT id, doc FROM lex_docs WHERE list_contains(?, id)", [list(ids)]).fetchall()
-    return {i: int(d) for i, d in rows}
-
-
 def hidden_docs(con, actor: str):
     """The doc numbers of memories ``actor`` may not see (numpy array): term statistics leave
     them out, so scores reveal nothing of another actor's private words."""
@@ -409,20 +393,3 @@ def vector_problems(con):
         " AND h.current_version = x.version WHERE h.id IS NULL"
     ).fetchall():
         yield id_, int(version), f"vector of model {model} is not of the memory's current version"
-
-
-def lex_stats(con) -> tuple[int, int]:
-    """(docs, postings)."""
-    row = con.execute("SELECT (SELECT count(*) FROM lex_docs), (SELECT count(*) FROM lex_postings)").fetchall()[0]
-    return int(row[0]), int(row[1])
-
-
-def lex_docs_of(con) -> Iterable[tuple[str, int, dict[int, int]]]:
-    """Every doc with its length and term frequencies (for verify)."""
-    rows = con.execute(
-        "SELECT d.id, d.len, list(p.term), list(p.tf) FROM lex_docs d LEFT JOIN lex_postings p ON p.doc = d.doc"
-        " GROUP BY d.id, d.len"
-    ).fetchall()
-    for id_, ln, ts, fs in rows:
-        yield id_, int(ln), {int(t): int(f) for t, f in zip(ts or [], fs or []) if t is not None}
-
