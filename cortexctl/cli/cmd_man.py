@@ -47,10 +47,33 @@ FIND_TEXT = (
     "find --near TEXT merges three lanes over the memories that pass the filters and the visibility rule: "
     "lexical (BM25, k1 1.2, b 0, Porter-stemmed words, one pass of pseudo-relevance feedback), semantic "
     "(cosine similarity of embeddings, through the HNSW index file or exactly for narrow filters) and "
-    "salience (recency with a 30-day half-life, importance/10, access count and citations, weighted "
-    "0.35/0.35/0.15/0.15; 0 for a forgotten memory). Each candidate scores bm25/best bm25 + w*max(cosine, 0) "
+    "salience (see SALIENCE). Each candidate scores bm25/best bm25 + w*max(cosine, 0) "
     "+ 0.05*salience, with w 0.05 for the built-in hash embedder and 1.0 for an embedding endpoint; ties break "
     "by ID. -k and --budget-tokens bound the results. Without --near, the salience lane alone."
+)
+
+
+SALIENCE_TEXT = (
+    "Each memory has five factors in [0, 1]: recency 0.5^(age/30 days), age since it was last used (attested) "
+    "or changed, whichever is later; importance/10; access a/(a+5) for access count a; citations c/(c+3); "
+    "and the current version's confidence. Its salience, as one actor sees it, is the weighted sum under that "
+    "actor's learned weights (non-negative, summing to 1; at first 0.3 recency, 0.3 importance, 0.15 access, "
+    "0.15 citations, 0.1 confidence); a forgotten memory has salience 0. attest moves the weights one EMA step "
+    "(rate 0.1, stamped in the journal): toward the mean factor profile of the cited memories, normalized to "
+    "sum 1, on success; toward its complement (1 - profile, normalized) on a failure with reason "
+    "factual_error or wrong_assumption. The step is skipped when no memory was affected, when the target "
+    "sums to 0, or on any other failure, and the learn-weights journal entry is written all the same. "
+    "verify replays every step and compares the result bit for bit."
+)
+
+COMPACT_TEXT = (
+    "compact splits the memories in context into kept (the --load-bearing ones, every identity, hard "
+    "constraint and active goal), counted at their medium form's tokens, and stubs {ref, short form, "
+    "salience}, counted at their short form's tokens (tokens are UTF-8 bytes / 4, rounded up). Over "
+    "--budget-tokens: exit 6 and nothing stored. Otherwise the checkpoint record is stored as canonical "
+    "CBOR (cortex://journal/logs/INTENT/STEP, replacing an earlier one for that intent and step) and "
+    "mirrored best-effort as JSON to DIR/INTENT/STEP.snapshot. Intent and step IDs are 1-128 letters, "
+    "digits, '.', '_', ':' or '-', not starting with '.'."
 )
 
 
@@ -147,6 +170,10 @@ def main_page(root, commands: list[list[str]]) -> str:
         "Fields may be added in later versions, never removed.",
         ".SH FIND",
         _esc(FIND_TEXT),
+        ".SH SALIENCE",
+        _esc(SALIENCE_TEXT),
+        ".SH COMPACT AND CHECKPOINTS",
+        _esc(COMPACT_TEXT),
         ".SH EXIT STATUS",
     ]
     for code, meaning in EXIT_CODES:
@@ -157,7 +184,8 @@ def main_page(root, commands: list[list[str]]) -> str:
     lines += [
         ".SH FILES",
         ".TP", "\\fISTORE/cortex.duckdb\\fR",
-        "the store: heads, versions, the journal, vectors and lexical postings (mode 0600, directory 0700)",
+        "the store: heads, versions, the journal, vectors, lexical postings, learned weights, attest "
+        "rate-limit buckets and checkpoints (mode 0600, directory 0700)",
         ".TP", "\\fISTORE/cortex.usearch\\fR, \\fISTORE/cortex.usearch.json\\fR",
         "the HNSW index file and its record: a cache of the vectors, rebuilt when it does not match the store",
         ".TP", "\\fISTORE/.lock\\fR", "the writers' lock",

@@ -30,29 +30,35 @@ def open_cortex(config_path, store: Optional[str], actor: Optional[str], wait: O
     return Cortex(store=store, actor=actor, wait=wait, config=config_path)
 
 
+def read_input(value: str, option: str) -> tuple[bytes, str]:
+    """The bytes of an option's file, or of stdin for ``-``, and where they came from."""
+    import sys
+
+    from cortexctl.errors import UsageError
+
+    if value == "-":
+        return sys.stdin.buffer.read(), "stdin"
+    path = Path(value)
+    if path.is_dir():
+        raise UsageError(f"{option} {path}: is a directory, not a file")
+    try:
+        return path.read_bytes(), str(path)
+    except FileNotFoundError:
+        raise UsageError(f"{option} {path}: no such file") from None
+    except OSError as exc:
+        raise UsageError(f"{option} {path}: cannot be read ({exc.strerror})") from None
+
+
 def read_data(value: Optional[str]) -> Optional[dict]:
     """--data: inline JSON, @FILE, or - for stdin."""
     import json
-    import sys
 
-    from cortexctl.errors import InvalidData, UsageError
+    from cortexctl.errors import InvalidData
 
     if value is None:
         return None
-    if value == "-":
-        raw = sys.stdin.buffer.read()
-        where = "stdin"
-    elif value.startswith("@"):
-        path = Path(value[1:])
-        where = str(path)
-        if path.is_dir():
-            raise UsageError(f"--data {path}: is a directory, not a file")
-        try:
-            raw = path.read_bytes()
-        except FileNotFoundError:
-            raise UsageError(f"--data {path}: no such file") from None
-        except OSError as exc:
-            raise UsageError(f"--data {path}: cannot be read ({exc.strerror})") from None
+    if value == "-" or value.startswith("@"):
+        raw, where = read_input(value if value == "-" else value[1:], "--data")
     else:
         raw = value.encode("utf-8", "surrogateescape")
         where = "--data"

@@ -1,4 +1,4 @@
-"""The fast path: find, show, history and write without Typer.
+"""The fast path: find, show, history, write and attest without Typer.
 
 Typer (with pydantic behind it) costs more to import than DuckDB itself, and
 these are the commands agents run in a loop as fresh processes. ``plan(argv)``
@@ -44,6 +44,11 @@ _SPECS: dict[str, tuple[dict, tuple[int, int], dict[str, Any]]] = {
         (0, 0),
         {"types": [], "tags": [], "frames": [], "include_tombstoned": False, "k": 10, "form": "short",
          "near": None, "budget_tokens": None},
+    ),
+    "attest": (
+        {"--intent": ("intent", ONE, None), "--outcome": ("outcome", ONE, None), "--reason": ("reason", ONE, None)},
+        (0, 100_000),
+        {"intent": None, "outcome": None, "reason": None},
     ),
     "show": (
         {"--version": ("version", ONE, int), "--form": ("form", ONE, None)}, (1, 1), {"version": None, "form": "full"}
@@ -141,6 +146,8 @@ def run(argv: list[str]) -> int | None:
         views.run_find(config, **values)
     elif command == "show":
         views.run_show(config, positionals[0], **values)
+    elif command == "attest":
+        views.run_attest(config, positionals, **values)
     elif command == "history":
         views.run_history(config, positionals[0], **values)
     else:

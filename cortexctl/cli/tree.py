@@ -64,11 +64,12 @@ def _root(
 
 def _register() -> None:
     from cortexctl.cli import (
-        cmd_config, cmd_find, cmd_head, cmd_man, cmd_reindex, cmd_show, cmd_transfer, cmd_verify, cmd_write,
+        cmd_attest, cmd_compact, cmd_config, cmd_find, cmd_head, cmd_man, cmd_reindex, cmd_show, cmd_transfer,
+        cmd_verify, cmd_write,
     )
 
-    for module in (cmd_write, cmd_show, cmd_head, cmd_find, cmd_transfer, cmd_reindex, cmd_verify, cmd_config,
-                   cmd_man):
+    for module in (cmd_write, cmd_show, cmd_head, cmd_find, cmd_attest, cmd_compact, cmd_transfer, cmd_reindex,
+                   cmd_verify, cmd_config, cmd_man):
         module.register(app)
 
 

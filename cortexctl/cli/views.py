@@ -1,4 +1,4 @@
-"""The bodies of the commands that must start fast (find, show, history, write), free of Typer.
+"""The bodies of the commands that must start fast (find, show, history, write, attest), free of Typer.
 
 Both the Typer commands and the fast path (``cli/fast.py``) call these, so the
 two can never drift apart in what they do or print.
@@ -113,3 +113,30 @@ def run_write(
         out.emit(result.to_json())
     else:
         out.line(result.uri)
+
+
+def run_attest(
+    config, cited: list[str], *, intent: Optional[str], outcome: Optional[str], reason: Optional[str],
+    store: Optional[str], actor: Optional[str], wait: Optional[float], json: bool, jsonl: bool,
+) -> None:
+    from cortexctl.engine.salience import FACTORS
+
+    out = Output(json=json, jsonl=jsonl)
+    if intent is None:
+        raise UsageError("attest needs --intent ID")
+    if outcome is None:
+        raise UsageError("attest needs --outcome success|failure")
+    result = open_cortex(config, store, actor, wait).attest(intent, outcome, cited, reason=reason)
+    if out.machine:
+        out.emit(result.to_json())
+        return
+    delta = f"{result.citations_delta:+d}" if result.citations_delta else "0"
+    out.line(f"attest {result.seq} (learn-weights {result.learn_seq}): {result.outcome}, "
+             f"{len(result.affected)} memor{'y' if len(result.affected) == 1 else 'ies'} affected, citations {delta}")
+    for uri, why in result.skipped:
+        out.line(f"skipped {uri} ({why})")
+    if result.step_skipped:
+        out.line(f"weights unchanged: {result.step_skipped}")
+    else:
+        out.line("weights: " + ", ".join(f"{f} {a:.3f}->{b:.3f}" for f, a, b in
+                                          zip(FACTORS, result.previous_weights, result.new_weights)))

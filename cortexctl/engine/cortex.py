@@ -74,7 +74,7 @@ def to_naive(text: str) -> datetime:
 def head_row(
     *, id_: str, body: VersionBody, actor: str, visibility: str, tags: list[str], frames: list[str],
     importance: int, session: str | None, version: int, created_at: datetime, updated_at: datetime,
-    tombstone: Tombstone | None = None, access_count: int = 0, citations: int = 0,
+    confidence: float, tombstone: Tombstone | None = None, access_count: int = 0, citations: int = 0,
     last_used: datetime | None = None,
 ) -> dict:
     return {
@@ -86,6 +86,7 @@ def head_row(
         "tombstoned_at": tombstone.at if tombstone else None,
         "tombstoned_by": tombstone.by if tombstone else None,
         "access_count": access_count, "citations": citations, "last_used": last_used,
+        "confidence": confidence,  # the current version's, kept on the head for salience
     }
 
 
@@ -256,7 +257,7 @@ class Cortex:
         head = head_row(
             id_=id_, body=body, actor=self.actor, visibility=visibility, tags=tag_list,
             frames=frame_list, importance=importance, session=session, version=1,
-            created_at=now, updated_at=now,
+            created_at=now, updated_at=now, confidence=conf,
         )
         version = version_row(
             id_=id_, version=1, body=body, created_at=now, created_by=self.actor,
@@ -346,7 +347,8 @@ class Cortex:
             records.insert_version(con, version)
             records.update_head(
                 con, head["id"],
-                {"current_version": n, "updated_at": now, "short": body.short, "medium": body.medium},
+                {"current_version": n, "updated_at": now, "short": body.short, "medium": body.medium,
+                 "confidence": new_conf},
             )
             payload = codec.encode({"id": head["id"], **_plain({"updated_at": now}), "version": _plain(version)})
             seq = records.append_journal(con, [("update", now, self.actor, head["id"], payload)])
@@ -515,6 +517,27 @@ class Cortex:
     def reindex(self, *, rebuild: bool = False, progress=None) -> dict:
         """Embed what the active model has not embedded, drop other models' vectors, bring the index up to date."""
         return semantic.reindex(self, rebuild=rebuild, progress=progress)
+
+    # -- feedback and context ------------------------------------------------------
+    def attest(self, intent: str, outcome: str, cited: Iterable[str], *, reason: str | None = None):
+        """Feed an intent's outcome back into the salience of the memories it cited (SPEC §6)."""
+        from cortexctl.engine.attest import attest
+
+        return attest(self, intent, outcome, cited, reason=reason)
+
+    def compact(self, intent: str, step: str, budget_tokens: int, in_context: Iterable[str], *,
+                load_bearing: Iterable[str] = (), checkpoint_dir: str | os.PathLike | None = None):
+        """Split the memories in context into kept and stubs within a budget; store a checkpoint (SPEC §7)."""
+        from cortexctl.engine.compact import compact
+
+        return compact(self, intent, step, budget_tokens, in_context, load_bearing=load_bearing,
+                       checkpoint_dir=checkpoint_dir)
+
+    def load_checkpoint(self, intent: str, step: str):
+        """The checkpoint record stored by compact for (intent, step), or NotFound."""
+        from cortexctl.engine.compact import load
+
+        return load(self, intent, step)
 
     # -- bulk and checks ----------------------------------------------------------
     def import_jsonl(self, source, **kwargs):

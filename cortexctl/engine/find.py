@@ -15,9 +15,10 @@ Lanes, each over the memories that pass the filters and the visibility rule:
   LoCoMo b 0 beats 0.2 by 0.006 and 0.75 by more;
 - **semantic**: cosine similarity between the query's embedding and each
   memory's vector (HNSW, or exact for a narrow filter; see ``semantic.py``);
-- **salience**: the memories with the highest salience (importance, recency,
-  use; see ``store.records.SALIENCE_SQL``), so what was written a moment ago
-  and is not yet embedded can still surface.
+- **salience**: the memories with the highest salience under the actor's
+  learned weights (recency, importance, access, citations, confidence; see
+  ``engine/salience.py``), so what was written a moment ago and is not yet
+  embedded can still surface.
 
 Fusion (with ``--near``): every candidate any lane returned gets
 
@@ -51,8 +52,6 @@ W_SEM_HASH = 0.05  # LoCoMo recall@10 is flat from 0 to 0.1 and falls beyond: a 
 W_SEM_MODEL = 1.0
 PRF_DOCS, PRF_TERMS, PRF_BETA = 5, 10, 0.3
 W_SAL = 0.05
-HALF_LIFE_DAYS = 30.0
-SALIENCE_WEIGHTS = (0.35, 0.35, 0.15, 0.15)  # recency, importance, access, citations
 MIN_CANDIDATES = 50
 
 
@@ -95,8 +94,13 @@ class Heads:
         return {i: self.known[i][2] for i in ids if i in self.known}
 
 
-def salience_params(now) -> list[Any]:
-    return records.salience_params(now, HALF_LIFE_DAYS * 86400.0, SALIENCE_WEIGHTS)
+def salience_params(con, actor: str, now) -> list[Any]:
+    """The salience SQL's parameters under ``actor``'s learned weights."""
+    from cortexctl.engine import salience
+    from cortexctl.store import feedback
+
+    weights = feedback.weights_of(con, actor) or salience.DEFAULT_WEIGHTS
+    return records.salience_params(now, salience.HALF_LIFE_SECONDS, weights)
 
 
 def query_terms(text: str) -> dict[int, float]:
@@ -137,12 +141,12 @@ def _search(cx, query: FindQuery, filters: dict, qvec, warnings: list[str], *, e
     from cortexctl.engine import semantic
     from cortexctl.engine.cortex import utcnow
 
-    sal_params = salience_params(utcnow())
     where, params = records.filter_sql(actor=cx.actor, **filters)
     n = max(query.k * 3, MIN_CANDIDATES)
     with cx._reading() as con:
         if con is None:
             return []
+        sal_params = salience_params(con, cx.actor, utcnow())
         if query.near is None:
             ranked = [Candidate(i, ["salience"], salience=s)
                       for i, s in records.top_salience(con, where, params, sal_params, query.k)]

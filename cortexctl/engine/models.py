@@ -330,3 +330,128 @@ class VerifyReport:
             "journal_entries": self.journal,
             "problems": [p.to_json() for p in self.problems],
         }
+
+
+def _weights_json(weights) -> dict[str, float]:
+    from cortexctl.engine.salience import FACTORS
+
+    return dict(zip(FACTORS, weights))
+
+
+@dataclass
+class AttestResult:
+    """What one attest did (SPEC §6): its two journal entries, the memories it bumped,
+    the citations it skipped, and the learned weights before and after."""
+
+    seq: int
+    learn_seq: int
+    intent: str
+    outcome: str
+    reason: str | None
+    affected: list[str]
+    skipped: list[tuple[str, str]]  # (the citation as given, why it was skipped)
+    citations_delta: int
+    access_delta: int
+    previous_weights: tuple[float, ...]
+    new_weights: tuple[float, ...]
+    step_skipped: str | None  # why the EMA step was skipped; None when it was taken
+
+    @property
+    def weights_updated(self) -> bool:
+        return self.new_weights != self.previous_weights
+
+    def to_json(self) -> dict:
+        return {
+            "seq": self.seq,
+            "learn_seq": self.learn_seq,
+            "intent": self.intent,
+            "outcome": self.outcome,
+            "reason": self.reason,
+            "affected": [memory_uri(i) for i in self.affected],
+            "skipped": [{"uri": u, "why": why} for u, why in self.skipped],
+            "citations_delta": self.citations_delta,
+            "access_delta": self.access_delta,
+            "previous_weights": _weights_json(self.previous_weights),
+            "new_weights": _weights_json(self.new_weights),
+            "weights_updated": self.weights_updated,
+            "step_skipped": self.step_skipped,
+        }
+
+
+@dataclass
+class CompactedItem:
+    ref: str
+    short: str
+    salience: float
+
+    def to_json(self) -> dict:
+        return {"ref": self.ref, "short": self.short, "salience": self.salience}
+
+
+@dataclass
+class Checkpoint:
+    """A checkpoint record (SPEC §7), as stored in canonical CBOR."""
+
+    intent: str
+    step: str
+    created_at: datetime
+    created_by: str
+    budget_tokens: int
+    kept: list[str]  # memory URIs
+    compacted: list[CompactedItem]
+    schema_version: int = 1
+
+    @property
+    def uri(self) -> str:
+        return f"cortex://journal/logs/{self.intent}/{self.step}"
+
+    def to_json(self) -> dict:
+        return {
+            "schema_version": self.schema_version,
+            "uri": self.uri,
+            "intent": self.intent,
+            "step": self.step,
+            "created_at": iso(self.created_at),
+            "created_by": self.created_by,
+            "budget_tokens": self.budget_tokens,
+            "kept": list(self.kept),
+            "compacted": [c.to_json() for c in self.compacted],
+        }
+
+
+@dataclass
+class KeptItem:
+    uri: str
+    why: str  # load-bearing, identity, hard constraint, active goal
+    tokens: int
+    medium: str
+
+
+@dataclass
+class CompactResult:
+    seq: int
+    checkpoint: Checkpoint
+    kept: list[KeptItem]
+    compacted_tokens: list[int]  # per stub, at the short form
+    dropped: list[tuple[str, str]]  # (the input as given, why it is not in the checkpoint)
+    snapshot_path: str | None
+    mirror_error: str | None = None
+
+    @property
+    def total_tokens(self) -> int:
+        return sum(k.tokens for k in self.kept) + sum(self.compacted_tokens)
+
+    def to_json(self) -> dict:
+        return {
+            "seq": self.seq,
+            "snapshot_uri": self.checkpoint.uri,
+            "snapshot_path": self.snapshot_path,
+            "mirror_error": self.mirror_error,
+            "budget_tokens": self.checkpoint.budget_tokens,
+            "total_tokens": self.total_tokens,
+            "kept": [{"uri": k.uri, "why": k.why, "tokens": k.tokens, "medium": k.medium} for k in self.kept],
+            "compacted": [{**c.to_json(), "tokens": t}
+                          for c, t in zip(self.checkpoint.compacted, self.compacted_tokens)],
+            "dropped": [{"uri": u, "why": why} for u, why in self.dropped],
+            "checkpoint": self.checkpoint.to_json(),
+        }

@@ -5,7 +5,15 @@ Every entry kind that changes a memory is applied here, in sequence order:
 - ``write``: the whole head and every version (a write, or one imported memory);
 - ``update``: one new version, and the head's current version, time and forms;
 - ``update_head``: the changed head fields (tags, frames, importance, visibility, time);
-- ``tombstone``: the reason, time and actor.
+- ``tombstone``: the reason, time and actor;
+- ``attest``: for each affected memory, the access and citations deltas
+  (citations floor at 0) and the time it was last used.
+
+``Learning`` replays the ``learn_weights`` entries: each actor's learned weights
+start at ``salience.DEFAULT_WEIGHTS`` and take the EMA step each entry stamps,
+recomputed here from the weights replay has reached, the stamped rate and profile,
+and the outcome of the attest it pairs with. ``checkpoint`` entries carry the
+checkpoint record itself; the latest for each (actor, intent, step) is the stored one.
 
 Times in payloads are integer microseconds since the epoch (UTC).
 """
@@ -15,12 +23,13 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from typing import Any
 
+from cortexctl.engine import salience
 from cortexctl.errors import IntegrityError
 from cortexctl.memory import codec
 
 _EPOCH = datetime(1970, 1, 1)
 TIME_FIELDS = {"created_at", "updated_at", "tombstoned_at", "last_used"}
-KINDS = ("write", "update", "update_head", "tombstone")
+KINDS = ("write", "update", "update_head", "tombstone", "attest", "learn_weights", "checkpoint")
 
 
 def _row(plain: dict) -> dict:
@@ -28,6 +37,16 @@ def _row(plain: dict) -> dict:
         k: (_EPOCH + timedelta(microseconds=v) if k in TIME_FIELDS and isinstance(v, int) else v)
         for k, v in plain.items()
     }
+
+
+def _doc(seq: int, payload: bytes) -> dict:
+    try:
+        doc = codec.decode(payload)
+    except IntegrityError:
+        raise IntegrityError(f"journal entry {seq} does not decode") from None
+    if not isinstance(doc, dict):
+        raise IntegrityError(f"journal entry {seq} is not a record")
+    return doc
 
 
 class Memory:
@@ -38,12 +57,7 @@ class Memory:
         self.versions: dict[int, dict] = {}
 
     def apply(self, seq: int, kind: str, payload: bytes) -> None:
-        try:
-            doc = codec.decode(payload)
-        except IntegrityError:
-            raise IntegrityError(f"journal entry {seq} does not decode") from None
-        if not isinstance(doc, dict):
-            raise IntegrityError(f"journal entry {seq} is not a record")
+        doc = _doc(seq, payload)
         try:
             if kind == "write":
                 if self.head is not None:
@@ -51,6 +65,9 @@ class Memory:
                 self.head = _row(doc["head"])
                 for v in doc["versions"]:
                     self.versions[v["version"]] = _row(v)
+                # The head's confidence is its current version's (entries older than the
+                # head column do not carry it).
+                self.head["confidence"] = self.versions[self.head["current_version"]]["confidence"]
                 return
             if self.head is None:
                 raise IntegrityError(f"journal entry {seq} ({kind}) comes before the memory's write")
@@ -58,10 +75,102 @@ class Memory:
                 v = _row(doc["version"])
                 self.versions[v["version"]] = v
                 self.head.update(current_version=v["version"], updated_at=_row(doc)["updated_at"],
-                                 short=v["short"], medium=v["medium"])
+                                 short=v["short"], medium=v["medium"], confidence=v["confidence"])
             elif kind in ("update_head", "tombstone"):
                 self.head.update(_row({k: v for k, v in doc.items() if k != "id"}))
             else:
                 raise IntegrityError(f"journal entry {seq} has an unknown kind {kind!r}")
         except (KeyError, TypeError, AttributeError):
             raise IntegrityError(f"journal entry {seq} ({kind}) is missing fields") from None
+
+    def attested(self, seq: int, event: "Attested") -> None:
+        if self.head is None:
+            raise IntegrityError(f"journal entry {seq} (attest) cites the memory before its write")
+        self.head["access_count"] += event.access
+        self.head["citations"] = max(0, self.head["citations"] + event.citations)
+        self.head["last_used"] = event.at
+
+
+class Attested:
+    """What one attest did to each memory it affected."""
+
+    __slots__ = ("access", "citations", "at")
+
+    def __init__(self, access: int, citations: int, at: datetime) -> None:
+        self.access, self.citations, self.at = access, citations, at
+
+
+def attest_events(seq: int, payload: bytes) -> tuple[dict, list[str], Attested]:
+    """An attest entry: its record, the IDs it affected, and what it did to each."""
+    doc = _doc(seq, payload)
+    try:
+        affected = list(doc["affected"])
+        event = Attested(int(doc["access_delta"]), int(doc["citations_delta"]), _row({"last_used": doc["at"]})["last_used"])
+        if not all(isinstance(i, str) for i in affected):
+            raise TypeError
+    except (KeyError, TypeError, ValueError, OverflowError):
+        raise IntegrityError(f"journal entry {seq} (attest) is missing fields") from None
+    return doc, affected, event
+
+
+class Learning:
+    """Each actor's learned weights, replayed from the attest and learn_weights entries."""
+
+    def __init__(self) -> None:
+        self.weights: dict[str, tuple[float, ...]] = {}
+        self.steps: dict[str, int] = {}
+        self.seq: dict[str, int] = {}
+        self.broken: set[str] = set()
+        self._attest: tuple[int, dict] | None = None
+
+    def attest(self, seq: int, doc: dict) -> None:
+        self._attest = (seq, doc)
+
+    def learn(self, seq: int, actor: str, payload: bytes) -> None:
+        """Apply one learn_weights entry; IntegrityError names the first divergence."""
+        if actor in self.broken:
+            return
+        try:
+            self._learn(seq, actor, payload)
+        except IntegrityError:
+            self.broken.add(actor)
+            raise
+
+    def _learn(self, seq: int, actor: str, payload: bytes) -> None:
+        doc = _doc(seq, payload)
+        paired = self._attest
+        self._attest = None
+        if paired is None or paired[0] != seq - 1:
+            raise IntegrityError(f"journal entry {seq} (learn_weights) does not follow its attest")
+        attest = paired[1]
+        if attest is None:
+            raise IntegrityError(f"journal entry {seq} (learn_weights) pairs with an attest that does not decode")
+        try:
+            stamped_actor, alpha = doc["actor"], float(doc["alpha"])
+            p = tuple(float(x) for x in doc["profile"])
+            previous = tuple(float(x) for x in doc["previous"])
+            new = tuple(float(x) for x in doc["new"])
+            skipped = doc["skipped"]
+            outcome, reason, affected = attest["outcome"], attest["reason"], len(attest["affected"])
+        except (KeyError, TypeError, ValueError):
+            raise IntegrityError(f"journal entry {seq} (learn_weights) is missing fields") from None
+        if stamped_actor != actor:
+            raise IntegrityError(f"journal entry {seq} (learn_weights) names actor {stamped_actor!r} "
+                                 f"but was written by {actor!r}")
+        if len(p) != len(salience.FACTORS) or any(not 0.0 <= x <= 1.0 for x in p):
+            raise IntegrityError(f"journal entry {seq} (learn_weights) has an impossible factor profile")
+        have = self.weights.get(actor, salience.DEFAULT_WEIGHTS)
+        if previous != have:
+            raise IntegrityError(f"journal entry {seq} (learn_weights) starts from weights {_fmt(previous)} "
+                                 f"but replay reached {_fmt(have)}")
+        step = salience.ema_step(have, p, outcome, reason, affected, alpha)
+        if new != step.weights or skipped != step.skipped:
+            raise IntegrityError(f"journal entry {seq} (learn_weights) records weights {_fmt(new)} "
+                                 f"but the step recomputes to {_fmt(step.weights)}")
+        self.weights[actor] = step.weights
+        self.steps[actor] = self.steps.get(actor, 0) + 1
+        self.seq[actor] = seq
+
+
+def _fmt(weights) -> str:
+    return "(" + ", ".join(f"{w:.17g}" for w in weights) + ")"

@@ -184,7 +184,7 @@ def prepare(obj: Any, actor: str, now: datetime, *, keep_actors: bool = False) -
                               confidence=confidence, provenance={"via": "import"})
         head = head_row(id_=id_, body=body, actor=owner, visibility=visibility, tags=tags, frames=frames,
                         importance=importance, session=session, version=1, created_at=created,
-                        updated_at=created)
+                        updated_at=created, confidence=confidence)
         return Prepared(head, [version], text=body.search_text)
 
     if id_ is None:
@@ -244,7 +244,7 @@ def prepare(obj: Any, actor: str, now: datetime, *, keep_actors: bool = False) -
     head = head_row(
         id_=id_, body=body, actor=owner, visibility=visibility, tags=tags, frames=frames,
         importance=importance, session=session, version=len(versions), created_at=created,
-        updated_at=updated, tombstone=tombstone,
+        updated_at=updated, confidence=versions[-1]["confidence"], tombstone=tombstone,
         access_count=_count(sal.get("access_count", 0), "salience.access_count"),
         citations=_count(sal.get("citations", 0), "salience.citations"),
         last_used=_opt_time(sal.get("last_used"), "salience.last_used"),

@@ -12,10 +12,17 @@ Checks, over every actor's memories:
   its memory's current version; the index file, when there is one for the
   active model, is the one the store recorded (whole-file CRC-32) and agrees
   with the vectors;
+- every attest entry is immediately followed by its learn_weights entry, and
+  every learn_weights entry immediately follows an attest;
 - replaying the journal from nothing rebuilds every head and every version
-  exactly, column for column: a change made to the tables behind the journal's
-  back (a field edited, a row added or deleted, a forget undone) shows up as a
-  divergence naming the memory and the field.
+  exactly, column for column, salience counters (access count, citations, last
+  used) included: a change made to the tables behind the journal's back (a
+  field edited, a row added or deleted, a forget undone) shows up as a
+  divergence naming the memory and the field;
+- replaying the learn_weights entries reproduces every actor's learned weights
+  bit for bit, each EMA step recomputed (the first divergence is named by its
+  journal entry), and the latest checkpoint entry of each (actor, intent, step)
+  is the stored checkpoint record.
 """
 
 from __future__ import annotations
@@ -25,7 +32,7 @@ from cortexctl.engine.models import Problem, VerifyReport
 from cortexctl.errors import IntegrityError, NotFound
 from cortexctl.memory import codec
 from cortexctl.memory.ids import memory_uri
-from cortexctl.store import integrity
+from cortexctl.store import feedback, integrity
 from cortexctl.store import search as search_sq
 from cortexctl.store.db import NoStore
 
@@ -86,8 +93,18 @@ def _verify(con, store: str) -> VerifyReport:
         p.add("journal", f"first sequence number is {lo}, not 1")
     for seq, nxt in integrity.journal_gaps(con):
         p.add("journal", f"gap after entry {seq}: next is {nxt}")
+    for seq, kind in con.execute(
+        "SELECT seq, kind FROM journal WHERE NOT list_contains(?, kind) ORDER BY seq", [list(replay.KINDS)]
+    ).fetchall():
+        p.add("journal", f"entry {seq} has an unknown kind {kind!r}")
+    for seq, kind, neighbour in integrity.unpaired_attests(con):
+        if kind == "attest":
+            p.add("journal", f"attest entry {seq} is not immediately followed by its learn_weights entry")
+        else:
+            p.add("journal", f"learn_weights entry {seq} does not immediately follow an attest entry")
 
-    _replay(con, p)
+    attested = _replay_wide(con, p)
+    _replay(con, p, attested)
     return VerifyReport(store=store, memories=integrity.count_heads(con), versions=n_versions,
                         journal=n_journal, problems=p.close())
 
@@ -108,16 +125,82 @@ def _expected_terms(type_code: int, data: bytes) -> list[int]:
     return text_terms(schema.search_text(type_name(type_code), codec.decode(data)))
 
 
-def _replay(con, p: _Problems) -> None:
+def _replay_wide(con, p: _Problems) -> dict[str, list[tuple[int, replay.Attested]]]:
+    """Replay the entries that are not about one memory: learned weights and checkpoints,
+    each compared with its table. Returns each memory's attest events, in sequence order."""
+    attested: dict[str, list[tuple[int, replay.Attested]]] = {}
+    learning = replay.Learning()
+    checkpoints: dict[tuple[str, str, str], tuple[int, object, bytes]] = {}
+    for seq, kind, ts, actor, ref, payload in integrity.entries_of(con, ("attest", "learn_weights", "checkpoint")):
+        try:
+            if kind == "attest":
+                learning.attest(seq, None)
+                doc, ids, event = replay.attest_events(seq, payload)
+                learning.attest(seq, doc)
+                for id_ in ids:
+                    attested.setdefault(id_, []).append((seq, event))
+            elif kind == "learn_weights":
+                learning.learn(seq, actor, payload)
+            else:
+                record = _checkpoint_record(seq, payload)
+                checkpoints[(record.created_by, record.intent, record.step)] = (seq, ts, payload)
+        except IntegrityError as exc:
+            p.add("replay", exc.message)
+    stored = feedback.all_weights(con)
+    for actor in sorted(set(stored) | set(learning.weights)):
+        if actor in learning.broken:
+            continue
+        row, want = stored.get(actor), learning.weights.get(actor)
+        if row is None:
+            p.add("weights", f"actor {actor!r}: the journal learned weights but none are stored")
+        elif want is None:
+            p.add("weights", f"actor {actor!r}: weights are stored but the journal never learned any")
+        elif row["weights"] != want:
+            p.add("weights", f"actor {actor!r}: stored weights {replay._fmt(row['weights'])} but replay "
+                             f"gives {replay._fmt(want)}")
+        elif (row["steps"], row["seq"]) != (learning.steps[actor], learning.seq[actor]):
+            p.add("weights", f"actor {actor!r}: stored after {row['steps']} steps (entry {row['seq']}) but the "
+                             f"journal has {learning.steps[actor]} (entry {learning.seq[actor]})")
+    have = feedback.all_checkpoints(con)
+    for key in sorted(set(have) | set(checkpoints)):
+        label = f"checkpoint {key[1]}/{key[2]} of actor {key[0]!r}"
+        row, want = have.get(key), checkpoints.get(key)
+        if row is None:
+            p.add("checkpoints", f"{label} is in the journal but missing from the store")
+        elif want is None:
+            p.add("checkpoints", f"{label} is in the store but not in the journal")
+        elif (row["seq"], row["created_at"], row["record"]) != want:
+            p.add("checkpoints", f"{label} differs from journal entry {want[0]}")
+    return attested
+
+
+def _checkpoint_record(seq: int, payload: bytes):
+    from cortexctl.engine.compact import decode_record
+
+    try:
+        return decode_record(payload)
+    except IntegrityError:
+        raise IntegrityError(f"journal entry {seq} (checkpoint) does not decode") from None
+
+
+def _replay(con, p: _Problems, attested: dict[str, list[tuple[int, replay.Attested]]]) -> None:
     """Rebuild each memory from the journal and compare it with the tables."""
     for journal, heads, versions in integrity.by_memory(con):
         rebuilt: dict[str, replay.Memory] = {}
         broken: set[str] = set()
-        for ref, seq, kind, payload in journal:
+        entries = [(ref, seq, kind, payload) for ref, seq, kind, payload in journal]
+        for id_ in {h["id"] for h in heads} | {e[0] for e in entries}:
+            entries.extend((id_, seq, "attest", event) for seq, event in attested.pop(id_, ()))
+        entries.sort(key=lambda e: (e[0], e[1]))
+        for ref, seq, kind, payload in entries:
             if ref in broken:
                 continue
             try:
-                rebuilt.setdefault(ref, replay.Memory()).apply(seq, kind, payload)
+                mem = rebuilt.setdefault(ref, replay.Memory())
+                if kind == "attest":
+                    mem.attested(seq, payload)
+                else:
+                    mem.apply(seq, kind, payload)
             except IntegrityError as exc:
                 p.add("replay", exc.message, memory_uri(ref))
                 broken.add(ref)
@@ -151,6 +234,9 @@ def _replay(con, p: _Problems) -> None:
                     for field, value in have[n].items():
                         if mem.versions[n].get(field) != value:
                             p.add("replay", f"version {n} field {field} differs from the journal", uri)
+    for id_, events in sorted(attested.items()):
+        p.add("replay", f"journal entry {events[0][0]} (attest) cites a memory that was never written",
+              memory_uri(id_))
 
 
 def _show(value) -> str:

@@ -139,6 +139,21 @@ def check_name(value: object, field: str, *, error=UsageError) -> str:
     return value
 
 
+MAX_LABEL_CHARS = 128
+_LABEL_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._:-")
+
+
+def check_label(value: object, field: str, *, error=UsageError) -> str:
+    """An intent or step ID: 1-128 letters, digits, '.', '_', ':' or '-', not starting with
+    '.'. Such IDs name checkpoint mirror files, so they can never climb out of a directory."""
+    if not isinstance(value, str) or not value:
+        raise error(f"{field} must not be empty")
+    if len(value) > MAX_LABEL_CHARS or not _LABEL_CHARS.issuperset(value) or value.startswith("."):
+        raise error(f"{field} {value!r}: must be 1-{MAX_LABEL_CHARS} letters, digits, '.', '_', ':' or '-'"
+                    " and not start with '.'")
+    return value
+
+
 def check_importance(value: object, *, error=UsageError) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= 10:
         raise error(f"importance: {value!r} is not a whole number from 0 to 10")

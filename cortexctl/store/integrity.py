@@ -65,6 +65,40 @@ def journal_gaps(con) -> list[tuple[int, int]]:
     ).fetchall()
 
 
+MEMORY_KINDS = ("write", "update", "update_head", "tombstone")
+_MEMORY_KINDS_SQL = "kind IN ('write', 'update', 'update_head', 'tombstone')"
+
+
+def entries_of(con, kinds: tuple[str, ...], batch: int = 10000) -> Iterator[tuple]:
+    """(seq, kind, ts, actor, ref, payload) of the entries of these kinds, in sequence order."""
+    cur = con.execute(
+        "SELECT seq, kind, ts, actor, ref, payload FROM journal WHERE list_contains(?, kind) ORDER BY seq",
+        [list(kinds)],
+    )
+    while True:
+        rows = cur.fetchmany(batch)
+        if not rows:
+            return
+        yield from rows
+
+
+def unpaired_attests(con) -> list[tuple[int, str, str | None]]:
+    """(seq, kind, neighbour kind) of attest entries not followed by a learn_weights entry
+    and of learn_weights entries not preceded by an attest entry."""
+    return con.execute(
+        """
+        SELECT seq, kind, neighbour FROM (
+            SELECT seq, kind,
+                   CASE WHEN kind = 'attest' THEN lead(kind) OVER w ELSE lag(kind) OVER w END AS neighbour,
+                   CASE WHEN kind = 'attest' THEN lead(seq) OVER w ELSE lag(seq) OVER w END AS nseq
+            FROM journal WINDOW w AS (ORDER BY seq))
+        WHERE (kind = 'attest' AND (neighbour IS DISTINCT FROM 'learn_weights' OR nseq <> seq + 1))
+           OR (kind = 'learn_weights' AND (neighbour IS DISTINCT FROM 'attest' OR nseq <> seq - 1))
+        ORDER BY seq
+        """
+    ).fetchall()
+
+
 def count_heads(con) -> int:
     return con.execute("SELECT count(*) FROM heads").fetchall()[0][0]
 
@@ -80,13 +114,14 @@ def by_memory(con, batch: int = 5000) -> Iterator[tuple[list[tuple], list[dict],
     vcols = ", ".join(VERSION_COLUMNS)
     while True:
         ids = [r[0] for r in con.execute(
-            "SELECT id FROM (SELECT ref AS id FROM journal WHERE ref IS NOT NULL UNION SELECT id FROM heads)"
+            f"SELECT id FROM (SELECT ref AS id FROM journal WHERE {_MEMORY_KINDS_SQL} UNION SELECT id FROM heads)"
             f" WHERE id > ? ORDER BY id LIMIT {int(batch)}", [last]).fetchall()]
         if not ids:
             return
         lo, hi = ids[0], ids[-1]
         journal = con.execute(
-            "SELECT ref, seq, kind, payload FROM journal WHERE ref BETWEEN ? AND ? ORDER BY ref, seq", [lo, hi]
+            f"SELECT ref, seq, kind, payload FROM journal WHERE ref BETWEEN ? AND ? AND {_MEMORY_KINDS_SQL}"
+            " ORDER BY ref, seq", [lo, hi]
         ).fetchall()
         heads = _dicts(con.execute(f"SELECT {hcols} FROM heads WHERE id BETWEEN ? AND ? ORDER BY id", [lo, hi]),
                        HEAD_COLUMNS)

@@ -113,6 +113,42 @@ def m002_search(con) -> None:
     backfill_lexical(con)  # memories written before this version; their vectors are made by reindex
 
 
+@migration(3)
+def m003_salience(con) -> None:
+    """Attest, compact and checkpoints: each head's confidence (a salience factor, copied
+    from its current version), per-actor learned salience weights, attest rate-limit
+    buckets, and checkpoint records."""
+    con.execute("ALTER TABLE heads ADD COLUMN confidence DOUBLE NOT NULL DEFAULT 1.0")
+    con.execute(
+        "UPDATE heads SET confidence = v.confidence FROM versions v"
+        " WHERE v.id = heads.id AND v.version = heads.current_version"
+    )
+    con.execute(
+        """
+        CREATE TABLE learned_weights (
+            actor VARCHAR NOT NULL PRIMARY KEY,
+            recency DOUBLE NOT NULL,
+            importance DOUBLE NOT NULL,
+            access DOUBLE NOT NULL,
+            citations DOUBLE NOT NULL,
+            confidence DOUBLE NOT NULL,
+            steps UBIGINT NOT NULL,
+            seq UBIGINT NOT NULL,
+            updated_at TIMESTAMP NOT NULL
+        )
+        """
+    )
+    con.execute(
+        "CREATE TABLE rate_buckets (actor VARCHAR NOT NULL, intent VARCHAR NOT NULL,"
+        " tokens DOUBLE NOT NULL, updated_at TIMESTAMP NOT NULL, PRIMARY KEY (actor, intent))"
+    )
+    con.execute(
+        "CREATE TABLE checkpoints (actor VARCHAR NOT NULL, intent VARCHAR NOT NULL, step VARCHAR NOT NULL,"
+        " created_at TIMESTAMP NOT NULL, seq UBIGINT NOT NULL, record BLOB NOT NULL,"
+        " PRIMARY KEY (actor, intent, step))"
+    )
+
+
 def _version(con) -> int:
     """The store's schema version; 0 for a file with no cortexctl tables yet."""
     import duckdb

@@ -16,7 +16,7 @@ HEAD_COLUMNS = (
     "id", "type", "actor", "visibility", "tags", "frames", "importance", "session",
     "current_version", "created_at", "updated_at", "short", "medium",
     "tombstone_reason", "tombstoned_at", "tombstoned_by",
-    "access_count", "citations", "last_used",
+    "access_count", "citations", "last_used", "confidence",
 )
 VERSION_COLUMNS = (
     "id", "version", "type", "data", "hash", "created_at", "created_by", "confidence",
@@ -152,6 +152,15 @@ def heads_by_prefix(con, prefix: str, actor: str, limit: int = 6) -> list[dict]:
     return _dicts(cur, HEAD_COLUMNS)
 
 
+def heads_by_ids(con, ids: Sequence[str], actor: str) -> list[dict]:
+    """The visible heads of these full IDs."""
+    if not ids:
+        return []
+    cols = ", ".join(f"h.{c}" for c in HEAD_COLUMNS)
+    cur = con.execute(f"SELECT {cols} FROM heads h WHERE h.id IN {id_list(ids)} AND {visible_sql()}", [actor])
+    return _dicts(cur, HEAD_COLUMNS)
+
+
 def head_exists(con, ids: Iterable[str]) -> set[str]:
     """Which of ``ids`` exist, whoever owns them."""
     ids = list(ids)
@@ -249,24 +258,22 @@ def passing(con, ids: Sequence[str], where: str, params: Sequence[Any]) -> dict[
     return {r[0]: int(r[1]) for r in rows}
 
 
-# Salience: a weighted sum of factors in [0, 1], 0 for a forgotten memory:
-#   recency    0.5 ** (age / half-life), age since last use or last change
-#   importance importance / 10
-#   access     access_count / (access_count + 5)
-#   citations  citations / (citations + 3)
-# Parameters: now (TIMESTAMP), half-life (seconds), then the four weights.
+# Salience (engine/salience.py has the formulas and their reasons): a weighted sum of
+# five factors in [0, 1], 0 for a forgotten memory. Parameters: now (TIMESTAMP), the
+# half-life (seconds), then the five weights in salience.FACTORS order.
 SALIENCE_SQL = (
     "CASE WHEN h.tombstoned_at IS NOT NULL THEN 0.0 ELSE"
-    " ? * pow(0.5, greatest(epoch(CAST(? AS TIMESTAMP)) - epoch(coalesce(h.last_used, h.updated_at)), 0) / ?)"
+    " ? * pow(0.5, greatest(epoch(CAST(? AS TIMESTAMP)) - epoch(greatest(h.updated_at, h.last_used)), 0) / ?)"
     " + ? * h.importance / 10.0"
     " + ? * h.access_count / (h.access_count + 5.0)"
-    " + ? * h.citations / (h.citations + 3.0) END"
+    " + ? * h.citations / (h.citations + 3.0)"
+    " + ? * h.confidence END"
 )
 
 
 def salience_params(now: datetime, half_life: float, weights: Sequence[float]) -> list[Any]:
-    w_rec, w_imp, w_acc, w_cit = weights
-    return [w_rec, now, half_life, w_imp, w_acc, w_cit]
+    w_rec, w_imp, w_acc, w_cit, w_conf = weights
+    return [w_rec, now, half_life, w_imp, w_acc, w_cit, w_conf]
 
 
 def top_salience(con, where: str, params: list[Any], sal_params: list[Any], limit: int) -> list[tuple[str, float]]:

@@ -50,6 +50,7 @@ def test_an_older_store_is_migrated_forward_when_opened(cx, store):
     con.execute("DROP TABLE heads; DROP TABLE versions; DROP TABLE frames; DROP TABLE journal;")
     con.execute("DROP TABLE meta; DROP TABLE schema_migrations;")
     con.execute("DROP TABLE vectors; DROP TABLE vectors_dropped; DROP TABLE lex_docs; DROP TABLE lex_postings;")
+    con.execute("DROP TABLE learned_weights; DROP TABLE rate_buckets; DROP TABLE checkpoints;")
     con.close()
     assert cx.find(FindQuery()) == []  # a reader migrates to the current schema
     assert cx.write("fact", "again").uri != uri
@@ -60,7 +61,9 @@ def test_a_store_from_before_the_search_tables_gets_postings_and_then_vectors(cx
     # Make it a schema-1 store: no search tables, no record of migration 2.
     con = duckdb.connect(str(store / DB_NAME))
     con.execute("DROP TABLE vectors; DROP TABLE vectors_dropped; DROP TABLE lex_docs; DROP TABLE lex_postings;")
-    con.execute("DELETE FROM schema_migrations WHERE number = 2")
+    con.execute("DROP TABLE learned_weights; DROP TABLE rate_buckets; DROP TABLE checkpoints;")
+    con.execute("ALTER TABLE heads DROP COLUMN confidence")
+    con.execute("DELETE FROM schema_migrations WHERE number >= 2")
     con.execute("UPDATE meta SET value = '1' WHERE key = 'schema_version'")
     con.close()
     hits = cx.find(FindQuery(near="pager rota"))
@@ -83,3 +86,24 @@ def test_a_store_path_that_is_a_file_is_a_usage_error(tmp_path):
     f.write_text("x")
     with pytest.raises(UsageError):
         Cortex(store=f, actor="a").write("fact", "x")
+
+
+def test_a_store_from_before_salience_gets_head_confidence_and_verifies(cx, store):
+    low = cx.write("fact", "a shaky rumour", confidence=0.25).uri
+    cx.update(low, confidence=0.5)
+    sure = cx.write("fact", "a checked fact").uri
+    # Make it a schema-2 store: no head confidence, no weights, buckets or checkpoints.
+    con = duckdb.connect(str(store / DB_NAME))
+    con.execute("DROP TABLE learned_weights; DROP TABLE rate_buckets; DROP TABLE checkpoints;")
+    con.execute("ALTER TABLE heads DROP COLUMN confidence")
+    con.execute("DELETE FROM schema_migrations WHERE number = 3")
+    con.execute("UPDATE meta SET value = '2' WHERE key = 'schema_version'")
+    con.close()
+    assert cx.verify().ok  # opening migrates; the replay derives each head's confidence
+    con = duckdb.connect(str(store / DB_NAME), read_only=True)
+    try:
+        got = dict(con.execute("SELECT id, confidence FROM heads").fetchall())
+    finally:
+        con.close()
+    assert got == {low.rsplit("/", 1)[1]: 0.5, sure.rsplit("/", 1)[1]: 1.0}
+    assert cx.attest("i", "success", [low, sure]).affected

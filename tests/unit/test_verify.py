@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-import duckdb
 import pytest
 
 from cortexctl import Cortex
 from cortexctl.memory import codec
-from cortexctl.store.db import DB_NAME
-from tests.conftest import assert_clean_error
+from tests.conftest import assert_clean_error, run_sql
 
 
 @pytest.fixture
@@ -21,14 +19,6 @@ def built(store):
     cx.forget(c, reason="old")
     assert cx.verify().ok
     return cx, {"a": a, "b": b, "c": c}
-
-
-def _sql(store, statement: str, params=()) -> None:
-    con = duckdb.connect(str(store / DB_NAME))
-    try:
-        con.execute(statement, list(params))
-    finally:
-        con.close()
 
 
 def _forged(id_: str) -> tuple[bytes, bytes]:
@@ -66,7 +56,7 @@ def test_verify_reports_tampering(built, store, cli, what):
     statement = TAMPERING[what]
     for key, value in ids.items():
         statement = statement.replace(f"${key}", f"'{value}'")
-    _sql(store, statement)
+    run_sql(store, statement)
     report = cx.verify()
     assert not report.ok, what
     r = cli("verify")
@@ -76,7 +66,7 @@ def test_verify_reports_tampering(built, store, cli, what):
 def test_rewritten_data_with_a_recomputed_hash_is_caught_by_the_replay(built, store):
     cx, ids = built
     data, digest = _forged(ids["a"])
-    _sql(store, "UPDATE versions SET data = ?, hash = ? WHERE id = ? AND version = 2", [data, digest, ids["a"]])
+    run_sql(store, "UPDATE versions SET data = ?, hash = ? WHERE id = ? AND version = 2", [data, digest, ids["a"]])
     problems = cx.verify().problems
     assert [(p.check, p.message) for p in problems] == [
         ("replay", "version 2 field data differs from the journal"),
@@ -87,11 +77,11 @@ def test_rewritten_data_with_a_recomputed_hash_is_caught_by_the_replay(built, st
 
 def test_corrupt_rows_are_integrity_errors_not_crashes(built, store, cli):
     _cx, ids = built
-    _sql(store, "UPDATE versions SET provenance = '{' WHERE id = ?", [ids["b"]])
+    run_sql(store, "UPDATE versions SET provenance = '{' WHERE id = ?", [ids["b"]])
     assert_clean_error(cli("show", ids["b"]), 7)
-    _sql(store, "UPDATE heads SET type = 99 WHERE id = ?", [ids["a"]])
+    run_sql(store, "UPDATE heads SET type = 99 WHERE id = ?", [ids["a"]])
     assert_clean_error(cli("find"), 7)
-    _sql(store, "DELETE FROM meta")
+    run_sql(store, "DELETE FROM meta")
     r = cli("find")
     assert_clean_error(r, 7)
     assert "schema version" in r.err
@@ -114,7 +104,7 @@ SEARCH_TAMPERING = {
 def test_verify_catches_damage_to_the_search_tables(built, store, case):
     cx, ids = built
     statement, check, message = SEARCH_TAMPERING[case]
-    _sql(store, statement, [ids["a"]])  # memory a is at version 2
+    run_sql(store, statement, [ids["a"]])  # memory a is at version 2
     problems = [p for p in cx.verify().problems if p.check == check]
     assert problems and message in problems[0].message, cx.verify().problems
     assert problems[0].ref.startswith(f"cortex://m/{ids['a']}")

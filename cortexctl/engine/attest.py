@@ -1,0 +1,130 @@
+"""attest: feed the outcome of an intent back into the salience of the memories it cited.
+
+One call, one transaction (SPEC §6):
+
+1. take a token from the (actor, intent) bucket (``RATE`` a second, burst ``BURST``,
+   kept in the store so it holds across processes); none left: RateLimited, and
+   nothing changes;
+2. resolve each distinct citation to a memory the actor may see; malformed,
+   missing (or not visible), ambiguous and forgotten ones are skipped and listed,
+   and citations naming the same memory count once;
+3. bump every affected memory: access +1 on success; citations +1 on success,
+   -1 (floor 0) on a failure blamed on the memories, else 0; last used = now;
+4. one EMA step of the actor's learned weights (``engine/salience.py``);
+5. journal ``attest`` at seq N and ``learn_weights`` at N + 1, the latter even when
+   the step is skipped.
+
+Journal payloads (canonical CBOR; times in microseconds since the epoch, UTC):
+
+- attest: ``{intent, outcome, reason, affected: [id...], skipped: [[citation, why]...],
+  citations_delta, access_delta, at}``;
+- learn_weights: ``{actor, intent, attest_seq, alpha, profile: [5], previous: [5],
+  new: [5], skipped: why | null, at}``.
+"""
+
+from __future__ import annotations
+
+from typing import Iterable
+
+from cortexctl.engine import salience
+from cortexctl.engine.models import AttestResult
+from cortexctl.errors import RateLimited, UsageError
+from cortexctl.memory import codec
+from cortexctl.memory.ids import parse_ref
+from cortexctl.memory.types import check_label
+from cortexctl.store import feedback, records
+
+MAX_CITED = 256
+MAX_REASON_CHARS = 1000
+RATE, BURST = 1.0, 5.0  # tokens a second, bucket size
+
+MALFORMED, MISSING, AMBIGUOUS, TOMBSTONED = "malformed", "missing", "ambiguous", "tombstoned"
+
+
+def check(intent: object, outcome: object, reason: object, cited: list) -> None:
+    """Every usage error attest can have, before the store is opened."""
+    check_label(intent, "--intent")
+    if outcome not in salience.OUTCOMES:
+        raise UsageError(f"--outcome {outcome!r}: must be success or failure")
+    if reason is not None:
+        if not isinstance(reason, str) or not reason.strip() or not reason.isprintable():
+            raise UsageError("--reason must be printable text")
+        if len(reason) > MAX_REASON_CHARS:
+            raise UsageError(f"--reason is longer than {MAX_REASON_CHARS} characters")
+    if not cited:
+        raise UsageError("attest needs at least one cited memory URI")
+    if len(cited) > MAX_CITED:
+        raise UsageError(f"attest takes at most {MAX_CITED} cited URIs ({len(cited)} given)")
+
+
+def attest(cx, intent: str, outcome: str, cited: Iterable[str], *, reason: str | None = None) -> AttestResult:
+    from cortexctl.engine.cortex import _plain, utcnow
+
+    cited = list(cited)
+    check(intent, outcome, reason, cited)
+    parsed: dict[str, object] = {}  # citation text -> Ref, or the reason it is skipped
+    for text in dict.fromkeys(cited):
+        try:
+            parsed[text] = parse_ref(text) if isinstance(text, str) else MALFORMED
+        except UsageError:
+            parsed[text] = MALFORMED
+    now = utcnow()
+    with cx._transaction() as con:
+        if not feedback.take_token(con, cx.actor, intent, now, rate=RATE, burst=BURST):
+            raise RateLimited(
+                f"attest for intent {intent!r} is over its rate limit ({RATE:g}/s, burst {BURST:g})",
+                hint="wait a second and try again",
+            )
+        affected, skipped, heads = _resolve(con, cx.actor, parsed)
+        delta = salience.citations_delta(outcome, reason)
+        access = 1 if outcome == salience.SUCCESS else 0
+        profile = salience.profile([salience.factors(heads[i], now) for i in affected])
+        previous = feedback.weights_of(con, cx.actor) or salience.DEFAULT_WEIGHTS
+        step = salience.ema_step(previous, profile, outcome, reason, len(affected))
+        feedback.bump(con, affected, access=access, citations=delta, at=now)
+        at = _plain({"at": now})["at"]
+        seq = records.next_seq(con)
+        attest_payload = codec.encode({
+            "intent": intent, "outcome": outcome, "reason": reason, "affected": affected,
+            "skipped": [list(s) for s in skipped], "citations_delta": delta, "access_delta": access, "at": at,
+        })
+        learn_payload = codec.encode({
+            "actor": cx.actor, "intent": intent, "attest_seq": seq, "alpha": salience.EMA_RATE,
+            "profile": list(profile), "previous": list(previous), "new": list(step.weights),
+            "skipped": step.skipped, "at": at,
+        })
+        records.append_journal(con, [("attest", now, cx.actor, intent, attest_payload),
+                                     ("learn_weights", now, cx.actor, cx.actor, learn_payload)])
+        feedback.set_weights(con, cx.actor, step.weights, seq=seq + 1, at=now)
+    return AttestResult(
+        seq=seq, learn_seq=seq + 1, intent=intent, outcome=outcome, reason=reason, affected=affected,
+        skipped=skipped, citations_delta=delta, access_delta=access, previous_weights=tuple(previous),
+        new_weights=step.weights, step_skipped=step.skipped,
+    )
+
+
+def _resolve(con, actor: str, parsed: dict) -> tuple[list[str], list[tuple[str, str]], dict[str, dict]]:
+    """(affected IDs in citation order, skipped (citation, why), heads of the affected)."""
+    affected: list[str] = []
+    skipped: list[tuple[str, str]] = []
+    heads: dict[str, dict] = {}
+    full = [r.id_or_prefix for r in parsed.values() if not isinstance(r, str) and r.is_full]
+    known = {h["id"]: h for h in records.heads_by_ids(con, full, actor)}
+    for text, ref in parsed.items():
+        if isinstance(ref, str):
+            skipped.append((text, ref))
+            continue
+        if ref.is_full:
+            found = [known[ref.id_or_prefix]] if ref.id_or_prefix in known else []
+        else:
+            found = records.heads_by_prefix(con, ref.id_or_prefix, actor, limit=2)
+        if not found:
+            skipped.append((text, MISSING))
+        elif len(found) > 1:
+            skipped.append((text, AMBIGUOUS))
+        elif found[0]["tombstoned_at"] is not None:
+            skipped.append((text, TOMBSTONED))
+        elif found[0]["id"] not in heads:
+            heads[found[0]["id"]] = found[0]
+            affected.append(found[0]["id"])
+    return affected, skipped, heads

@@ -1,0 +1,209 @@
+"""attest (SPEC §6): the outcome table, citations skipped and deduplicated, limits, the rate limit."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+
+import duckdb
+import pytest
+
+from cortexctl import Cortex
+from tests.conftest import assert_clean_error, assert_store_verifies, cortexctl_argv
+
+
+def _journal(store) -> list[tuple]:
+    con = duckdb.connect(str(store / "cortex.duckdb"), read_only=True)
+    try:
+        return con.execute("SELECT seq, kind FROM journal ORDER BY seq").fetchall()
+    finally:
+        con.close()
+
+
+def _counters(cx: Cortex, uri: str) -> tuple[int, int, object]:
+    m = cx.show(uri)
+    return m.access_count, m.citations, m.last_used
+
+
+@pytest.mark.parametrize(
+    ("outcome", "reason", "start_citations", "access", "citations"),
+    [
+        ("success", None, 0, 1, 1),
+        ("success", "factual_error", 2, 1, 3),  # a reason never lowers a success
+        ("failure", "factual_error", 2, 0, 1),
+        ("failure", "wrong_assumption", 2, 0, 1),
+        ("failure", "factual_error", 0, 0, 0),  # floor 0
+        ("failure", "wrong_assumption", 0, 0, 0),
+        ("failure", "timeout", 2, 0, 2),
+        ("failure", None, 2, 0, 2),
+    ],
+)
+def test_attest_outcome_table(cli, cx, outcome, reason, start_citations, access, citations):
+    uri = cli("write", "fact", "The deploy key rotates monthly").out.strip()
+    for i in range(start_citations):
+        cx.attest(f"warmup-{i}", "success", [uri])
+    before = _counters(cx, uri)
+    args = ["attest", "--intent", "intent-1", "--outcome", outcome, uri, "--json"]
+    if reason is not None:
+        args += ["--reason", reason]
+    run = cli(*args)
+    assert run.code == 0, run
+    doc = run.json()
+    after = _counters(cx, uri)
+    assert after[0] - before[0] == access
+    assert after[1] == citations
+    assert after[2] is not None and (before[2] is None or after[2] > before[2])  # every attest touches
+    assert doc["affected"] == [uri]
+    assert doc["access_delta"] == access
+    assert doc["citations_delta"] == (1 if outcome == "success" else -1 if reason in (
+        "factual_error", "wrong_assumption") else 0)
+    assert doc["learn_seq"] == doc["seq"] + 1
+    assert _journal(cx.store.path)[-2:] == [(doc["seq"], "attest"), (doc["seq"] + 1, "learn_weights")]
+    blamed = outcome == "failure" and reason in ("factual_error", "wrong_assumption")
+    assert doc["weights_updated"] == (outcome == "success" or blamed)
+    assert (doc["step_skipped"] is None) == (outcome == "success" or blamed)
+    assert abs(sum(doc["new_weights"].values()) - 1.0) < 1e-12
+    assert_store_verifies(cx.store.path)
+
+
+def test_duplicate_citations_count_once(cli, cx):
+    uri = cli("write", "fact", "one memory").out.strip()
+    id_ = uri.rsplit("/", 1)[1]
+    run = cli("attest", "--intent", "i", "--outcome", "success", uri, uri, id_, id_[:10], f"{uri}/v/1", "--json")
+    assert run.code == 0, run
+    assert run.json()["affected"] == [uri]
+    assert run.json()["skipped"] == []
+    assert _counters(cx, uri)[:2] == (1, 1)
+
+
+def test_each_kind_of_skipped_citation_is_listed_not_an_error(cli, cx, store):
+    live = cli("write", "fact", "live memory").out.strip()
+    gone = cli("write", "fact", "forgotten memory").out.strip()
+    cli("forget", gone, "--reason", "obsolete")
+    bobs = cli("write", "fact", "bob's private memory", env={"CORTEXCTL_ACTOR": "bob"}).out.strip()
+    lines = "\n".join('{"type": "fact", "text": "twin %s", "id": "01JD3K000000000000000000%s"}' % (c, c)
+                      for c in ("A1", "B2"))
+    assert cli("import", "-", input=lines + "\n").code == 0
+    missing = "cortex://m/01JD3K0000000000000000ZZZZ"
+    run = cli("attest", "--intent", "i", "--outcome", "success", live, gone, bobs, missing, "cortex://m/xyz",
+              "not a ref", "01JD3K", "--json")
+    assert run.code == 0, run
+    doc = run.json()
+    assert doc["affected"] == [live]
+    assert doc["skipped"] == [
+        {"uri": gone, "why": "tombstoned"},
+        {"uri": bobs, "why": "missing"},  # another actor's private memory is not the actor's to cite
+        {"uri": missing, "why": "missing"},
+        {"uri": "cortex://m/xyz", "why": "malformed"},
+        {"uri": "not a ref", "why": "malformed"},
+        {"uri": "01JD3K", "why": "ambiguous"},
+    ]
+    assert _counters(cx, gone)[:2] == (0, 0)
+    assert Cortex(store=store, actor="bob").show(bobs).citations == 0
+
+
+def test_all_citations_skipped_still_writes_both_entries(cli, cx, store):
+    cli("write", "fact", "x")
+    run = cli("attest", "--intent", "i", "--outcome", "success", "cortex://m/xyz", "--json")
+    assert run.code == 0, run
+    doc = run.json()
+    assert doc["affected"] == [] and doc["weights_updated"] is False
+    assert doc["step_skipped"] == "no memory was affected"
+    assert _journal(store)[-2:] == [(doc["seq"], "attest"), (doc["seq"] + 1, "learn_weights")]
+    assert_store_verifies(store)
+
+
+def test_256_citations_pass_and_257_are_refused(cli, store):
+    uri = cli("write", "fact", "x").out.strip()
+    missing = [f"cortex://m/01JD3K{n:020d}" for n in range(300)]
+    ok = cli("attest", "--intent", "i256", "--outcome", "success", uri, *missing[:255], "--json")
+    assert ok.code == 0, ok
+    assert len(ok.json()["skipped"]) == 255
+    before = _journal(store)
+    over = cli("attest", "--intent", "i257", "--outcome", "success", uri, *missing[:256])
+    assert_clean_error(over, 2)
+    assert "256" in over.err
+    assert _journal(store) == before
+
+
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        (["--intent", "", "--outcome", "success", "URI"], "--intent"),
+        (["--outcome", "success", "URI"], "--intent"),
+        (["--intent", "i", "--outcome", "maybe", "URI"], "--outcome"),
+        (["--intent", "i", "URI"], "--outcome"),
+        (["--intent", "i", "--outcome", "success"], "at least one"),
+        (["--intent", "has space", "--outcome", "success", "URI"], "--intent"),
+        (["--intent", "i", "--outcome", "failure", "--reason", "x" * 1001, "URI"], "--reason"),
+    ],
+)
+def test_attest_usage_errors_change_nothing(cli, store, args, needle):
+    uri = cli("write", "fact", "x").out.strip()
+    before = _journal(store)
+    run = cli("attest", *[uri if a == "URI" else a for a in args])
+    assert_clean_error(run, 2)
+    assert needle in run.err
+    assert _journal(store) == before
+
+
+def test_attest_on_a_missing_store_skips_everything_and_creates_it(cli, store):
+    run = cli("attest", "--intent", "i", "--outcome", "success", "cortex://m/01JD3K00000000000000000000", "--json")
+    assert run.code == 0, run
+    assert run.json()["skipped"][0]["why"] == "missing"
+
+
+def test_rate_limit_holds_across_processes_and_changes_nothing(cli, cx, store):
+    """Five attests in one process use the burst; a sixth from another process within the
+    second is refused (exit 5) with nothing changed."""
+    uri = cli("write", "fact", "rate limited memory").out.strip()
+    script = textwrap.dedent(f"""
+        import subprocess, sys, time
+        from cortexctl import Cortex
+        cx = Cortex(store={str(store)!r}, actor="alice")
+        start = time.monotonic()
+        for _ in range(5):
+            cx.attest("busy", "success", [{uri!r}])
+        proc = subprocess.run({cortexctl_argv()!r} + ["attest", "--intent", "busy", "--outcome", "success",
+                              {uri!r}], capture_output=True, text=True)
+        print(proc.returncode, time.monotonic() - start)
+        sys.stderr.write(proc.stderr)
+    """)
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120,
+                          env={**__import__("os").environ, "CORTEXCTL_STORE": str(store)})
+    code, elapsed = proc.stdout.split()
+    if float(elapsed) >= 1.0:
+        pytest.skip(f"the machine took {float(elapsed):.2f}s for six attests; the bucket refilled")
+    assert int(code) == 5, proc
+    assert "rate limit" in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
+    kinds = [k for _, k in _journal(store)]
+    assert kinds.count("attest") == 5 and kinds.count("learn_weights") == 5
+    assert _counters(cx, uri)[:2] == (5, 5)
+    # Another intent, and another actor, have buckets of their own.
+    assert cli("attest", "--intent", "other", "--outcome", "success", uri).code == 0
+    assert cli("attest", "--intent", "busy", "--outcome", "success", "cortex://m/xyz",
+               env={"CORTEXCTL_ACTOR": "bob"}).code == 0
+
+
+def test_concurrent_attests_never_exceed_the_bucket(cli, store):
+    """Ten processes at once on one intent: each either attests (exit 0) or is refused
+    (exit 5); those that attest are at most the burst plus what refilled meanwhile."""
+    import time
+
+    uri = cli("write", "fact", "contended memory").out.strip()
+    env = {**__import__("os").environ, "CORTEXCTL_STORE": str(store), "CORTEXCTL_WAIT": "60"}
+    start = time.monotonic()
+    procs = [subprocess.Popen(cortexctl_argv() + ["attest", "--intent", "hot", "--outcome", "success", uri],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env) for _ in range(10)]
+    codes = [p.wait(timeout=120) for p in procs]
+    elapsed = time.monotonic() - start
+    for p in procs:
+        p.stdout.close()
+        p.stderr.close()
+    assert set(codes) <= {0, 5}, codes
+    assert codes.count(0) <= 5 + int(elapsed) + 1, (codes, elapsed)
+    kinds = [k for _, k in _journal(store)]
+    assert kinds.count("attest") == codes.count(0) == kinds.count("learn_weights")
+    assert Cortex(store=store, actor="alice").show(uri).access_count == codes.count(0)
+    assert_store_verifies(store)
