@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
@@ -50,7 +49,7 @@ def _read_refs(value: str) -> list[str]:
 
     raw, where = read_input(value, "--in-context-file")
     try:
-        text = raw.decode("utf-8")
+        text = raw.decode("utf-8-sig")
     except UnicodeDecodeError:
         raise InvalidData(f"{where}: not valid UTF-8") from None
     return refs_from_text(text, where)
@@ -68,7 +67,7 @@ def compact(
         "--load-bearing", help="A memory to keep whole (repeatable).", metavar="URI")] = None,
     in_context_file: Annotated[Optional[str], typer.Option(
         "--in-context-file", help="Read the memories in context from a file, - for stdin.", metavar="FILE")] = None,
-    checkpoint_dir: Annotated[Optional[Path], typer.Option(
+    checkpoint_dir: Annotated[Optional[str], typer.Option(
         "--checkpoint-dir", help="Also mirror the checkpoint as JSON under this directory.", metavar="DIR")] = None,
     store: o.Store = None, actor: o.Actor = None, wait: o.Wait = None, json: o.Json = False, jsonl: o.Jsonl = False,
 ) -> None:

@@ -54,6 +54,8 @@ def import_(
     out = Output(json=json, jsonl=jsonl, quiet=quiet)
     cx = o.cortex(ctx, store, actor, wait)
     if file == "-":
+        if sys.stdin is None:
+            raise UsageError("-: stdin is closed")
         source = sys.stdin.buffer
         report = _run(cx, source, out, skip_invalid, keep_actors, batch_size)
     else:

@@ -37,6 +37,8 @@ def read_input(value: str, option: str) -> tuple[bytes, str]:
     from cortexctl.errors import UsageError
 
     if value == "-":
+        if sys.stdin is None:
+            raise UsageError(f"{option} -: stdin is closed")
         return sys.stdin.buffer.read(), "stdin"
     path = Path(value)
     if path.is_dir():

@@ -2,11 +2,13 @@
 
 One call, one transaction (SPEC §6):
 
+0. with no store at the path, NotFound (exit 3): nothing is created;
 1. take a token from the (actor, intent) bucket (``RATE`` a second, burst ``BURST``,
    kept in the store so it holds across processes); none left: RateLimited, and
    nothing changes;
 2. resolve each distinct citation to a memory the actor may see; malformed,
-   missing (or not visible), ambiguous and forgotten ones are skipped and listed,
+   missing (or not visible, or naming a version it does not have), ambiguous and
+   forgotten ones are skipped and listed (a malformed one cut to 200 characters),
    and citations naming the same memory count once;
 3. bump every affected memory: access +1 on success; citations +1 on success,
    -1 (floor 0) on a failure blamed on the memories, else 0; last used = now;
@@ -67,9 +69,9 @@ def attest(cx, intent: str, outcome: str, cited: Iterable[str], *, reason: str |
         try:
             parsed[text] = parse_ref(text) if isinstance(text, str) else MALFORMED
         except UsageError:
-            parsed[text] = MALFORMED
-    now = utcnow()
-    with cx._transaction() as con:
+            parsed[_shown(text)] = MALFORMED
+    with cx._transaction(existing=f"no store at {cx.store.path}") as con:
+        now = utcnow()  # under the writer lock: journal order and bucket times agree
         if not feedback.take_token(con, cx.actor, intent, now, rate=RATE, burst=BURST):
             raise RateLimited(
                 f"attest for intent {intent!r} is over its rate limit ({RATE:g}/s, burst {BURST:g})",
@@ -103,6 +105,15 @@ def attest(cx, intent: str, outcome: str, cited: Iterable[str], *, reason: str |
     )
 
 
+MAX_SHOWN = 200
+
+
+def _shown(text: object) -> str:
+    """A skipped citation as listed and journaled: at most ``MAX_SHOWN`` characters."""
+    text = str(text)
+    return text if len(text) <= MAX_SHOWN else text[: MAX_SHOWN - 1] + "…"
+
+
 def _resolve(con, actor: str, parsed: dict) -> tuple[list[str], list[tuple[str, str]], dict[str, dict]]:
     """(affected IDs in citation order, skipped (citation, why), heads of the affected)."""
     affected: list[str] = []
@@ -122,6 +133,8 @@ def _resolve(con, actor: str, parsed: dict) -> tuple[list[str], list[tuple[str, 
             skipped.append((text, MISSING))
         elif len(found) > 1:
             skipped.append((text, AMBIGUOUS))
+        elif ref.version is not None and ref.version > found[0]["current_version"]:
+            skipped.append((text, MISSING))  # a version URI cites its memory, if the version exists
         elif found[0]["tombstoned_at"] is not None:
             skipped.append((text, TOMBSTONED))
         elif found[0]["id"] not in heads:

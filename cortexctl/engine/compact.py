@@ -88,8 +88,8 @@ def compact(cx, intent: str, step: str, budget_tokens: int, in_context: Iterable
         raise UsageError("--checkpoint-dir must not be empty")
     for text in [*in_context, *load_bearing]:
         parse_ref(text)
-    now = utcnow()
     with cx._transaction(existing=f"no memory {(in_context or load_bearing)[0]!r}") as con:
+        now = utcnow()
         heads: dict[str, dict] = {}
         order: list[str] = []
         dropped: list[tuple[str, str]] = []

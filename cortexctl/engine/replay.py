@@ -12,7 +12,8 @@ Every entry kind that changes a memory is applied here, in sequence order:
 ``Learning`` replays the ``learn_weights`` entries: each actor's learned weights
 start at ``salience.DEFAULT_WEIGHTS`` and take the EMA step each entry stamps,
 recomputed here from the weights replay has reached, the stamped rate and profile,
-and the outcome of the attest it pairs with. ``checkpoint`` entries carry the
+and the outcome of the attest it pairs with; the stamped profile is checked against
+the factors of the replayed memories at the attest's time. ``checkpoint`` entries carry the
 checkpoint record itself; the latest for each (actor, intent, step) is the stored one.
 
 Times in payloads are integer microseconds since the epoch (UTC).
@@ -83,12 +84,15 @@ class Memory:
         except (KeyError, TypeError, AttributeError):
             raise IntegrityError(f"journal entry {seq} ({kind}) is missing fields") from None
 
-    def attested(self, seq: int, event: "Attested") -> None:
+    def attested(self, seq: int, event: "Attested") -> tuple[float, ...]:
+        """Apply one attest; returns the memory's salience factors just before it."""
         if self.head is None:
             raise IntegrityError(f"journal entry {seq} (attest) cites the memory before its write")
+        before = salience.factors(self.head, event.at)
         self.head["access_count"] += event.access
         self.head["citations"] = max(0, self.head["citations"] + event.citations)
         self.head["last_used"] = event.at
+        return before
 
 
 class Attested:
@@ -121,6 +125,7 @@ class Learning:
         self.steps: dict[str, int] = {}
         self.seq: dict[str, int] = {}
         self.broken: set[str] = set()
+        self.profiles: dict[int, tuple[tuple[float, ...], int]] = {}  # attest seq -> (stamped profile, affected)
         self._attest: tuple[int, dict] | None = None
 
     def attest(self, seq: int, doc: dict) -> None:
@@ -159,6 +164,7 @@ class Learning:
                                  f"but was written by {actor!r}")
         if len(p) != len(salience.FACTORS) or any(not 0.0 <= x <= 1.0 for x in p):
             raise IntegrityError(f"journal entry {seq} (learn_weights) has an impossible factor profile")
+        self.profiles[seq - 1] = (p, affected)
         have = self.weights.get(actor, salience.DEFAULT_WEIGHTS)
         if previous != have:
             raise IntegrityError(f"journal entry {seq} (learn_weights) starts from weights {_fmt(previous)} "

@@ -105,9 +105,12 @@ def _opt_time(value: Any, field: str) -> datetime | None:
     return None if value is None else _time(value, field)
 
 
+MAX_COUNT = 2**53 - 1  # salience counters stay exact as doubles, and far from overflow
+
+
 def _count(value: Any, field: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise InvalidData(f"{field}: {value!r} is not a whole number of 0 or more")
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_COUNT:
+        raise InvalidData(f"{field}: {value!r} is not a whole number from 0 to {MAX_COUNT}")
     return value
 
 

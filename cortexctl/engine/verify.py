@@ -27,7 +27,7 @@ Checks, over every actor's memories:
 
 from __future__ import annotations
 
-from cortexctl.engine import replay, semantic
+from cortexctl.engine import replay, salience, semantic
 from cortexctl.engine.models import Problem, VerifyReport
 from cortexctl.errors import IntegrityError, NotFound
 from cortexctl.memory import codec
@@ -103,8 +103,14 @@ def _verify(con, store: str) -> VerifyReport:
         else:
             p.add("journal", f"learn_weights entry {seq} does not immediately follow an attest entry")
 
-    attested = _replay_wide(con, p)
-    _replay(con, p, attested)
+    attested, learning = _replay_wide(con, p)
+    factors: dict[int, dict[int, tuple[float, ...]]] = {}
+    _replay(con, p, attested, factors)
+    for seq, (stamped, n) in sorted(learning.profiles.items()):
+        rows = factors.get(seq, {})
+        if len(rows) == n and salience.profile([rows[i] for i in range(n)]) != stamped:
+            p.add("replay", f"journal entry {seq + 1} (learn_weights) stamps a factor profile that the "
+                            "replayed memories do not give")
     return VerifyReport(store=store, memories=integrity.count_heads(con), versions=n_versions,
                         journal=n_journal, problems=p.close())
 
@@ -125,10 +131,13 @@ def _expected_terms(type_code: int, data: bytes) -> list[int]:
     return text_terms(schema.search_text(type_name(type_code), codec.decode(data)))
 
 
-def _replay_wide(con, p: _Problems) -> dict[str, list[tuple[int, replay.Attested]]]:
+Attests = dict[str, list[tuple[int, int, replay.Attested]]]  # id -> (seq, place among affected, event)
+
+
+def _replay_wide(con, p: _Problems) -> tuple[Attests, replay.Learning]:
     """Replay the entries that are not about one memory: learned weights and checkpoints,
     each compared with its table. Returns each memory's attest events, in sequence order."""
-    attested: dict[str, list[tuple[int, replay.Attested]]] = {}
+    attested: Attests = {}
     learning = replay.Learning()
     checkpoints: dict[tuple[str, str, str], tuple[int, object, bytes]] = {}
     for seq, kind, ts, actor, ref, payload in integrity.entries_of(con, ("attest", "learn_weights", "checkpoint")):
@@ -137,8 +146,8 @@ def _replay_wide(con, p: _Problems) -> dict[str, list[tuple[int, replay.Attested
                 learning.attest(seq, None)
                 doc, ids, event = replay.attest_events(seq, payload)
                 learning.attest(seq, doc)
-                for id_ in ids:
-                    attested.setdefault(id_, []).append((seq, event))
+                for place, id_ in enumerate(ids):
+                    attested.setdefault(id_, []).append((seq, place, event))
             elif kind == "learn_weights":
                 learning.learn(seq, actor, payload)
             else:
@@ -171,7 +180,7 @@ def _replay_wide(con, p: _Problems) -> dict[str, list[tuple[int, replay.Attested
             p.add("checkpoints", f"{label} is in the store but not in the journal")
         elif (row["seq"], row["created_at"], row["record"]) != want:
             p.add("checkpoints", f"{label} differs from journal entry {want[0]}")
-    return attested
+    return attested, learning
 
 
 def _checkpoint_record(seq: int, payload: bytes):
@@ -183,14 +192,15 @@ def _checkpoint_record(seq: int, payload: bytes):
         raise IntegrityError(f"journal entry {seq} (checkpoint) does not decode") from None
 
 
-def _replay(con, p: _Problems, attested: dict[str, list[tuple[int, replay.Attested]]]) -> None:
-    """Rebuild each memory from the journal and compare it with the tables."""
+def _replay(con, p: _Problems, attested: Attests, factors: dict[int, dict[int, tuple[float, ...]]]) -> None:
+    """Rebuild each memory from the journal and compare it with the tables; ``factors``
+    gets each attested memory's salience factors just before each attest."""
     for journal, heads, versions in integrity.by_memory(con):
         rebuilt: dict[str, replay.Memory] = {}
         broken: set[str] = set()
         entries = [(ref, seq, kind, payload) for ref, seq, kind, payload in journal]
         for id_ in {h["id"] for h in heads} | {e[0] for e in entries}:
-            entries.extend((id_, seq, "attest", event) for seq, event in attested.pop(id_, ()))
+            entries.extend((id_, seq, "attest", (place, event)) for seq, place, event in attested.pop(id_, ()))
         entries.sort(key=lambda e: (e[0], e[1]))
         for ref, seq, kind, payload in entries:
             if ref in broken:
@@ -198,7 +208,8 @@ def _replay(con, p: _Problems, attested: dict[str, list[tuple[int, replay.Attest
             try:
                 mem = rebuilt.setdefault(ref, replay.Memory())
                 if kind == "attest":
-                    mem.attested(seq, payload)
+                    place, event = payload
+                    factors.setdefault(seq, {})[place] = mem.attested(seq, event)
                 else:
                     mem.apply(seq, kind, payload)
             except IntegrityError as exc:

@@ -61,16 +61,16 @@ def take_token(con, actor: str, intent: str, now: datetime, *, rate: float, burs
     """Take one token from the (actor, intent) bucket; False when it has less than one.
 
     A bucket refills at ``rate`` tokens a second up to ``burst``; a missing bucket is
-    full. Buckets that have refilled are deleted, so the table holds only recent ones.
+    full, and so is one stamped later than ``now`` (the clock went back), so that a
+    clock step can never lock an intent out. Buckets that have refilled are deleted, so the table holds only recent ones.
     """
     rows = con.execute(
         "SELECT tokens, updated_at FROM rate_buckets WHERE actor = ? AND intent = ?", [actor, intent]
     ).fetchall()
-    if rows:
+    if rows and rows[0][1] <= now:
         tokens, then = rows[0]
-        elapsed = max((now - then).total_seconds(), 0.0)  # a clock that went back refills nothing
-        tokens = min(burst, tokens + elapsed * rate)
-    else:
+        tokens = min(burst, tokens + (now - then).total_seconds() * rate)
+    else:  # no bucket, or one stamped in the future by a clock that has since gone back: full
         tokens = burst
     if tokens < 1.0:
         return False

@@ -148,10 +148,27 @@ def test_attest_usage_errors_change_nothing(cli, store, args, needle):
     assert _journal(store) == before
 
 
-def test_attest_on_a_missing_store_skips_everything_and_creates_it(cli, store):
-    run = cli("attest", "--intent", "i", "--outcome", "success", "cortex://m/01JD3K00000000000000000000", "--json")
+def test_attest_on_a_missing_store_is_not_found_and_creates_nothing(cli, store):
+    run = cli("attest", "--intent", "i", "--outcome", "success", "cortex://m/01JD3K00000000000000000000")
+    assert_clean_error(run, 3)
+    assert not store.exists()
+
+
+def test_a_version_uri_cites_its_memory_only_when_the_version_exists(cli, cx):
+    uri = cli("write", "fact", "versioned").out.strip()
+    cli("update", uri, "versioned twice")
+    run = cli("attest", "--intent", "i", "--outcome", "success", f"{uri}/v/2", f"{uri}/v/3", "--json")
     assert run.code == 0, run
-    assert run.json()["skipped"][0]["why"] == "missing"
+    assert run.json()["affected"] == [uri]
+    assert run.json()["skipped"] == [{"uri": f"{uri}/v/3", "why": "missing"}]
+
+
+def test_a_huge_malformed_citation_is_listed_cut_short(cli):
+    cli("write", "fact", "x")
+    run = cli("attest", "--intent", "i", "--outcome", "success", "x" * 100_000, "--json")
+    assert run.code == 0, run
+    shown = run.json()["skipped"][0]["uri"]
+    assert len(shown) == 200 and shown.endswith("…")
 
 
 def test_rate_limit_holds_across_processes_and_changes_nothing(cli, cx, store):
@@ -207,3 +224,52 @@ def test_concurrent_attests_never_exceed_the_bucket(cli, store):
     assert kinds.count("attest") == codes.count(0) == kinds.count("learn_weights")
     assert Cortex(store=store, actor="alice").show(uri).access_count == codes.count(0)
     assert_store_verifies(store)
+
+
+def test_sigkill_during_attest_leaves_both_journal_entries_or_neither(store):
+    """A process attesting in a loop is killed at varying moments; every time the store
+    verifies, and attest and learn_weights entries come in pairs."""
+    import os
+    import signal
+    import time
+
+    cx = Cortex(store=store, actor="alice")
+    uris = [cx.write("fact", f"memory number {i}").uri for i in range(6)]
+    script = textwrap.dedent(f"""
+        import sys
+        from cortexctl import Cortex
+        cx = Cortex(store={str(store)!r}, actor="alice")
+        uris = {uris!r}
+        i = int(sys.argv[1])
+        while True:
+            cx.attest(f"kill-{{i}}", "success" if i % 3 else "failure", uris[: 1 + i % 6], reason="factual_error")
+            i += 1
+            print(i, flush=True)
+    """)
+    done = 0
+    for round_, delay in enumerate((0.05, 0.13, 0.21, 0.34, 0.55, 0.89)):
+        proc = subprocess.Popen([sys.executable, "-c", script, str(round_ * 100_000)], stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE)
+        assert proc.stdout.readline(), proc.stderr.read()  # it is attesting
+        time.sleep(delay)
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait()
+        proc.stdout.close()
+        proc.stderr.close()
+        report = Cortex(store=store, actor="verifier").verify()
+        assert report.ok, [str(p) for p in report.problems]
+        kinds = [k for _, k in _journal(store)]
+        assert kinds.count("attest") == kinds.count("learn_weights") > done
+        assert kinds[-1] != "attest"
+        done = kinds.count("attest")
+
+
+def test_imported_counters_must_stay_exact(cli, cx):
+    line = ('{"id": "01M7Y65MEPVQT7QJC2YDHMD6AA", "type": "fact", "actor": "alice", "versions": [{"version": 1,'
+            ' "data": {"statement": "big"}}], "salience": {"access_count": %d, "citations": 0}}')
+    run = cli("import", "-", input=line % (2**64 - 1) + "\n")
+    assert run.code == 10, run
+    assert "salience.access_count" in run.err
+    assert cli("import", "-", input=line % (2**53 - 1) + "\n").code == 0
+    assert cli("attest", "--intent", "i", "--outcome", "success", "01M7Y65MEPVQT7QJC2YDHMD6AA").code == 0
+    assert cx.show("01M7Y65MEPVQT7QJC2YDHMD6AA").access_count == 2**53

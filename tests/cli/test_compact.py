@@ -211,3 +211,30 @@ def test_checkpoints_are_the_actors_own(cli, context):
     assert _compact(cli, [context["fact"]], 1000, "mine").code == 0
     run = cli("checkpoint", "load", "--intent", "intent-1", "--step", "mine", env={"CORTEXCTL_ACTOR": "bob"})
     assert_clean_error(run, 3)
+
+
+def test_in_context_file_with_a_byte_order_mark(cli, context, tmp_path):
+    listing = tmp_path / "bom.txt"
+    listing.write_bytes(b"\xef\xbb\xbf" + context["fact"].encode() + b"\n")
+    run = cli("compact", "--intent", "i", "--step", "1", "--budget-tokens", "1000", "--in-context-file",
+              str(listing), "--json")
+    assert run.code == 0, run
+
+
+def test_an_empty_checkpoint_dir_is_a_usage_error(cli, context, store):
+    before = _journal_len(store)
+    assert_clean_error(_compact(cli, [context["fact"]], 1000, "s", "--checkpoint-dir", "", as_json=False), 2)
+    assert _journal_len(store) == before
+
+
+def test_a_closed_stdin_is_a_usage_error(cli, context, store):
+    import subprocess
+
+    from tests.conftest import cortexctl_argv
+
+    proc = subprocess.run(cortexctl_argv() + ["compact", "--intent", "i", "--step", "s", "--budget-tokens", "9",
+                                              "--in-context-file", "-"],
+                          capture_output=True, text=True, env={**os.environ, "CORTEXCTL_STORE": str(store)},
+                          preexec_fn=lambda: os.close(0))
+    assert proc.returncode == 2, proc
+    assert proc.stderr.strip().splitlines() == ["cortexctl: --in-context-file -: stdin is closed"], proc

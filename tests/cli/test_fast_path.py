@@ -133,3 +133,33 @@ def test_fast_write_and_typer_write_store_the_same_memory(positionals, options, 
 def test_a_plain_write_loads_neither_typer_nor_numpy(store):
     argv = ["write", "fact", "lean", "--tag", "x", "--frame", "build:repo:y", "--store", str(store)]
     assert _heavy_modules_after(argv) == "0 []"
+
+
+ATTEST_VECTORS = [
+    ([], ["--intent", "i", "--outcome", "success"]),
+    (["{f}"], ["--intent", "", "--outcome", "success"]),
+    (["{f}"], ["--intent", "i", "--outcome", "maybe"]),
+    (["{f}"], ["--outcome", "success"]),
+    (["{f}", "cortex://m/xyz"], ["--intent", "a1", "--outcome", "failure", "--reason", "timeout", "--json"]),
+    (["{f}", "{g}", "{f}"], ["--intent=a2", "--outcome", "success", "--jsonl"]),
+    (["{g}"], ["--intent", "a3", "--outcome", "failure", "--reason=factual_error", "--actor", "bob", "--json"]),
+]
+CLOCKED = ("seq", "learn_seq", "previous_weights", "new_weights")  # differ between two runs one after the other
+
+
+@pytest.mark.parametrize("positionals, options", ATTEST_VECTORS,
+                         ids=[" ".join([*p, *o]) for p, o in ATTEST_VECTORS])
+def test_fast_path_and_typer_attest_alike(positionals, options, ids, cli):
+    import orjson
+
+    positionals = [a.format(**ids) for a in positionals]
+    quick = ["attest", *positionals, *options]
+    slow = ["attest", *options, "--", *positionals]
+    assert fast.plan(quick) is not None and fast.plan(slow) is None
+    a, b = cli(*quick), cli(*slow)
+    assert (a.code, a.err) == (b.code, b.err)
+    if a.code == 0:
+        docs = [{k: v for k, v in orjson.loads(r.out).items() if k not in CLOCKED} for r in (a, b)]
+        assert docs[0] == docs[1]
+    else:
+        assert a.out == b.out == ""

@@ -196,3 +196,43 @@ def test_rate_limit_refusal_is_exit_5_with_one_line(cli, store):
     assert cx.show(uri).access_count == 5
     r = cli("attest", "--intent", "burst2", "--outcome", "nope", uri)
     assert_clean_error(r, 2)
+
+
+def test_a_forged_factor_profile_is_caught_even_with_consistent_weights(fed, store):
+    cx, _ = fed
+    con = duckdb.connect(str(store / DB_NAME))
+    try:
+        seq, payload = con.execute(
+            "SELECT seq, payload FROM journal WHERE kind = 'learn_weights' AND actor = 'alice' ORDER BY seq DESC"
+            " LIMIT 1").fetchall()[0]
+        doc = codec.decode(payload)
+        doc["profile"] = [x * 0.5 for x in doc["profile"]]  # the step is skipped (timeout): weights unchanged
+        con.execute("UPDATE journal SET payload = ? WHERE seq = ?", [codec.encode(doc), seq])
+    finally:
+        con.close()
+    messages = [p.message for p in cx.verify().problems]
+    assert messages == [f"journal entry {seq} (learn_weights) stamps a factor profile that the replayed memories"
+                        " do not give"], messages
+
+
+def test_the_token_bucket_refills_and_survives_a_clock_step_back(store):
+    from cortexctl.store import feedback
+
+    Cortex(store=store, actor="alice").write("fact", "x")  # creates the tables
+    con = duckdb.connect(str(store / DB_NAME))
+    try:
+        t0 = datetime(2026, 1, 1, 12, 0, 0)
+        take = lambda at: feedback.take_token(con, "alice", "i", at, rate=1.0, burst=5.0)  # noqa: E731
+        assert [take(t0) for _ in range(6)] == [True] * 5 + [False]
+        assert take(t0 + timedelta(milliseconds=900)) is False
+        assert take(t0 + timedelta(seconds=1)) is True
+        assert take(t0 + timedelta(seconds=1)) is False
+        assert feedback.take_token(con, "alice", "other", t0, rate=1.0, burst=5.0) is True
+        assert feedback.take_token(con, "bob", "i", t0, rate=1.0, burst=5.0) is True
+        # The clock goes back an hour: the bucket stamped in the future counts as full.
+        assert take(t0 - timedelta(hours=1)) is True
+        # Buckets full again are pruned.
+        take(t0 + timedelta(hours=2))
+        assert con.execute("SELECT count(*) FROM rate_buckets").fetchall()[0][0] == 1
+    finally:
+        con.close()
