@@ -7,9 +7,8 @@ from typing import Annotated, Optional
 import typer
 
 from cortexctl.cli import options as o
-from cortexctl.cli.common import exit_status, read_input
-from cortexctl.cli.output import Output
-from cortexctl.errors import InvalidData, UsageError
+from cortexctl.cli import views
+from cortexctl.cli.common import exit_status
 
 COMPACT_EPILOG = """\b
 The memories in context (URIs on the command line, or one per line in
@@ -44,17 +43,6 @@ Intent = Annotated[Optional[str], typer.Option("--intent", help="The intent's ID
 Step = Annotated[Optional[str], typer.Option("--step", help="The step's ID.", metavar="STEP", show_default=False)]
 
 
-def _read_refs(value: str) -> list[str]:
-    from cortexctl.engine.compact import refs_from_text
-
-    raw, where = read_input(value, "--in-context-file")
-    try:
-        text = raw.decode("utf-8-sig")
-    except UnicodeDecodeError:
-        raise InvalidData(f"{where}: not valid UTF-8") from None
-    return refs_from_text(text, where)
-
-
 def compact(
     ctx: typer.Context,
     refs: Annotated[Optional[list[str]], typer.Argument(
@@ -72,29 +60,9 @@ def compact(
     store: o.Store = None, actor: o.Actor = None, wait: o.Wait = None, json: o.Json = False, jsonl: o.Jsonl = False,
 ) -> None:
     """Fit the memories in context into a budget; store a checkpoint."""
-    out = Output(json=json, jsonl=jsonl)
-    if intent is None or step is None or budget_tokens is None:
-        raise UsageError("compact needs --intent ID, --step STEP and --budget-tokens N")
-    in_context = list(refs or [])
-    if in_context_file is not None:
-        in_context += _read_refs(in_context_file)
-    result = o.cortex(ctx, store, actor, wait).compact(
-        intent, step, budget_tokens, in_context, load_bearing=load_bearing or (), checkpoint_dir=checkpoint_dir,
-    )
-    if result.mirror_error:
-        out.warn(f"checkpoint stored, but its mirror was not written: {result.mirror_error}")
-    if out.machine:
-        out.emit(result.to_json())
-        return
-    out.line(result.checkpoint.uri)
-    out.table(["", "uri", "tokens", "why / short form"],
-              [*(("kept", k.uri, k.tokens, k.why) for k in result.kept),
-               *(("stub", c.ref, t, c.short) for c, t in zip(result.checkpoint.compacted, result.compacted_tokens))])
-    for uri, why in result.dropped:
-        out.hint(f"dropped {uri} ({why})")
-    out.hint(f"{result.total_tokens} of {budget_tokens} tokens; {len(result.kept)} kept, "
-             f"{len(result.compacted_tokens)} compacted"
-             + (f"; mirror: {result.snapshot_path}" if result.snapshot_path else ""))
+    views.run_compact((ctx.obj or {}).get("config"), refs or [], intent=intent, step=step,
+                      budget_tokens=budget_tokens, load_bearing=load_bearing or [], in_context_file=in_context_file,
+                      checkpoint_dir=checkpoint_dir, store=store, actor=actor, wait=wait, json=json, jsonl=jsonl)
 
 
 def load(
@@ -104,17 +72,8 @@ def load(
     store: o.Store = None, actor: o.Actor = None, wait: o.Wait = None, json: o.Json = False, jsonl: o.Jsonl = False,
 ) -> None:
     """Print the checkpoint compact stored for an intent and step."""
-    out = Output(json=json, jsonl=jsonl)
-    if intent is None or step is None:
-        raise UsageError("checkpoint load needs --intent ID and --step STEP")
-    record = o.cortex(ctx, store, actor, wait).load_checkpoint(intent, step)
-    if out.machine:
-        out.emit(record.to_json())
-        return
-    out.line(record.uri)
-    out.table(["", "uri", "salience", "short form"],
-              [*(("kept", u, "", "") for u in record.kept),
-               *(("stub", c.ref, f"{c.salience:.3f}", c.short) for c in record.compacted)])
+    views.run_checkpoint_load((ctx.obj or {}).get("config"), intent=intent, step=step, store=store, actor=actor,
+                              wait=wait, json=json, jsonl=jsonl)
 
 
 checkpoint_app = typer.Typer(name="checkpoint", help="Checkpoints stored by compact.", no_args_is_help=True,

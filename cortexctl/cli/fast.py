@@ -1,4 +1,4 @@
-"""The fast path: find, show, history, write and attest without Typer.
+"""The fast path: find, show, history, write, attest, compact and checkpoint load without Typer.
 
 Typer (with pydantic behind it) costs more to import than DuckDB itself, and
 these are the commands agents run in a loop as fresh processes. ``plan(argv)``
@@ -50,6 +50,17 @@ _SPECS: dict[str, tuple[dict, tuple[int, int], dict[str, Any]]] = {
         (0, 100_000),
         {"intent": None, "outcome": None, "reason": None},
     ),
+    "compact": (
+        {"--intent": ("intent", ONE, None), "--step": ("step", ONE, None),
+         "--budget-tokens": ("budget_tokens", ONE, int), "--load-bearing": ("load_bearing", MANY, None),
+         "--in-context-file": ("in_context_file", ONE, None), "--checkpoint-dir": ("checkpoint_dir", ONE, None)},
+        (0, 100_000),
+        {"intent": None, "step": None, "budget_tokens": None, "load_bearing": [], "in_context_file": None,
+         "checkpoint_dir": None},
+    ),
+    "checkpoint load": (
+        {"--intent": ("intent", ONE, None), "--step": ("step", ONE, None)}, (0, 0), {"intent": None, "step": None},
+    ),
     "show": (
         {"--version": ("version", ONE, int), "--form": ("form", ONE, None)}, (1, 1), {"version": None, "form": "full"}
     ),
@@ -94,6 +105,8 @@ def plan(argv: list[str]) -> tuple[str, Any, list[str], dict[str, Any]] | None:
             config = args.pop(0)
         else:
             return None
+    if args[:2] == ["checkpoint", "load"]:
+        args[:2] = ["checkpoint load"]
     if not args or args[0] not in _SPECS:
         return None
     command = args.pop(0)
@@ -148,6 +161,10 @@ def run(argv: list[str]) -> int | None:
         views.run_show(config, positionals[0], **values)
     elif command == "attest":
         views.run_attest(config, positionals, **values)
+    elif command == "compact":
+        views.run_compact(config, positionals, **values)
+    elif command == "checkpoint load":
+        views.run_checkpoint_load(config, **values)
     elif command == "history":
         views.run_history(config, positionals[0], **values)
     else:

@@ -1,4 +1,5 @@
-"""The bodies of the commands that must start fast (find, show, history, write, attest), free of Typer.
+"""The bodies of the commands that must start fast, free of Typer: find, show, history, write, and
+the agent-loop commands attest, compact and checkpoint load.
 
 Both the Typer commands and the fast path (``cli/fast.py``) call these, so the
 two can never drift apart in what they do or print.
@@ -140,3 +141,63 @@ def run_attest(
     else:
         out.line("weights: " + ", ".join(f"{f} {a:.3f}->{b:.3f}" for f, a, b in
                                           zip(FACTORS, result.previous_weights, result.new_weights)))
+
+
+def _read_refs(value: str) -> list[str]:
+    from cortexctl.cli.common import read_input
+    from cortexctl.engine.compact import refs_from_text
+    from cortexctl.errors import InvalidData
+
+    raw, where = read_input(value, "--in-context-file")
+    try:
+        text = raw.decode("utf-8-sig")
+    except UnicodeDecodeError:
+        raise InvalidData(f"{where}: not valid UTF-8") from None
+    return refs_from_text(text, where)
+
+
+def run_compact(
+    config, refs: list[str], *, intent: Optional[str], step: Optional[str], budget_tokens: Optional[int],
+    load_bearing: list[str], in_context_file: Optional[str], checkpoint_dir: Optional[str], store: Optional[str],
+    actor: Optional[str], wait: Optional[float], json: bool, jsonl: bool,
+) -> None:
+    out = Output(json=json, jsonl=jsonl)
+    if intent is None or step is None or budget_tokens is None:
+        raise UsageError("compact needs --intent ID, --step STEP and --budget-tokens N")
+    in_context = list(refs)
+    if in_context_file is not None:
+        in_context += _read_refs(in_context_file)
+    result = open_cortex(config, store, actor, wait).compact(
+        intent, step, budget_tokens, in_context, load_bearing=load_bearing, checkpoint_dir=checkpoint_dir,
+    )
+    if result.mirror_error:
+        out.warn(f"checkpoint stored, but its mirror was not written: {result.mirror_error}")
+    if out.machine:
+        out.emit(result.to_json())
+        return
+    out.line(result.checkpoint.uri)
+    out.table(["", "uri", "tokens", "why / short form"],
+              [*(("kept", k.uri, k.tokens, k.why) for k in result.kept),
+               *(("stub", c.ref, t, c.short) for c, t in zip(result.checkpoint.compacted, result.compacted_tokens))])
+    for uri, why in result.dropped:
+        out.hint(f"dropped {uri} ({why})")
+    out.hint(f"{result.total_tokens} of {budget_tokens} tokens; {len(result.kept)} kept, "
+             f"{len(result.compacted_tokens)} compacted"
+             + (f"; mirror: {result.snapshot_path}" if result.snapshot_path else ""))
+
+
+def run_checkpoint_load(
+    config, *, intent: Optional[str], step: Optional[str], store: Optional[str], actor: Optional[str],
+    wait: Optional[float], json: bool, jsonl: bool,
+) -> None:
+    out = Output(json=json, jsonl=jsonl)
+    if intent is None or step is None:
+        raise UsageError("checkpoint load needs --intent ID and --step STEP")
+    record = open_cortex(config, store, actor, wait).load_checkpoint(intent, step)
+    if out.machine:
+        out.emit(record.to_json())
+        return
+    out.line(record.uri)
+    out.table(["", "uri", "salience", "short form"],
+              [*(("kept", u, "", "") for u in record.kept),
+               *(("stub", c.ref, f"{c.salience:.3f}", c.short) for c in record.compacted)])

@@ -120,7 +120,7 @@ def _resolve(con, actor: str, parsed: dict) -> tuple[list[str], list[tuple[str, 
     skipped: list[tuple[str, str]] = []
     heads: dict[str, dict] = {}
     full = [r.id_or_prefix for r in parsed.values() if not isinstance(r, str) and r.is_full]
-    known = {h["id"]: h for h in records.heads_by_ids(con, full, actor)}
+    known = {h["id"]: h for h in records.heads_by_ids(con, full, actor, records.SALIENCE_COLUMNS)}
     for text, ref in parsed.items():
         if isinstance(ref, str):
             skipped.append((text, ref))

@@ -94,8 +94,11 @@ def compact(cx, intent: str, step: str, budget_tokens: int, in_context: Iterable
         order: list[str] = []
         dropped: list[tuple[str, str]] = []
         bearing: set[str] = set()
-        for text, is_bearing in [*((t, False) for t in in_context), *((t, True) for t in load_bearing)]:
-            head = _resolve(con, cx.actor, text)
+        refs = [*((t, False) for t in in_context), *((t, True) for t in load_bearing)]
+        full = [r.id_or_prefix for r in (parse_ref(t) for t, _ in refs) if r.is_full]
+        known = {h["id"]: h for h in records.heads_by_ids(con, full, cx.actor)}  # one lookup for all full IDs
+        for text, is_bearing in refs:
+            head = _resolve(con, cx.actor, text, known)
             if head["tombstoned_at"] is not None:
                 dropped.append((text, "forgotten"))
                 continue
@@ -143,10 +146,10 @@ def compact(cx, intent: str, step: str, budget_tokens: int, in_context: Iterable
     return result
 
 
-def _resolve(con, actor: str, text: str) -> dict:
+def _resolve(con, actor: str, text: str, known: dict[str, dict]) -> dict:
     ref = parse_ref(text)
     if ref.is_full:
-        found = records.heads_by_ids(con, [ref.id_or_prefix], actor)
+        found = [known[ref.id_or_prefix]] if ref.id_or_prefix in known else []
     else:
         found = records.heads_by_prefix(con, ref.id_or_prefix, actor, limit=2)
     if not found:
@@ -159,12 +162,12 @@ def _resolve(con, actor: str, text: str) -> dict:
 def _pinned(con, heads: list[dict]) -> dict[str, str]:
     """Which of these heads are pinned, and why: identity, hard constraint, active goal."""
     out = {h["id"]: "identity" for h in heads if h["type"] == _IDENTITY}
-    maybe = [h["id"] for h in heads if h["type"] in (_CONSTRAINT, _GOAL)]
-    for id_, v in records.current_versions(con, maybe).items():
-        data = codec.decode(v["data"])
-        if v["type"] == _CONSTRAINT and data.get("strength") == "hard":
+    maybe = {h["id"]: h["current_version"] for h in heads if h["type"] in (_CONSTRAINT, _GOAL)}
+    for id_, (type_, blob) in records.current_data(con, maybe).items():
+        data = codec.decode(blob)
+        if type_ == _CONSTRAINT and data.get("strength") == "hard":
             out[id_] = "hard constraint"
-        elif v["type"] == _GOAL and data.get("status") == "active":
+        elif type_ == _GOAL and data.get("status") == "active":
             out[id_] = "active goal"
     return out
 

@@ -152,13 +152,18 @@ def heads_by_prefix(con, prefix: str, actor: str, limit: int = 6) -> list[dict]:
     return _dicts(cur, HEAD_COLUMNS)
 
 
-def heads_by_ids(con, ids: Sequence[str], actor: str) -> list[dict]:
-    """The visible heads of these full IDs."""
+SALIENCE_COLUMNS = ("id", "current_version", "tombstoned_at", "updated_at", "last_used", "importance",
+                    "access_count", "citations", "confidence")
+
+
+def heads_by_ids(con, ids: Sequence[str], actor: str, columns: Sequence[str] = HEAD_COLUMNS) -> list[dict]:
+    """The visible heads of these full IDs, with ``columns`` (narrow ones are cheaper: a wide
+    column, text or tags, costs a decode of its whole segment)."""
     if not ids:
         return []
-    cols = ", ".join(f"h.{c}" for c in HEAD_COLUMNS)
+    cols = ", ".join(f"h.{c}" for c in columns)
     cur = con.execute(f"SELECT {cols} FROM heads h WHERE h.id IN {id_list(ids)} AND {visible_sql()}", [actor])
-    return _dicts(cur, HEAD_COLUMNS)
+    return _dicts(cur, columns)
 
 
 def head_exists(con, ids: Iterable[str]) -> set[str]:
@@ -193,6 +198,14 @@ def current_versions(con, ids: list[str]) -> dict[str, dict]:
         f" WHERE v.id IN {id_list(ids)} AND h.id IN {id_list(ids)}"
     )
     return {r["id"]: r for r in _dicts(cur, VERSION_COLUMNS)}
+
+
+def current_data(con, current: dict[str, int]) -> dict[str, tuple[int, bytes]]:
+    """(type, data) of each ID's version ``current[id]``: two narrow columns, looked up by ID."""
+    if not current:
+        return {}
+    rows = con.execute(f"SELECT id, version, type, data FROM versions WHERE id IN {id_list(current)}").fetchall()
+    return {r[0]: (int(r[2]), r[3]) for r in rows if current.get(r[0]) == r[1]}
 
 
 def filter_sql(

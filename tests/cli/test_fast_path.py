@@ -163,3 +163,48 @@ def test_fast_path_and_typer_attest_alike(positionals, options, ids, cli):
         assert docs[0] == docs[1]
     else:
         assert a.out == b.out == ""
+
+
+COMPACT_VECTORS = [
+    ([], ["--intent", "i", "--step", "s", "--budget-tokens", "100"]),
+    (["{f}"], ["--intent", "i", "--step", "s"]),
+    (["{f}"], ["--intent", "i", "--step", "s", "--budget-tokens", "1"]),
+    (["{f}"], ["--intent", "../i", "--step", "s", "--budget-tokens", "100"]),
+    (["{f}", "{g}"], ["--intent", "c1", "--step", "s", "--budget-tokens", "1000", "--json"]),
+    (["{g}"], ["--intent", "c2", "--step=s", "--budget-tokens=1000", "--load-bearing", "{f}", "--jsonl"]),
+    (["{g}"], ["--intent", "c3", "--step", "s", "--budget-tokens", "1000", "--actor", "bob"]),
+]
+
+
+@pytest.mark.parametrize("positionals, options", COMPACT_VECTORS,
+                         ids=[" ".join([*p, *o]) for p, o in COMPACT_VECTORS])
+def test_fast_path_and_typer_compact_alike(positionals, options, ids, cli):
+    import orjson
+
+    positionals = [a.format(**ids) for a in positionals]
+    options = [a.format(**ids) for a in options]
+    quick = ["compact", *positionals, *options]
+    slow = ["compact", *options, "--", *positionals]
+    assert fast.plan(quick) is not None and fast.plan(slow) is None
+    a, b = cli(*quick), cli(*slow)
+    assert (a.code, a.err) == (b.code, b.err)
+    if a.code == 0 and a.out.startswith("{"):
+        def plain(doc):  # without what the clock changes between the two runs
+            doc = {k: v for k, v in doc.items() if k not in ("seq", "checkpoint")}
+            doc["compacted"] = [{k: v for k, v in c.items() if k != "salience"} for c in doc["compacted"]]
+            return doc
+        assert plain(orjson.loads(a.out)) == plain(orjson.loads(b.out))
+    else:
+        assert a.out == b.out
+
+
+@pytest.mark.parametrize("options", [["--json"], [], ["--jsonl"], ["--step", "none"], ["--actor", "bob"],
+                                     ["--intent", "a/b"]])
+def test_fast_path_and_typer_load_checkpoints_alike(options, ids, cli, store):
+    Cortex(store=store, actor="alice").compact("c1", "s", 1000, [ids["f"], ids["g"]])
+    base = ["--intent", "c1", "--step", "s"]
+    quick = ["checkpoint", "load", *base, *options]
+    slow = ["checkpoint", "load", *base, *options, "--"]
+    assert fast.plan(quick) is not None and fast.plan(slow) is None
+    a, b = cli(*quick), cli(*slow)
+    assert (a.code, a.out, a.err) == (b.code, b.out, b.err)
