@@ -9,7 +9,7 @@ from typing import Annotated, Optional
 import typer
 
 from cortexctl.cli import options as o
-from cortexctl.cli.common import exit_status
+from cortexctl.cli.common import exit_status, readable_stdin
 from cortexctl.cli.output import Output
 from cortexctl.errors import UsageError
 
@@ -54,9 +54,7 @@ def import_(
     out = Output(json=json, jsonl=jsonl, quiet=quiet)
     cx = o.cortex(ctx, store, actor, wait)
     if file == "-":
-        if sys.stdin is None:
-            raise UsageError("-: stdin is closed")
-        source = sys.stdin.buffer
+        source = readable_stdin("import")
         report = _run(cx, source, out, skip_invalid, keep_actors, batch_size)
     else:
         path = Path(file)

@@ -30,16 +30,35 @@ def open_cortex(config_path, store: Optional[str], actor: Optional[str], wait: O
     return Cortex(store=store, actor=actor, wait=wait, config=config_path)
 
 
-def read_input(value: str, option: str) -> tuple[bytes, str]:
-    """The bytes of an option's file, or of stdin for ``-``, and where they came from."""
+def readable_stdin(option: str):
+    """stdin as bytes, or a UsageError when it is closed or not open for reading."""
+    import os
     import sys
 
     from cortexctl.errors import UsageError
 
+    if sys.stdin is None:
+        raise UsageError(f"{option} -: stdin is closed")
+    try:
+        os.read(sys.stdin.fileno(), 0)
+    except (OSError, ValueError) as exc:
+        raise UsageError(f"{option} -: stdin cannot be read ({getattr(exc, 'strerror', None) or exc})") from None
+    return sys.stdin.buffer
+
+
+def read_input(value: str, option: str) -> tuple[bytes, str]:
+    """The bytes of an option's file, or of stdin for ``-``, and where they came from."""
+
+    from cortexctl.errors import UsageError
+
     if value == "-":
-        if sys.stdin is None:
-            raise UsageError(f"{option} -: stdin is closed")
-        return sys.stdin.buffer.read(), "stdin"
+        stdin = readable_stdin(option)
+        try:
+            return stdin.read(), "stdin"
+        except OSError as exc:
+            raise UsageError(f"{option} -: stdin cannot be read ({exc.strerror})") from None
+    if not value:
+        raise UsageError(f"{option} must not be empty")
     path = Path(value)
     if path.is_dir():
         raise UsageError(f"{option} {path}: is a directory, not a file")

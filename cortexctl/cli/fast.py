@@ -19,6 +19,7 @@ _INT = re.compile(r"-?[0-9]+")
 _FLOAT = re.compile(r"[0-9]+(\.[0-9]*)?|\.[0-9]+")
 
 FLAG, ONE, MANY = "flag", "one", "many"
+CHECKPOINT_LOAD = "checkpoint\0load"  # the two words; no single argument can hold a NUL
 
 # option -> (parameter, arity, converter)
 _COMMON: dict[str, tuple[str, str, Callable[[str], Any] | None]] = {
@@ -58,7 +59,7 @@ _SPECS: dict[str, tuple[dict, tuple[int, int], dict[str, Any]]] = {
         {"intent": None, "step": None, "budget_tokens": None, "load_bearing": [], "in_context_file": None,
          "checkpoint_dir": None},
     ),
-    "checkpoint load": (
+    CHECKPOINT_LOAD: (
         {"--intent": ("intent", ONE, None), "--step": ("step", ONE, None)}, (0, 0), {"intent": None, "step": None},
     ),
     "show": (
@@ -106,7 +107,7 @@ def plan(argv: list[str]) -> tuple[str, Any, list[str], dict[str, Any]] | None:
         else:
             return None
     if args[:2] == ["checkpoint", "load"]:
-        args[:2] = ["checkpoint load"]
+        args[:2] = [CHECKPOINT_LOAD]
     if not args or args[0] not in _SPECS:
         return None
     command = args.pop(0)
@@ -163,7 +164,7 @@ def run(argv: list[str]) -> int | None:
         views.run_attest(config, positionals, **values)
     elif command == "compact":
         views.run_compact(config, positionals, **values)
-    elif command == "checkpoint load":
+    elif command == CHECKPOINT_LOAD:
         views.run_checkpoint_load(config, **values)
     elif command == "history":
         views.run_history(config, positionals[0], **values)

@@ -8,7 +8,7 @@ One call, one transaction (SPEC §6):
    nothing changes;
 2. resolve each distinct citation to a memory the actor may see; malformed,
    missing (or not visible, or naming a version it does not have), ambiguous and
-   forgotten ones are skipped and listed (a malformed one cut to 200 characters),
+   forgotten ones are skipped and listed (each cut to 200 characters),
    and citations naming the same memory count once;
 3. bump every affected memory: access +1 on success; citations +1 on success,
    -1 (floor 0) on a failure blamed on the memories, else 0; last used = now;
@@ -69,7 +69,7 @@ def attest(cx, intent: str, outcome: str, cited: Iterable[str], *, reason: str |
         try:
             parsed[text] = parse_ref(text) if isinstance(text, str) else MALFORMED
         except UsageError:
-            parsed[_shown(text)] = MALFORMED
+            parsed[text] = MALFORMED
     with cx._transaction(existing=f"no store at {cx.store.path}") as con:
         now = utcnow()  # under the writer lock: journal order and bucket times agree
         if not feedback.take_token(con, cx.actor, intent, now, rate=RATE, burst=BURST):
@@ -123,20 +123,20 @@ def _resolve(con, actor: str, parsed: dict) -> tuple[list[str], list[tuple[str, 
     known = {h["id"]: h for h in records.heads_by_ids(con, full, actor, records.SALIENCE_COLUMNS)}
     for text, ref in parsed.items():
         if isinstance(ref, str):
-            skipped.append((text, ref))
+            skipped.append((_shown(text), ref))
             continue
         if ref.is_full:
             found = [known[ref.id_or_prefix]] if ref.id_or_prefix in known else []
         else:
             found = records.heads_by_prefix(con, ref.id_or_prefix, actor, limit=2)
         if not found:
-            skipped.append((text, MISSING))
+            skipped.append((_shown(text), MISSING))
         elif len(found) > 1:
-            skipped.append((text, AMBIGUOUS))
+            skipped.append((_shown(text), AMBIGUOUS))
         elif ref.version is not None and ref.version > found[0]["current_version"]:
-            skipped.append((text, MISSING))  # a version URI cites its memory, if the version exists
+            skipped.append((_shown(text), MISSING))  # a version URI cites its memory, if the version exists
         elif found[0]["tombstoned_at"] is not None:
-            skipped.append((text, TOMBSTONED))
+            skipped.append((_shown(text), TOMBSTONED))
         elif found[0]["id"] not in heads:
             heads[found[0]["id"]] = found[0]
             affected.append(found[0]["id"])

@@ -30,7 +30,7 @@ from typing import Iterable
 
 from cortexctl.engine import salience
 from cortexctl.engine.models import Checkpoint, CompactedItem, CompactResult, KeptItem
-from cortexctl.errors import AmbiguousRef, BudgetUnreachable, IntegrityError, NotFound, UsageError
+from cortexctl.errors import AmbiguousRef, BudgetUnreachable, IntegrityError, InvalidData, NotFound, UsageError
 from cortexctl.memory import codec
 from cortexctl.memory.forms import count_tokens
 from cortexctl.memory.ids import memory_uri, parse_ref
@@ -59,9 +59,9 @@ def refs_from_text(text: str, where: str) -> list[str]:
             try:
                 doc = json.loads(line)
             except ValueError:
-                raise UsageError(f"{where}: line {n} is not valid JSON") from None
+                raise InvalidData(f"{where}: line {n} is not valid JSON") from None
             if not isinstance(doc, dict) or not isinstance(doc.get("uri"), str):
-                raise UsageError(f"{where}: line {n} is a JSON object without a \"uri\"")
+                raise InvalidData(f"{where}: line {n} is a JSON object without a \"uri\"")
             line = doc["uri"]
         out.append(line)
     return out
@@ -156,6 +156,9 @@ def _resolve(con, actor: str, text: str, known: dict[str, dict]) -> dict:
         raise NotFound(f"no memory {text!r}", hint="compact takes memories the actor can see")
     if len(found) > 1:
         raise AmbiguousRef(f"ID prefix {text!r} is ambiguous", hint="give more characters of the ID")
+    if ref.version is not None and ref.version > found[0]["current_version"]:
+        raise NotFound(f"memory {found[0]['id']} has no version {ref.version} "
+                       f"(latest is {found[0]['current_version']})")
     return found[0]
 
 

@@ -88,9 +88,13 @@ class Memory:
         """Apply one attest; returns the memory's salience factors just before it."""
         if self.head is None:
             raise IntegrityError(f"journal entry {seq} (attest) cites the memory before its write")
-        before = salience.factors(self.head, event.at)
-        self.head["access_count"] += event.access
-        self.head["citations"] = max(0, self.head["citations"] + event.citations)
+        try:
+            before = salience.factors(self.head, event.at)
+            self.head["access_count"] = min(salience.MAX_COUNT, self.head["access_count"] + event.access)
+            self.head["citations"] = min(salience.MAX_COUNT, max(0, self.head["citations"] + event.citations))
+        except (KeyError, TypeError, ValueError, OverflowError):
+            raise IntegrityError(f"journal entry {seq} (attest) meets a memory whose journaled head is "
+                                 "missing salience fields") from None
         self.head["last_used"] = event.at
         return before
 

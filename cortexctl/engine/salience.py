@@ -48,6 +48,7 @@ HALF_LIFE_SECONDS = 30 * 86400.0
 ACCESS_HALF = 5.0  # access count at which the access factor is 0.5
 CITATIONS_HALF = 3.0  # citations at which the citations factor is 0.5
 EMA_RATE = 0.1
+MAX_COUNT = 2**53 - 1  # access counts and citations stop here: exact as doubles, never overflowing
 
 SUCCESS, FAILURE = "success", "failure"
 OUTCOMES = (SUCCESS, FAILURE)

@@ -31,6 +31,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import IO, Any, Callable
 
+from cortexctl.engine.salience import MAX_COUNT
 from cortexctl.engine.cortex import (
     Cortex,
     clean_frames,
@@ -105,7 +106,6 @@ def _opt_time(value: Any, field: str) -> datetime | None:
     return None if value is None else _time(value, field)
 
 
-MAX_COUNT = 2**53 - 1  # salience counters stay exact as doubles, and far from overflow
 
 
 def _count(value: Any, field: str) -> int:

@@ -113,8 +113,8 @@ def parse_ref(text: str, *, error=UsageError) -> Ref:
             raise error(f"malformed URI {raw!r}: expected cortex://m/<ID> or cortex://m/<ID>/v/<N>")
         body, ver = m.group(1), m.group(2)
         if ver is not None:
-            if not (ver.isascii() and ver.isdigit()) or int(ver) < 1:
-                raise error(f"malformed URI {raw!r}: version must be a whole number from 1")
+            if not (ver.isascii() and ver.isdigit()) or len(ver) > 9 or int(ver) < 1:
+                raise error(f"malformed URI {raw[:120]!r}: version must be a whole number from 1 to 999999999")
             version = int(ver)
         norm = normalize_id_text(body)
         if norm is None or len(norm) != ID_LEN:

@@ -42,15 +42,18 @@ def all_weights(con) -> dict[str, dict]:
 
 # -- salience counters -----------------------------------------------------------
 def bump(con, ids: Sequence[str], *, access: int, citations: int, at: datetime) -> None:
-    """Add to the access count and citations (floor 0) of ``ids`` and mark them used at ``at``."""
+    """Add to the access count and citations of ``ids`` (each kept from 0 to salience.MAX_COUNT)
+    and mark them used at ``at``."""
     if not ids:
         return
     from cortexctl.store.records import id_list
 
+    from cortexctl.engine.salience import MAX_COUNT
+
     con.execute(
-        f"UPDATE heads SET access_count = access_count + {int(access)},"
-        f" citations = CASE WHEN CAST(citations AS BIGINT) + {int(citations)} < 0 THEN 0"
-        f" ELSE CAST(citations AS BIGINT) + {int(citations)} END, last_used = ?"
+        f"UPDATE heads SET access_count = least(access_count + {int(access)}, {MAX_COUNT}),"
+        f" citations = least(greatest(CAST(citations AS BIGINT) + {int(citations)}, 0), {MAX_COUNT}),"
+        " last_used = ?"
         f" WHERE id IN {id_list(ids)}",
         [at],
     )

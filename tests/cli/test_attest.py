@@ -163,12 +163,14 @@ def test_a_version_uri_cites_its_memory_only_when_the_version_exists(cli, cx):
     assert run.json()["skipped"] == [{"uri": f"{uri}/v/3", "why": "missing"}]
 
 
-def test_a_huge_malformed_citation_is_listed_cut_short(cli):
-    cli("write", "fact", "x")
-    run = cli("attest", "--intent", "i", "--outcome", "success", "x" * 100_000, "--json")
+def test_huge_citations_are_listed_cut_short(cli):
+    uri = cli("write", "fact", "x").out.strip()
+    run = cli("attest", "--intent", "i", "--outcome", "success", "x" * 100_000 + "a", "x" * 100_000 + "b",
+              f"{uri}/v/{'9' * 5000}", "--json")
     assert run.code == 0, run
-    shown = run.json()["skipped"][0]["uri"]
-    assert len(shown) == 200 and shown.endswith("…")
+    skipped = run.json()["skipped"]
+    assert len(skipped) == 3 and all(len(s["uri"]) == 200 and s["uri"].endswith("…") for s in skipped)
+    assert [s["why"] for s in skipped] == ["malformed"] * 3
 
 
 def test_rate_limit_holds_across_processes_and_changes_nothing(cli, cx, store):
@@ -271,5 +273,10 @@ def test_imported_counters_must_stay_exact(cli, cx):
     assert run.code == 10, run
     assert "salience.access_count" in run.err
     assert cli("import", "-", input=line % (2**53 - 1) + "\n").code == 0
-    assert cli("attest", "--intent", "i", "--outcome", "success", "01M7Y65MEPVQT7QJC2YDHMD6AA").code == 0
-    assert cx.show("01M7Y65MEPVQT7QJC2YDHMD6AA").access_count == 2**53
+    for intent in ("i", "j"):
+        assert cli("attest", "--intent", intent, "--outcome", "success", "01M7Y65MEPVQT7QJC2YDHMD6AA").code == 0
+    assert cx.show("01M7Y65MEPVQT7QJC2YDHMD6AA").access_count == 2**53 - 1  # it stops at the bound
+    assert_store_verifies(cx.store.path)
+    exported = cli("export").out  # and what attest left still imports
+    assert cli("import", "-", "--keep-actors", "--store", str(cx.store.path) + "-copy", input=exported,
+               use_store=False).code == 0

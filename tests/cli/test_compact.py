@@ -190,11 +190,15 @@ def test_forgotten_memories_are_dropped_and_all_forgotten_is_an_error(cli, conte
         (["--intent", "i", "--step", "s", "--budget-tokens", "100", "--in-context-file", "/nonexistent/x"], 2,
          "no such file"),
         (["--intent", "i", "--step", "s", "--budget-tokens", "100", "--in-context-file", "DIR"], 2, "directory"),
+        (["--intent", "i", "--step", "s", "--budget-tokens", "100", "--in-context-file="], 2, "must not be empty"),
+        (["--intent", "i", "--step", "s", "--budget-tokens", "100", "FACT/v/9"], 3, "no version 9"),
+        (["--intent", "i", "--step", "s", "--budget-tokens", "100", "FACT/v/" + "9" * 5000], 2, "malformed"),
     ],
 )
 def test_compact_bad_input_stores_nothing(cli, context, store, tmp_path, args, code, needle):
     before = _journal_len(store)
-    args = [context["fact"] if a == "FACT" else str(tmp_path) if a == "DIR" else a for a in args]
+    args = [a.replace("FACT", context["fact"]) if a.startswith("FACT") else str(tmp_path) if a == "DIR" else a
+            for a in args]
     run = cli("compact", *args)
     assert_clean_error(run, code)
     assert needle in run.err
@@ -238,3 +242,32 @@ def test_a_closed_stdin_is_a_usage_error(cli, context, store):
                           preexec_fn=lambda: os.close(0))
     assert proc.returncode == 2, proc
     assert proc.stderr.strip().splitlines() == ["cortexctl: --in-context-file -: stdin is closed"], proc
+
+
+def test_an_in_context_line_of_bad_json_is_invalid_data(cli, context, store):
+    run = cli("compact", "--intent", "i", "--step", "s", "--budget-tokens", "9", "--in-context-file", "-",
+              input='{"uri": \n')
+    assert_clean_error(run, 10)
+    run = cli("compact", "--intent", "i", "--step", "s", "--budget-tokens", "9", "--in-context-file", "-",
+              input='{"ref": "x"}\n')
+    assert_clean_error(run, 10)
+
+
+@pytest.mark.parametrize("argv", [
+    ["compact", "--intent", "i", "--step", "s", "--budget-tokens", "9", "--in-context-file", "-"],
+    ["import", "-"],
+    ["write", "fact", "--data", "-"],
+])
+def test_a_stdin_open_only_for_writing_is_a_usage_error(argv, context, store):
+    import subprocess
+
+    from tests.conftest import cortexctl_argv
+
+    def reopen_stdin_for_writing():
+        fd = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(fd, 0)
+
+    proc = subprocess.run(cortexctl_argv() + argv, capture_output=True, text=True,
+                          env={**os.environ, "CORTEXCTL_STORE": str(store)}, preexec_fn=reopen_stdin_for_writing)
+    assert proc.returncode == 2, proc
+    assert len(proc.stderr.strip().splitlines()) == 1 and "stdin cannot be read" in proc.stderr, proc

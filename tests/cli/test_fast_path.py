@@ -70,6 +70,8 @@ def test_fast_path_and_typer_print_the_same(command, positionals, options, ids, 
     ["find", "--help"], ["find", "-k", "ten"], ["find", "--bogus"], ["find", "-k"], ["find", "extra"],
     ["show"], ["show", "a", "b"], ["show", "x", "--version", "1.5"], ["find", "--json=yes"], ["--version"],
     ["write", "fact", "x", "y"], ["update", "abcdef", "x"], ["find", "-k=3"],
+    ["checkpoint load", "--intent", "i", "--step", "s"], ["checkpoint"], ["checkpoint", "load", "extra"],
+    ["checkpoint", "LOAD", "--intent", "i", "--step", "s"],
 ])
 def test_anything_unusual_goes_to_typer(argv):
     assert fast.plan(argv) is None

@@ -236,3 +236,19 @@ def test_the_token_bucket_refills_and_survives_a_clock_step_back(store):
         assert con.execute("SELECT count(*) FROM rate_buckets").fetchall()[0][0] == 1
     finally:
         con.close()
+
+
+def test_a_journaled_head_without_salience_fields_is_a_replay_problem_not_a_crash(fed, store, cli):
+    _, ids = fed
+    con = duckdb.connect(str(store / DB_NAME))
+    try:
+        seq, payload = con.execute("SELECT seq, payload FROM journal WHERE kind = 'write' AND ref = ?",
+                                   [ids["a"]]).fetchall()[0]
+        doc = codec.decode(payload)
+        del doc["head"]["importance"]
+        con.execute("UPDATE journal SET payload = ? WHERE seq = ?", [codec.encode(doc), seq])
+    finally:
+        con.close()
+    r = cli("verify")
+    assert r.code == 7, r
+    assert "missing salience fields" in r.out + r.err
