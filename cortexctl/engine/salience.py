@@ -42,13 +42,14 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Sequence
 
+from cortexctl.memory.types import MAX_COUNT  # noqa: F401 - access counts and citations stop there
+
 FACTORS = ("recency", "importance", "access", "citations", "confidence")
 DEFAULT_WEIGHTS = (0.3, 0.3, 0.15, 0.15, 0.1)
 HALF_LIFE_SECONDS = 30 * 86400.0
 ACCESS_HALF = 5.0  # access count at which the access factor is 0.5
 CITATIONS_HALF = 3.0  # citations at which the citations factor is 0.5
 EMA_RATE = 0.1
-MAX_COUNT = 2**53 - 1  # access counts and citations stop here: exact as doubles, never overflowing
 
 SUCCESS, FAILURE = "success", "failure"
 OUTCOMES = (SUCCESS, FAILURE)

@@ -31,7 +31,6 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import IO, Any, Callable
 
-from cortexctl.engine.salience import MAX_COUNT
 from cortexctl.engine.cortex import (
     Cortex,
     clean_frames,
@@ -50,6 +49,7 @@ from cortexctl.memory import codec, schema
 from cortexctl.memory.ids import is_id, memory_uri, new_id, normalize_id_text
 from cortexctl.memory.record import VersionBody, build_version
 from cortexctl.memory.types import (
+    MAX_COUNT,
     TYPE_CODES,
     type_name as stored_type,
     TYPES,

@@ -139,6 +139,7 @@ def check_name(value: object, field: str, *, error=UsageError) -> str:
     return value
 
 
+MAX_COUNT = 2**53 - 1  # salience counters (access, citations) stop here: exact as doubles, never overflowing
 MAX_LABEL_CHARS = 128
 _LABEL_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._:-")
 

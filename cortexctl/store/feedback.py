@@ -48,7 +48,7 @@ def bump(con, ids: Sequence[str], *, access: int, citations: int, at: datetime) 
         return
     from cortexctl.store.records import id_list
 
-    from cortexctl.engine.salience import MAX_COUNT
+    from cortexctl.memory.types import MAX_COUNT
 
     con.execute(
         f"UPDATE heads SET access_count = least(access_count + {int(access)}, {MAX_COUNT}),"
