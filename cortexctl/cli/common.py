@@ -48,7 +48,6 @@ def readable_stdin(option: str):
 
 def read_input(value: str, option: str) -> tuple[bytes, str]:
     """The bytes of an option's file, or of stdin for ``-``, and where they came from."""
-
     from cortexctl.errors import UsageError
 
     if value == "-":

@@ -40,7 +40,7 @@ MAX_CITED = 256
 MAX_REASON_CHARS = 1000
 RATE, BURST = 1.0, 5.0  # tokens a second, bucket size
 
-MALFORMED, MISSING, AMBIGUOUS, TOMBSTONED = "malformed", "missing", "ambiguous", "tombstoned"
+MALFORMED, MISSING, TOMBSTONED = "malformed", "missing", "tombstoned"  # and cortex.AMBIGUOUS
 
 
 def check(intent: object, outcome: object, reason: object, cited: list) -> None:
@@ -60,14 +60,14 @@ def check(intent: object, outcome: object, reason: object, cited: list) -> None:
 
 
 def attest(cx, intent: str, outcome: str, cited: Iterable[str], *, reason: str | None = None) -> AttestResult:
-    from cortexctl.engine.cortex import _plain, utcnow
+    from cortexctl.engine.cortex import micros, utcnow
 
     cited = list(cited)
     check(intent, outcome, reason, cited)
-    parsed: dict[str, object] = {}  # citation text -> Ref, or the reason it is skipped
+    parsed: dict[str, object] = {}  # citation text -> Ref, or MALFORMED
     for text in dict.fromkeys(cited):
         try:
-            parsed[text] = parse_ref(text) if isinstance(text, str) else MALFORMED
+            parsed[text] = parse_ref(text)
         except UsageError:
             parsed[text] = MALFORMED
     with cx._transaction(existing=f"no store at {cx.store.path}") as con:
@@ -84,7 +84,7 @@ def attest(cx, intent: str, outcome: str, cited: Iterable[str], *, reason: str |
         previous = feedback.weights_of(con, cx.actor) or salience.DEFAULT_WEIGHTS
         step = salience.ema_step(previous, profile, outcome, reason, len(affected))
         feedback.bump(con, affected, access=access, citations=delta, at=now)
-        at = _plain({"at": now})["at"]
+        at = micros(now)
         seq = records.next_seq(con)
         attest_payload = codec.encode({
             "intent": intent, "outcome": outcome, "reason": reason, "affected": affected,
@@ -116,28 +116,19 @@ def _shown(text: object) -> str:
 
 def _resolve(con, actor: str, parsed: dict) -> tuple[list[str], list[tuple[str, str]], dict[str, dict]]:
     """(affected IDs in citation order, skipped (citation, why), heads of the affected)."""
+    from cortexctl.engine.cortex import NO_VERSION, look_up
+
     affected: list[str] = []
     skipped: list[tuple[str, str]] = []
     heads: dict[str, dict] = {}
-    full = [r.id_or_prefix for r in parsed.values() if not isinstance(r, str) and r.is_full]
-    known = {h["id"]: h for h in records.heads_by_ids(con, full, actor, records.SALIENCE_COLUMNS)}
-    for text, ref in parsed.items():
-        if isinstance(ref, str):
-            skipped.append((_shown(text), ref))
-            continue
-        if ref.is_full:
-            found = [known[ref.id_or_prefix]] if ref.id_or_prefix in known else []
-        else:
-            found = records.heads_by_prefix(con, ref.id_or_prefix, actor, limit=2)
-        if not found:
-            skipped.append((_shown(text), MISSING))
-        elif len(found) > 1:
-            skipped.append((_shown(text), AMBIGUOUS))
-        elif ref.version is not None and ref.version > found[0]["current_version"]:
-            skipped.append((_shown(text), MISSING))  # a version URI cites its memory, if the version exists
-        elif found[0]["tombstoned_at"] is not None:
+    found = look_up(con, actor, {t: r for t, r in parsed.items() if r != MALFORMED}, records.SALIENCE_COLUMNS)
+    for text in parsed:
+        head = found.get(text, MALFORMED)
+        if isinstance(head, str):  # a version URI cites its memory only if the version exists
+            skipped.append((_shown(text), MISSING if head == NO_VERSION else head))
+        elif head["tombstoned_at"] is not None:
             skipped.append((_shown(text), TOMBSTONED))
-        elif found[0]["id"] not in heads:
-            heads[found[0]["id"]] = found[0]
-            affected.append(found[0]["id"])
+        elif head["id"] not in heads:
+            heads[head["id"]] = head
+            affected.append(head["id"])
     return affected, skipped, heads

@@ -39,7 +39,6 @@ from cortexctl.store import feedback, records
 
 MAX_IN_CONTEXT = 10_000
 MAX_BUDGET = 10_000_000
-RECORD_VERSION = 1
 LOAD_BEARING = "load-bearing"
 _IDENTITY, _CONSTRAINT, _GOAL = type_code("identity"), type_code("constraint"), type_code("goal")
 
@@ -76,7 +75,7 @@ def check(intent: object, step: object, budget_tokens: object) -> None:
 
 def compact(cx, intent: str, step: str, budget_tokens: int, in_context: Iterable[str], *,
             load_bearing: Iterable[str] = (), checkpoint_dir: str | os.PathLike | None = None) -> CompactResult:
-    from cortexctl.engine.cortex import _plain, utcnow
+    from cortexctl.engine.cortex import look_up, micros, utcnow
 
     check(intent, step, budget_tokens)
     in_context, load_bearing = list(in_context), list(load_bearing)
@@ -86,19 +85,16 @@ def compact(cx, intent: str, step: str, budget_tokens: int, in_context: Iterable
         raise UsageError(f"compact takes at most {MAX_IN_CONTEXT} memories in context")
     if checkpoint_dir is not None and not str(checkpoint_dir):
         raise UsageError("--checkpoint-dir must not be empty")
-    for text in [*in_context, *load_bearing]:
-        parse_ref(text)
+    parsed = {text: parse_ref(text) for text in [*in_context, *load_bearing]}
     with cx._transaction(existing=f"no memory {(in_context or load_bearing)[0]!r}") as con:
         now = utcnow()
+        found = look_up(con, cx.actor, parsed)
         heads: dict[str, dict] = {}
         order: list[str] = []
         dropped: list[tuple[str, str]] = []
         bearing: set[str] = set()
-        refs = [*((t, False) for t in in_context), *((t, True) for t in load_bearing)]
-        full = [r.id_or_prefix for r in (parse_ref(t) for t, _ in refs) if r.is_full]
-        known = {h["id"]: h for h in records.heads_by_ids(con, full, cx.actor)}  # one lookup for all full IDs
-        for text, is_bearing in refs:
-            head = _resolve(con, cx.actor, text, known)
+        for text, is_bearing in [*((t, False) for t in in_context), *((t, True) for t in load_bearing)]:
+            head = _found(text, parsed[text], found[text])
             if head["tombstoned_at"] is not None:
                 dropped.append((text, "forgotten"))
                 continue
@@ -132,7 +128,7 @@ def compact(cx, intent: str, step: str, budget_tokens: int, in_context: Iterable
             )
         record = Checkpoint(intent=intent, step=step, created_at=now, created_by=cx.actor,
                             budget_tokens=budget_tokens, kept=[k.uri for k in kept], compacted=stubs)
-        blob = encode_record(record, _plain({"at": now})["at"])
+        blob = encode_record(record, micros(now))
         seq = records.append_journal(con, [("checkpoint", now, cx.actor, f"{intent}/{step}", blob)])
         feedback.put_checkpoint(con, {"actor": cx.actor, "intent": intent, "step": step, "created_at": now,
                                       "seq": seq, "record": blob})
@@ -146,20 +142,17 @@ def compact(cx, intent: str, step: str, budget_tokens: int, in_context: Iterable
     return result
 
 
-def _resolve(con, actor: str, text: str, known: dict[str, dict]) -> dict:
-    ref = parse_ref(text)
-    if ref.is_full:
-        found = [known[ref.id_or_prefix]] if ref.id_or_prefix in known else []
-    else:
-        found = records.heads_by_prefix(con, ref.id_or_prefix, actor, limit=2)
-    if not found:
+def _found(text: str, ref, head: dict | str) -> dict:
+    """The head ``look_up`` found for ``text``, or the error for why there is none."""
+    from cortexctl.engine.cortex import AMBIGUOUS, MISSING
+
+    if head == MISSING:
         raise NotFound(f"no memory {text!r}", hint="compact takes memories the actor can see")
-    if len(found) > 1:
+    if head == AMBIGUOUS:
         raise AmbiguousRef(f"ID prefix {text!r} is ambiguous", hint="give more characters of the ID")
-    if ref.version is not None and ref.version > found[0]["current_version"]:
-        raise NotFound(f"memory {found[0]['id']} has no version {ref.version} "
-                       f"(latest is {found[0]['current_version']})")
-    return found[0]
+    if isinstance(head, str):
+        raise NotFound(f"{text!r}: the memory has no version {ref.version}")
+    return head
 
 
 def _pinned(con, heads: list[dict]) -> dict[str, str]:

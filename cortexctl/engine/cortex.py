@@ -124,9 +124,40 @@ _EPOCH = datetime(1970, 1, 1)
 _MICROSECOND = timedelta(microseconds=1)
 
 
+def micros(at: datetime) -> int:
+    """A stored time as integer microseconds since the epoch (UTC), as journal payloads hold it."""
+    return (at - _EPOCH) // _MICROSECOND
+
+
 def _plain(row: dict) -> dict:
     """A row with times as integer microseconds since the epoch (UTC), for canonical CBOR payloads."""
-    return {k: ((v - _EPOCH) // _MICROSECOND if isinstance(v, datetime) else v) for k, v in row.items()}
+    return {k: (micros(v) if isinstance(v, datetime) else v) for k, v in row.items()}
+
+
+MISSING, AMBIGUOUS, NO_VERSION = "missing", "ambiguous", "no such version"
+
+
+def look_up(con, actor: str, refs: dict[str, Any], columns=records.HEAD_COLUMNS) -> dict[str, dict | str]:
+    """Each parsed reference's visible head (with ``columns``), or why there is none:
+    MISSING, AMBIGUOUS, or NO_VERSION for a version URI past the memory's latest version.
+    Full IDs are looked up together, in one query."""
+    full = [r.id_or_prefix for r in refs.values() if r.is_full]
+    known = {h["id"]: h for h in records.heads_by_ids(con, full, actor, columns)}
+    out: dict[str, dict | str] = {}
+    for text, ref in refs.items():
+        if ref.is_full:
+            found = [known[ref.id_or_prefix]] if ref.id_or_prefix in known else []
+        else:
+            found = records.heads_by_prefix(con, ref.id_or_prefix, actor, limit=2)
+        if not found:
+            out[text] = MISSING
+        elif len(found) > 1:
+            out[text] = AMBIGUOUS
+        elif ref.version is not None and ref.version > found[0]["current_version"]:
+            out[text] = NO_VERSION
+        else:
+            out[text] = found[0]
+    return out
 
 
 def write_payload(head: dict, versions: list[dict]) -> bytes:

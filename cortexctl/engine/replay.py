@@ -27,6 +27,7 @@ from typing import Any
 from cortexctl.engine import salience
 from cortexctl.errors import IntegrityError
 from cortexctl.memory import codec
+from cortexctl.memory.types import MAX_COUNT
 
 _EPOCH = datetime(1970, 1, 1)
 TIME_FIELDS = {"created_at", "updated_at", "tombstoned_at", "last_used"}
@@ -90,8 +91,8 @@ class Memory:
             raise IntegrityError(f"journal entry {seq} (attest) cites the memory before its write")
         try:
             before = salience.factors(self.head, event.at)
-            self.head["access_count"] = min(salience.MAX_COUNT, self.head["access_count"] + event.access)
-            self.head["citations"] = min(salience.MAX_COUNT, max(0, self.head["citations"] + event.citations))
+            self.head["access_count"] = min(MAX_COUNT, self.head["access_count"] + event.access)
+            self.head["citations"] = min(MAX_COUNT, max(0, self.head["citations"] + event.citations))
         except (KeyError, TypeError, ValueError, OverflowError):
             raise IntegrityError(f"journal entry {seq} (attest) meets a memory whose journaled head is "
                                  "missing salience fields") from None
@@ -113,7 +114,8 @@ def attest_events(seq: int, payload: bytes) -> tuple[dict, list[str], Attested]:
     doc = _doc(seq, payload)
     try:
         affected = list(doc["affected"])
-        event = Attested(int(doc["access_delta"]), int(doc["citations_delta"]), _row({"last_used": doc["at"]})["last_used"])
+        event = Attested(int(doc["access_delta"]), int(doc["citations_delta"]),
+                         _EPOCH + timedelta(microseconds=int(doc["at"])))
         if not all(isinstance(i, str) for i in affected):
             raise TypeError
     except (KeyError, TypeError, ValueError, OverflowError):

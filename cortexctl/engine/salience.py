@@ -42,8 +42,6 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Sequence
 
-from cortexctl.memory.types import MAX_COUNT  # noqa: F401 - access counts and citations stop there
-
 FACTORS = ("recency", "importance", "access", "citations", "confidence")
 DEFAULT_WEIGHTS = (0.3, 0.3, 0.15, 0.15, 0.1)
 HALF_LIFE_SECONDS = 30 * 86400.0

@@ -106,8 +106,6 @@ def _opt_time(value: Any, field: str) -> datetime | None:
     return None if value is None else _time(value, field)
 
 
-
-
 def _count(value: Any, field: str) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_COUNT:
         raise InvalidData(f"{field}: {value!r} is not a whole number from 0 to {MAX_COUNT}")

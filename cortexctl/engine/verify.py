@@ -143,7 +143,7 @@ def _replay_wide(con, p: _Problems) -> tuple[Attests, replay.Learning]:
     for seq, kind, ts, actor, ref, payload in integrity.entries_of(con, ("attest", "learn_weights", "checkpoint")):
         try:
             if kind == "attest":
-                learning.attest(seq, None)
+                learning.attest(seq, None)  # a learn_weights entry after an unreadable attest says so
                 doc, ids, event = replay.attest_events(seq, payload)
                 learning.attest(seq, doc)
                 for place, id_ in enumerate(ids):

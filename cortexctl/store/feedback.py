@@ -5,6 +5,8 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from typing import Sequence
 
+from cortexctl.memory.types import MAX_COUNT
+from cortexctl.store.records import id_list
 
 WEIGHT_COLUMNS = ("recency", "importance", "access", "citations", "confidence")  # salience.FACTORS
 
@@ -42,14 +44,10 @@ def all_weights(con) -> dict[str, dict]:
 
 # -- salience counters -----------------------------------------------------------
 def bump(con, ids: Sequence[str], *, access: int, citations: int, at: datetime) -> None:
-    """Add to the access count and citations of ``ids`` (each kept from 0 to salience.MAX_COUNT)
-    and mark them used at ``at``."""
+    """Add to the access count and citations of ``ids`` (each kept from 0 to MAX_COUNT) and
+    mark them used at ``at``."""
     if not ids:
         return
-    from cortexctl.store.records import id_list
-
-    from cortexctl.memory.types import MAX_COUNT
-
     con.execute(
         f"UPDATE heads SET access_count = least(access_count + {int(access)}, {MAX_COUNT}),"
         f" citations = least(greatest(CAST(citations AS BIGINT) + {int(citations)}, 0), {MAX_COUNT}),"
@@ -65,7 +63,8 @@ def take_token(con, actor: str, intent: str, now: datetime, *, rate: float, burs
 
     A bucket refills at ``rate`` tokens a second up to ``burst``; a missing bucket is
     full, and so is one stamped later than ``now`` (the clock went back), so that a
-    clock step can never lock an intent out. Buckets that have refilled are deleted, so the table holds only recent ones.
+    clock step can never lock an intent out. Buckets that have refilled are deleted,
+    so the table holds only recent ones.
     """
     rows = con.execute(
         "SELECT tokens, updated_at FROM rate_buckets WHERE actor = ? AND intent = ?", [actor, intent]

@@ -137,6 +137,7 @@ def test_256_citations_pass_and_257_are_refused(cli, store):
         (["--intent", "i", "--outcome", "success"], "at least one"),
         (["--intent", "has space", "--outcome", "success", "URI"], "--intent"),
         (["--intent", "i", "--outcome", "failure", "--reason", "x" * 1001, "URI"], "--reason"),
+        (["--intent", "i", "--outcome", "failure", "--reason", "two\nlines", "URI"], "--reason"),
     ],
 )
 def test_attest_usage_errors_change_nothing(cli, store, args, needle):

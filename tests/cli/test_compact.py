@@ -271,3 +271,19 @@ def test_a_stdin_open_only_for_writing_is_a_usage_error(argv, context, store):
                           env={**os.environ, "CORTEXCTL_STORE": str(store)}, preexec_fn=reopen_stdin_for_writing)
     assert proc.returncode == 2, proc
     assert len(proc.stderr.strip().splitlines()) == 1 and "stdin cannot be read" in proc.stderr, proc
+
+
+def test_an_ambiguous_prefix_and_too_many_memories_store_nothing(cli, context, store, tmp_path):
+    lines = "\n".join('{"type": "fact", "text": "twin %s", "id": "01JD3K000000000000000000%s"}' % (c, c)
+                      for c in ("A1", "B2"))
+    assert cli("import", "-", input=lines + "\n").code == 0
+    before = _journal_len(store)
+    run = _compact(cli, ["01JD3K"], 1000, "s", as_json=False)
+    assert_clean_error(run, 2)
+    assert "ambiguous" in run.err
+    listing = tmp_path / "many.txt"
+    listing.write_text((context["fact"] + "\n") * 10_001)
+    run = cli("compact", "--intent", "i", "--step", "s", "--budget-tokens", "9", "--in-context-file", str(listing))
+    assert_clean_error(run, 2)
+    assert "at most 10000" in run.err
+    assert _journal_len(store) == before

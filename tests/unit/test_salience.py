@@ -124,6 +124,20 @@ def fed(store):
     return cx, {"a": a.rsplit("/", 1)[1], "b": b.rsplit("/", 1)[1]}
 
 
+def _rewrite_entry(store, where: str, change) -> int:
+    """Decode the first journal entry matching ``where``, let ``change`` edit it, store it back
+    (behind cortexctl's back); returns its seq."""
+    con = duckdb.connect(str(store / DB_NAME))
+    try:
+        seq, payload = con.execute(f"SELECT seq, payload FROM journal WHERE {where}").fetchall()[0]
+        doc = codec.decode(payload)
+        change(doc)
+        con.execute("UPDATE journal SET payload = ? WHERE seq = ?", [codec.encode(doc), seq])
+    finally:
+        con.close()
+    return seq
+
+
 FEEDBACK_TAMPERING = {
     "citations bumped": ("UPDATE heads SET citations = citations + 1 WHERE id = $a", "citations"),
     "access count reset": ("UPDATE heads SET access_count = 0 WHERE id = $b", "access_count"),
@@ -159,16 +173,10 @@ def test_verify_replays_counters_weights_and_checkpoints(fed, store, cli, what):
 
 def test_a_forged_weight_step_is_named_as_the_first_divergence(fed, store):
     cx, _ = fed
-    con = duckdb.connect(str(store / DB_NAME))
-    try:
-        seq, payload = con.execute(
-            "SELECT seq, payload FROM journal WHERE kind = 'learn_weights' AND actor = 'alice' ORDER BY seq LIMIT 1"
-        ).fetchall()[0]
-        doc = codec.decode(payload)
+    def swap(doc):
         doc["new"] = [doc["new"][1], doc["new"][0], *doc["new"][2:]]  # same sum, different weights
-        con.execute("UPDATE journal SET payload = ? WHERE seq = ?", [codec.encode(doc), seq])
-    finally:
-        con.close()
+
+    seq = _rewrite_entry(store, "kind = 'learn_weights' AND actor = 'alice' ORDER BY seq LIMIT 1", swap)
     messages = [p.message for p in cx.verify().problems]
     assert f"journal entry {seq} (learn_weights) records weights" in messages[0] or any(
         f"journal entry {seq} (learn_weights) records weights" in m for m in messages), messages
@@ -200,16 +208,10 @@ def test_rate_limit_refusal_is_exit_5_with_one_line(cli, store):
 
 def test_a_forged_factor_profile_is_caught_even_with_consistent_weights(fed, store):
     cx, _ = fed
-    con = duckdb.connect(str(store / DB_NAME))
-    try:
-        seq, payload = con.execute(
-            "SELECT seq, payload FROM journal WHERE kind = 'learn_weights' AND actor = 'alice' ORDER BY seq DESC"
-            " LIMIT 1").fetchall()[0]
-        doc = codec.decode(payload)
+    def halve(doc):
         doc["profile"] = [x * 0.5 for x in doc["profile"]]  # the step is skipped (timeout): weights unchanged
-        con.execute("UPDATE journal SET payload = ? WHERE seq = ?", [codec.encode(doc), seq])
-    finally:
-        con.close()
+
+    seq = _rewrite_entry(store, "kind = 'learn_weights' AND actor = 'alice' ORDER BY seq DESC LIMIT 1", halve)
     messages = [p.message for p in cx.verify().problems]
     assert messages == [f"journal entry {seq} (learn_weights) stamps a factor profile that the replayed memories"
                         " do not give"], messages
@@ -240,15 +242,7 @@ def test_the_token_bucket_refills_and_survives_a_clock_step_back(store):
 
 def test_a_journaled_head_without_salience_fields_is_a_replay_problem_not_a_crash(fed, store, cli):
     _, ids = fed
-    con = duckdb.connect(str(store / DB_NAME))
-    try:
-        seq, payload = con.execute("SELECT seq, payload FROM journal WHERE kind = 'write' AND ref = ?",
-                                   [ids["a"]]).fetchall()[0]
-        doc = codec.decode(payload)
-        del doc["head"]["importance"]
-        con.execute("UPDATE journal SET payload = ? WHERE seq = ?", [codec.encode(doc), seq])
-    finally:
-        con.close()
+    _rewrite_entry(store, f"kind = 'write' AND ref = '{ids['a']}'", lambda doc: doc["head"].pop("importance"))
     r = cli("verify")
     assert r.code == 7, r
     assert "missing salience fields" in r.out + r.err
