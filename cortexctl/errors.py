@@ -36,10 +36,13 @@ class CortexError(Exception):
     exit_code = 1
     kind = "failed"
 
-    def __init__(self, message: str, *, hint: str | None = None) -> None:
+    def __init__(self, message: str, *, hint: str | None = None, field: str | None = None) -> None:
         super().__init__(message)
         self.message = message
         self.hint = hint
+        # The engine parameter the message is about, named in the engine's own terms ("k",
+        # "budget_tokens"); a front end rewords it for its users (the CLI names the flag).
+        self.field = field
 
     def to_json(self) -> dict:
         doc = {"error": self.kind, "message": self.message, "exit_code": self.exit_code}

@@ -30,7 +30,27 @@ def _check_utf8(argv: list[str]) -> None:
             raise InvalidData(f"argument {n} ({shown}) is not valid UTF-8") from None
 
 
+def flag_for(field: str) -> str:
+    """The command-line option for an engine parameter: ``k`` -> ``-k``, ``budget_tokens`` -> ``--budget-tokens``."""
+    return f"-{field}" if len(field) == 1 else "--" + field.replace("_", "-")
+
+
+def in_cli_terms(err: CortexError) -> CortexError:
+    """The error worded for the command line: the engine parameter it names becomes its flag."""
+    if not err.field:
+        return err
+    import re
+
+    pattern = re.compile(rf"(?<![\w-]){re.escape(err.field)}(?![\w-])")
+    err.message = pattern.sub(flag_for(err.field), err.message, count=1)
+    if err.hint:
+        err.hint = pattern.sub(flag_for(err.field), err.hint, count=1)
+    err.args = (err.message,)
+    return err
+
+
 def _report(err: CortexError, as_json: bool) -> None:
+    err = in_cli_terms(err)
     if as_json:
         import json
 
