@@ -5,13 +5,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-import typer
 
-from cortexctl.cli.tree import app
-from cortexctl.cli.cmd_man import _walk, render_all
+from cortexctl.cli.cmd_man import render_all
+from cortexctl.cli.registry import commands
 
 ROOT = Path(__file__).resolve().parents[1]
-COMMANDS = [path for path, _ in _walk(typer.main.get_command(app), [])]
+COMMANDS = [list(c.words) for c in commands() if not c.hidden]
 
 
 def test_the_committed_man_pages_match_the_command_tree():

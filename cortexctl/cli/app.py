@@ -1,4 +1,4 @@
-"""The cortexctl console script: the one error boundary around the fast path and the Typer tree.
+"""The cortexctl console script: the one error boundary around the parser and the Typer tree.
 
 ``main()`` is the console script. Every error a user can cause is a
 ``CortexError`` that becomes one line on stderr (a JSON object under
@@ -30,27 +30,45 @@ def _check_utf8(argv: list[str]) -> None:
             raise InvalidData(f"argument {n} ({shown}) is not valid UTF-8") from None
 
 
-def flag_for(field: str) -> str:
-    """The command-line option for an engine parameter: ``k`` -> ``-k``, ``budget_tokens`` -> ``--budget-tokens``."""
+def flag_for(field: str, command=None) -> str:
+    """The command-line option for an engine parameter: the command's declared flag, else the
+    usual spelling (``k`` -> ``-k``, ``budget_tokens`` -> ``--budget-tokens``)."""
+    declared = command.flag_of(field) if command is not None else None
+    if declared:
+        return declared
     return f"-{field}" if len(field) == 1 else "--" + field.replace("_", "-")
 
 
-def in_cli_terms(err: CortexError) -> CortexError:
+def in_cli_terms(err: CortexError, command=None) -> CortexError:
     """The error worded for the command line: the engine parameter it names becomes its flag."""
     if not err.field:
         return err
     import re
 
     pattern = re.compile(rf"(?<![\w-]){re.escape(err.field)}(?![\w-])")
-    err.message = pattern.sub(flag_for(err.field), err.message, count=1)
+    flag = flag_for(err.field, command)
+    err.message = pattern.sub(lambda _: flag, err.message, count=1)
     if err.hint:
-        err.hint = pattern.sub(flag_for(err.field), err.hint, count=1)
+        err.hint = pattern.sub(lambda _: flag, err.hint, count=1)
     err.args = (err.message,)
     return err
 
 
-def _report(err: CortexError, as_json: bool) -> None:
-    err = in_cli_terms(err)
+def _command_of(argv: list[str]):
+    """The declared command argv names, if any (for wording its errors)."""
+    from cortexctl.cli.registry import lookup
+
+    args = list(argv)
+    while args and args[0] in ("-c", "--config"):
+        del args[:2]
+    while args and args[0].startswith("--config="):
+        del args[:1]
+    return lookup(args)[0]
+
+
+def _report(err: CortexError, as_json: bool, argv: list[str] | None = None) -> None:
+    if err.field:
+        err = in_cli_terms(err, _command_of(argv or []))
     if as_json:
         import json
 
@@ -73,16 +91,16 @@ def main(argv: list[str] | None = None) -> int:
     as_json = _wants_json(argv)
     try:
         _check_utf8(argv)
-        from cortexctl.cli import fast
+        from cortexctl.cli import parser
 
-        code = fast.run(argv)
+        code = parser.run(argv)
         if code is None:
             from cortexctl.cli.tree import app
 
             rv = app(args=argv, prog_name="cortexctl", standalone_mode=False)
             code = rv if isinstance(rv, int) and not isinstance(rv, bool) else 0
     except CortexError as err:
-        _report(err, as_json)
+        _report(err, as_json, argv)
         code = err.exit_code
     except KeyboardInterrupt:
         sys.stderr.write("cortexctl: interrupted\n")

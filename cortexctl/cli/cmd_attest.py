@@ -2,16 +2,50 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Optional
+from cortexctl.cli.spec import COMMON, Argument, Command, Option
 
-import typer
 
-from cortexctl.cli import options as o
-from cortexctl.cli import views
-from cortexctl.cli.common import exit_status
+def attest(config, *, cited, intent, outcome, reason, store, actor, wait, json, jsonl) -> None:
+    from cortexctl.cli.common import open_cortex
+    from cortexctl.cli.output import Output
+    from cortexctl.engine.salience import FACTORS
+    from cortexctl.errors import UsageError
 
-ATTEST_EPILOG = """\b
-Each distinct memory cited is touched (last used = now). On success its
+    out = Output(json=json, jsonl=jsonl)
+    if intent is None:
+        raise UsageError("attest needs --intent ID")
+    if outcome is None:
+        raise UsageError("attest needs --outcome success|failure")
+    result = open_cortex(config, store, actor, wait).attest(intent, outcome, cited, reason=reason)
+    if out.machine:
+        out.emit(result.to_json())
+        return
+    delta = f"{result.citations_delta:+d}" if result.citations_delta else "0"
+    out.line(f"attest {result.seq} (learn-weights {result.learn_seq}): {result.outcome}, "
+             f"{len(result.affected)} memor{'y' if len(result.affected) == 1 else 'ies'} affected, citations {delta}")
+    for uri, why in result.skipped:
+        out.line(f"skipped {uri} ({why})")
+    if result.step_skipped:
+        out.line(f"weights unchanged: {result.step_skipped}")
+    else:
+        out.line("weights: " + ", ".join(f"{f} {a:.3f}->{b:.3f}" for f, a, b in
+                                          zip(FACTORS, result.previous_weights, result.new_weights)))
+
+
+COMMANDS = [
+    Command(
+        ("attest",), "Record an intent's outcome and feed it back into salience.", attest,
+        arguments=(Argument("cited", "URI...", "The memories the intent cited (URIs, IDs or unique ID prefixes).",
+                            required=False, many=True),),
+        options=(
+            Option("intent", ("--intent",), "The intent's ID.", metavar="ID"),
+            Option("outcome", ("--outcome",), "success or failure.", metavar="OUTCOME",
+                   choices=("success", "failure")),
+            Option("reason", ("--reason",), "Why it failed (factual_error and wrong_assumption lower citations).",
+                   metavar="R"),
+            *COMMON,
+        ),
+        notes="""Each distinct memory cited is touched (last used = now). On success its
 access count and citations go up by 1; on failure with reason factual_error
 or wrong_assumption its citations go down by 1 (never below 0); any other
 failure changes no count. Citations that are malformed, name no memory you
@@ -19,33 +53,13 @@ can see, are ambiguous or name a forgotten memory are skipped and listed; the
 same memory cited twice counts once. The actor's learned salience weights
 take one EMA step (see cortexctl(1), SALIENCE). Two journal entries commit
 together: attest at N, learn-weights at N+1. At most 256 citations; at most
-1 call a second per actor and intent, in bursts of up to 5.
-\b
-Examples:
-  cortexctl attest --intent 01JD3KX2 --outcome success cortex://m/01JD3K... cortex://m/01JD3M...
-  cortexctl attest --intent deploy-7 --outcome failure --reason factual_error 01JD3K --json
-""" + exit_status(0, 2, 4, 5, notes={2: "empty intent, no citations, more than 256, or a bad outcome",
-                                     5: "over the rate limit for this actor and intent; nothing changed"})
-
-
-def attest(
-    ctx: typer.Context,
-    cited: Annotated[Optional[list[str]], typer.Argument(
-        metavar="URI...", help="The memories the intent cited (URIs, IDs or unique ID prefixes).",
-        show_default=False)] = None,
-    intent: Annotated[Optional[str], typer.Option("--intent", help="The intent's ID.", metavar="ID",
-                                                  show_default=False)] = None,
-    outcome: Annotated[Optional[str], typer.Option("--outcome", help="success or failure.", metavar="OUTCOME",
-                                                   show_default=False)] = None,
-    reason: Annotated[Optional[str], typer.Option(
-        "--reason", help="Why it failed (factual_error and wrong_assumption lower citations).", metavar="R",
-        show_default=False)] = None,
-    store: o.Store = None, actor: o.Actor = None, wait: o.Wait = None, json: o.Json = False, jsonl: o.Jsonl = False,
-) -> None:
-    """Record an intent's outcome and feed it back into salience."""
-    views.run_attest((ctx.obj or {}).get("config"), cited or [], intent=intent, outcome=outcome, reason=reason,
-                     store=store, actor=actor, wait=wait, json=json, jsonl=jsonl)
-
-
-def register(app: typer.Typer) -> None:
-    app.command("attest", epilog=ATTEST_EPILOG)(attest)
+1 call a second per actor and intent, in bursts of up to 5.""",
+        examples=(
+            "cortexctl attest --intent 01JD3KX2 --outcome success cortex://m/01JD3K... cortex://m/01JD3M...",
+            "cortexctl attest --intent deploy-7 --outcome failure --reason factual_error 01JD3K --json",
+        ),
+        exits=(0, 2, 4, 5),
+        exit_notes={2: "empty intent, no citations, more than 256, or a bad outcome",
+                    5: "over the rate limit for this actor and intent; nothing changed"},
+    ),
+]

@@ -2,16 +2,92 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Optional
+from cortexctl.cli.spec import COMMON, Argument, Command, Option
 
-import typer
+INTENT = Option("intent", ("--intent",), "The intent's ID.", metavar="ID")
+STEP = Option("step", ("--step",), "The step's ID.", metavar="STEP")
 
-from cortexctl.cli import options as o
-from cortexctl.cli import views
-from cortexctl.cli.common import exit_status
 
-COMPACT_EPILOG = """\b
-The memories in context (URIs on the command line, or one per line in
+def _read_refs(value: str) -> list[str]:
+    from cortexctl.cli.common import read_input
+    from cortexctl.engine.compact import refs_from_text
+    from cortexctl.errors import InvalidData
+
+    raw, where = read_input(value, "--in-context-file")
+    try:
+        text = raw.decode("utf-8-sig")
+    except UnicodeDecodeError:
+        raise InvalidData(f"{where}: not valid UTF-8") from None
+    return refs_from_text(text, where)
+
+
+def compact(config, *, refs, intent, step, budget_tokens, load_bearing, in_context_file, checkpoint_dir, store,
+            actor, wait, json, jsonl) -> None:
+    from cortexctl.cli.common import open_cortex
+    from cortexctl.cli.output import Output
+    from cortexctl.errors import UsageError
+
+    out = Output(json=json, jsonl=jsonl)
+    if intent is None or step is None or budget_tokens is None:
+        raise UsageError("compact needs --intent ID, --step STEP and --budget-tokens N")
+    in_context = list(refs)
+    if in_context_file is not None:
+        in_context += _read_refs(in_context_file)
+    result = open_cortex(config, store, actor, wait).compact(
+        intent, step, budget_tokens, in_context, load_bearing=load_bearing, checkpoint_dir=checkpoint_dir,
+    )
+    if result.mirror_error:
+        out.warn(f"checkpoint stored, but its mirror was not written: {result.mirror_error}")
+    if out.machine:
+        out.emit(result.to_json())
+        return
+    out.line(result.checkpoint.uri)
+    out.table(["", "uri", "tokens", "why / short form"],
+              [*(("kept", k.uri, k.tokens, k.why) for k in result.kept),
+               *(("stub", c.ref, t, c.short) for c, t in zip(result.checkpoint.compacted, result.compacted_tokens))])
+    for uri, why in result.dropped:
+        out.hint(f"dropped {uri} ({why})")
+    out.hint(f"{result.total_tokens} of {budget_tokens} tokens; {len(result.kept)} kept, "
+             f"{len(result.compacted_tokens)} compacted"
+             + (f"; mirror: {result.snapshot_path}" if result.snapshot_path else ""))
+
+
+def checkpoint_load(config, *, intent, step, store, actor, wait, json, jsonl) -> None:
+    from cortexctl.cli.common import open_cortex
+    from cortexctl.cli.output import Output
+    from cortexctl.errors import UsageError
+
+    out = Output(json=json, jsonl=jsonl)
+    if intent is None or step is None:
+        raise UsageError("checkpoint load needs --intent ID and --step STEP")
+    record = open_cortex(config, store, actor, wait).load_checkpoint(intent, step)
+    if out.machine:
+        out.emit(record.to_json())
+        return
+    out.line(record.uri)
+    out.table(["", "uri", "salience", "short form"],
+              [*(("kept", u, "", "") for u in record.kept),
+               *(("stub", c.ref, f"{c.salience:.3f}", c.short) for c in record.compacted)])
+
+
+COMMANDS = [
+    Command(
+        ("compact",), "Fit the memories in context into a budget; store a checkpoint.", compact,
+        arguments=(Argument("refs", "URI...", "The memories in context (URIs, IDs or unique ID prefixes).",
+                            required=False, many=True),),
+        options=(
+            INTENT, STEP,
+            Option("budget_tokens", ("--budget-tokens",), "The token budget for kept memories and stubs.", type=int,
+                   metavar="N"),
+            Option("load_bearing", ("--load-bearing",), "A memory to keep whole (repeatable).", many=True,
+                   metavar="URI"),
+            Option("in_context_file", ("--in-context-file",), "Read the memories in context from a file, - for stdin.",
+                   metavar="FILE"),
+            Option("checkpoint_dir", ("--checkpoint-dir",), "Also mirror the checkpoint as JSON under this directory.",
+                   metavar="DIR"),
+            *COMMON,
+        ),
+        notes="""The memories in context (URIs on the command line, or one per line in
 --in-context-file, - for stdin; a line may also be a JSON object with a
 "uri", as find --jsonl prints) are split into kept and compacted. Kept: the
 --load-bearing memories and, automatically, every identity, hard constraint
@@ -22,65 +98,27 @@ is 6: shed memories from the context and try again (summarize and link, never
 truncate). Otherwise the checkpoint record is stored (cortex://journal/logs/
 INTENT/STEP) and, with --checkpoint-dir, mirrored as JSON to
 DIR/INTENT/STEP.snapshot; a mirror that cannot be written is reported on
-stderr and the checkpoint stands. compact never changes salience.
-\b
-Examples:
-  cortexctl compact --intent 01JD3KX2 --step step-7 --budget-tokens 4000 cortex://m/01JD3K... cortex://m/01JD3M...
-  cortexctl find --near "release" --jsonl | cortexctl compact --intent rel-1 --step 1 --budget-tokens 800 --in-context-file -
-  cortexctl compact --intent rel-1 --step 2 --budget-tokens 800 --load-bearing 01JD3K --checkpoint-dir ~/.agent/thoughts 01JD3M
-""" + exit_status(0, 2, 3, 4, 6, notes={3: "a memory in context does not exist (or is not yours to see)",
-                                        6: "budget unreachable: nothing was stored"})
-LOAD_EPILOG = """\b
-Prints the checkpoint record compact stored for this intent and step: the
-kept memories' URIs and the stubs {ref, short, salience}.
-\b
-Examples:
-  cortexctl checkpoint load --intent 01JD3KX2 --step step-7
-  cortexctl checkpoint load --intent rel-1 --step 2 --json
-""" + exit_status(0, 2, 3, 4, notes={3: "no checkpoint for this intent and step"})
-
-Intent = Annotated[Optional[str], typer.Option("--intent", help="The intent's ID.", metavar="ID", show_default=False)]
-Step = Annotated[Optional[str], typer.Option("--step", help="The step's ID.", metavar="STEP", show_default=False)]
-
-
-def compact(
-    ctx: typer.Context,
-    refs: Annotated[Optional[list[str]], typer.Argument(
-        metavar="URI...", help="The memories in context (URIs, IDs or unique ID prefixes).", show_default=False)] = None,
-    intent: Intent = None,
-    step: Step = None,
-    budget_tokens: Annotated[Optional[int], typer.Option(
-        "--budget-tokens", help="The token budget for kept memories and stubs.", metavar="N", show_default=False)] = None,
-    load_bearing: Annotated[Optional[list[str]], typer.Option(
-        "--load-bearing", help="A memory to keep whole (repeatable).", metavar="URI")] = None,
-    in_context_file: Annotated[Optional[str], typer.Option(
-        "--in-context-file", help="Read the memories in context from a file, - for stdin.", metavar="FILE")] = None,
-    checkpoint_dir: Annotated[Optional[str], typer.Option(
-        "--checkpoint-dir", help="Also mirror the checkpoint as JSON under this directory.", metavar="DIR")] = None,
-    store: o.Store = None, actor: o.Actor = None, wait: o.Wait = None, json: o.Json = False, jsonl: o.Jsonl = False,
-) -> None:
-    """Fit the memories in context into a budget; store a checkpoint."""
-    views.run_compact((ctx.obj or {}).get("config"), refs or [], intent=intent, step=step,
-                      budget_tokens=budget_tokens, load_bearing=load_bearing or [], in_context_file=in_context_file,
-                      checkpoint_dir=checkpoint_dir, store=store, actor=actor, wait=wait, json=json, jsonl=jsonl)
-
-
-def load(
-    ctx: typer.Context,
-    intent: Intent = None,
-    step: Step = None,
-    store: o.Store = None, actor: o.Actor = None, wait: o.Wait = None, json: o.Json = False, jsonl: o.Jsonl = False,
-) -> None:
-    """Print the checkpoint compact stored for an intent and step."""
-    views.run_checkpoint_load((ctx.obj or {}).get("config"), intent=intent, step=step, store=store, actor=actor,
-                              wait=wait, json=json, jsonl=jsonl)
-
-
-checkpoint_app = typer.Typer(name="checkpoint", help="Checkpoints stored by compact.", no_args_is_help=True,
-                             rich_markup_mode=None, context_settings={"help_option_names": ["-h", "--help"]})
-
-
-def register(app: typer.Typer) -> None:
-    app.command("compact", epilog=COMPACT_EPILOG)(compact)
-    checkpoint_app.command("load", epilog=LOAD_EPILOG)(load)
-    app.add_typer(checkpoint_app)
+stderr and the checkpoint stands. compact never changes salience.""",
+        examples=(
+            "cortexctl compact --intent 01JD3KX2 --step step-7 --budget-tokens 4000 cortex://m/01JD3K... "
+            "cortex://m/01JD3M...",
+            'cortexctl find --near "release" --jsonl | cortexctl compact --intent rel-1 --step 1 --budget-tokens 800 '
+            "--in-context-file -",
+            "cortexctl compact --intent rel-1 --step 2 --budget-tokens 800 --load-bearing 01JD3K --checkpoint-dir "
+            "~/.agent/thoughts 01JD3M",
+        ),
+        exits=(0, 2, 3, 4, 6),
+        exit_notes={3: "a memory in context does not exist (or is not yours to see)",
+                    6: "budget unreachable: nothing was stored"},
+    ),
+    Command(
+        ("checkpoint", "load"), "Print the checkpoint compact stored for an intent and step.", checkpoint_load,
+        options=(INTENT, STEP, *COMMON),
+        group_help="Checkpoints stored by compact.",
+        notes="Prints the checkpoint record compact stored for this intent and step: the\n"
+              "kept memories' URIs and the stubs {ref, short, salience}.",
+        examples=("cortexctl checkpoint load --intent 01JD3KX2 --step step-7",
+                  "cortexctl checkpoint load --intent rel-1 --step 2 --json"),
+        exits=(0, 2, 3, 4), exit_notes={3: "no checkpoint for this intent and step"},
+    ),
+]

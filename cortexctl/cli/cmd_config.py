@@ -2,35 +2,15 @@
 
 from __future__ import annotations
 
-import typer
-
-from cortexctl.cli import options as o
-from cortexctl.cli.common import exit_status
-from cortexctl.cli.output import Output
-
-CONFIG_EPILOG = """\b
-Precedence: defaults < config file (-c/--config, $CORTEXCTL_CONFIG, or
-config.toml in the user config dir) < CORTEXCTL_* environment < flags.
-API keys are never shown: only the name of the variable that holds one.
-\b
-Examples:
-  cortexctl config show
-  cortexctl -c ./cortex.toml config show --json
-""" + exit_status(0, 2, notes={2: "bad config file or value"})
-
-config_app = typer.Typer(help="Show the effective configuration.", no_args_is_help=True)
+from cortexctl.cli.spec import COMMON, Command
 
 
-@config_app.command("show", epilog=CONFIG_EPILOG)
-def show(
-    ctx: typer.Context,
-    store: o.Store = None, actor: o.Actor = None, wait: o.Wait = None, json: o.Json = False, jsonl: o.Jsonl = False,
-) -> None:
-    """Print every setting, its value and its source."""
-    from cortexctl import config
+def config_show(config, *, store, actor, wait, json, jsonl) -> None:
+    from cortexctl import config as config_mod
+    from cortexctl.cli.output import Output
 
     out = Output(json=json, jsonl=jsonl)
-    settings = config.load(config_path=(ctx.obj or {}).get("config"), store=store, actor=actor, wait=wait)
+    settings = config_mod.load(config_path=config, store=store, actor=actor, wait=wait)
     rows = [(k, settings.values[k], settings.sources[k]) for k in settings.values]
     if out.machine:
         out.emit_many(
@@ -42,5 +22,15 @@ def show(
     out.table(["key", "value", "source"], [(k, "" if v is None else v, s) for k, v, s in rows])
 
 
-def register(app: typer.Typer) -> None:
-    app.add_typer(config_app, name="config", epilog=CONFIG_EPILOG)
+COMMANDS = [
+    Command(
+        ("config", "show"), "Print every setting, its value and its source.", config_show,
+        options=COMMON,
+        group_help="Show the effective configuration.",
+        notes="""Precedence: defaults < config file (-c/--config, $CORTEXCTL_CONFIG, or
+config.toml in the user config dir) < CORTEXCTL_* environment < flags.
+API keys are never shown: only the name of the variable that holds one.""",
+        examples=("cortexctl config show", "cortexctl -c ./cortex.toml config show --json"),
+        exits=(0, 2), exit_notes={2: "bad config file or value"},
+    ),
+]

@@ -2,16 +2,59 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Optional
+from cortexctl.cli.spec import COMMON, TAGS, Command, Option, form_option
 
-import typer
+LANES = {"lexical": "L", "semantic": "S", "salience": "R"}
 
-from cortexctl.cli import options as o
-from cortexctl.cli.common import exit_status
-from cortexctl.cli import views
 
-FIND_EPILOG = """\b
-With --near, three lanes search the memories that pass the filters: lexical
+def find(config, *, near, types, tags, frames, include_tombstoned, k, budget_tokens, form, store, actor, wait,
+         json, jsonl) -> None:
+    from cortexctl.cli.common import open_cortex
+    from cortexctl.cli.output import Output
+    from cortexctl.engine.models import FindQuery
+
+    out = Output(json=json, jsonl=jsonl)
+    query = FindQuery(types=types, tags=tags, frames=frames, include_tombstoned=include_tombstoned, k=k, form=form,
+                      near=near, budget_tokens=budget_tokens)
+    hits, warnings = open_cortex(config, store, actor, wait).find_with_warnings(query)
+    for w in warnings:
+        out.warn(w)
+    if out.machine:
+        out.emit_many((h.to_json() for h in hits),
+                      lambda docs: {"count": len(docs), "tokens": sum(h.tokens for h in hits),
+                                    "warnings": warnings, "results": docs})
+        return
+    if out.tty:
+        if near is not None:
+            out.table(["#", "id", "type", "score", "lanes", form],
+                      [(h.rank, h.id[:10] + ("†" if h.tombstoned else ""), h.type, f"{h.score:.3f}",
+                        "".join(LANES[x] for x in h.lanes), h.text) for h in hits])
+        else:
+            out.table(["#", "id", "type", form],
+                      [(h.rank, h.id[:10] + ("†" if h.tombstoned else ""), h.type, h.text) for h in hits])
+        if not hits:
+            out.hint("no memories match")
+    else:
+        out.table([], [(f"cortex://m/{h.id}", h.type, h.text) for h in hits])
+
+
+COMMANDS = [
+    Command(
+        ("find",), "Find memories by meaning, type, tag and frame.", find,
+        options=(
+            Option("near", ("--near",), "Find by meaning: text to search for.", metavar="TEXT"),
+            Option("types", ("--type",), "Only this type (repeatable).", many=True, metavar="TYPE"),
+            TAGS,
+            Option("frames", ("--frame",), "A frame VERB, VERB:KIND or VERB:KIND:REF (repeatable).", many=True,
+                   metavar="FRAME"),
+            Option("include_tombstoned", ("--include-tombstoned",), "Also forgotten memories.", type=bool,
+                   default=False),
+            Option("k", ("-k",), "At most this many results.", type=int, default=10, metavar="N"),
+            Option("budget_tokens", ("--budget-tokens",),
+                   "At most this many tokens of results (at the form shown).", type=int, metavar="N"),
+            form_option("short"), *COMMON,
+        ),
+        notes="""With --near, three lanes search the memories that pass the filters: lexical
 (BM25 over the text), semantic (embedding similarity) and salience
 (importance, recency, use); results are merged by one score (see
 cortexctl(1), FIND). --json shows per result the lanes that found it, its
@@ -22,36 +65,14 @@ Filters combine with AND: every --type given is allowed, every --tag given
 must be present, every --frame given must match (VERB, VERB:KIND or
 VERB:KIND:REF). -k and --budget-tokens bound the results; each result counts
 at the form shown, and the results are the longest run of the ranking that
-fits the budget.
-\b
-Examples:
-  cortexctl find --near "how do we rotate the deploy key"
-  cortexctl find --near "deploy" --type fact --tag ops -k 5 --json
-  cortexctl find --near "release checklist" --budget-tokens 400 --form medium
-  cortexctl find --frame build:repo
-  cortexctl find --include-tombstoned --jsonl | jq -r .uri
-""" + exit_status(0, 2, 4, 7)
-
-
-def find(
-    ctx: typer.Context,
-    near: Annotated[Optional[str], typer.Option("--near", help="Find by meaning: text to search for.", metavar="TEXT")] = None,
-    types: Annotated[Optional[list[str]], typer.Option("--type", help="Only this type (repeatable).", metavar="TYPE")] = None,
-    tags: o.Tags = None,
-    frames: Annotated[Optional[list[str]], typer.Option(
-        "--frame", help="A frame VERB, VERB:KIND or VERB:KIND:REF (repeatable).", metavar="FRAME")] = None,
-    include_tombstoned: Annotated[bool, typer.Option("--include-tombstoned", help="Also forgotten memories.")] = False,
-    k: Annotated[int, typer.Option("-k", help="At most this many results.", metavar="N")] = 10,
-    budget_tokens: Annotated[Optional[int], typer.Option(
-        "--budget-tokens", help="At most this many tokens of results (at the form shown).", metavar="N")] = None,
-    form: o.Form = "short",
-    store: o.Store = None, actor: o.Actor = None, wait: o.Wait = None, json: o.Json = False, jsonl: o.Jsonl = False,
-) -> None:
-    """Find memories by meaning, type, tag and frame."""
-    views.run_find((ctx.obj or {}).get("config"), types=types or [], tags=tags or [], frames=frames or [],
-                   include_tombstoned=include_tombstoned, k=k, form=form, near=near, budget_tokens=budget_tokens,
-                   store=store, actor=actor, wait=wait, json=json, jsonl=jsonl)
-
-
-def register(app: typer.Typer) -> None:
-    app.command("find", epilog=FIND_EPILOG)(find)
+fits the budget.""",
+        examples=(
+            'cortexctl find --near "how do we rotate the deploy key"',
+            'cortexctl find --near "deploy" --type fact --tag ops -k 5 --json',
+            'cortexctl find --near "release checklist" --budget-tokens 400 --form medium',
+            "cortexctl find --frame build:repo",
+            "cortexctl find --include-tombstoned --jsonl | jq -r .uri",
+        ),
+        exits=(0, 2, 4, 7),
+    ),
+]

@@ -2,38 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Optional
-
-import typer
-
-from cortexctl.cli import options as o
-from cortexctl.cli.common import exit_status
-from cortexctl.cli.output import Output
-from cortexctl.engine.models import HeadResult, iso
-
-Ref = Annotated[str, typer.Argument(metavar="REF", help="URI, ID or unique ID prefix.", show_default=False)]
-
-TAG_EPILOG = """\b
-Examples:
-  cortexctl tag 01JD3K --add ops --add deploy
-  cortexctl tag 01JD3K --remove stale
-""" + exit_status(0, 2, 3, 4, 8, notes={8: "not your memory"})
-HEAD_EPILOG = """\b
-Examples:
-  cortexctl head 01JD3K --importance 9 --visibility public
-  cortexctl head 01JD3K --frame build:repo:github.com/acme/api
-  cortexctl head 01JD3K --remove-frame build:repo:github.com/acme/api
-""" + exit_status(0, 2, 3, 4, 8, notes={8: "not your memory"})
-FORGET_EPILOG = """\b
-The memory keeps every version (show and history still work); find hides it
-unless --include-tombstoned, and update refuses it.
-\b
-Examples:
-  cortexctl forget 01JD3K --reason "superseded by the new key policy"
-""" + exit_status(0, 1, 2, 3, 4, 8, notes={1: "already forgotten", 8: "not your memory"})
+from cortexctl.cli.spec import COMMON, FRAMES, REF, Command, Option
 
 
-def _print(out: Output, result: HeadResult) -> None:
+def _print(out, result) -> None:
+    from cortexctl.engine.models import iso
+
     if out.machine:
         out.emit(result.to_json())
         return
@@ -47,47 +21,68 @@ def _print(out: Output, result: HeadResult) -> None:
     out.hint("   ".join(parts) + ("" if result.changed else "   (no change)"))
 
 
-def tag(
-    ctx: typer.Context,
-    ref: Ref,
-    add: Annotated[Optional[list[str]], typer.Option("--add", help="Add a tag (repeatable).", metavar="TAG")] = None,
-    remove: Annotated[Optional[list[str]], typer.Option("--remove", help="Remove a tag (repeatable).", metavar="TAG")] = None,
-    store: o.Store = None, actor: o.Actor = None, wait: o.Wait = None, json: o.Json = False, jsonl: o.Jsonl = False,
-) -> None:
-    """Add or remove tags of a memory."""
+def _opened(config, store, actor, wait, json, jsonl):
+    """The output object (which refuses --json with --jsonl first) and the Cortex."""
+    from cortexctl.cli.common import open_cortex
+    from cortexctl.cli.output import Output
+
     out = Output(json=json, jsonl=jsonl)
-    _print(out, o.cortex(ctx, store, actor, wait).tag(ref, add=add or (), remove=remove or ()))
+    return out, open_cortex(config, store, actor, wait)
 
 
-def head(
-    ctx: typer.Context,
-    ref: Ref,
-    importance: Annotated[Optional[int], typer.Option("--importance", help="Declared importance 0-10.", metavar="N")] = None,
-    visibility: Annotated[Optional[str], typer.Option("--visibility", help="private, scoped or public.", metavar="V")] = None,
-    frames: o.Frames = None,
-    remove_frames: Annotated[Optional[list[str]], typer.Option("--remove-frame", help="Remove a frame (repeatable).", metavar="VERB:KIND:REF")] = None,
-    store: o.Store = None, actor: o.Actor = None, wait: o.Wait = None, json: o.Json = False, jsonl: o.Jsonl = False,
-) -> None:
-    """Change importance, visibility or frames of a memory."""
-    out = Output(json=json, jsonl=jsonl)
-    result = o.cortex(ctx, store, actor, wait).head(
-        ref, importance=importance, visibility=visibility, add_frames=frames or (), remove_frames=remove_frames or (),
-    )
-    _print(out, result)
+def tag(config, *, ref, add, remove, store, actor, wait, json, jsonl) -> None:
+    out, cx = _opened(config, store, actor, wait, json, jsonl)
+    _print(out, cx.tag(ref, add=add, remove=remove))
 
 
-def forget(
-    ctx: typer.Context,
-    ref: Ref,
-    reason: Annotated[str, typer.Option("--reason", help="Why it is forgotten (required).", metavar="TEXT")],
-    store: o.Store = None, actor: o.Actor = None, wait: o.Wait = None, json: o.Json = False, jsonl: o.Jsonl = False,
-) -> None:
-    """Tombstone a memory: hidden from find, history kept."""
-    out = Output(json=json, jsonl=jsonl)
-    _print(out, o.cortex(ctx, store, actor, wait).forget(ref, reason=reason))
+def head(config, *, ref, importance, visibility, frames, remove_frames, store, actor, wait, json, jsonl) -> None:
+    out, cx = _opened(config, store, actor, wait, json, jsonl)
+    _print(out, cx.head(ref, importance=importance, visibility=visibility, add_frames=frames,
+                        remove_frames=remove_frames))
 
 
-def register(app: typer.Typer) -> None:
-    app.command("tag", epilog=TAG_EPILOG)(tag)
-    app.command("head", epilog=HEAD_EPILOG)(head)
-    app.command("forget", epilog=FORGET_EPILOG)(forget)
+def forget(config, *, ref, reason, store, actor, wait, json, jsonl) -> None:
+    out, cx = _opened(config, store, actor, wait, json, jsonl)
+    _print(out, cx.forget(ref, reason=reason))
+
+
+NOT_YOURS = {8: "not your memory"}
+COMMANDS = [
+    Command(
+        ("tag",), "Add or remove tags of a memory.", tag,
+        arguments=(REF,),
+        options=(Option("add", ("--add",), "Add a tag (repeatable).", many=True, metavar="TAG"),
+                 Option("remove", ("--remove",), "Remove a tag (repeatable).", many=True, metavar="TAG"), *COMMON),
+        examples=("cortexctl tag 01JD3K --add ops --add deploy", "cortexctl tag 01JD3K --remove stale"),
+        exits=(0, 2, 3, 4, 8), exit_notes=NOT_YOURS,
+    ),
+    Command(
+        ("head",), "Change importance, visibility or frames of a memory.", head,
+        arguments=(REF,),
+        options=(
+            Option("importance", ("--importance",), "Declared importance 0-10.", type=int, metavar="N"),
+            Option("visibility", ("--visibility",), "private, scoped or public.", metavar="V",
+                   choices=("private", "scoped", "public")),
+            FRAMES,
+            Option("remove_frames", ("--remove-frame",), "Remove a frame (repeatable).", many=True,
+                   metavar="VERB:KIND:REF"),
+            *COMMON,
+        ),
+        examples=(
+            "cortexctl head 01JD3K --importance 9 --visibility public",
+            "cortexctl head 01JD3K --frame build:repo:github.com/acme/api",
+            "cortexctl head 01JD3K --remove-frame build:repo:github.com/acme/api",
+        ),
+        exits=(0, 2, 3, 4, 8), exit_notes=NOT_YOURS,
+    ),
+    Command(
+        ("forget",), "Tombstone a memory: hidden from find, history kept.", forget,
+        arguments=(REF,),
+        options=(Option("reason", ("--reason",), "Why it is forgotten (required).", metavar="TEXT",
+                        required=True), *COMMON),
+        notes="The memory keeps every version (show and history still work); find hides it\n"
+              "unless --include-tombstoned, and update refuses it.",
+        examples=('cortexctl forget 01JD3K --reason "superseded by the new key policy"',),
+        exits=(0, 1, 2, 3, 4, 8), exit_notes={1: "already forgotten", 8: "not your memory"},
+    ),
+]

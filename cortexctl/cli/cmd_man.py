@@ -1,4 +1,4 @@
-"""generate-man (hidden): roff man pages generated from the command tree.
+"""generate-man (hidden): roff man pages generated from the command declarations.
 
 ``cortexctl generate-man man/`` writes cortexctl(1) and one page per command;
 a test checks the committed pages match what this generates.
@@ -6,12 +6,8 @@ a test checks the committed pages match what this generates.
 
 from __future__ import annotations
 
-from pathlib import Path
-from typing import Annotated
-
-import typer
-
 from cortexctl import __version__
+from cortexctl.cli.spec import Argument, Command, Option
 
 EXIT_CODES = [
     ("0", "ok"),
@@ -82,70 +78,59 @@ def _esc(text: str) -> str:
     return "\n".join(("\\&" + line) if line.startswith((".", "'")) else line for line in out.splitlines())
 
 
-def _ref(path: list[str]) -> str:
-    return _esc("cortexctl-" + "-".join(path))
+def _ref(words: tuple[str, ...]) -> str:
+    return _esc("cortexctl-" + "-".join(words))
 
 
-def _walk(cmd, path: list[str]):
-    subs = getattr(cmd, "commands", None)
-    if subs:
-        for name in sorted(subs):
-            sub = subs[name]
-            if getattr(sub, "hidden", False):
-                continue
-            yield from _walk(sub, path + [name])
-    else:
-        yield path, cmd
-
-
-def _options(cmd) -> list[str]:
+def _options(options: tuple[Option, ...]) -> list[str]:
     lines = []
-    for p in cmd.params:
-        if getattr(p, "hidden", False):
-            continue
-        if p.param_type_name == "argument":
-            continue
-        names = ", ".join(p.opts + p.secondary_opts)
-        metavar = getattr(p, "metavar", None)
-        if not p.is_flag and metavar:
-            names += f" {metavar}"
-        lines += [".TP", f"\\fB{_esc(names)}\\fR", _esc(p.help or "")]
+    for opt in options:
+        names = ", ".join(opt.flags)
+        if not opt.is_flag and opt.metavar:
+            names += f" {opt.metavar}"
+        lines += [".TP", f"\\fB{_esc(names)}\\fR", _esc(opt.help)]
     return lines
 
 
-def _usage(path: list[str], cmd) -> str:
-    parts = ["cortexctl", *path, "[OPTIONS]"]
-    for p in cmd.params:
-        if p.param_type_name == "argument":
-            parts.append(p.metavar or p.name.upper())
-    return " ".join(parts)
+def _usage(command: Command) -> str:
+    return " ".join(["cortexctl", *command.words, "[OPTIONS]", *(a.metavar for a in command.arguments)])
 
 
-def page_for(path: list[str], cmd) -> str:
-    name = "cortexctl-" + "-".join(path)
+def page_for(command: Command) -> str:
+    name = "cortexctl-" + "-".join(command.words)
     lines = [
         f'.TH "{name.upper()}" "1" "" "cortexctl {__version__}" "cortexctl manual"',
         ".SH NAME",
-        f"{name} \\- {_esc((cmd.help or '').splitlines()[0] if cmd.help else '')}",
+        f"{name} \\- {_esc(command.summary)}",
         ".SH SYNOPSIS",
-        f"\\fB{_esc(_usage(path, cmd))}\\fR",
+        f"\\fB{_esc(_usage(command))}\\fR",
         ".SH DESCRIPTION",
-        _esc(cmd.help or ""),
+        _esc(command.summary),
     ]
-    args = [p for p in cmd.params if p.param_type_name == "argument"]
-    if args:
+    if command.arguments:
         lines.append(".SH ARGUMENTS")
-        for p in args:
-            lines += [".TP", f"\\fB{_esc(p.metavar or p.name.upper())}\\fR", _esc(getattr(p, 'help', '') or "")]
+        for arg in command.arguments:
+            lines += [".TP", f"\\fB{_esc(arg.metavar)}\\fR", _esc(arg.help)]
     lines.append(".SH OPTIONS")
-    lines += _options(cmd)
-    if cmd.epilog:
-        lines += [".SH NOTES AND EXAMPLES", ".nf", _esc(cmd.epilog.replace("\b\n", "").replace("\b", "")), ".fi"]
+    lines += _options(command.options)
+    if command.epilog:
+        lines += [".SH NOTES AND EXAMPLES", ".nf", _esc(command.epilog.replace("\b\n", "").replace("\b", "")), ".fi"]
     lines += [".SH EXIT STATUS", "See \\fBcortexctl\\fR(1).", ".SH SEE ALSO", "\\fBcortexctl\\fR(1)"]
     return "\n".join(lines) + "\n"
 
 
-def main_page(root, commands: list[list[str]]) -> str:
+GLOBAL_OPTIONS = (
+    Option("config", ("-c", "--config"), "Config file (TOML or JSON) [env CORTEXCTL_CONFIG].", metavar="PATH"),
+    Option("version", ("--version",), "Print the version and exit.", type=bool),
+    Option("install_completion", ("--install-completion",), "Install completion for the current shell.", type=bool),
+    Option("show_completion", ("--show-completion",),
+           "Show completion for the current shell, to copy it or customize the installation.", type=bool),
+)
+
+
+def main_page(shown: list[Command]) -> str:
+    from cortexctl.cli.spec import HELP
+
     lines = [
         f'.TH "CORTEXCTL" "1" "" "cortexctl {__version__}" "cortexctl manual"',
         ".SH NAME",
@@ -153,12 +138,12 @@ def main_page(root, commands: list[list[str]]) -> str:
         ".SH SYNOPSIS",
         "\\fBcortexctl\\fR [\\fB\\-c\\fR \\fIPATH\\fR] \\fICOMMAND\\fR [\\fIOPTIONS\\fR] [\\fIARGS\\fR]",
         ".SH DESCRIPTION",
-        _esc(root.help or ""),
+        _esc(HELP),
         ".SH COMMANDS",
     ]
-    for path in commands:
-        lines += [".TP", f"\\fBcortexctl {' '.join(path)}\\fR", "See \\fB" + _ref(path) + "\\fR(1)."]
-    lines += [".SH GLOBAL OPTIONS"] + _options(root)
+    for command in shown:
+        lines += [".TP", f"\\fBcortexctl {command.name}\\fR", "See \\fB" + _ref(command.words) + "\\fR(1)."]
+    lines += [".SH GLOBAL OPTIONS"] + _options(GLOBAL_OPTIONS)
     lines += [
         ".SH COMMON OPTIONS",
         "Every command that opens a store accepts, after the command's name:",
@@ -190,33 +175,32 @@ def main_page(root, commands: list[list[str]]) -> str:
         "the HNSW index file and its record: a cache of the vectors, rebuilt when it does not match the store",
         ".TP", "\\fISTORE/.lock\\fR", "the writers' lock",
         ".SH SEE ALSO",
-        ", ".join("\\fB" + _ref(p) + "\\fR(1)" for p in commands),
+        ", ".join("\\fB" + _ref(c.words) + "\\fR(1)" for c in shown),
     ]
     return "\n".join(lines) + "\n"
 
 
 def render_all() -> dict[str, str]:
-    from cortexctl.cli.tree import app
+    from cortexctl.cli.registry import commands
 
-    root = typer.main.get_command(app)
-    pages: dict[str, str] = {}
-    commands = []
-    for path, cmd in _walk(root, []):
-        commands.append(path)
-        pages[f"cortexctl-{'-'.join(path)}.1"] = page_for(path, cmd)
-    pages["cortexctl.1"] = main_page(root, commands)
+    shown = sorted((c for c in commands() if not c.hidden), key=lambda c: c.words)
+    pages = {f"cortexctl-{'-'.join(c.words)}.1": page_for(c) for c in shown}
+    pages["cortexctl.1"] = main_page(shown)
     return pages
 
 
-def generate_man(
-    directory: Annotated[Path, typer.Argument(metavar="DIR", help="Where to write the pages.")] = Path("man"),
-) -> None:
-    """Write the man pages into DIR."""
-    directory.mkdir(parents=True, exist_ok=True)
+def generate_man(config, *, directory) -> None:
+    from pathlib import Path
+
+    target = Path(directory or "man")
+    target.mkdir(parents=True, exist_ok=True)
     for name, text in render_all().items():
-        (directory / name).write_text(text, encoding="utf-8")
-        print(directory / name)
+        (target / name).write_text(text, encoding="utf-8")
+        print(target / name)
 
 
-def register(app: typer.Typer) -> None:
-    app.command("generate-man", hidden=True)(generate_man)
+COMMANDS = [
+    Command(("generate-man",), "Write the man pages into DIR.", generate_man,
+            arguments=(Argument("directory", "DIR", "Where to write the pages (default: man).", required=False),),
+            hidden=True, exits=()),
+]

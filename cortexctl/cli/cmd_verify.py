@@ -2,31 +2,16 @@
 
 from __future__ import annotations
 
-import typer
-
-from cortexctl.cli import options as o
-from cortexctl.cli.common import exit_status
-from cortexctl.cli.output import Output
-from cortexctl.errors import IntegrityError
-
-VERIFY_EPILOG = """\b
-Recomputes every version hash, checks every head against its latest version,
-the frame index against the heads, and the journal for gaps. Reports every
-problem and exits 7 if there is one.
-\b
-Examples:
-  cortexctl verify
-  cortexctl verify --json --store /var/lib/agent/brain
-""" + exit_status(0, 3, 4, 7, notes={3: "no store", 7: "problems found"})
+from cortexctl.cli.spec import COMMON, Command
 
 
-def verify(
-    ctx: typer.Context,
-    store: o.Store = None, actor: o.Actor = None, wait: o.Wait = None, json: o.Json = False, jsonl: o.Jsonl = False,
-) -> None:
-    """Check the store's integrity."""
+def verify(config, *, store, actor, wait, json, jsonl) -> None:
+    from cortexctl.cli.common import open_cortex
+    from cortexctl.cli.output import Output
+    from cortexctl.errors import IntegrityError
+
     out = Output(json=json, jsonl=jsonl)
-    report = o.cortex(ctx, store, actor, wait).verify()
+    report = open_cortex(config, store, actor, wait).verify()
     if out.machine:
         out.emit(report.to_json())
     else:
@@ -39,5 +24,14 @@ def verify(
         raise IntegrityError(f"store {report.store} failed verification ({len(report.problems)} problems)")
 
 
-def register(app: typer.Typer) -> None:
-    app.command("verify", epilog=VERIFY_EPILOG)(verify)
+COMMANDS = [
+    Command(
+        ("verify",), "Check the store's integrity.", verify,
+        options=COMMON,
+        notes="""Recomputes every version hash, checks every head against its latest version,
+the frame index against the heads, and the journal for gaps. Reports every
+problem and exits 7 if there is one.""",
+        examples=("cortexctl verify", "cortexctl verify --json --store /var/lib/agent/brain"),
+        exits=(0, 3, 4, 7), exit_notes={3: "no store", 7: "problems found"},
+    ),
+]

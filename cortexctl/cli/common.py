@@ -1,26 +1,9 @@
-"""Typer-free helpers shared by the commands and the fast path: opening a Cortex, reading --data."""
+"""Helpers the command bodies share: opening a Cortex, reading --data and input files."""
 
 from __future__ import annotations
 
 from pathlib import Path
 from typing import Optional
-
-
-EXIT_MEANINGS = {
-    0: "ok", 1: "failed", 2: "usage error", 3: "not found", 4: "store busy", 5: "rate limited",
-    6: "budget unreachable", 7: "integrity error", 8: "refused", 9: "provider unreachable",
-    10: "invalid input data",
-}
-
-
-def exit_status(*codes: int, notes: dict[int, str] | None = None) -> str:
-    """The "Exit status" paragraph of a command's help."""
-    notes = notes or {}
-    import textwrap
-
-    parts = [f"{c} {notes.get(c, EXIT_MEANINGS[c])}" for c in codes]
-    text = "Exit status: " + ", ".join(parts) + "; 70 internal error, 130 interrupted (see cortexctl(1))."
-    return "\b\n" + "\n".join(textwrap.wrap(text, 76)) + "\n"
 
 
 def open_cortex(config_path, store: Optional[str], actor: Optional[str], wait: Optional[float]):

@@ -1,33 +1,24 @@
-"""The Typer command tree: global options and every command's module.
+"""The Typer command tree, built from the declarations: what users meet for ``--help`` and completion.
 
-Imported only when the fast path (``cli/fast.py``) does not handle argv.
+Imported only when the run-time parser (``cli/parser.py``) leaves argv to it:
+help, shell completion, ``--`` before positionals, and every usage error,
+which Typer words. Each command's callback runs the same body the parser
+runs, with the same values.
 """
 
 from __future__ import annotations
 
+import inspect
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated, Any, Optional
 
 import typer
 
 from cortexctl import __version__
+from cortexctl.cli.registry import commands
+from cortexctl.cli.spec import EPILOG, HELP, Command, Option
 
-HELP = """Long-term memory for AI agents, over a local single-file store.
-
-Write typed memories, find them again, change them with full history, and
-move them in and out as JSONL. Exit codes: 0 ok, 1 failed, 2 usage, 3 not
-found, 4 store busy, 5 rate limited, 6 budget unreachable, 7 integrity error,
-8 refused, 9 provider unreachable, 10 invalid input data, 70 internal error,
-130 interrupted. See cortexctl(1).
-"""
-
-EPILOG = """\b
-Examples:
-  cortexctl write fact "The deploy key rotates monthly" --tag ops
-  cortexctl find --tag ops -k 5
-  cortexctl show 01JD3K --form full
-  cortexctl export --out memories.jsonl
-"""
+SETTINGS = {"help_option_names": ["-h", "--help"]}
 
 app = typer.Typer(
     name="cortexctl",
@@ -37,7 +28,7 @@ app = typer.Typer(
     rich_markup_mode=None,
     pretty_exceptions_enable=False,
     add_completion=True,
-    context_settings={"help_option_names": ["-h", "--help"]},
+    context_settings=SETTINGS,
 )
 
 
@@ -62,17 +53,70 @@ def _root(
     ctx.obj = {"config": config}
 
 
-def _register() -> None:
-    from cortexctl.cli import (
-        cmd_attest, cmd_compact, cmd_config, cmd_find, cmd_head, cmd_man, cmd_reindex, cmd_show, cmd_transfer,
-        cmd_verify, cmd_write,
-    )
+def _option_annotation(opt: Option) -> tuple[Any, Any]:
+    """(annotation, default) of one option, for Typer."""
+    base = {str: str, int: int, float: float, bool: bool}[opt.type]
+    extra: dict[str, Any] = {"help": opt.help}
+    if opt.metavar and not opt.is_flag:
+        extra["metavar"] = opt.metavar
+    if opt.choices is not None:
+        # Offered in completion; checked, with the same message on both paths, by Command.invoke.
+        extra["autocompletion"] = lambda: list(opt.choices)
+    if opt.is_flag:
+        return Annotated[bool, typer.Option(*opt.flags, **extra)], bool(opt.default)
+    if opt.many:
+        return Annotated[Optional[list[base]], typer.Option(*opt.flags, **extra)], None
+    if opt.required:
+        return Annotated[base, typer.Option(*opt.flags, show_default=False, **extra)], inspect.Parameter.empty
+    if opt.default is None:
+        return Annotated[Optional[base], typer.Option(*opt.flags, show_default=False, **extra)], None
+    return Annotated[base, typer.Option(*opt.flags, **extra)], opt.default
 
-    for module in (cmd_write, cmd_show, cmd_head, cmd_find, cmd_attest, cmd_compact, cmd_transfer, cmd_reindex,
-                   cmd_verify, cmd_config, cmd_man):
-        module.register(app)
+
+def callback_for(command: Command):
+    """A function whose signature Typer reads as the command's parameters, and which runs its body."""
+    params = [inspect.Parameter("ctx", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=typer.Context)]
+    for arg in command.arguments:
+        info = typer.Argument(metavar=arg.metavar, help=arg.help, show_default=False)
+        if arg.many:
+            annotation, default = Annotated[Optional[list[str]], info], None
+        elif arg.required:
+            annotation, default = Annotated[str, info], inspect.Parameter.empty
+        else:
+            annotation, default = Annotated[Optional[str], info], None
+        params.append(inspect.Parameter(arg.name, inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=annotation,
+                                        default=default))
+    for opt in command.options:
+        annotation, default = _option_annotation(opt)
+        params.append(inspect.Parameter(opt.name, inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=annotation,
+                                        default=default))
+    many = {a.name for a in command.arguments if a.many} | {o.name for o in command.options if o.many}
+
+    def callback(ctx: typer.Context, **values: Any) -> None:
+        values = {k: (list(v or []) if k in many else v) for k, v in values.items()}
+        config = (ctx.obj or {}).get("config")
+        command.invoke(None if config is None else str(config), values)
+
+    callback.__signature__ = inspect.Signature(params)  # type: ignore[attr-defined]
+    callback.__annotations__ = {p.name: p.annotation for p in params}
+    callback.__name__ = command.words[-1].replace("-", "_")
+    callback.__doc__ = command.summary
+    return callback
 
 
-_register()
+def _build() -> None:
+    groups: dict[str, typer.Typer] = {}
+    for command in commands():
+        target = app
+        if len(command.words) == 2:
+            group = command.words[0]
+            if group not in groups:
+                groups[group] = typer.Typer(name=group, help=command.group_help, no_args_is_help=True,
+                                            rich_markup_mode=None, context_settings=SETTINGS)
+                app.add_typer(groups[group])
+            target = groups[group]
+        target.command(command.words[-1], help=command.summary, epilog=command.epilog or None,
+                       hidden=command.hidden)(callback_for(command))
 
 
+_build()

@@ -1,4 +1,5 @@
-"""The fast path (find, show, history without Typer) prints exactly what the Typer commands print."""
+"""The run-time parser (plain forms, without Typer) and the Typer tree, both built from the one
+declaration of each command, run the same bodies and print the same."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import sys
 import pytest
 
 from cortexctl import Cortex
-from cortexctl.cli import fast
+from cortexctl.cli import parser as fast
 
 
 @pytest.fixture
@@ -69,7 +70,7 @@ def test_fast_path_and_typer_print_the_same(command, positionals, options, ids, 
 @pytest.mark.parametrize("argv", [
     ["find", "--help"], ["find", "-k", "ten"], ["find", "--bogus"], ["find", "-k"], ["find", "extra"],
     ["show"], ["show", "a", "b"], ["show", "x", "--version", "1.5"], ["find", "--json=yes"], ["--version"],
-    ["write", "fact", "x", "y"], ["update", "abcdef", "x"], ["find", "-k=3"],
+    ["write", "fact", "x", "y"], ["update", "abcdef", "x", "y"], ["find", "-k=3"],
     ["checkpoint load", "--intent", "i", "--step", "s"], ["checkpoint"], ["checkpoint", "load", "extra"],
     ["checkpoint", "LOAD", "--intent", "i", "--step", "s"],
 ])

@@ -1,0 +1,45 @@
+"""Every command module, in the order ``cortexctl --help`` lists them.
+
+Adding a command: write ``cli/cmd_<name>.py`` with its ``COMMANDS`` list (see
+``cli/spec.py``) and add the module's name here. The parser, the Typer tree,
+the man pages and the tests that walk every command pick it up from this list.
+"""
+
+from __future__ import annotations
+
+import importlib
+
+from cortexctl.cli.spec import Command
+
+MODULES = (
+    "cmd_write",
+    "cmd_show",
+    "cmd_head",
+    "cmd_find",
+    "cmd_attest",
+    "cmd_compact",
+    "cmd_transfer",
+    "cmd_reindex",
+    "cmd_verify",
+    "cmd_config",
+    "cmd_man",
+)
+
+_COMMANDS: list[Command] = []
+
+
+def commands() -> list[Command]:
+    """Every declared command (hidden ones included)."""
+    if not _COMMANDS:
+        for name in MODULES:
+            _COMMANDS.extend(importlib.import_module(f"cortexctl.cli.{name}").COMMANDS)
+    return _COMMANDS
+
+
+def lookup(words: list[str]) -> tuple[Command | None, int]:
+    """The command named by the first words of ``words`` and how many words it took."""
+    for cmd in commands():
+        n = len(cmd.words)
+        if tuple(words[:n]) == cmd.words:
+            return cmd, n
+    return None, 0

@@ -1,0 +1,184 @@
+"""How a command is declared: its words, arguments, options, help and examples, in one place.
+
+A command module (``cli/cmd_*.py``) declares each of its commands once as a
+``Command`` and registers its module in ``cli/registry.py``. Everything else is
+derived from that declaration:
+
+- the run-time parser (``cli/parser.py``), which runs every plain invocation
+  without importing typer, click or pydantic;
+- the Typer tree (``cli/tree.py``) that users meet for ``--help``, shell
+  completion and the unusual forms (``--`` before positionals, say);
+- the man pages (``cli/cmd_man.py``, checked against ``man/`` by a test).
+
+This module imports nothing but the standard library, so declaring costs no
+start-up time.
+"""
+
+from __future__ import annotations
+
+import textwrap
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from cortexctl.config import ENV_ACTOR, ENV_STORE, ENV_WAIT
+
+# The root command's help.
+HELP = """Long-term memory for AI agents, over a local single-file store.
+
+Write typed memories, find them again, change them with full history, and
+move them in and out as JSONL. Exit codes: 0 ok, 1 failed, 2 usage, 3 not
+found, 4 store busy, 5 rate limited, 6 budget unreachable, 7 integrity error,
+8 refused, 9 provider unreachable, 10 invalid input data, 70 internal error,
+130 interrupted. See cortexctl(1).
+"""
+
+EPILOG = """\b
+Examples:
+  cortexctl write fact "The deploy key rotates monthly" --tag ops
+  cortexctl find --tag ops -k 5
+  cortexctl show 01JD3K --form full
+  cortexctl export --out memories.jsonl
+"""
+
+EXIT_MEANINGS = {
+    0: "ok", 1: "failed", 2: "usage error", 3: "not found", 4: "store busy", 5: "rate limited",
+    6: "budget unreachable", 7: "integrity error", 8: "refused", 9: "provider unreachable",
+    10: "invalid input data",
+}
+
+
+@dataclass(frozen=True)
+class Option:
+    """One option. ``name`` is the parameter the command's body receives."""
+
+    name: str
+    flags: tuple[str, ...]
+    help: str
+    type: type = str  # str, int, float or bool (a flag)
+    default: Any = None
+    many: bool = False  # repeatable; the body receives a list
+    choices: tuple[str, ...] | None = None
+    metavar: str | None = None
+    env: str | None = None  # the environment variable config reads for it (shown in help)
+    required: bool = False
+
+    @property
+    def is_flag(self) -> bool:
+        return self.type is bool
+
+    @property
+    def initial(self) -> Any:
+        """The value the body receives when the option is not given."""
+        return [] if self.many else self.default
+
+
+@dataclass(frozen=True)
+class Argument:
+    """One positional argument; ``many`` takes every remaining positional."""
+
+    name: str
+    metavar: str
+    help: str
+    required: bool = True
+    many: bool = False
+
+
+@dataclass(frozen=True)
+class Command:
+    """One command: ``run(config, **values)`` gets the global config path and one value per
+    argument and option, by name."""
+
+    words: tuple[str, ...]
+    summary: str
+    run: Callable[..., Any]
+    arguments: tuple[Argument, ...] = ()
+    options: tuple[Option, ...] = ()
+    notes: str = ""
+    examples: tuple[str, ...] = ()
+    exits: tuple[int, ...] = (0, 2)
+    exit_notes: dict[int, str] = field(default_factory=dict)
+    group_help: str = ""  # for the first word of a two-word command
+    hidden: bool = False
+
+    @property
+    def name(self) -> str:
+        return " ".join(self.words)
+
+    @property
+    def epilog(self) -> str:
+        """Notes, examples and exit status, as ``--help`` and the man page show them."""
+        parts = []
+        if self.notes:
+            parts.append("\b\n" + self.notes.strip("\n") + "\n")
+        if self.examples:
+            parts.append("\b\nExamples:\n" + "".join(f"  {e}\n" for e in self.examples))
+        if self.exits:
+            parts.append(exit_status(*self.exits, notes=self.exit_notes))
+        return "".join(parts)
+
+    def invoke(self, config: Any, values: dict[str, Any]) -> Any:
+        """Check the declared choices, then run the body: the one way both parsers run a command."""
+        for opt in self.options:
+            if opt.choices is None:
+                continue
+            given = values.get(opt.name)
+            for value in given if opt.many else [given]:
+                if value is not None and value not in opt.choices:
+                    from cortexctl.errors import UsageError
+
+                    raise UsageError(f"{opt.flags[0]} must be one of {', '.join(opt.choices)}, not {value!r}")
+        return self.run(config, **values)
+
+    def option(self, flag: str) -> Option | None:
+        for opt in self.options:
+            if flag in opt.flags:
+                return opt
+        return None
+
+    def flag_of(self, name: str) -> str | None:
+        """The first flag of the option (or the metavar of the argument) that holds ``name``."""
+        for opt in self.options:
+            if opt.name == name:
+                return opt.flags[0]
+        for arg in self.arguments:
+            if arg.name == name:
+                return arg.metavar
+        return None
+
+    def defaults(self) -> dict[str, Any]:
+        values: dict[str, Any] = {a.name: ([] if a.many else None) for a in self.arguments}
+        values.update({o.name: (list(o.initial) if o.many else o.initial) for o in self.options})
+        return values
+
+
+def exit_status(*codes: int, notes: dict[int, str] | None = None) -> str:
+    """The "Exit status" paragraph of a command's help."""
+    notes = notes or {}
+    parts = [f"{c} {notes.get(c, EXIT_MEANINGS[c])}" for c in codes]
+    text = "Exit status: " + ", ".join(parts) + "; 70 internal error, 130 interrupted (see cortexctl(1))."
+    return "\b\n" + "\n".join(textwrap.wrap(text, 76)) + "\n"
+
+
+# -- options many commands share -------------------------------------------------------
+STORE = Option("store", ("--store",), f"Store directory [env {ENV_STORE}; default: user data dir].",
+               metavar="PATH", env=ENV_STORE)
+ACTOR = Option("actor", ("--actor",), f"Acting agent [env {ENV_ACTOR}; default: OS user].", metavar="NAME",
+               env=ENV_ACTOR)
+WAIT = Option("wait", ("--wait",), f"Seconds to wait for a busy store before exit 4 [env {ENV_WAIT}; default 5].",
+              type=float, metavar="SECONDS", env=ENV_WAIT)
+JSON = Option("json", ("--json",), "Print one JSON document.", type=bool, default=False)
+JSONL = Option("jsonl", ("--jsonl",), "Print one JSON object per line.", type=bool, default=False)
+QUIET = Option("quiet", ("--quiet", "-q"), "No progress bar or hints.", type=bool, default=False)
+COMMON = (STORE, ACTOR, WAIT, JSON, JSONL)
+
+TAGS = Option("tags", ("--tag",), "A tag (repeatable).", many=True, metavar="TAG")
+FRAMES = Option("frames", ("--frame",), "A frame VERB:KIND:REF (repeatable).", many=True, metavar="VERB:KIND:REF")
+DATA = Option("data", ("--data",), "The type's fields as a JSON object, @FILE, or - for stdin.",
+              metavar="JSON|@FILE|-")
+SETS = Option("sets", ("--set",), "Set one data field (repeatable).", many=True, metavar="FIELD=VALUE")
+REF = Argument("ref", "REF", "URI, ID or unique ID prefix.")
+
+
+def form_option(default: str) -> Option:
+    return Option("form", ("--form",), "short, medium or full.", default=default, metavar="FORM",
+                  choices=("short", "medium", "full"))
