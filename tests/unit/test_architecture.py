@@ -2,43 +2,20 @@
 
 from __future__ import annotations
 
-import ast
 import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-
-PKG = Path(__file__).resolve().parents[2] / "cortexctl"
-
-# room -> rooms it must never import
-FORBIDDEN = {
-    "memory": {"store", "engine", "cli", "index", "embed", "llm", "bundle"},
-    "store": {"engine", "cli"},
-    "engine": {"cli"},
-}
-ONLY_IN = {"duckdb": {"store"}, "typer": {"cli"}, "rich": {"cli"}}
+ROOT = Path(__file__).resolve().parents[2]
 
 
-def _imports(path: Path):
-    tree = ast.parse(path.read_text())
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            for a in node.names:
-                yield a.name
-        elif isinstance(node, ast.ImportFrom) and node.module:
-            yield node.module
-
-
-@pytest.mark.parametrize("path", sorted(PKG.rglob("*.py")), ids=lambda p: str(p.relative_to(PKG)))
-def test_module_imports_point_down(path):
-    room = path.relative_to(PKG).parts[0] if len(path.relative_to(PKG).parts) > 1 else None
-    for name in _imports(path):
-        parts = name.split(".")
-        if parts[0] == "cortexctl" and len(parts) > 1 and room in FORBIDDEN:
-            assert parts[1] not in FORBIDDEN[room], f"{path.name} ({room}) imports {name}"
-        if parts[0] in ONLY_IN:
-            assert room in ONLY_IN[parts[0]], f"{path.name} ({room}) imports {parts[0]}"
+def test_import_linter_contracts_hold():
+    """The rooms, the one-way doors, the heavy libraries' homes and the absence of cycles,
+    as pyproject.toml's [tool.importlinter] contracts state them."""
+    proc = subprocess.run([sys.executable, "-c", "from importlinter.cli import lint_imports_command as c; c()"],
+                          cwd=ROOT, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
+    assert "Contracts: " in proc.stdout and " broken" in proc.stdout, proc.stdout[-2000:]
 
 
 def _loaded_after(code: str) -> set[str]:
