@@ -114,7 +114,7 @@ class Tx(Protocol):
         """The current version of each of these memories."""
 
     def current_data(self, current: dict[str, int]) -> dict[str, tuple[int, bytes]]:
-        """(type code, data) of each memory's version ``current[id]``, when it is still current."""
+        """(type code, data) of version ``current[id]`` of each memory (none for a version it lacks)."""
 
     def count_heads(self, filters: Filters | None = None) -> int:
         """How many memories pass ``filters`` (every memory without them)."""
