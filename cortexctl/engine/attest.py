@@ -47,14 +47,15 @@ MALFORMED, MISSING, TOMBSTONED = "malformed", "missing", "tombstoned"  # and ref
 
 def check(intent: object, outcome: object, reason: object, cited: list) -> None:
     """Every usage error attest can have, before the store is opened."""
-    check_label(intent, "--intent")
+    check_label(intent, "intent")
     if outcome not in salience.OUTCOMES:
-        raise UsageError(f"--outcome {outcome!r}: must be success or failure")
+        raise UsageError(f"outcome {outcome!r}: must be success or failure", field="outcome")
     if reason is not None:
         if not isinstance(reason, str) or not reason.strip() or not reason.isprintable():
-            raise UsageError("--reason must be printable text")
+            raise UsageError("reason must be printable text", field="reason")
         if len(reason) > MAX_REASON_CHARS:
-            raise UsageError(f"--reason is longer than {MAX_REASON_CHARS} characters")
+            raise UsageError(f"reason is longer than {MAX_REASON_CHARS} characters ({len(reason)} given)",
+                             field="reason")
     if not cited:
         raise UsageError("attest needs at least one cited memory URI")
     if len(cited) > MAX_CITED:

@@ -69,10 +69,11 @@ def refs_from_text(text: str, where: str) -> list[str]:
 
 
 def check(intent: object, step: object, budget_tokens: object) -> None:
-    check_label(intent, "--intent")
-    check_label(step, "--step")
+    check_label(intent, "intent")
+    check_label(step, "step")
     if isinstance(budget_tokens, bool) or not isinstance(budget_tokens, int) or not 1 <= budget_tokens <= MAX_BUDGET:
-        raise UsageError(f"--budget-tokens must be a whole number from 1 to {MAX_BUDGET}")
+        raise UsageError(f"budget_tokens must be a whole number from 1 to {MAX_BUDGET} (got {budget_tokens!r})",
+                         field="budget_tokens")
 
 
 def compact(ctx, intent: str, step: str, budget_tokens: int, in_context: Iterable[str], *,
@@ -80,11 +81,11 @@ def compact(ctx, intent: str, step: str, budget_tokens: int, in_context: Iterabl
     check(intent, step, budget_tokens)
     in_context, load_bearing = list(in_context), list(load_bearing)
     if not in_context and not load_bearing:
-        raise UsageError("compact needs the memories in context (URIs, or --in-context-file)")
+        raise UsageError("compact needs the memories in context (URIs, or in_context_file)", field="in_context_file")
     if len(in_context) + len(load_bearing) > MAX_IN_CONTEXT:
         raise UsageError(f"compact takes at most {MAX_IN_CONTEXT} memories in context")
     if checkpoint_dir is not None and not str(checkpoint_dir):
-        raise UsageError("--checkpoint-dir must not be empty")
+        raise UsageError("checkpoint_dir must not be empty", field="checkpoint_dir")
     parsed = {text: parse_ref(text) for text in [*in_context, *load_bearing]}
     actor = ctx.actor
     with ctx.transaction(existing=f"no memory {(in_context or load_bearing)[0]!r}") as tx:
@@ -125,7 +126,7 @@ def compact(ctx, intent: str, step: str, budget_tokens: int, in_context: Iterabl
             raise BudgetUnreachable(
                 f"budget unreachable: {total} tokens at the least ({len(kept)} kept at medium form, "
                 f"{len(stubs)} stubs at short form) against a budget of {budget_tokens}",
-                hint="shed memories from the context, or raise --budget-tokens",
+                hint="shed memories from the context, or raise budget_tokens", field="budget_tokens",
             )
         record = Checkpoint(intent=intent, step=step, created_at=now, created_by=actor,
                             budget_tokens=budget_tokens, kept=[k.uri for k in kept], compacted=stubs)
@@ -209,8 +210,8 @@ def write_mirror(directory: Path, record: Checkpoint) -> Path:
 
 
 def load(ctx, intent: str, step: str) -> Checkpoint:
-    check_label(intent, "--intent")
-    check_label(step, "--step")
+    check_label(intent, "intent")
+    check_label(step, "step")
     missing = f"no checkpoint for intent {intent!r} step {step!r}"
     with ctx.reading(missing) as tx:
         row = tx.checkpoint(ctx.actor, intent, step)

@@ -51,12 +51,12 @@ def assemble(type_name: str, base: dict, text: str | None, data: dict | None, se
     out = {k: v for k, v in base.items() if k != "schema_version"}
     if data is not None:
         if not isinstance(data, dict):
-            raise InvalidData(f"{type_name}: --data must be a JSON object")
+            raise InvalidData(f"{type_name}: data must be a JSON object", field="data")
         out.update(data)
     for item in sets or ():
         field, sep, raw = item.partition("=")
         if not sep or not field:
-            raise UsageError(f"--set {item!r}: expected FIELD=VALUE")
+            raise UsageError(f"set {item!r}: expected FIELD=VALUE", field="set")  # one of ``sets``; its flag is --set
         out[field] = schema.coerce_cli_value(type_name, field, raw)
     if text is not None:
         out[schema.MAIN_FIELD[type_name]] = text
@@ -270,9 +270,9 @@ def head(
 def forget(ctx: Context, ref: str, *, reason: str) -> HeadResult:
     """Tombstone a memory: hidden from find, history kept, updates refused."""
     if not isinstance(reason, str) or not reason.strip():
-        raise UsageError("forget needs a --reason")
+        raise UsageError("forget needs a reason", field="reason")
     if len(reason) > MAX_REASON_CHARS:
-        raise UsageError(f"--reason is longer than {MAX_REASON_CHARS} characters")
+        raise UsageError(f"reason is longer than {MAX_REASON_CHARS} characters ({len(reason)} given)", field="reason")
     parse_ref(ref)
 
     def change(h: dict) -> dict:
@@ -290,10 +290,11 @@ def show(ctx: Context, ref: str, *, version: int | None = None) -> Memory:
     """One memory at its current version, or at ``version``."""
     parsed = parse_ref(ref)
     if version is not None and parsed.version is not None and version != parsed.version:
-        raise UsageError(f"{ref!r} names version {parsed.version} but --version says {version}")
+        raise UsageError(f"version {version} disagrees with {ref!r}, which names version {parsed.version}",
+                         field="version")
     want = version if version is not None else parsed.version
     if want is not None and want < 1:
-        raise UsageError("--version must be 1 or more")
+        raise UsageError(f"version must be 1 or more (got {want})", field="version")
     with ctx.reading(f"no memory {ref!r}") as tx:
         head = resolve(tx, ctx.actor, ref)
         n = want or head["current_version"]
@@ -329,19 +330,20 @@ def find_filters(ctx: Context, query: FindQuery) -> Filters:
         include_tombstoned=query.include_tombstoned,
     )
     if isinstance(query.k, bool) or not isinstance(query.k, int) or not 1 <= query.k <= MAX_K:
-        raise UsageError(f"-k must be from 1 to {MAX_K}")
+        raise UsageError(f"k must be from 1 to {MAX_K} (got {query.k!r})", field="k")
     if query.form not in FORMS:
-        raise UsageError(f"--form must be one of {', '.join(FORMS)}")
+        raise UsageError(f"form must be one of {', '.join(FORMS)} (got {query.form!r})", field="form")
     if query.budget_tokens is not None and (
         isinstance(query.budget_tokens, bool) or not isinstance(query.budget_tokens, int)
         or not 1 <= query.budget_tokens <= MAX_BUDGET_TOKENS
     ):
-        raise UsageError(f"--budget-tokens must be a whole number from 1 to {MAX_BUDGET_TOKENS}")
+        raise UsageError(f"budget_tokens must be a whole number from 1 to {MAX_BUDGET_TOKENS} "
+                         f"(got {query.budget_tokens!r})", field="budget_tokens")
     if query.near is not None:
         if not isinstance(query.near, str) or not query.near.strip():
-            raise UsageError("--near needs some text")
+            raise UsageError("near needs some text", field="near")
         if len(query.near.encode("utf-8", "surrogatepass")) > schema.MAX_TEXT_BYTES:
-            raise UsageError(f"--near text is longer than {schema.MAX_TEXT_BYTES} bytes")
+            raise UsageError(f"near text is longer than {schema.MAX_TEXT_BYTES} bytes", field="near")
     return filters
 
 

@@ -77,7 +77,7 @@ class ImportRejected(InvalidData):
         n = len(problems)
         super().__init__(
             f"import rejected: {n} of {total} line{'s' if total != 1 else ''} invalid; nothing was imported",
-            hint="fix the lines above, or pass --skip-invalid to import the rest",
+            hint="fix the lines above, or pass skip_invalid to import the rest", field="skip_invalid",
         )
         self.problems = problems
 
@@ -313,7 +313,7 @@ def import_jsonl(
 ) -> ImportReport:
     """Import JSONL from a binary stream; see the module docstring for the rules."""
     if isinstance(batch_size, bool) or not isinstance(batch_size, int) or not 1 <= batch_size <= 1_000_000:
-        raise UsageError("--batch-size must be from 1 to 1000000")
+        raise UsageError(f"batch_size must be from 1 to 1000000 (got {batch_size!r})", field="batch_size")
     good, problems, total = read_prepared(ctx, source, keep_actors=keep_actors)
     if problems and not skip_invalid:
         raise ImportRejected(problems, total)
@@ -455,14 +455,14 @@ def export_jsonl(ctx: Context, sink: IO[bytes] | str | os.PathLike) -> int:
         shown = Path(sink)
         path = Path(os.path.realpath(sink))  # through a symlink, the file it points to is replaced
         if path.is_dir():
-            raise UsageError(f"--out {shown} is a directory; give a file name")
+            raise UsageError(f"out {shown} is a directory; give a file name", field="out")
         parent = path.parent
         if not parent.is_dir():
-            raise UsageError(f"--out {shown}: directory {parent} does not exist")
+            raise UsageError(f"out {shown}: directory {parent} does not exist", field="out")
         from cortexctl.files import atomic_path
 
         if not os.access(parent, os.W_OK | os.X_OK):
-            raise UsageError(f"--out {shown}: cannot write in {parent} (Permission denied)")
+            raise UsageError(f"out {shown}: cannot write in {parent} (Permission denied)", field="out")
         with atomic_path(path) as tmp:  # 0600, like the store: an export holds private memories
             with open(tmp, "wb") as fh:
                 count = export_jsonl(ctx, fh)
