@@ -162,8 +162,8 @@ def _replay_wide(tx: Tx, p: _Problems) -> tuple[Attests, replay.Learning]:
         elif want is None:
             p.add("weights", f"actor {actor!r}: weights are stored but the journal never learned any")
         elif row["weights"] != want:
-            p.add("weights", f"actor {actor!r}: stored weights {replay._fmt(row['weights'])} but replay "
-                             f"gives {replay._fmt(want)}")
+            p.add("weights", f"actor {actor!r}: stored weights {replay.fmt_weights(row['weights'])} but replay "
+                             f"gives {replay.fmt_weights(want)}")
         elif (row["steps"], row["seq"]) != (learning.steps[actor], learning.seq[actor]):
             p.add("weights", f"actor {actor!r}: stored after {row['steps']} steps (entry {row['seq']}) but the "
                              f"journal has {learning.steps[actor]} (entry {learning.seq[actor]})")

@@ -13,7 +13,7 @@ import pytest
 
 from cortexctl.errors import CortexError, UsageError
 from cortexctl.memory.types import MAX_COUNT
-from cortexctl.store.interface import HEAD_FIELDS, SALIENCE_FIELDS, Filters, NoStore, Scoring
+from cortexctl.store.interface import HEAD_FIELDS, SALIENCE_FIELDS, Filters, NoStore, Scoring, Storage, Tx
 from tests.contract.conftest import FACT, GOAL, T0, ident, memory, put
 
 WEIGHTS = (0.2, 0.2, 0.2, 0.2, 0.2)
@@ -29,7 +29,18 @@ def unit_rows(n: int, dim: int = 4, seed: int = 0) -> np.ndarray:
     return m / np.linalg.norm(m, axis=1, keepdims=True)
 
 
+def _methods(protocol) -> set[str]:
+    return {name for name, value in vars(protocol).items() if callable(value) and not name.startswith("_")}
+
+
 # -- opening and transactions ------------------------------------------------------------------
+def test_the_backend_has_every_method_of_the_protocols(storage):
+    assert all(callable(getattr(storage, m, None)) for m in _methods(Storage)), _methods(Storage)
+    with storage.transaction() as tx:
+        missing = {m for m in _methods(Tx) if not callable(getattr(tx, m, None))}
+    assert not missing
+
+
 def test_a_store_does_not_exist_until_the_first_transaction(storage):
     assert not storage.exists()
     with pytest.raises(NoStore):
