@@ -26,7 +26,7 @@ Journal payloads (canonical CBOR; times in microseconds since the epoch, UTC):
 
 from __future__ import annotations
 
-from typing import Iterable
+from typing import TYPE_CHECKING, Iterable
 
 from cortexctl.engine import salience
 from cortexctl.engine.models import AttestResult
@@ -37,6 +37,9 @@ from cortexctl.engine.refs import NO_VERSION, look_up
 from cortexctl.engine.rows import micros
 from cortexctl.memory.types import check_label
 from cortexctl.store.interface import SALIENCE_FIELDS, Tx
+
+if TYPE_CHECKING:
+    from cortexctl.engine.context import Context
 
 MAX_CITED = 256
 MAX_REASON_CHARS = 1000
@@ -62,7 +65,7 @@ def check(intent: object, outcome: object, reason: object, cited: list) -> None:
         raise UsageError(f"attest takes at most {MAX_CITED} cited URIs ({len(cited)} given)")
 
 
-def attest(ctx, intent: str, outcome: str, cited: Iterable[str], *, reason: str | None = None) -> AttestResult:
+def attest(ctx: Context, intent: str, outcome: str, cited: Iterable[str], *, reason: str | None = None) -> AttestResult:
     cited = list(cited)
     check(intent, outcome, reason, cited)
     parsed: dict[str, object] = {}  # citation text -> Ref, or MALFORMED

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Iterable
+from typing import TYPE_CHECKING, Iterable
 
 from cortexctl.engine import salience
 from cortexctl.engine.models import Checkpoint, CompactedItem, CompactResult, KeptItem
@@ -38,6 +38,9 @@ from cortexctl.memory.forms import count_tokens
 from cortexctl.memory.ids import memory_uri, parse_ref
 from cortexctl.memory.types import check_label, type_code
 from cortexctl.store.interface import Tx
+
+if TYPE_CHECKING:
+    from cortexctl.engine.context import Context
 
 MAX_IN_CONTEXT = 10_000
 MAX_BUDGET = 10_000_000
@@ -76,7 +79,7 @@ def check(intent: object, step: object, budget_tokens: object) -> None:
                          field="budget_tokens")
 
 
-def compact(ctx, intent: str, step: str, budget_tokens: int, in_context: Iterable[str], *,
+def compact(ctx: Context, intent: str, step: str, budget_tokens: int, in_context: Iterable[str], *,
             load_bearing: Iterable[str] = (), checkpoint_dir: str | os.PathLike | None = None) -> CompactResult:
     check(intent, step, budget_tokens)
     in_context, load_bearing = list(in_context), list(load_bearing)
@@ -209,7 +212,7 @@ def write_mirror(directory: Path, record: Checkpoint) -> Path:
     return path
 
 
-def load(ctx, intent: str, step: str) -> Checkpoint:
+def load(ctx: Context, intent: str, step: str) -> Checkpoint:
     check_label(intent, "intent")
     check_label(step, "step")
     missing = f"no checkpoint for intent {intent!r} step {step!r}"

@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from cortexctl.engine.models import FindHit, FindQuery
 from cortexctl.memory import codec
@@ -43,6 +44,9 @@ from cortexctl.memory.forms import count_tokens
 from cortexctl.memory.terms import term_id, terms
 from cortexctl.memory.types import type_name as stored_type
 from cortexctl.store.interface import Filters, Scoring, Tx
+
+if TYPE_CHECKING:
+    from cortexctl.engine.context import Context
 
 K1 = 1.2  # BM25; b is 0, so document length plays no part (module docstring)
 W_LEX = 1.0
@@ -105,7 +109,7 @@ def query_terms(text: str) -> dict[int, float]:
     return {term_id(t): 1.0 for t in terms(text)}
 
 
-def run(ctx, query: FindQuery, filters: Filters) -> tuple[list[FindHit], list[str]]:
+def run(ctx: Context, query: FindQuery, filters: Filters) -> tuple[list[FindHit], list[str]]:
     """The ranked hits and any warnings (a lane that could not run, an index rebuilt)."""
     from cortexctl.engine.semantic import IndexUnusable, fold
     from cortexctl.errors import CortexError, StoreBusy
@@ -134,7 +138,7 @@ def run(ctx, query: FindQuery, filters: Filters) -> tuple[list[FindHit], list[st
         return _search(ctx, query, filters, qvec, warnings, exact=True), warnings
 
 
-def _search(ctx, query: FindQuery, filters: Filters, qvec, warnings: list[str], *,
+def _search(ctx: Context, query: FindQuery, filters: Filters, qvec, warnings: list[str], *,
             exact: bool = False) -> list[FindHit]:
     from cortexctl.engine import semantic
 
@@ -263,7 +267,7 @@ def lexical_lane(tx: Tx, text: str, heads: Heads, n: int, between=None, *, actor
     return [(i, s) for i, _, s in filtered_top(tx, docs, scores, heads, n, ids_of)]
 
 
-def _embed_query(ctx, text: str, warnings: list[str]):
+def _embed_query(ctx: Context, text: str, warnings: list[str]):
     from cortexctl.errors import ConfigError, ProviderUnreachable
 
     try:

@@ -29,10 +29,13 @@ import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 from cortexctl.errors import CortexError, StoreBusy
 from cortexctl.store.interface import Filters, Tx
+
+if TYPE_CHECKING:
+    from cortexctl.engine.context import Context
 
 INDEX_NAME = "cortex.usearch"
 RECORD_NAME = "cortex.usearch.json"
@@ -137,7 +140,7 @@ def store_vectors(tx: Tx, embedder, ids, versions, matrix) -> int:
     return tx.insert_vectors(ids, versions, embedder.model, matrix)
 
 
-def embed_pending(ctx, *, limit: int | None = None, ids: list[str] | None = None,
+def embed_pending(ctx: Context, *, limit: int | None = None, ids: list[str] | None = None,
                   warnings: list[str] | None = None, progress=None) -> int:
     """Embed live memories the active model has not embedded yet (all, ``limit`` of them, or ``ids``).
 
@@ -193,7 +196,7 @@ def embed_pending(ctx, *, limit: int | None = None, ids: list[str] | None = None
             return done
 
 
-def reindex(ctx, *, rebuild: bool = False, progress=None) -> dict:
+def reindex(ctx: Context, *, rebuild: bool = False, progress=None) -> dict:
     """Embed everything pending for the active model, drop other models' vectors, fold or rebuild the index."""
     embedder = ctx.embedder
     ctx.require_store(f"no store at {ctx.storage.path}")
@@ -236,7 +239,7 @@ class IndexBuilder:
 
     CHUNK = 1024  # vectors per job, so that the last ones can be added with every core
 
-    def __init__(self, ctx) -> None:
+    def __init__(self, ctx: Context) -> None:
         from concurrent.futures import ThreadPoolExecutor
 
         self.model = ctx.embedder.model
@@ -318,7 +321,7 @@ class IndexBuilder:
         return np.concatenate([np.arange(f, f + len(ids), dtype=np.uint64) for f, ids, _ in self.added])
 
 
-def fold(ctx, *, rebuild: bool = False, progress: Callable[[int, int], None] | None = None,
+def fold(ctx: Context, *, rebuild: bool = False, progress: Callable[[int, int], None] | None = None,
          built: IndexBuilder | None = None, wait: float | None = None) -> dict:
     """Bring the index file up to date with the active model's vectors; returns what was done.
 
@@ -382,7 +385,7 @@ def fold(ctx, *, rebuild: bool = False, progress: Callable[[int, int], None] | N
     return {"action": action, "vectors": len(index), "added": done, "reason": why if action == "rebuild" else "delta"}
 
 
-def maybe_fold(ctx, last_key: int) -> None:
+def maybe_fold(ctx: Context, last_key: int) -> None:
     """After a write that stored vectors up to ``last_key``: fold when the delta has grown
     to FOLD_AT. Never fails the write."""
     rec = read_record(ctx.storage)
@@ -396,7 +399,7 @@ def maybe_fold(ctx, last_key: int) -> None:
 
 
 # -- searching ---------------------------------------------------------------------------
-def search(ctx, tx: Tx, query_vec, filters: Filters, n: int, *,
+def search(ctx: Context, tx: Tx, query_vec, filters: Filters, n: int, *,
            exact: bool = False, check=None) -> tuple[list[tuple[str, float]], str | None]:
     """The ``n`` memories passing ``filters`` nearest to ``query_vec``: ([(id, cosine)], note).
 

@@ -27,6 +27,8 @@ Checks, over every actor's memories:
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from cortexctl.engine import replay, salience, semantic
 from cortexctl.engine.models import Problem, VerifyReport
 from cortexctl.errors import IntegrityError, NotFound
@@ -34,10 +36,13 @@ from cortexctl.memory import codec
 from cortexctl.memory.ids import memory_uri
 from cortexctl.store.interface import NoStore, Tx
 
+if TYPE_CHECKING:
+    from cortexctl.engine.context import Context
+
 MAX_PER_CHECK = 100  # problems listed per check before summarizing
 
 
-def verify(ctx) -> VerifyReport:
+def verify(ctx: Context) -> VerifyReport:
     store = ctx.storage
     try:
         with store.reading() as tx:

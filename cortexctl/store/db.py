@@ -23,10 +23,13 @@ import random
 import time
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator
+from typing import TYPE_CHECKING, Iterator
 
 from cortexctl.errors import CortexError, IntegrityError, StoreBusy, UsageError
 from cortexctl.store.interface import NoStore
+
+if TYPE_CHECKING:
+    from cortexctl.store.duck import DuckTx
 
 DB_NAME = "cortex.duckdb"
 LOCK_NAME = ".lock"
@@ -69,8 +72,6 @@ class Store:
             raise UsageError(f"store path {self.path} is not a directory")
         if self.db_path.exists() and not self.db_path.is_file():
             raise UsageError(f"store file {self.db_path} is not a regular file")
-
-    _check_path = check_path
 
     def _create_dir(self) -> None:
         """Create the store directory (0700) if needed; an existing directory is left as it is."""
@@ -233,7 +234,7 @@ class Store:
 
     # -- the Storage protocol -----------------------------------------------------------
     @contextmanager
-    def reading(self) -> Iterator["DuckTx"]:
+    def reading(self) -> Iterator[DuckTx]:
         """A read-only ``DuckTx``. Raises ``NoStore`` when there is no store yet."""
         from cortexctl.store.duck import DuckTx
 
@@ -241,7 +242,7 @@ class Store:
             yield DuckTx(con)
 
     @contextmanager
-    def transaction(self) -> Iterator["DuckTx"]:
+    def transaction(self) -> Iterator[DuckTx]:
         """A ``DuckTx`` in one transaction: committed at the end, rolled back when the block raises."""
         from cortexctl.store.duck import DuckTx
 

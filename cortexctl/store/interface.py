@@ -69,6 +69,11 @@ class Filters:
     frames: tuple[FrameFilter, ...] = ()
     include_tombstoned: bool = False
 
+    def __post_init__(self) -> None:  # tuples, so that a Filters is hashable whatever it was given
+        object.__setattr__(self, "types", tuple(self.types))
+        object.__setattr__(self, "tags", tuple(self.tags))
+        object.__setattr__(self, "frames", tuple(tuple(f) for f in self.frames))
+
     @property
     def narrow(self) -> bool:
         """Filters beyond visibility and tombstones: few memories may pass."""

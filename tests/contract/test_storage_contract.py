@@ -241,6 +241,7 @@ def test_filters_select_by_type_tags_frames_tombstone_and_visibility(storage):
     assert ids_passing() == [ident(1), ident(2), ident(5)]
     assert ids_passing(include_tombstoned=True) == [ident(1), ident(2), ident(3), ident(5)]
     assert ids_passing(types=(GOAL,)) == [ident(2)]
+    assert ids_passing(types=[GOAL], tags=["a"]) == [ident(2)]  # lists are taken too
     assert ids_passing(types=(FACT, GOAL), tags=("a", "b")) == [ident(1)]
     assert ids_passing(frames=(("about", None, None),)) == [ident(1), ident(2)]
     assert ids_passing(frames=(("about", "person", None),)) == [ident(2)]
