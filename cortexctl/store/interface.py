@@ -91,7 +91,10 @@ class Scoring:
 
 
 class Tx(Protocol):
-    """One transaction (or, from ``Storage.reading``, one read-only view) on a store."""
+    """One transaction (or, from ``Storage.reading``, one read-only view) on a store.
+
+    Valid only inside the ``with`` block that gave it; so are the iterators it returns.
+    """
 
     # -- heads and versions ---------------------------------------------------------
     def insert_memories(self, heads: list[dict], versions: list[dict]) -> None:
