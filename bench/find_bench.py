@@ -71,17 +71,16 @@ def hnsw_recall(store: Path, samples: int = 200, k: int = 10) -> dict:
     from cortexctl import Cortex
     from cortexctl.engine import semantic
     from cortexctl.index import hnsw
-    from cortexctl.store import search as sq
 
     cx = Cortex(store=store, actor="bench")
     model = cx.embedder.model
-    with cx.store.read() as con:
-        count, max_key, dim = sq.vector_stats(con, model)
+    with cx.store.reading() as tx:
+        count, max_key, dim = tx.vector_stats(model)
         keys, mats = [], []
-        for kk, m in sq.iter_vectors(con, model, dim):
+        for kk, m in tx.iter_vectors(model, dim):
             keys.append(kk)
             mats.append(m)
-        rec, why = semantic.index_state(con, cx.store, model, dim)
+        rec, why = semantic.index_state(tx, cx.store, model, dim)
     allk = np.concatenate(keys)
     allm = np.vstack(mats)
     index = hnsw.open_view(semantic.index_path(cx.store), hnsw.Fingerprint.from_json(rec.fingerprint))

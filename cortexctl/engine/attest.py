@@ -26,42 +26,46 @@ Journal payloads (canonical CBOR; times in microseconds since the epoch, UTC):
 
 from __future__ import annotations
 
-from typing import Iterable
+from typing import TYPE_CHECKING, Iterable
 
 from cortexctl.engine import salience
 from cortexctl.engine.models import AttestResult
 from cortexctl.errors import RateLimited, UsageError
 from cortexctl.memory import codec
 from cortexctl.memory.ids import parse_ref
+from cortexctl.engine.refs import NO_VERSION, look_up
+from cortexctl.engine.rows import micros
 from cortexctl.memory.types import check_label
-from cortexctl.store import feedback, records
+from cortexctl.store.interface import SALIENCE_FIELDS, Tx
+
+if TYPE_CHECKING:
+    from cortexctl.engine.context import Context
 
 MAX_CITED = 256
 MAX_REASON_CHARS = 1000
 RATE, BURST = 1.0, 5.0  # tokens a second, bucket size
 
-MALFORMED, MISSING, TOMBSTONED = "malformed", "missing", "tombstoned"  # and cortex.AMBIGUOUS
+MALFORMED, MISSING, TOMBSTONED = "malformed", "missing", "tombstoned"  # and refs.AMBIGUOUS
 
 
 def check(intent: object, outcome: object, reason: object, cited: list) -> None:
     """Every usage error attest can have, before the store is opened."""
-    check_label(intent, "--intent")
+    check_label(intent, "intent")
     if outcome not in salience.OUTCOMES:
-        raise UsageError(f"--outcome {outcome!r}: must be success or failure")
+        raise UsageError(f"outcome {outcome!r}: must be success or failure", field="outcome")
     if reason is not None:
         if not isinstance(reason, str) or not reason.strip() or not reason.isprintable():
-            raise UsageError("--reason must be printable text")
+            raise UsageError("reason must be printable text", field="reason")
         if len(reason) > MAX_REASON_CHARS:
-            raise UsageError(f"--reason is longer than {MAX_REASON_CHARS} characters")
+            raise UsageError(f"reason is longer than {MAX_REASON_CHARS} characters ({len(reason)} given)",
+                             field="reason")
     if not cited:
         raise UsageError("attest needs at least one cited memory URI")
     if len(cited) > MAX_CITED:
         raise UsageError(f"attest takes at most {MAX_CITED} cited URIs ({len(cited)} given)")
 
 
-def attest(cx, intent: str, outcome: str, cited: Iterable[str], *, reason: str | None = None) -> AttestResult:
-    from cortexctl.engine.cortex import micros, utcnow
-
+def attest(ctx: Context, intent: str, outcome: str, cited: Iterable[str], *, reason: str | None = None) -> AttestResult:
     cited = list(cited)
     check(intent, outcome, reason, cited)
     parsed: dict[str, object] = {}  # citation text -> Ref, or MALFORMED
@@ -70,34 +74,35 @@ def attest(cx, intent: str, outcome: str, cited: Iterable[str], *, reason: str |
             parsed[text] = parse_ref(text)
         except UsageError:
             parsed[text] = MALFORMED
-    with cx._transaction(existing=f"no store at {cx.store.path}") as con:
-        now = utcnow()  # under the writer lock: journal order and bucket times agree
-        if not feedback.take_token(con, cx.actor, intent, now, rate=RATE, burst=BURST):
+    actor = ctx.actor
+    with ctx.transaction(existing=f"no store at {ctx.storage.path}") as tx:
+        now = ctx.clock()  # under the writer lock: journal order and bucket times agree
+        if not tx.take_token(actor, intent, now, rate=RATE, burst=BURST):
             raise RateLimited(
                 f"attest for intent {intent!r} is over its rate limit ({RATE:g}/s, burst {BURST:g})",
                 hint="wait a second and try again",
             )
-        affected, skipped, heads = _resolve(con, cx.actor, parsed)
+        affected, skipped, heads = _resolve(tx, actor, parsed)
         delta = salience.citations_delta(outcome, reason)
         access = 1 if outcome == salience.SUCCESS else 0
         profile = salience.profile([salience.factors(heads[i], now) for i in affected])
-        previous = feedback.weights_of(con, cx.actor) or salience.DEFAULT_WEIGHTS
+        previous = tx.weights(actor) or salience.DEFAULT_WEIGHTS
         step = salience.ema_step(previous, profile, outcome, reason, len(affected))
-        feedback.bump(con, affected, access=access, citations=delta, at=now)
+        tx.bump(affected, access=access, citations=delta, at=now)
         at = micros(now)
-        seq = records.next_seq(con)
+        seq = tx.next_seq()
         attest_payload = codec.encode({
             "intent": intent, "outcome": outcome, "reason": reason, "affected": affected,
             "skipped": [list(s) for s in skipped], "citations_delta": delta, "access_delta": access, "at": at,
         })
         learn_payload = codec.encode({
-            "actor": cx.actor, "intent": intent, "attest_seq": seq, "alpha": salience.EMA_RATE,
+            "actor": actor, "intent": intent, "attest_seq": seq, "alpha": salience.EMA_RATE,
             "profile": list(profile), "previous": list(previous), "new": list(step.weights),
             "skipped": step.skipped, "at": at,
         })
-        records.append_journal(con, [("attest", now, cx.actor, intent, attest_payload),
-                                     ("learn_weights", now, cx.actor, cx.actor, learn_payload)])
-        feedback.set_weights(con, cx.actor, step.weights, seq=seq + 1, at=now)
+        tx.append_journal([("attest", now, actor, intent, attest_payload),
+                           ("learn_weights", now, actor, actor, learn_payload)])
+        tx.set_weights(actor, step.weights, seq=seq + 1, at=now)
     return AttestResult(
         seq=seq, learn_seq=seq + 1, intent=intent, outcome=outcome, reason=reason, affected=affected,
         skipped=skipped, citations_delta=delta, access_delta=access, previous_weights=tuple(previous),
@@ -114,14 +119,12 @@ def _shown(text: object) -> str:
     return text if len(text) <= MAX_SHOWN else text[: MAX_SHOWN - 1] + "…"
 
 
-def _resolve(con, actor: str, parsed: dict) -> tuple[list[str], list[tuple[str, str]], dict[str, dict]]:
+def _resolve(tx: Tx, actor: str, parsed: dict) -> tuple[list[str], list[tuple[str, str]], dict[str, dict]]:
     """(affected IDs in citation order, skipped (citation, why), heads of the affected)."""
-    from cortexctl.engine.cortex import NO_VERSION, look_up
-
     affected: list[str] = []
     skipped: list[tuple[str, str]] = []
     heads: dict[str, dict] = {}
-    found = look_up(con, actor, {t: r for t, r in parsed.items() if r != MALFORMED}, records.SALIENCE_COLUMNS)
+    found = look_up(tx, actor, {t: r for t, r in parsed.items() if r != MALFORMED}, SALIENCE_FIELDS)
     for text in parsed:
         head = found.get(text, MALFORMED)
         if isinstance(head, str):  # a version URI cites its memory only if the version exists

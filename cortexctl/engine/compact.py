@@ -26,16 +26,21 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Iterable
+from typing import TYPE_CHECKING, Iterable
 
 from cortexctl.engine import salience
 from cortexctl.engine.models import Checkpoint, CompactedItem, CompactResult, KeptItem
+from cortexctl.engine.refs import AMBIGUOUS, MISSING, look_up
+from cortexctl.engine.rows import micros
 from cortexctl.errors import AmbiguousRef, BudgetUnreachable, IntegrityError, InvalidData, NotFound, UsageError
 from cortexctl.memory import codec
 from cortexctl.memory.forms import count_tokens
 from cortexctl.memory.ids import memory_uri, parse_ref
 from cortexctl.memory.types import check_label, type_code
-from cortexctl.store import feedback, records
+from cortexctl.store.interface import Tx
+
+if TYPE_CHECKING:
+    from cortexctl.engine.context import Context
 
 MAX_IN_CONTEXT = 10_000
 MAX_BUDGET = 10_000_000
@@ -67,28 +72,28 @@ def refs_from_text(text: str, where: str) -> list[str]:
 
 
 def check(intent: object, step: object, budget_tokens: object) -> None:
-    check_label(intent, "--intent")
-    check_label(step, "--step")
+    check_label(intent, "intent")
+    check_label(step, "step")
     if isinstance(budget_tokens, bool) or not isinstance(budget_tokens, int) or not 1 <= budget_tokens <= MAX_BUDGET:
-        raise UsageError(f"--budget-tokens must be a whole number from 1 to {MAX_BUDGET}")
+        raise UsageError(f"budget_tokens must be a whole number from 1 to {MAX_BUDGET} (got {budget_tokens!r})",
+                         field="budget_tokens")
 
 
-def compact(cx, intent: str, step: str, budget_tokens: int, in_context: Iterable[str], *,
+def compact(ctx: Context, intent: str, step: str, budget_tokens: int, in_context: Iterable[str], *,
             load_bearing: Iterable[str] = (), checkpoint_dir: str | os.PathLike | None = None) -> CompactResult:
-    from cortexctl.engine.cortex import look_up, micros, utcnow
-
     check(intent, step, budget_tokens)
     in_context, load_bearing = list(in_context), list(load_bearing)
     if not in_context and not load_bearing:
-        raise UsageError("compact needs the memories in context (URIs, or --in-context-file)")
+        raise UsageError("compact needs the memories in context (URIs, or in_context_file)", field="in_context_file")
     if len(in_context) + len(load_bearing) > MAX_IN_CONTEXT:
         raise UsageError(f"compact takes at most {MAX_IN_CONTEXT} memories in context")
     if checkpoint_dir is not None and not str(checkpoint_dir):
-        raise UsageError("--checkpoint-dir must not be empty")
+        raise UsageError("checkpoint_dir must not be empty", field="checkpoint_dir")
     parsed = {text: parse_ref(text) for text in [*in_context, *load_bearing]}
-    with cx._transaction(existing=f"no memory {(in_context or load_bearing)[0]!r}") as con:
-        now = utcnow()
-        found = look_up(con, cx.actor, parsed)
+    actor = ctx.actor
+    with ctx.transaction(existing=f"no memory {(in_context or load_bearing)[0]!r}") as tx:
+        now = ctx.clock()
+        found = look_up(tx, actor, parsed)
         heads: dict[str, dict] = {}
         order: list[str] = []
         dropped: list[tuple[str, str]] = []
@@ -105,8 +110,8 @@ def compact(cx, intent: str, step: str, budget_tokens: int, in_context: Iterable
                 bearing.add(head["id"])
         if not order:
             raise UsageError("nothing to compact: every memory in context is forgotten")
-        pinned = _pinned(con, [heads[i] for i in order])
-        weights = feedback.weights_of(con, cx.actor) or salience.DEFAULT_WEIGHTS
+        pinned = _pinned(tx, [heads[i] for i in order])
+        weights = tx.weights(actor) or salience.DEFAULT_WEIGHTS
         kept: list[KeptItem] = []
         stubs: list[CompactedItem] = []
         stub_tokens: list[int] = []
@@ -124,14 +129,14 @@ def compact(cx, intent: str, step: str, budget_tokens: int, in_context: Iterable
             raise BudgetUnreachable(
                 f"budget unreachable: {total} tokens at the least ({len(kept)} kept at medium form, "
                 f"{len(stubs)} stubs at short form) against a budget of {budget_tokens}",
-                hint="shed memories from the context, or raise --budget-tokens",
+                hint="shed memories from the context, or raise budget_tokens", field="budget_tokens",
             )
-        record = Checkpoint(intent=intent, step=step, created_at=now, created_by=cx.actor,
+        record = Checkpoint(intent=intent, step=step, created_at=now, created_by=actor,
                             budget_tokens=budget_tokens, kept=[k.uri for k in kept], compacted=stubs)
         blob = encode_record(record, micros(now))
-        seq = records.append_journal(con, [("checkpoint", now, cx.actor, f"{intent}/{step}", blob)])
-        feedback.put_checkpoint(con, {"actor": cx.actor, "intent": intent, "step": step, "created_at": now,
-                                      "seq": seq, "record": blob})
+        seq = tx.append_journal([("checkpoint", now, actor, f"{intent}/{step}", blob)])
+        tx.put_checkpoint({"actor": actor, "intent": intent, "step": step, "created_at": now,
+                           "seq": seq, "record": blob})
     result = CompactResult(seq=seq, checkpoint=record, kept=kept, compacted_tokens=stub_tokens,
                            dropped=dropped, snapshot_path=None)
     if checkpoint_dir is not None:
@@ -144,8 +149,6 @@ def compact(cx, intent: str, step: str, budget_tokens: int, in_context: Iterable
 
 def _found(text: str, ref, head: dict | str) -> dict:
     """The head ``look_up`` found for ``text``, or the error for why there is none."""
-    from cortexctl.engine.cortex import AMBIGUOUS, MISSING
-
     if head == MISSING:
         raise NotFound(f"no memory {text!r}", hint="compact takes memories the actor can see")
     if head == AMBIGUOUS:
@@ -155,11 +158,11 @@ def _found(text: str, ref, head: dict | str) -> dict:
     return head
 
 
-def _pinned(con, heads: list[dict]) -> dict[str, str]:
+def _pinned(tx: Tx, heads: list[dict]) -> dict[str, str]:
     """Which of these heads are pinned, and why: identity, hard constraint, active goal."""
     out = {h["id"]: "identity" for h in heads if h["type"] == _IDENTITY}
     maybe = {h["id"]: h["current_version"] for h in heads if h["type"] in (_CONSTRAINT, _GOAL)}
-    for id_, (type_, blob) in records.current_data(con, maybe).items():
+    for id_, (type_, blob) in tx.current_data(maybe).items():
         data = codec.decode(blob)
         if type_ == _CONSTRAINT and data.get("strength") == "hard":
             out[id_] = "hard constraint"
@@ -209,12 +212,12 @@ def write_mirror(directory: Path, record: Checkpoint) -> Path:
     return path
 
 
-def load(cx, intent: str, step: str) -> Checkpoint:
-    check_label(intent, "--intent")
-    check_label(step, "--step")
+def load(ctx: Context, intent: str, step: str) -> Checkpoint:
+    check_label(intent, "intent")
+    check_label(step, "step")
     missing = f"no checkpoint for intent {intent!r} step {step!r}"
-    with cx._reading(missing) as con:
-        row = feedback.checkpoint(con, cx.actor, intent, step)
+    with ctx.reading(missing) as tx:
+        row = tx.checkpoint(ctx.actor, intent, step)
     if row is None:
         raise NotFound(missing)
     return decode_record(row["record"])

@@ -36,15 +36,17 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING
 
 from cortexctl.engine.models import FindHit, FindQuery
 from cortexctl.memory import codec
 from cortexctl.memory.forms import count_tokens
 from cortexctl.memory.terms import term_id, terms
 from cortexctl.memory.types import type_name as stored_type
-from cortexctl.store import records
-from cortexctl.store import search as sq
+from cortexctl.store.interface import Filters, Scoring, Tx
+
+if TYPE_CHECKING:
+    from cortexctl.engine.context import Context
 
 K1 = 1.2  # BM25; b is 0, so document length plays no part (module docstring)
 W_LEX = 1.0
@@ -67,10 +69,10 @@ class Candidate:
 
 
 class Heads:
-    """What find knows of its candidates' heads, each looked up once (``records.candidate_rows``)."""
+    """What find knows of its candidates' heads, each looked up once (``Tx.candidates``)."""
 
-    def __init__(self, con, where: str, params: list, sal_params: list) -> None:
-        self.con, self.where, self.params, self.sal_params = con, where, params, sal_params
+    def __init__(self, tx: Tx, filters: Filters, scoring: Scoring) -> None:
+        self.tx, self.filters, self.scoring = tx, filters, scoring
         self.known: dict[str, tuple[int, bool, float]] = {}
         self.wanted: set[str] = set()
 
@@ -82,7 +84,7 @@ class Heads:
         want = [i for i in dict.fromkeys([*ids, *self.wanted]) if i not in self.known]
         self.wanted.clear()
         if want:
-            self.known.update(records.candidate_rows(self.con, want, self.where, self.params, self.sal_params))
+            self.known.update(self.tx.candidates(want, self.filters, self.scoring))
 
     def passing(self, ids) -> dict[str, int]:
         """Of ``ids``, those that pass the filters: id -> current version."""
@@ -94,13 +96,12 @@ class Heads:
         return {i: self.known[i][2] for i in ids if i in self.known}
 
 
-def salience_params(con, actor: str, now) -> list[Any]:
-    """The salience SQL's parameters under ``actor``'s learned weights."""
+def scoring(tx: Tx, actor: str, now) -> Scoring:
+    """The salience parameters under ``actor``'s learned weights."""
     from cortexctl.engine import salience
-    from cortexctl.store import feedback
 
-    weights = feedback.weights_of(con, actor) or salience.DEFAULT_WEIGHTS
-    return records.salience_params(now, salience.HALF_LIFE_SECONDS, weights)
+    weights = tx.weights(actor) or salience.DEFAULT_WEIGHTS
+    return Scoring(now, salience.HALF_LIFE_SECONDS, tuple(weights))
 
 
 def query_terms(text: str) -> dict[int, float]:
@@ -108,72 +109,68 @@ def query_terms(text: str) -> dict[int, float]:
     return {term_id(t): 1.0 for t in terms(text)}
 
 
-def run(cx, query: FindQuery, filters: dict) -> tuple[list[FindHit], list[str]]:
+def run(ctx: Context, query: FindQuery, filters: Filters) -> tuple[list[FindHit], list[str]]:
     """The ranked hits and any warnings (a lane that could not run, an index rebuilt)."""
     from cortexctl.engine.semantic import IndexUnusable, fold
     from cortexctl.errors import CortexError, StoreBusy
 
     warnings: list[str] = []
-    qvec = _embed_query(cx, query.near, warnings) if query.near is not None else None
+    qvec = _embed_query(ctx, query.near, warnings) if query.near is not None else None
     try:
-        return _search(cx, query, filters, qvec, warnings), warnings
+        return _search(ctx, query, filters, qvec, warnings), warnings
     except IndexUnusable as exc:
         reason = exc.message
     try:
-        fold(cx, rebuild=True, wait=0)  # the writer lock only; never queue behind another writer
+        fold(ctx, rebuild=True, wait=0)  # the writer lock only; never queue behind another writer
     except StoreBusy:
         warnings.append(f"index {reason} and another writer holds the store: exact search")
-        return _search(cx, query, filters, qvec, warnings, exact=True), warnings
+        return _search(ctx, query, filters, qvec, warnings, exact=True), warnings
     except (CortexError, OSError) as err:  # a read-only store, a full disk: answer all the same
         detail = err.message if isinstance(err, CortexError) else (err.strerror or type(err).__name__)
         warnings.append(f"index {reason} and it cannot be rebuilt ({detail}): exact search")
-        return _search(cx, query, filters, qvec, warnings, exact=True), warnings
+        return _search(ctx, query, filters, qvec, warnings, exact=True), warnings
     try:
-        hits = _search(cx, query, filters, qvec, warnings)
+        hits = _search(ctx, query, filters, qvec, warnings)
         warnings.append(f"index {reason}: rebuilt")
         return hits, warnings
     except IndexUnusable as exc:  # nothing to build it from (no vectors of this model yet)
         warnings.append(f"index {exc.message}: exact search")
-        return _search(cx, query, filters, qvec, warnings, exact=True), warnings
+        return _search(ctx, query, filters, qvec, warnings, exact=True), warnings
 
 
-def _search(cx, query: FindQuery, filters: dict, qvec, warnings: list[str], *, exact: bool = False) -> list[FindHit]:
+def _search(ctx: Context, query: FindQuery, filters: Filters, qvec, warnings: list[str], *,
+            exact: bool = False) -> list[FindHit]:
     from cortexctl.engine import semantic
-    from cortexctl.engine.cortex import utcnow
 
-    where, params = records.filter_sql(actor=cx.actor, **filters)
     n = max(query.k * 3, MIN_CANDIDATES)
-    with cx._reading() as con:
-        if con is None:
+    with ctx.reading() as tx:
+        if tx is None:
             return []
-        sal_params = salience_params(con, cx.actor, utcnow())
+        score = scoring(tx, ctx.actor, ctx.clock())
         if query.near is None:
-            ranked = [Candidate(i, ["salience"], salience=s)
-                      for i, s in records.top_salience(con, where, params, sal_params, query.k)]
-            return _hits(con, ranked, query)
-        heads = Heads(con, where, params, sal_params)
+            ranked = [Candidate(i, ["salience"], salience=s) for i, s in tx.top_salience(filters, score, query.k)]
+            return _hits(tx, ranked, query)
+        heads = Heads(tx, filters, score)
         nearest: list[tuple[str, float]] = []
 
         def semantic_lane() -> None:
             nonlocal nearest
             if qvec is None:
                 return
-            narrow = bool(filters["types"] or filters["tags"] or filters["frames"])
-            nearest, note = semantic.search(cx, con, qvec, where, params, n, narrow=narrow, exact=exact,
-                                            check=heads.passing)
+            nearest, note = semantic.search(ctx, tx, qvec, filters, n, exact=exact, check=heads.passing)
             if note:
                 warnings.append(note)
 
-        lexical = lexical_lane(con, query.near, heads, n, between=semantic_lane, actor=cx.actor)
-        salient = records.top_salience(con, where, params, sal_params, n)
+        lexical = lexical_lane(tx, query.near, heads, n, between=semantic_lane, actor=ctx.actor)
+        salient = tx.top_salience(filters, score, n)
         cands = fuse(lexical, nearest, salient)
         missing = [c.id for c in cands.values() if "salience" not in c.lanes]
         for id_, sal in heads.salience(missing).items():
             cands[id_].salience = sal
-        return _hits(con, rank(cands.values(), remote=cx.embedder.remote), query)
+        return _hits(tx, rank(cands.values(), remote=ctx.embedder.remote), query)
 
 
-def bm25_scores(con, qw: dict[int, float], n_docs: int, hidden=None):
+def bm25_scores(tx: Tx, qw: dict[int, float], n_docs: int, hidden=None):
     """(docs, scores) of every memory holding a query term, as numpy arrays.
 
     score = sum over query terms t of w_t * idf(t) * tf * (k1 + 1) / (tf + k1), which is BM25 with
@@ -182,7 +179,7 @@ def bm25_scores(con, qw: dict[int, float], n_docs: int, hidden=None):
     """
     import numpy as np
 
-    hits = sq.postings_of(con, list(qw))
+    hits = tx.postings_of(list(qw))
     if hidden is not None and len(hidden) and len(hits["doc"]):
         keep = ~np.isin(hits["doc"], hidden)
         hits = {k: v[keep] for k, v in hits.items()}
@@ -196,7 +193,7 @@ def bm25_scores(con, qw: dict[int, float], n_docs: int, hidden=None):
     return docs, np.bincount(where_, weights=contrib, minlength=len(docs))
 
 
-def filtered_top(con, docs, scores, heads: Heads, n: int, ids_of: dict[int, str]) -> list[tuple[str, int, float]]:
+def filtered_top(tx: Tx, docs, scores, heads: Heads, n: int, ids_of: dict[int, str]) -> list[tuple[str, int, float]]:
     """The ``n`` best (id, doc, score) whose memory passes the filters; ties by ID.
 
     Candidates are checked in growing slices of the ranking, so a broad filter
@@ -212,7 +209,7 @@ def filtered_top(con, docs, scores, heads: Heads, n: int, ids_of: dict[int, str]
         sel = order[start : start + size]
         need = [int(d) for d in docs[sel] if int(d) not in ids_of]
         if need:
-            ids_of.update(sq.doc_ids(con, need))
+            ids_of.update(tx.doc_ids(need))
         sel_ids = [ids_of.get(int(d)) for d in docs[sel]]
         ok = heads.passing([i for i in sel_ids if i is not None])
         out.extend((i, int(d), float(s)) for i, d, s in zip(sel_ids, docs[sel], scores[sel]) if i in ok)
@@ -222,7 +219,7 @@ def filtered_top(con, docs, scores, heads: Heads, n: int, ids_of: dict[int, str]
     return out[:n]
 
 
-def lexical_lane(con, text: str, heads: Heads, n: int, between=None, *, actor: str) -> list[tuple[str, float]]:
+def lexical_lane(tx: Tx, text: str, heads: Heads, n: int, between=None, *, actor: str) -> list[tuple[str, float]]:
     """BM25, then one pass of pseudo-relevance feedback (module docstring).
 
     ``between()`` runs once the first pass is scored and its best candidates
@@ -232,23 +229,23 @@ def lexical_lane(con, text: str, heads: Heads, n: int, between=None, *, actor: s
     import numpy as np
 
     qw = query_terms(text)
-    hidden = sq.hidden_docs(con, actor) if qw else None
-    n_docs = sq.doc_count(con) - (len(hidden) if qw else 0) if qw else 0
-    docs, scores = bm25_scores(con, qw, n_docs, hidden) if qw else (np.zeros(0, np.uint64), np.zeros(0))
+    hidden = tx.hidden_docs(actor) if qw else None
+    n_docs = tx.doc_count() - (len(hidden) if qw else 0) if qw else 0
+    docs, scores = bm25_scores(tx, qw, n_docs, hidden) if qw else (np.zeros(0, np.uint64), np.zeros(0))
     ids_of: dict[int, str] = {}
     if len(docs):
         best_docs = docs[np.lexsort((docs, -scores))[: max(4 * max(n, PRF_DOCS), 64)]]
-        ids_of.update(sq.doc_ids(con, best_docs.tolist()))
+        ids_of.update(tx.doc_ids(best_docs.tolist()))
         heads.want(ids_of.values())
     if between is not None:
         between()
     if not len(docs):
         return []
-    first = filtered_top(con, docs, scores, heads, max(n, PRF_DOCS), ids_of)
+    first = filtered_top(tx, docs, scores, heads, max(n, PRF_DOCS), ids_of)
     if not first:
         return []
     top = first[:PRF_DOCS]
-    held = sq.doc_terms(con, [d for _, d, _ in top])
+    held = tx.doc_terms([d for _, d, _ in top])
     total = sum(s for _, _, s in top) or 1.0
     weights: dict[int, float] = {}
     for _, doc, s in top:
@@ -258,7 +255,7 @@ def lexical_lane(con, text: str, heads: Heads, n: int, between=None, *, actor: s
                 weights[t] = weights.get(t, 0.0) + (s / total) * tf / max(length, 1)
     if not weights:
         return [(i, s) for i, _, s in first[:n]]
-    df = sq.term_df(con, list(weights), hidden)
+    df = tx.term_df(list(weights), hidden)
     e = {t: w * math.log1p((n_docs - df.get(t, 0) + 0.5) / (df.get(t, 0) + 0.5)) for t, w in weights.items()}
     best = sorted(e.items(), key=lambda kv: (-kv[1], kv[0]))[:PRF_TERMS]
     if not best or best[0][1] <= 0:
@@ -266,15 +263,15 @@ def lexical_lane(con, text: str, heads: Heads, n: int, between=None, *, actor: s
     expanded = dict(qw)
     for t, v in best:
         expanded[t] = PRF_BETA * v / best[0][1]
-    docs, scores = bm25_scores(con, expanded, n_docs, hidden)
-    return [(i, s) for i, _, s in filtered_top(con, docs, scores, heads, n, ids_of)]
+    docs, scores = bm25_scores(tx, expanded, n_docs, hidden)
+    return [(i, s) for i, _, s in filtered_top(tx, docs, scores, heads, n, ids_of)]
 
 
-def _embed_query(cx, text: str, warnings: list[str]):
+def _embed_query(ctx: Context, text: str, warnings: list[str]):
     from cortexctl.errors import ConfigError, ProviderUnreachable
 
     try:
-        vec = cx.embedder.embed([text])
+        vec = ctx.embedder.embed([text])
     except (ProviderUnreachable, ConfigError) as exc:
         warnings.append(f"semantic lane skipped: {exc.message}")
         return None
@@ -318,11 +315,11 @@ def rank(cands, *, remote: bool) -> list[Candidate]:
     return out
 
 
-def _hits(con, ranked: list[Candidate], query: FindQuery) -> list[FindHit]:
+def _hits(tx: Tx, ranked: list[Candidate], query: FindQuery) -> list[FindHit]:
     ranked = ranked[: query.k]
     ids = [c.id for c in ranked]
-    heads = records.result_rows(con, ids, "medium" if query.form == "medium" else "short")
-    full = records.current_versions(con, ids) if query.form == "full" else {}
+    heads = tx.result_rows(ids, "medium" if query.form == "medium" else "short")
+    full = tx.current_versions(ids) if query.form == "full" else {}
     hits: list[FindHit] = []
     used = 0
     for c in ranked:

@@ -173,16 +173,16 @@ class Learning:
         self.profiles[seq - 1] = (p, affected)
         have = self.weights.get(actor, salience.DEFAULT_WEIGHTS)
         if previous != have:
-            raise IntegrityError(f"journal entry {seq} (learn_weights) starts from weights {_fmt(previous)} "
-                                 f"but replay reached {_fmt(have)}")
+            raise IntegrityError(f"journal entry {seq} (learn_weights) starts from weights {fmt_weights(previous)} "
+                                 f"but replay reached {fmt_weights(have)}")
         step = salience.ema_step(have, p, outcome, reason, affected, alpha)
         if new != step.weights or skipped != step.skipped:
-            raise IntegrityError(f"journal entry {seq} (learn_weights) records weights {_fmt(new)} "
-                                 f"but the step recomputes to {_fmt(step.weights)}")
+            raise IntegrityError(f"journal entry {seq} (learn_weights) records weights {fmt_weights(new)} "
+                                 f"but the step recomputes to {fmt_weights(step.weights)}")
         self.weights[actor] = step.weights
         self.steps[actor] = self.steps.get(actor, 0) + 1
         self.seq[actor] = seq
 
 
-def _fmt(weights) -> str:
+def fmt_weights(weights) -> str:
     return "(" + ", ".join(f"{w:.17g}" for w in weights) + ")"

@@ -29,10 +29,13 @@ import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 from cortexctl.errors import CortexError, StoreBusy
-from cortexctl.store import search as sq
+from cortexctl.store.interface import Filters, Tx
+
+if TYPE_CHECKING:
+    from cortexctl.engine.context import Context
 
 INDEX_NAME = "cortex.usearch"
 RECORD_NAME = "cortex.usearch.json"
@@ -88,17 +91,7 @@ def _write_record(store, rec: IndexRecord) -> None:
             fh.write(json.dumps(rec.to_json(), sort_keys=True).encode())
 
 
-def _covered(con, model: str, max_key: int) -> int:
-    """Vectors of ``model`` the file should hold: live or dropped since, key up to ``max_key``."""
-    row = con.execute(
-        "SELECT (SELECT count(*) FROM vectors WHERE model = ? AND key <= ?)"
-        " + (SELECT count(*) FROM vectors_dropped WHERE model = ? AND key <= ?)",
-        [model, max_key, model, max_key],
-    ).fetchall()[0]
-    return int(row[0])
-
-
-def index_state(con, store, model: str, dim: int | None) -> tuple[IndexRecord | None, str]:
+def index_state(tx: Tx, store, model: str, dim: int | None) -> tuple[IndexRecord | None, str]:
     """(record, "ok") when the index file can be trusted for ``model``, else (record or None, why not)."""
     from cortexctl.index import hnsw
 
@@ -115,7 +108,7 @@ def index_state(con, store, model: str, dim: int | None) -> tuple[IndexRecord | 
         return rec, "unreadable record"
     if not hnsw.trusted(index_path(store), fp):
         return rec, "file changed or damaged"
-    if _covered(con, model, rec.max_key) != rec.count:
+    if tx.covered(model, rec.max_key) != rec.count:  # the file holds live and dropped vectors up to max_key
         return rec, "out of step with the store"
     return rec, "ok"
 
@@ -132,22 +125,22 @@ def embed_versions(embedder, items: list[tuple[str, int, str]]) -> tuple[list[st
     return ids, versions, matrix
 
 
-def store_vectors(con, embedder, ids, versions, matrix) -> int:
+def store_vectors(tx: Tx, embedder, ids, versions, matrix) -> int:
     """Store vectors made by ``embedder``; returns the last key. A dimension the model's
     stored vectors do not have is refused (a misconfigured endpoint)."""
     from cortexctl.errors import ConfigError
 
     dim = len(matrix[0]) // 4 if isinstance(matrix, list) else int(matrix.shape[1])
-    have = sq.model_dim(con, embedder.model)
+    have = tx.model_dim(embedder.model)
     if have is not None and have != dim:
         raise ConfigError(
             f"model {embedder.model} made {dim}-dimensional vectors, but the store holds "
             f"{have}-dimensional ones from it", hint="check embedding -> dimensions, or run: cortexctl reindex",
         )
-    return sq.insert_vectors(con, ids, versions, embedder.model, matrix)
+    return tx.insert_vectors(ids, versions, embedder.model, matrix)
 
 
-def embed_pending(cx, *, limit: int | None = None, ids: list[str] | None = None,
+def embed_pending(ctx: Context, *, limit: int | None = None, ids: list[str] | None = None,
                   warnings: list[str] | None = None, progress=None) -> int:
     """Embed live memories the active model has not embedded yet (all, ``limit`` of them, or ``ids``).
 
@@ -159,10 +152,9 @@ def embed_pending(cx, *, limit: int | None = None, ids: list[str] | None = None,
     from cortexctl.errors import ConfigError, ProviderUnreachable
     from cortexctl.memory import codec, schema
     from cortexctl.memory.types import type_name
-    from cortexctl.store.db import NoStore
-    from cortexctl.store import records
+    from cortexctl.store.interface import NoStore
 
-    embedder = cx.embedder
+    embedder = ctx.embedder
     done = 0
     total = None
     while True:
@@ -170,10 +162,10 @@ def embed_pending(cx, *, limit: int | None = None, ids: list[str] | None = None,
         if want <= 0:
             return done
         try:
-            with cx.store.read() as con:
+            with ctx.storage.reading() as tx:
                 if total is None and progress is not None:
-                    total = sq.count_pending(con, embedder.model)
-                rows = sq.pending(con, embedder.model, limit=want, ids=ids)
+                    total = tx.count_pending(embedder.model)
+                rows = tx.pending(embedder.model, limit=want, ids=ids)
         except NoStore:
             return done
         if not rows:
@@ -186,16 +178,16 @@ def embed_pending(cx, *, limit: int | None = None, ids: list[str] | None = None,
                 raise
             warnings.append(f"embedding pending: {exc.message}")
             return done
-        with cx._transaction() as con:
-            current = records.passing(con, got_ids, "h.tombstoned_at IS NULL", [])
+        with ctx.transaction() as tx:
+            current = tx.live_versions(got_ids)
             keep = [i for i, (id_, v) in enumerate(zip(got_ids, versions)) if current.get(id_) == v]
             if keep:
                 sel = [got_ids[i] for i in keep]
                 for id_ in sel:
-                    sq.drop_vectors(con, id_, model=embedder.model)
+                    tx.drop_vectors(id_, model=embedder.model)
                 if warnings is None:
-                    store_vectors(con, embedder, sel, [versions[i] for i in keep], matrix[keep])
-                elif not store_or_warn(con, embedder, sel, [versions[i] for i in keep], matrix[keep], warnings):
+                    store_vectors(tx, embedder, sel, [versions[i] for i in keep], matrix[keep])
+                elif not store_or_warn(tx, embedder, sel, [versions[i] for i in keep], matrix[keep], warnings):
                     return done
         done += len(rows)
         if progress is not None:
@@ -204,34 +196,30 @@ def embed_pending(cx, *, limit: int | None = None, ids: list[str] | None = None,
             return done
 
 
-def reindex(cx, *, rebuild: bool = False, progress=None) -> dict:
+def reindex(ctx: Context, *, rebuild: bool = False, progress=None) -> dict:
     """Embed everything pending for the active model, drop other models' vectors, fold or rebuild the index."""
-    from cortexctl.errors import NotFound
-
-    embedder = cx.embedder
-    if not cx.store.exists():
-        cx.store._check_path()
-        raise NotFound(f"no store at {cx.store.path}")
+    embedder = ctx.embedder
+    ctx.require_store(f"no store at {ctx.storage.path}")
     replaced = 0
     if getattr(embedder, "remote", False):
         dim = embedder.probe()  # a dead or misconfigured endpoint fails here, before any work
-        with cx._transaction() as con:
-            have = sq.model_dim(con, embedder.model)
+        with ctx.transaction() as tx:
+            have = tx.model_dim(embedder.model)
             if have is not None and have != dim:  # the endpoint now makes another length: start over
-                replaced = sq.drop_model(con, embedder.model)
-    embedded = embed_pending(cx, progress=(lambda d, t: progress("embed", d, t)) if progress else None)
-    with cx._transaction() as con:
-        dropped = sq.drop_other_models(con, embedder.model) + replaced
-    done = fold(cx, rebuild=rebuild, progress=(lambda d, t: progress("index", d, t)) if progress else None)
+                replaced = tx.drop_model(embedder.model)
+    embedded = embed_pending(ctx, progress=(lambda d, t: progress("embed", d, t)) if progress else None)
+    with ctx.transaction() as tx:
+        dropped = tx.drop_other_models(embedder.model) + replaced
+    done = fold(ctx, rebuild=rebuild, progress=(lambda d, t: progress("index", d, t)) if progress else None)
     return {"model": embedder.model, "dim": embedder.dim, "embedded": embedded, "dropped": dropped, "index": done}
 
 
-def store_or_warn(con, embedder, ids, versions, matrix, warnings: list[str]) -> int:
+def store_or_warn(tx: Tx, embedder, ids, versions, matrix, warnings: list[str]) -> int:
     """``store_vectors``, but a dimension mismatch leaves the memories pending with a warning."""
     from cortexctl.errors import ConfigError
 
     try:
-        return store_vectors(con, embedder, ids, versions, matrix)
+        return store_vectors(tx, embedder, ids, versions, matrix)
     except ConfigError as exc:
         warnings.append(f"embedding pending: {exc.message}")
         return 0
@@ -251,10 +239,10 @@ class IndexBuilder:
 
     CHUNK = 1024  # vectors per job, so that the last ones can be added with every core
 
-    def __init__(self, cx) -> None:
+    def __init__(self, ctx: Context) -> None:
         from concurrent.futures import ThreadPoolExecutor
 
-        self.model = cx.embedder.model
+        self.model = ctx.embedder.model
         self.base: IndexRecord | None = None
         self.index = None
         self.broken = False
@@ -263,13 +251,13 @@ class IndexBuilder:
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="cortexctl-index")
         self._jobs: list = []
         try:
-            with cx.store.read() as con:
-                rec, why = index_state(con, cx.store, self.model, None)
+            with ctx.storage.reading() as tx:
+                rec, why = index_state(tx, ctx.storage, self.model, None)
         except CortexError:
             return  # no store yet (or unreadable): start from nothing
         if why == "ok" and rec is not None:
             self.base = rec
-            self._jobs.append(self._pool.submit(self._restore, index_path(cx.store), rec))
+            self._jobs.append(self._pool.submit(self._restore, index_path(ctx.storage), rec))
 
     def _restore(self, path: Path, rec: IndexRecord) -> None:
         from cortexctl.index import hnsw
@@ -304,7 +292,7 @@ class IndexBuilder:
         self._pool.shutdown(wait=True, cancel_futures=True)
         self._jobs = []
 
-    def take(self, con, rec: IndexRecord | None, dim: int):
+    def take(self, tx: Tx, rec: IndexRecord | None, dim: int):
         """The index, when it can stand in for what ``fold`` would start from, else None.
 
         ``rec`` is the trusted record now (None when the file cannot be trusted).
@@ -320,9 +308,7 @@ class IndexBuilder:
             return None
         lo = self.added[0][0]
         hi = self.added[-1][0] + len(self.added[-1][1]) - 1
-        stored = {int(k): (i, int(v)) for k, i, v in con.execute(
-            "SELECT key, id, version FROM vectors WHERE model = ? AND key BETWEEN ? AND ?",
-            [self.model, lo, hi]).fetchall()}
+        stored = tx.vectors_between(self.model, lo, hi)
         for first, ids, versions in self.added:
             for k, (i, v) in enumerate(zip(ids, versions), first):
                 if stored.get(k) != (i, v):
@@ -335,7 +321,7 @@ class IndexBuilder:
         return np.concatenate([np.arange(f, f + len(ids), dtype=np.uint64) for f, ids, _ in self.added])
 
 
-def fold(cx, *, rebuild: bool = False, progress: Callable[[int, int], None] | None = None,
+def fold(ctx: Context, *, rebuild: bool = False, progress: Callable[[int, int], None] | None = None,
          built: IndexBuilder | None = None, wait: float | None = None) -> dict:
     """Bring the index file up to date with the active model's vectors; returns what was done.
 
@@ -346,39 +332,39 @@ def fold(cx, *, rebuild: bool = False, progress: Callable[[int, int], None] | No
     """
     from cortexctl.index import hnsw
 
-    embedder = cx.embedder
+    embedder = ctx.embedder
     model = embedder.model
+    store = ctx.storage
     try:
-        with cx.store.exclusive(wait=wait):
-            with cx.store.read() as con:
-                count, max_key, dim = sq.vector_stats(con, model)
-                rec, why = index_state(con, cx.store, model, dim)
+        with store.exclusive(wait=wait):
+            with store.reading() as tx:
+                count, max_key, dim = tx.vector_stats(model)
+                rec, why = index_state(tx, store, model, dim)
                 if dim is None:
                     return {"action": "none", "vectors": 0, "reason": "no vectors yet"}
                 index = None
                 skip = None
                 trusted = rec if why == "ok" else None
                 if built is not None and not (rebuild and built.base is not None):
-                    index = built.take(con, None if rebuild else trusted, dim)
+                    index = built.take(tx, None if rebuild else trusted, dim)
                     if index is not None:
                         skip = built.keys()
                 if index is None and not rebuild and trusted is not None:
-                    if rec.max_key == max_key and not sq.dropped_keys(con, model):
+                    if rec.max_key == max_key and not tx.dropped_keys(model):
                         return {"action": "none", "vectors": rec.count, "reason": "up to date"}
-                    index = hnsw.open_mutable(index_path(cx.store), hnsw.Fingerprint.from_json(rec.fingerprint))
+                    index = hnsw.open_mutable(index_path(store), hnsw.Fingerprint.from_json(rec.fingerprint))
                 if index is not None and (skip is None or built.base is not None):
                     action = "fold"
-                    dropped = [k for k in sq.dropped_keys(con, model) if k <= rec.max_key]
+                    dropped = [k for k in tx.dropped_keys(model) if k <= rec.max_key]
                     hnsw.remove(index, [k for k in dropped if index.contains(k)])
                     after = rec.max_key
                 else:
                     action = "rebuild"
                     index = hnsw.new(dim) if index is None else index
                     after = 0
-                total = int(con.execute("SELECT count(*) FROM vectors WHERE model = ? AND key > ?",
-                                        [model, after]).fetchall()[0][0])
+                total = tx.count_vectors(model, after=after)
                 done = 0 if skip is None else len(skip)
-                for keys, mat in sq.iter_vectors(con, model, dim, after=after):
+                for keys, mat in tx.iter_vectors(model, dim, after=after):
                     if skip is not None:
                         import numpy as np
 
@@ -388,39 +374,37 @@ def fold(cx, *, rebuild: bool = False, progress: Callable[[int, int], None] | No
                     done += len(keys)
                     if progress:
                         progress(done, max(total, done))
-            fp = hnsw.save_atomic(index, index_path(cx.store))
-            whole = hnsw.fingerprint(index_path(cx.store), count=fp.count, dim=fp.dim, whole=True)
-            _write_record(cx.store, IndexRecord(model, dim, max_key, len(index), fp.to_json(), whole.crc if whole else 0))
-            with cx.store.write() as con:
-                con.execute("BEGIN")
-                sq.clear_dropped(con)
-                con.execute("COMMIT")
+            fp = hnsw.save_atomic(index, index_path(store))
+            whole = hnsw.fingerprint(index_path(store), count=fp.count, dim=fp.dim, whole=True)
+            _write_record(store, IndexRecord(model, dim, max_key, len(index), fp.to_json(), whole.crc if whole else 0))
+            with store.transaction() as tx:
+                tx.clear_dropped()
     finally:
         if built is not None:
             built.close()
     return {"action": action, "vectors": len(index), "added": done, "reason": why if action == "rebuild" else "delta"}
 
 
-def maybe_fold(cx, last_key: int) -> None:
+def maybe_fold(ctx: Context, last_key: int) -> None:
     """After a write that stored vectors up to ``last_key``: fold when the delta has grown
     to FOLD_AT. Never fails the write."""
-    rec = read_record(cx.store)
-    base = rec.max_key if rec is not None and rec.model == cx.embedder.model else 0
+    rec = read_record(ctx.storage)
+    base = rec.max_key if rec is not None and rec.model == ctx.embedder.model else 0
     if last_key - base < FOLD_AT:
         return
     try:
-        fold(cx)
+        fold(ctx)
     except (StoreBusy, OSError):
         pass
 
 
 # -- searching ---------------------------------------------------------------------------
-def search(cx, con, query_vec, where: str, params: list, n: int, *, narrow: bool,
+def search(ctx: Context, tx: Tx, query_vec, filters: Filters, n: int, *,
            exact: bool = False, check=None) -> tuple[list[tuple[str, float]], str | None]:
-    """The ``n`` visible, filtered memories nearest to ``query_vec``: ([(id, cosine)], note).
+    """The ``n`` memories passing ``filters`` nearest to ``query_vec``: ([(id, cosine)], note).
 
-    ``narrow``: the query has filters beyond visibility, so count the
-    candidates and compare them exactly when they are few. ``exact``: skip the
+    Narrow filters (beyond visibility): count the candidates and compare
+    them exactly when they are few. ``exact``: skip the
     index. ``note`` says when the index had to be bypassed; the answer is exact
     then. Raises ``IndexUnusable`` when the index file cannot be trusted.
     ``check(ids)`` says which memories pass the filters (id -> current version).
@@ -428,42 +412,42 @@ def search(cx, con, query_vec, where: str, params: list, n: int, *, narrow: bool
     import numpy as np
 
     from cortexctl.index import hnsw
-    from cortexctl.store import records
 
-    model = cx.embedder.model
+    model = ctx.embedder.model
+    store = ctx.storage
     q = np.asarray(query_vec, dtype=np.float32).reshape(-1)
     if not np.any(q):
         return [], None
     if check is None:
         def check(ids):
-            return records.passing(con, ids, where, params)
+            return tx.passing(ids, filters)
     dim = q.shape[0]
-    have = sq.model_dim(con, model)
+    have = tx.model_dim(model)
     if have is None:
-        if not records.count_heads(con):
+        if not tx.count_heads():
             return [], None
         return [], f"semantic lane empty: no memory has a vector from {model} yet (run: cortexctl reindex)"
     if have != dim:
         return [], (f"semantic lane skipped: the query's vector has {dim} dimensions but the store's vectors "
                     f"from {model} have {have} (run: cortexctl reindex)")
-    total = records.count_heads(con)
-    if exact or total <= EXACT_MAX or (narrow and records.count_heads(con, where, params) <= EXACT_MAX):
-        return _exact(con, where, params, model, dim, q, n), None
-    rec, why = index_state(con, cx.store, model, dim)
+    total = tx.count_heads()
+    if exact or total <= EXACT_MAX or (filters.narrow and tx.count_heads(filters) <= EXACT_MAX):
+        return _exact(tx, filters, model, dim, q, n), None
+    rec, why = index_state(tx, store, model, dim)
     if why != "ok" or rec is None:
         raise IndexUnusable(why)
-    index = hnsw.open_view(index_path(cx.store), hnsw.Fingerprint.from_json(rec.fingerprint))
+    index = hnsw.open_view(index_path(store), hnsw.Fingerprint.from_json(rec.fingerprint))
     if index is None:
         raise IndexUnusable("file changed or damaged")
     found: dict[str, float] = {}
     # the delta: vectors newer than the file, compared exactly, checked with the first batch from the index
-    d_ids, d_versions, d_mat = sq.vectors_after(con, model, rec.max_key, dim)
+    d_ids, d_versions, d_mat = tx.vectors_after(model, rec.max_key, dim)
     delta = list(zip(d_ids, d_versions, (d_mat @ q).tolist())) if d_ids else []
     want = max(n * 2, 64)
     while True:
         keys, sims = hnsw.search(index, q, want)
         sim_of = dict(zip(keys.tolist(), sims.tolist()))
-        rows = [(i, v, sim_of[k]) for k, i, v in sq.vectors_of_keys(con, keys.tolist(), model)]
+        rows = [(i, v, sim_of[k]) for k, i, v in tx.vectors_of_keys(keys.tolist(), model)]
         ok = check([i for i, _, _ in rows + delta])
         for i, v, s in rows + delta:
             if ok.get(i) == v:
@@ -474,16 +458,16 @@ def search(cx, con, query_vec, where: str, params: list, n: int, *, narrow: bool
             break
         if want >= 64 * max(n * 2, 64):
             # A filter that keeps few of the memories the index finds: compare them all exactly.
-            return _exact(con, where, params, model, dim, q, n), "filter too narrow for the index; exact search"
+            return _exact(tx, filters, model, dim, q, n), "filter too narrow for the index; exact search"
         want *= 4
     ranked = sorted(((i, s) for i, s in found.items() if s > 0), key=lambda kv: (-kv[1], kv[0]))[:n]
     return ranked, None
 
 
-def _exact(con, where, params, model, dim, q, n) -> list[tuple[str, float]]:
+def _exact(tx: Tx, filters: Filters, model, dim, q, n) -> list[tuple[str, float]]:
     import numpy as np
 
-    ids, mat = sq.vectors_for(con, where, params, model, dim)
+    ids, mat = tx.vectors_for(filters, model, dim)
     if not len(ids):
         return []
     sims = mat @ q
@@ -495,7 +479,7 @@ class IndexUnusable(CortexError):
     """The index file cannot be trusted for this search; the caller rebuilds it."""
 
 
-def verify_index(con, store, model: str) -> list[str]:
+def verify_index(tx: Tx, store, model: str) -> list[str]:
     """Problems with the index file for verify (whole-file CRC included); [] when sound or absent."""
     from cortexctl.index import hnsw
 
@@ -505,8 +489,8 @@ def verify_index(con, store, model: str) -> list[str]:
     if rec.model != model:
         return []  # built by another model: reindex rebuilds it, nothing is wrong
     problems = []
-    count, max_key, dim = sq.vector_stats(con, model)
-    _, why = index_state(con, store, model, dim)
+    count, max_key, dim = tx.vector_stats(model)
+    _, why = index_state(tx, store, model, dim)
     if why != "ok":
         problems.append(f"index file {INDEX_NAME}: {why} (reindex --rebuild rebuilds it)")
     else:

@@ -31,19 +31,17 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import IO, Any, Callable
 
-from cortexctl.engine.cortex import (
-    Cortex,
+from cortexctl.engine.context import Context
+from cortexctl.engine.models import ImportReport, LineProblem, Tombstone, iso
+from cortexctl.engine.rows import (
     clean_frames,
     clean_tags,
     head_row,
     provenance_of,
-    iso,
     to_naive,
-    utcnow,
     version_row,
     write_payload,
 )
-from cortexctl.engine.models import ImportReport, LineProblem, Tombstone
 from cortexctl.errors import CortexError, InvalidData, UsageError
 from cortexctl.memory import codec, schema
 from cortexctl.memory.ids import is_id, memory_uri, new_id, normalize_id_text
@@ -58,8 +56,7 @@ from cortexctl.memory.types import (
     check_name,
     check_visibility,
 )
-from cortexctl.store import records
-from cortexctl.store.db import NoStore
+from cortexctl.store.interface import NoStore
 
 DEFAULT_BATCH = 5000
 MAX_LINE_BYTES = 1 << 20
@@ -80,7 +77,7 @@ class ImportRejected(InvalidData):
         n = len(problems)
         super().__init__(
             f"import rejected: {n} of {total} line{'s' if total != 1 else ''} invalid; nothing was imported",
-            hint="fix the lines above, or pass --skip-invalid to import the rest",
+            hint="fix the lines above, or pass skip_invalid to import the rest", field="skip_invalid",
         )
         self.problems = problems
 
@@ -254,11 +251,11 @@ def prepare(obj: Any, actor: str, now: datetime, *, keep_actors: bool = False) -
 
 
 def read_prepared(
-    cx: Cortex, source: IO[bytes], *, keep_actors: bool = False
+    ctx: Context, source: IO[bytes], *, keep_actors: bool = False
 ) -> tuple[list[Prepared], list[LineProblem], int]:
     import orjson
 
-    now = utcnow()
+    now = ctx.clock()
     good: list[Prepared] = []
     problems: list[LineProblem] = []
     total = 0
@@ -278,7 +275,7 @@ def read_prepared(
                 obj = orjson.loads(text)
             except orjson.JSONDecodeError as exc:
                 raise InvalidData(f"not valid JSON ({str(exc).split(':')[0]})") from None
-            p = prepare(obj, cx.actor, now, keep_actors=keep_actors)
+            p = prepare(obj, ctx.actor, now, keep_actors=keep_actors)
             id_ = p.head["id"]
             if id_ in seen:
                 raise InvalidData(f"id {id_} appears again (first on line {seen[id_]})")
@@ -289,8 +286,8 @@ def read_prepared(
             problems.append(LineProblem(n, exc.message))
     if good:
         try:
-            with cx.store.read() as con:
-                taken = records.head_exists(con, [p.head["id"] for p in good])
+            with ctx.storage.reading() as tx:
+                taken = tx.existing_ids([p.head["id"] for p in good])
         except NoStore:
             taken = set()
         if taken:
@@ -306,7 +303,7 @@ def read_prepared(
 
 
 def import_jsonl(
-    cx: Cortex,
+    ctx: Context,
     source: IO[bytes],
     *,
     skip_invalid: bool = False,
@@ -316,8 +313,8 @@ def import_jsonl(
 ) -> ImportReport:
     """Import JSONL from a binary stream; see the module docstring for the rules."""
     if isinstance(batch_size, bool) or not isinstance(batch_size, int) or not 1 <= batch_size <= 1_000_000:
-        raise UsageError("--batch-size must be from 1 to 1000000")
-    good, problems, total = read_prepared(cx, source, keep_actors=keep_actors)
+        raise UsageError(f"batch_size must be from 1 to 1000000 (got {batch_size!r})", field="batch_size")
+    good, problems, total = read_prepared(ctx, source, keep_actors=keep_actors)
     if problems and not skip_invalid:
         raise ImportRejected(problems, total)
     first_seq = last_seq = None
@@ -330,12 +327,12 @@ def import_jsonl(
     if good:
         from cortexctl.engine import semantic
 
-        builder = semantic.IndexBuilder(cx)  # the index grows in the background, batch by batch
+        builder = semantic.IndexBuilder(ctx)  # the index grows in the background, batch by batch
     try:
         for start in range(0, len(good), batch_size):
             batch = good[start : start + batch_size]
             try:
-                seq, waiting, stored = _write_batch(cx, batch, warnings)
+                seq, waiting, stored = _write_batch(ctx, batch, warnings)
             except CortexError as err:
                 if done:
                     # Earlier batches are committed: say exactly what is in the store now.
@@ -354,7 +351,7 @@ def import_jsonl(
                 progress(done, len(good))
         if done:
             try:
-                index = semantic.fold(cx, built=builder)  # one index build (or fold) for the whole import
+                index = semantic.fold(ctx, built=builder)  # one index build (or fold) for the whole import
             except (CortexError, OSError) as err:  # every memory is in; only the cache lags
                 detail = err.message if isinstance(err, CortexError) else (err.strerror or type(err).__name__)
                 warnings.append(f"index file not brought up to date ({detail}); run: cortexctl reindex")
@@ -369,7 +366,7 @@ def import_jsonl(
     )
 
 
-def _write_batch(cx: Cortex, batch: list[Prepared], warnings: list[str]) -> tuple[int, int, tuple | None]:
+def _write_batch(ctx: Context, batch: list[Prepared], warnings: list[str]) -> tuple[int, int, tuple | None]:
     """One batch in one transaction; returns (first seq, memories left pending, stored vectors).
 
     The stored vectors are (last key, ids, versions, matrix), or None when none were stored.
@@ -382,29 +379,28 @@ def _write_batch(cx: Cortex, batch: list[Prepared], warnings: list[str]) -> tupl
     from cortexctl.engine import semantic
     from cortexctl.errors import ConfigError, ProviderUnreachable
     from cortexctl.memory.terms import text_terms
-    from cortexctl.store import search as search_sq
 
-    now = utcnow()
-    entries = [("write", now, cx.actor, p.head["id"], write_payload(p.head, p.versions)) for p in batch]
+    now = ctx.clock()
+    entries = [("write", now, ctx.actor, p.head["id"], write_payload(p.head, p.versions)) for p in batch]
     live = [p for p in batch if p.head["tombstoned_at"] is None]
     vectors = None
     if live and not warnings:
         try:
             vectors = semantic.embed_versions(
-                cx.embedder, [(p.head["id"], p.head["current_version"], p.text) for p in live])
+                ctx.embedder, [(p.head["id"], p.head["current_version"], p.text) for p in live])
         except (ProviderUnreachable, ConfigError) as exc:
             warnings.append(f"embedding pending: {exc.message}")
     postings = [(p.head["id"], text_terms(p.text)) for p in batch]
-    with cx._transaction() as con:
-        taken = records.head_exists(con, [p.head["id"] for p in batch])
+    with ctx.transaction() as tx:
+        taken = tx.existing_ids([p.head["id"] for p in batch])
         if taken:
             clash = [LineProblem(p.line, f"memory {p.head['id']} already exists in the store")
                      for p in batch if p.head["id"] in taken]
             raise ImportRejected(clash, len(batch))
-        records.insert_memories(con, [p.head for p in batch], [v for p in batch for v in p.versions])
-        search_sq.lex_add(con, postings)
-        last_key = semantic.store_or_warn(con, cx.embedder, *vectors, warnings) if vectors else 0
-        seq = records.append_journal(con, entries)
+        tx.insert_memories([p.head for p in batch], [v for p in batch for v in p.versions])
+        tx.add_postings(postings)
+        last_key = semantic.store_or_warn(tx, ctx.embedder, *vectors, warnings) if vectors else 0
+        seq = tx.append_journal(entries)
     return seq, (0 if last_key else len(live)), ((last_key, *vectors) if last_key else None)
 
 
@@ -447,7 +443,7 @@ def export_record(head: dict, versions: list[dict]) -> dict:
     }
 
 
-def export_jsonl(cx: Cortex, sink: IO[bytes] | str | os.PathLike) -> int:
+def export_jsonl(ctx: Context, sink: IO[bytes] | str | os.PathLike) -> int:
     """Write every memory the actor can see, in ID order; returns how many.
 
     A path is written atomically (a temp file beside it, then rename), so a
@@ -459,23 +455,23 @@ def export_jsonl(cx: Cortex, sink: IO[bytes] | str | os.PathLike) -> int:
         shown = Path(sink)
         path = Path(os.path.realpath(sink))  # through a symlink, the file it points to is replaced
         if path.is_dir():
-            raise UsageError(f"--out {shown} is a directory; give a file name")
+            raise UsageError(f"out {shown} is a directory; give a file name", field="out")
         parent = path.parent
         if not parent.is_dir():
-            raise UsageError(f"--out {shown}: directory {parent} does not exist")
+            raise UsageError(f"out {shown}: directory {parent} does not exist", field="out")
         from cortexctl.files import atomic_path
 
         if not os.access(parent, os.W_OK | os.X_OK):
-            raise UsageError(f"--out {shown}: cannot write in {parent} (Permission denied)")
+            raise UsageError(f"out {shown}: cannot write in {parent} (Permission denied)", field="out")
         with atomic_path(path) as tmp:  # 0600, like the store: an export holds private memories
             with open(tmp, "wb") as fh:
-                count = export_jsonl(cx, fh)
+                count = export_jsonl(ctx, fh)
         return count
 
     count = 0
     try:
-        with cx.store.read() as con:
-            for head, versions in records.iter_visible(con, cx.actor):
+        with ctx.storage.reading() as tx:
+            for head, versions in tx.iter_visible(ctx.actor):
                 sink.write(orjson.dumps(export_record(head, versions)) + b"\n")
                 count += 1
     except NoStore:

@@ -27,30 +27,34 @@ Checks, over every actor's memories:
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from cortexctl.engine import replay, salience, semantic
 from cortexctl.engine.models import Problem, VerifyReport
 from cortexctl.errors import IntegrityError, NotFound
 from cortexctl.memory import codec
 from cortexctl.memory.ids import memory_uri
-from cortexctl.store import feedback, integrity
-from cortexctl.store import search as search_sq
-from cortexctl.store.db import NoStore
+from cortexctl.store.interface import NoStore, Tx
+
+if TYPE_CHECKING:
+    from cortexctl.engine.context import Context
 
 MAX_PER_CHECK = 100  # problems listed per check before summarizing
 
 
-def verify(cx) -> VerifyReport:
+def verify(ctx: Context) -> VerifyReport:
+    store = ctx.storage
     try:
-        with cx.store.read() as con:
-            report = _verify(con, str(cx.store.path))
+        with store.reading() as tx:
+            report = _verify(tx, str(store.path))
             p = _Problems()
-            _search(con, p)
-            for message in semantic.verify_index(con, cx.store, cx.embedder.model):
+            _search(tx, p)
+            for message in semantic.verify_index(tx, store, ctx.embedder.model):
                 p.add("index", message)
             report.problems.extend(p.close())
             return report
     except NoStore:
-        raise NotFound(f"no store at {cx.store.path}") from None
+        raise NotFound(f"no store at {store.path}") from None
 
 
 class _Problems:
@@ -70,56 +74,54 @@ class _Problems:
         return self.items
 
 
-def _verify(con, store: str) -> VerifyReport:
+def _verify(tx: Tx, store: str) -> VerifyReport:
     p = _Problems()
 
     n_versions = 0
-    for rows in integrity.version_hash_rows(con):
+    for rows in tx.version_hashes():
         for id_, version, type_code, data, stored in rows:
             n_versions += 1
             if codec.version_hash(type_code, data) != stored:
                 p.add("hash", "hash does not match the stored data (corrupt or tampered)", memory_uri(id_, version))
 
-    for id_, current, n, top, why in integrity.head_version_mismatches(con):
+    for id_, current, n, top, why in tx.head_version_mismatches():
         p.add("heads", f"{why} (head says {current}, versions {n}, latest {top})", memory_uri(id_))
-    for id_ in integrity.orphan_versions(con):
+    for id_ in tx.orphan_versions():
         p.add("heads", "versions without a head", memory_uri(id_))
 
-    for id_, frame, side in integrity.frame_mismatches(con):
+    for id_, frame, side in tx.frame_mismatches():
         p.add("frames", f"frame {frame} {side}", memory_uri(id_))
 
-    n_journal, lo, _hi = integrity.journal_bounds(con)
+    n_journal, lo, _hi = tx.journal_bounds()
     if n_journal and lo != 1:
         p.add("journal", f"first sequence number is {lo}, not 1")
-    for seq, nxt in integrity.journal_gaps(con):
+    for seq, nxt in tx.journal_gaps():
         p.add("journal", f"gap after entry {seq}: next is {nxt}")
-    for seq, kind in con.execute(
-        "SELECT seq, kind FROM journal WHERE NOT list_contains(?, kind) ORDER BY seq", [list(replay.KINDS)]
-    ).fetchall():
+    for seq, kind in tx.unknown_kinds(replay.KINDS):
         p.add("journal", f"entry {seq} has an unknown kind {kind!r}")
-    for seq, kind, neighbour in integrity.unpaired_attests(con):
+    for seq, kind, neighbour in tx.unpaired_attests():
         if kind == "attest":
             p.add("journal", f"attest entry {seq} is not immediately followed by its learn_weights entry")
         else:
             p.add("journal", f"learn_weights entry {seq} does not immediately follow an attest entry")
 
-    attested, learning = _replay_wide(con, p)
+    attested, learning = _replay_wide(tx, p)
     factors: dict[int, dict[int, tuple[float, ...]]] = {}
-    _replay(con, p, attested, factors)
+    _replay(tx, p, attested, factors)
     for seq, (stamped, n) in sorted(learning.profiles.items()):
         rows = factors.get(seq, {})
         if len(rows) == n and salience.profile([rows[i] for i in range(n)]) != stamped:
             p.add("replay", f"journal entry {seq + 1} (learn_weights) stamps a factor profile that the "
                             "replayed memories do not give")
-    return VerifyReport(store=store, memories=integrity.count_heads(con), versions=n_versions,
+    return VerifyReport(store=store, memories=tx.count_heads(), versions=n_versions,
                         journal=n_journal, problems=p.close())
 
 
-def _search(con, p: _Problems) -> None:
+def _search(tx: Tx, p: _Problems) -> None:
     """The lexical postings match every memory's current text; every vector is whole and current."""
-    for id_, problem in search_sq.lexical_mismatches(con, _expected_terms):
+    for id_, problem in tx.lexical_mismatches(_expected_terms):
         p.add("lexical", problem, memory_uri(id_))
-    for id_, version, problem in search_sq.vector_problems(con):
+    for id_, version, problem in tx.vector_problems():
         p.add("vectors", problem, memory_uri(id_, version))
 
 
@@ -134,13 +136,13 @@ def _expected_terms(type_code: int, data: bytes) -> list[int]:
 Attests = dict[str, list[tuple[int, int, replay.Attested]]]  # id -> (seq, place among affected, event)
 
 
-def _replay_wide(con, p: _Problems) -> tuple[Attests, replay.Learning]:
+def _replay_wide(tx: Tx, p: _Problems) -> tuple[Attests, replay.Learning]:
     """Replay the entries that are not about one memory: learned weights and checkpoints,
     each compared with its table. Returns each memory's attest events, in sequence order."""
     attested: Attests = {}
     learning = replay.Learning()
     checkpoints: dict[tuple[str, str, str], tuple[int, object, bytes]] = {}
-    for seq, kind, ts, actor, ref, payload in integrity.entries_of(con, ("attest", "learn_weights", "checkpoint")):
+    for seq, kind, ts, actor, ref, payload in tx.journal_entries(("attest", "learn_weights", "checkpoint")):
         try:
             if kind == "attest":
                 learning.attest(seq, None)  # a learn_weights entry after an unreadable attest says so
@@ -155,7 +157,7 @@ def _replay_wide(con, p: _Problems) -> tuple[Attests, replay.Learning]:
                 checkpoints[(record.created_by, record.intent, record.step)] = (seq, ts, payload)
         except IntegrityError as exc:
             p.add("replay", exc.message)
-    stored = feedback.all_weights(con)
+    stored = tx.all_weights()
     for actor in sorted(set(stored) | set(learning.weights)):
         if actor in learning.broken:
             continue
@@ -165,12 +167,12 @@ def _replay_wide(con, p: _Problems) -> tuple[Attests, replay.Learning]:
         elif want is None:
             p.add("weights", f"actor {actor!r}: weights are stored but the journal never learned any")
         elif row["weights"] != want:
-            p.add("weights", f"actor {actor!r}: stored weights {replay._fmt(row['weights'])} but replay "
-                             f"gives {replay._fmt(want)}")
+            p.add("weights", f"actor {actor!r}: stored weights {replay.fmt_weights(row['weights'])} but replay "
+                             f"gives {replay.fmt_weights(want)}")
         elif (row["steps"], row["seq"]) != (learning.steps[actor], learning.seq[actor]):
             p.add("weights", f"actor {actor!r}: stored after {row['steps']} steps (entry {row['seq']}) but the "
                              f"journal has {learning.steps[actor]} (entry {learning.seq[actor]})")
-    have = feedback.all_checkpoints(con)
+    have = tx.all_checkpoints()
     for key in sorted(set(have) | set(checkpoints)):
         label = f"checkpoint {key[1]}/{key[2]} of actor {key[0]!r}"
         row, want = have.get(key), checkpoints.get(key)
@@ -192,10 +194,10 @@ def _checkpoint_record(seq: int, payload: bytes):
         raise IntegrityError(f"journal entry {seq} (checkpoint) does not decode") from None
 
 
-def _replay(con, p: _Problems, attested: Attests, factors: dict[int, dict[int, tuple[float, ...]]]) -> None:
+def _replay(tx: Tx, p: _Problems, attested: Attests, factors: dict[int, dict[int, tuple[float, ...]]]) -> None:
     """Rebuild each memory from the journal and compare it with the tables; ``factors``
     gets each attested memory's salience factors just before each attest."""
-    for journal, heads, versions in integrity.by_memory(con):
+    for journal, heads, versions in tx.by_memory():
         rebuilt: dict[str, replay.Memory] = {}
         broken: set[str] = set()
         entries = [(ref, seq, kind, payload) for ref, seq, kind, payload in journal]

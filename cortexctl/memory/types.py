@@ -148,10 +148,10 @@ def check_label(value: object, field: str, *, error=UsageError) -> str:
     """An intent or step ID: 1-128 letters, digits, '.', '_', ':' or '-', not starting with
     '.'. Such IDs name checkpoint mirror files, so they can never climb out of a directory."""
     if not isinstance(value, str) or not value:
-        raise error(f"{field} must not be empty")
+        raise error(f"{field} must not be empty", field=field)
     if len(value) > MAX_LABEL_CHARS or not _LABEL_CHARS.issuperset(value) or value.startswith("."):
         raise error(f"{field} {value!r}: must be 1-{MAX_LABEL_CHARS} letters, digits, '.', '_', ':' or '-'"
-                    " and not start with '.'")
+                    " and not start with '.'", field=field)
     return value
 
 

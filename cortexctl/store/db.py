@@ -23,22 +23,19 @@ import random
 import time
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator
+from typing import TYPE_CHECKING, Iterator
 
 from cortexctl.errors import CortexError, IntegrityError, StoreBusy, UsageError
+from cortexctl.store.interface import NoStore
+
+if TYPE_CHECKING:
+    from cortexctl.store.duck import DuckTx
 
 DB_NAME = "cortex.duckdb"
 LOCK_NAME = ".lock"
 # Files of the store that cortexctl creates (the database, its WAL, the lock, later the index).
 OWN_FILE_PREFIXES = ("cortex.", LOCK_NAME)
 DEFAULT_WAIT = 5.0
-
-
-class NoStore(CortexError):
-    """Raised to readers when no store exists at the path yet."""
-
-    exit_code = 3
-    kind = "not_found"
 
 
 def _is_lock_error(exc: Exception) -> bool:
@@ -51,7 +48,12 @@ def _integrity(exc: Exception, path: Path) -> CortexError:
 
 
 class Store:
-    """A store directory. Connections are opened per operation and closed at once."""
+    """A store directory: the DuckDB backend of ``interface.Storage``.
+
+    Connections are opened per operation and closed at once. ``reading()`` and
+    ``transaction()`` yield a ``DuckTx``; ``read()`` and ``write()`` yield the raw
+    connection, for this room and for tools that inspect the file.
+    """
 
     def __init__(self, path: str | os.PathLike, *, wait: float = DEFAULT_WAIT) -> None:
         self.path = Path(path).expanduser()
@@ -64,7 +66,8 @@ class Store:
     def exists(self) -> bool:
         return self.db_path.is_file()
 
-    def _check_path(self) -> None:
+    def check_path(self) -> None:
+        """UsageError when the path cannot hold a store."""
         if self.path.exists() and not self.path.is_dir():
             raise UsageError(f"store path {self.path} is not a directory")
         if self.db_path.exists() and not self.db_path.is_file():
@@ -72,7 +75,7 @@ class Store:
 
     def _create_dir(self) -> None:
         """Create the store directory (0700) if needed; an existing directory is left as it is."""
-        self._check_path()
+        self.check_path()
         if not self.path.exists():
             try:
                 self.path.mkdir(mode=0o700, parents=True)
@@ -158,7 +161,7 @@ class Store:
         """A read-only connection. Raises ``NoStore`` when there is no store yet."""
         from cortexctl.store import migrations
 
-        self._check_path()
+        self.check_path()
         if not self.exists():
             raise NoStore(f"no store at {self.path}")
         con = self._connect(read_only=True)
@@ -227,6 +230,33 @@ class Store:
                     yield con
         finally:
             os.umask(old_umask)
+
+
+    # -- the Storage protocol -----------------------------------------------------------
+    @contextmanager
+    def reading(self) -> Iterator[DuckTx]:
+        """A read-only ``DuckTx``. Raises ``NoStore`` when there is no store yet."""
+        from cortexctl.store.duck import DuckTx
+
+        with self.read() as con:
+            yield DuckTx(con)
+
+    @contextmanager
+    def transaction(self) -> Iterator[DuckTx]:
+        """A ``DuckTx`` in one transaction: committed at the end, rolled back when the block raises."""
+        from cortexctl.store.duck import DuckTx
+
+        with self.write() as con:
+            con.execute("BEGIN")
+            try:
+                yield DuckTx(con)
+            except BaseException:
+                try:
+                    con.execute("ROLLBACK")
+                except Exception:  # a broken connection: closing it discards the transaction anyway
+                    pass
+                raise
+            con.execute("COMMIT")
 
 
 @contextmanager

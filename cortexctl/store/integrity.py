@@ -65,6 +65,13 @@ def journal_gaps(con) -> list[tuple[int, int]]:
     ).fetchall()
 
 
+def unknown_kinds(con, known) -> list[tuple[int, str]]:
+    """(seq, kind) of the entries whose kind is not one of ``known``."""
+    return con.execute(
+        "SELECT seq, kind FROM journal WHERE NOT list_contains(?, kind) ORDER BY seq", [list(known)]
+    ).fetchall()
+
+
 MEMORY_KINDS = ("write", "update", "update_head", "tombstone")
 _MEMORY_KINDS_SQL = "kind IN ('write', 'update', 'update_head', 'tombstone')"
 

@@ -11,18 +11,11 @@ from datetime import datetime
 from typing import Any, Iterable, Sequence
 
 from cortexctl.errors import IntegrityError
+from cortexctl.store.interface import HEAD_FIELDS, JOURNAL_FIELDS, SALIENCE_FIELDS, VERSION_FIELDS, Filters
 
-HEAD_COLUMNS = (
-    "id", "type", "actor", "visibility", "tags", "frames", "importance", "session",
-    "current_version", "created_at", "updated_at", "short", "medium",
-    "tombstone_reason", "tombstoned_at", "tombstoned_by",
-    "access_count", "citations", "last_used", "confidence",
-)
-VERSION_COLUMNS = (
-    "id", "version", "type", "data", "hash", "created_at", "created_by", "confidence",
-    "provenance", "short", "medium", "forms_override",
-)
-JOURNAL_COLUMNS = ("seq", "kind", "ts", "actor", "ref", "payload")
+HEAD_COLUMNS = HEAD_FIELDS
+VERSION_COLUMNS = VERSION_FIELDS
+JOURNAL_COLUMNS = JOURNAL_FIELDS
 
 _SQL_TYPES = {
     "id": "VARCHAR", "type": "UTINYINT", "actor": "VARCHAR", "visibility": "VARCHAR",
@@ -152,8 +145,7 @@ def heads_by_prefix(con, prefix: str, actor: str, limit: int = 6) -> list[dict]:
     return _dicts(cur, HEAD_COLUMNS)
 
 
-SALIENCE_COLUMNS = ("id", "current_version", "tombstoned_at", "updated_at", "last_used", "importance",
-                    "access_count", "citations", "confidence")
+SALIENCE_COLUMNS = SALIENCE_FIELDS
 
 
 def heads_by_ids(con, ids: Sequence[str], actor: str, columns: Sequence[str] = HEAD_COLUMNS) -> list[dict]:
@@ -208,26 +200,19 @@ def current_data(con, current: dict[str, int]) -> dict[str, tuple[int, bytes]]:
     return {r[0]: (int(r[2]), r[3]) for r in rows if current.get(r[0]) == r[1]}
 
 
-def filter_sql(
-    *,
-    actor: str,
-    types: Sequence[int] = (),
-    tags: Sequence[str] = (),
-    frames: Sequence[tuple[str, str | None, str | None]] = (),
-    include_tombstoned: bool = False,
-) -> tuple[str, list[Any]]:
+def filter_sql(filters: Filters) -> tuple[str, list[Any]]:
     """find's filters as one SQL condition over a heads alias ``h``, with its parameters."""
     where = [visible_sql()]
-    params: list[Any] = [actor]
-    if not include_tombstoned:
+    params: list[Any] = [filters.actor]
+    if not filters.include_tombstoned:
         where.append("h.tombstoned_at IS NULL")
-    if types:
+    if filters.types:
         where.append("list_contains(?, h.type)")
-        params.append(list(types))
-    if tags:
+        params.append(list(filters.types))
+    if filters.tags:
         where.append("list_has_all(h.tags, ?)")
-        params.append(list(tags))
-    for verb, kind, ref in frames:
+        params.append(list(filters.tags))
+    for verb, kind, ref in filters.frames:
         cond = ["f.verb = ?"]
         params_f: list[Any] = [verb]
         if kind is not None:

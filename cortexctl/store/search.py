@@ -113,6 +113,27 @@ def vector_stats(con, model: str) -> tuple[int, int, int | None]:
     return int(row[0]), int(row[1]), (None if row[2] is None else int(row[2]))
 
 
+def count_vectors(con, model: str, after: int = 0) -> int:
+    """The model's vectors with a key above ``after``."""
+    return int(con.execute("SELECT count(*) FROM vectors WHERE model = ? AND key > ?", [model, after]).fetchall()[0][0])
+
+
+def covered(con, model: str, max_key: int) -> int:
+    """Vectors of ``model`` with a key up to ``max_key``, live or dropped since."""
+    row = con.execute(
+        "SELECT (SELECT count(*) FROM vectors WHERE model = ? AND key <= ?)"
+        " + (SELECT count(*) FROM vectors_dropped WHERE model = ? AND key <= ?)",
+        [model, max_key, model, max_key],
+    ).fetchall()[0]
+    return int(row[0])
+
+
+def vectors_between(con, model: str, lo: int, hi: int) -> dict[int, tuple[str, int]]:
+    """key -> (id, version) of the model's vectors with a key from ``lo`` to ``hi``."""
+    return {int(k): (i, int(v)) for k, i, v in con.execute(
+        "SELECT key, id, version FROM vectors WHERE model = ? AND key BETWEEN ? AND ?", [model, lo, hi]).fetchall()}
+
+
 def dropped_keys(con, model: str) -> list[int]:
     return [int(r[0]) for r in con.execute("SELECT key FROM vectors_dropped WHERE model = ?", [model]).fetchall()]
 

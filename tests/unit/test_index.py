@@ -16,7 +16,7 @@ import pytest
 from cortexctl import Cortex, FindQuery
 from cortexctl.engine import semantic
 from cortexctl.index import hnsw
-from cortexctl.store import search as sq
+from cortexctl.store.interface import Filters
 from tests.conftest import assert_store_verifies
 
 N = semantic.EXACT_MAX + 904  # enough memories that an unfiltered find goes through the index
@@ -47,16 +47,15 @@ def big(template, tmp_path):
 
 
 def _state(cx) -> str:
-    with cx.store.read() as con:
-        count, max_key, dim = sq.vector_stats(con, cx.embedder.model)
-        return semantic.index_state(con, cx.store, cx.embedder.model, dim)[1]
+    with cx.store.reading() as tx:
+        count, max_key, dim = tx.vector_stats(cx.embedder.model)
+        return semantic.index_state(tx, cx.store, cx.embedder.model, dim)[1]
 
 
 def _exact_best(cx, text: str) -> str:
     q = np.frombuffer(cx.embedder.embed_bytes(text), dtype="<f4")
-    with cx.store.read() as con:
-        where, params = "h.tombstoned_at IS NULL", []
-        ids, mat = sq.vectors_for(con, where, params, cx.embedder.model, q.shape[0])
+    with cx.store.reading() as tx:
+        ids, mat = tx.vectors_for(Filters(actor=cx.actor), cx.embedder.model, q.shape[0])
     return ids[int(np.argmax(mat @ q))]
 
 

@@ -1,0 +1,68 @@
+"""The context every use case runs in: who acts, on which store, by which clock and embedder.
+
+``Cortex`` builds one ``Context`` and hands it to the use-case modules
+(``memories``, ``find``, ``semantic``, ``attest``, ``compact``, ``transfer``,
+``verify``). They reach the store only through it: ``ctx.transaction()`` for a
+change (all or nothing) and ``ctx.reading()`` for a read, each yielding a
+``store.interface.Tx``.
+"""
+
+from __future__ import annotations
+
+from contextlib import contextmanager
+from datetime import datetime
+from typing import Callable, Iterator
+
+from cortexctl.engine.rows import utcnow
+from cortexctl.errors import NotFound
+from cortexctl.store.interface import NoStore, Storage, Tx
+
+
+class Context:
+    """Settings, actor, storage, clock and (built on first use) embedder of one ``Cortex``."""
+
+    def __init__(self, settings, storage: Storage, *, clock: Callable[[], datetime] = utcnow,
+                 embedder=None) -> None:
+        self.settings = settings
+        self.actor: str = settings.actor
+        self.storage = storage
+        self.clock = clock  # now, as the naive UTC datetime the store keeps
+        self._embedder = embedder
+
+    @property
+    def embedder(self):
+        """The active embedder (built on first use; see ``cortexctl.embed``)."""
+        if self._embedder is None:
+            from cortexctl.embed import from_settings
+
+            self._embedder = from_settings(self.settings)
+        return self._embedder
+
+    def require_store(self, message: str) -> None:
+        """NotFound(message) when there is no store yet (and nothing is created)."""
+        if not self.storage.exists():
+            self.storage.check_path()
+            raise NotFound(message)
+
+    @contextmanager
+    def transaction(self, *, existing: str | None = None) -> Iterator[Tx]:
+        """A write transaction; with ``existing``, NotFound(existing) when there is no store yet."""
+        if existing is not None:
+            self.require_store(existing)
+        with self.storage.transaction() as tx:
+            yield tx
+
+    @contextmanager
+    def reading(self, missing: str | None = None) -> Iterator[Tx | None]:
+        """A read-only view; with no store yet, NotFound(missing), or None without ``missing``."""
+        try:
+            with self.storage.reading() as tx:
+                yield tx
+        except NoStore:
+            if missing is None:
+                yield None
+            else:
+                raise NotFound(missing) from None
+
+
+__all__ = ["Context"]

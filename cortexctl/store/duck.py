@@ -1,0 +1,279 @@
+"""The DuckDB backend's transaction: ``DuckTx`` implements ``interface.Tx`` over one connection.
+
+Each method runs the queries of ``records`` (heads, versions, frames, journal),
+``search`` (vectors, postings), ``feedback`` (weights, buckets, checkpoints)
+and ``integrity`` (verify's reads). Filters become SQL here, once per
+``Filters`` value: find asks about the same filters several times per query.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, Sequence
+
+from cortexctl.store import records
+from cortexctl.store import search as sq
+from cortexctl.store.interface import HEAD_FIELDS, Filters, Scoring
+
+
+class DuckTx:
+    """One DuckDB connection seen through ``interface.Tx`` (the caller owns BEGIN/COMMIT)."""
+
+    __slots__ = ("con", "_where")
+
+    def __init__(self, con) -> None:
+        self.con = con
+        self._where: dict[Filters, tuple[str, list[Any]]] = {}
+
+    def _sql(self, filters: Filters) -> tuple[str, list[Any]]:
+        got = self._where.get(filters)
+        if got is None:
+            got = self._where[filters] = records.filter_sql(filters)
+        return got
+
+    @staticmethod
+    def _scoring(scoring: Scoring) -> list[Any]:
+        return records.salience_params(scoring.now, scoring.half_life, scoring.weights)
+
+    # -- heads and versions ---------------------------------------------------------
+    def insert_memories(self, heads: list[dict], versions: list[dict]) -> None:
+        records.insert_memories(self.con, heads, versions)
+
+    def insert_version(self, version: dict) -> None:
+        records.insert_version(self.con, version)
+
+    def update_head(self, id_: str, fields: dict[str, Any]) -> None:
+        records.update_head(self.con, id_, fields)
+
+    def heads_by_ids(self, ids: Sequence[str], actor: str, fields: Sequence[str] = HEAD_FIELDS) -> list[dict]:
+        return records.heads_by_ids(self.con, ids, actor, fields)
+
+    def heads_by_prefix(self, prefix: str, actor: str, limit: int = 6) -> list[dict]:
+        return records.heads_by_prefix(self.con, prefix, actor, limit)
+
+    def existing_ids(self, ids: Sequence[str]) -> set[str]:
+        return records.head_exists(self.con, ids)
+
+    def versions(self, id_: str, version: int | None = None) -> list[dict]:
+        return records.versions_of(self.con, id_, version)
+
+    def current_versions(self, ids: Sequence[str]) -> dict[str, dict]:
+        return records.current_versions(self.con, list(ids))
+
+    def current_data(self, current: dict[str, int]) -> dict[str, tuple[int, bytes]]:
+        return records.current_data(self.con, current)
+
+    def count_heads(self, filters: Filters | None = None) -> int:
+        if filters is None:
+            return records.count_heads(self.con)
+        return records.count_heads(self.con, *self._sql(filters))
+
+    def iter_visible(self, actor: str, batch: int = 2000):
+        return records.iter_visible(self.con, actor, batch)
+
+    def bump(self, ids: Sequence[str], *, access: int, citations: int, at: datetime) -> None:
+        from cortexctl.store import feedback
+
+        feedback.bump(self.con, ids, access=access, citations=citations, at=at)
+
+    # -- journal --------------------------------------------------------------------------
+    def next_seq(self) -> int:
+        return records.next_seq(self.con)
+
+    def append_journal(self, entries) -> int:
+        return records.append_journal(self.con, list(entries))
+
+    # -- filtered candidate sets and salience ------------------------------------------------
+    def passing(self, ids: Sequence[str], filters: Filters) -> dict[str, int]:
+        return records.passing(self.con, ids, *self._sql(filters))
+
+    def live_versions(self, ids: Sequence[str]) -> dict[str, int]:
+        return records.passing(self.con, ids, "h.tombstoned_at IS NULL", [])
+
+    def top_salience(self, filters: Filters, scoring: Scoring, limit: int) -> list[tuple[str, float]]:
+        where, params = self._sql(filters)
+        return records.top_salience(self.con, where, params, self._scoring(scoring), limit)
+
+    def candidates(self, ids: Sequence[str], filters: Filters, scoring: Scoring) -> dict[str, tuple[int, bool, float]]:
+        where, params = self._sql(filters)
+        return records.candidate_rows(self.con, ids, where, params, self._scoring(scoring))
+
+    def result_rows(self, ids: Sequence[str], form: str) -> dict[str, dict]:
+        return records.result_rows(self.con, ids, form)
+
+    # -- lexical postings ----------------------------------------------------------------------
+    def add_postings(self, docs) -> None:
+        sq.lex_add(self.con, docs)
+
+    def replace_postings(self, id_: str, term_ids: Sequence[int]) -> None:
+        sq.lex_replace(self.con, id_, term_ids)
+
+    def doc_count(self) -> int:
+        return sq.doc_count(self.con)
+
+    def postings_of(self, terms: Sequence[int]):
+        return sq.postings_of(self.con, terms)
+
+    def doc_ids(self, docs: Sequence[int]) -> dict[int, str]:
+        return sq.doc_ids(self.con, docs)
+
+    def hidden_docs(self, actor: str):
+        return sq.hidden_docs(self.con, actor)
+
+    def term_df(self, terms: Sequence[int], hidden) -> dict[int, int]:
+        return sq.term_df(self.con, terms, hidden)
+
+    def doc_terms(self, docs: Sequence[int]):
+        return sq.doc_terms(self.con, docs)
+
+    # -- vectors ----------------------------------------------------------------------------------
+    def insert_vectors(self, ids: Sequence[str], versions: Sequence[int], model: str, matrix) -> int:
+        return sq.insert_vectors(self.con, ids, versions, model, matrix)
+
+    def model_dim(self, model: str) -> int | None:
+        return sq.model_dim(self.con, model)
+
+    def drop_vectors(self, id_: str, *, model: str | None = None) -> None:
+        sq.drop_vectors(self.con, id_, model=model)
+
+    def drop_model(self, model: str) -> int:
+        return sq.drop_model(self.con, model)
+
+    def drop_other_models(self, model: str) -> int:
+        return sq.drop_other_models(self.con, model)
+
+    def maybe_pending(self, model: str) -> bool:
+        return sq.maybe_pending(self.con, model)
+
+    def count_pending(self, model: str) -> int:
+        return sq.count_pending(self.con, model)
+
+    def pending(self, model: str, *, limit: int | None = None, ids: Sequence[str] | None = None):
+        return sq.pending(self.con, model, limit=limit, ids=None if ids is None else list(ids))
+
+    def vector_stats(self, model: str) -> tuple[int, int, int | None]:
+        return sq.vector_stats(self.con, model)
+
+    def count_vectors(self, model: str, *, after: int = 0) -> int:
+        return sq.count_vectors(self.con, model, after)
+
+    def covered(self, model: str, max_key: int) -> int:
+        return sq.covered(self.con, model, max_key)
+
+    def dropped_keys(self, model: str) -> list[int]:
+        return sq.dropped_keys(self.con, model)
+
+    def clear_dropped(self, model: str | None = None) -> None:
+        sq.clear_dropped(self.con, model)
+
+    def iter_vectors(self, model: str, dim: int, *, after: int = 0, batch: int = 50_000):
+        return sq.iter_vectors(self.con, model, dim, after=after, batch=batch)
+
+    def vectors_for(self, filters: Filters, model: str, dim: int):
+        where, params = self._sql(filters)
+        return sq.vectors_for(self.con, where, params, model, dim)
+
+    def vectors_of_keys(self, keys: Sequence[int], model: str) -> list[tuple[int, str, int]]:
+        return sq.vectors_of_keys(self.con, keys, model)
+
+    def vectors_between(self, model: str, lo: int, hi: int) -> dict[int, tuple[str, int]]:
+        return sq.vectors_between(self.con, model, lo, hi)
+
+    def vectors_after(self, model: str, after: int, dim: int):
+        return sq.vectors_after(self.con, model, after, dim)
+
+    # -- learned weights, rate buckets, checkpoints ------------------------------------------------
+    def weights(self, actor: str) -> tuple[float, ...] | None:
+        from cortexctl.store import feedback
+
+        return feedback.weights_of(self.con, actor)
+
+    def set_weights(self, actor: str, weights: Sequence[float], *, seq: int, at: datetime) -> None:
+        from cortexctl.store import feedback
+
+        feedback.set_weights(self.con, actor, weights, seq=seq, at=at)
+
+    def all_weights(self) -> dict[str, dict]:
+        from cortexctl.store import feedback
+
+        return feedback.all_weights(self.con)
+
+    def take_token(self, actor: str, intent: str, now: datetime, *, rate: float, burst: float) -> bool:
+        from cortexctl.store import feedback
+
+        return feedback.take_token(self.con, actor, intent, now, rate=rate, burst=burst)
+
+    def put_checkpoint(self, row: dict) -> None:
+        from cortexctl.store import feedback
+
+        feedback.put_checkpoint(self.con, row)
+
+    def checkpoint(self, actor: str, intent: str, step: str) -> dict | None:
+        from cortexctl.store import feedback
+
+        return feedback.checkpoint(self.con, actor, intent, step)
+
+    def all_checkpoints(self) -> dict[tuple[str, str, str], dict]:
+        from cortexctl.store import feedback
+
+        return feedback.all_checkpoints(self.con)
+
+    # -- integrity (verify) ---------------------------------------------------------------------
+    def version_hashes(self, batch: int = 10000):
+        from cortexctl.store import integrity
+
+        return integrity.version_hash_rows(self.con, batch)
+
+    def head_version_mismatches(self) -> list[tuple]:
+        from cortexctl.store import integrity
+
+        return integrity.head_version_mismatches(self.con)
+
+    def orphan_versions(self) -> list[str]:
+        from cortexctl.store import integrity
+
+        return integrity.orphan_versions(self.con)
+
+    def frame_mismatches(self) -> list[tuple]:
+        from cortexctl.store import integrity
+
+        return integrity.frame_mismatches(self.con)
+
+    def journal_bounds(self) -> tuple[int, int | None, int | None]:
+        from cortexctl.store import integrity
+
+        return integrity.journal_bounds(self.con)
+
+    def journal_gaps(self) -> list[tuple[int, int]]:
+        from cortexctl.store import integrity
+
+        return integrity.journal_gaps(self.con)
+
+    def unknown_kinds(self, known: Sequence[str]) -> list[tuple[int, str]]:
+        from cortexctl.store import integrity
+
+        return integrity.unknown_kinds(self.con, known)
+
+    def unpaired_attests(self) -> list[tuple[int, str, str | None]]:
+        from cortexctl.store import integrity
+
+        return integrity.unpaired_attests(self.con)
+
+    def journal_entries(self, kinds: Sequence[str], batch: int = 10000):
+        from cortexctl.store import integrity
+
+        return integrity.entries_of(self.con, tuple(kinds), batch)
+
+    def by_memory(self, batch: int = 5000):
+        from cortexctl.store import integrity
+
+        return integrity.by_memory(self.con, batch)
+
+    def lexical_mismatches(self, expected):
+        return sq.lexical_mismatches(self.con, expected)
+
+    def vector_problems(self):
+        return sq.vector_problems(self.con)
+
+
+__all__ = ["DuckTx"]

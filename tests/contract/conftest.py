@@ -1,0 +1,65 @@
+"""The storage contract's fixtures: one store per backend, and rows to put in it.
+
+``storage`` is the only place a backend is named: add a backend to ``BACKENDS``
+and to ``_open`` and every contract test runs against it too.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+import pytest
+
+BACKENDS = ["duckdb"]
+
+T0 = datetime(2026, 3, 1, 12, 0, 0)
+FACT, GOAL = 2, 6  # type codes (memory.types); the store keeps them as small integers
+
+
+def _open(name: str, tmp_path):
+    if name == "duckdb":
+        from cortexctl.store.db import Store
+
+        return Store(tmp_path / "store", wait=5.0)
+    raise AssertionError(f"unknown backend {name}")
+
+
+@pytest.fixture(params=BACKENDS)
+def storage(request, tmp_path):
+    """An empty store of each backend (nothing exists until the first transaction)."""
+    return _open(request.param, tmp_path)
+
+
+def ident(n: int) -> str:
+    """A valid 26-character memory ID; IDs sort as their numbers do."""
+    return f"01J{n:023d}"
+
+
+def memory(n: int, *, actor: str = "alice", visibility: str = "private", type_: int = FACT,
+           tags=(), frames=(), importance: int = 5, at: datetime = T0, short: str | None = None,
+           tombstoned: bool = False, versions: int = 1, confidence: float = 1.0) -> tuple[dict, list[dict]]:
+    """A head and its versions as the engine hands them to ``Tx.insert_memories``."""
+    id_ = ident(n)
+    short = short if short is not None else f"memory {n}"
+    vs = [{
+        "id": id_, "version": v, "type": type_, "data": f"data {n} v{v}".encode(), "hash": bytes([n % 256, v]) * 16,
+        "created_at": at + timedelta(seconds=v - 1), "created_by": actor, "confidence": confidence,
+        "provenance": '{"via":"write"}', "short": short if v == versions else f"{short} (v{v})",
+        "medium": f"{short} at length" if v == versions else f"{short} (v{v}) at length", "forms_override": False,
+    } for v in range(1, versions + 1)]
+    head = {
+        "id": id_, "type": type_, "actor": actor, "visibility": visibility, "tags": sorted(tags),
+        "frames": sorted(frames), "importance": importance, "session": None, "current_version": versions,
+        "created_at": at, "updated_at": at + timedelta(seconds=versions - 1), "short": vs[-1]["short"],
+        "medium": vs[-1]["medium"], "tombstone_reason": "old" if tombstoned else None,
+        "tombstoned_at": at + timedelta(hours=1) if tombstoned else None,
+        "tombstoned_by": actor if tombstoned else None, "access_count": 0, "citations": 0, "last_used": None,
+        "confidence": confidence,
+    }
+    return head, vs
+
+
+def put(storage, *memories) -> None:
+    """Insert these (head, versions) pairs in one transaction."""
+    with storage.transaction() as tx:
+        tx.insert_memories([h for h, _ in memories], [v for _, vs in memories for v in vs])
