@@ -197,7 +197,7 @@ def run_in_process(store: Path, *args, input: bytes | str | None = None, env: di
         for key, value in saved_env.items():
             if os.environ.get(key) != value:
                 os.environ[key] = value
-        stdin_raw.close()
+        stdin.close()  # and the descriptor under it
     return Run([str(a) for a in args], code & 0xFF if isinstance(code, int) else code,
                out.decode("utf-8", "replace"), err.decode("utf-8", "replace"))
 
