@@ -1,4 +1,4 @@
-"""Shared fixtures: an isolated environment, a store in tmp_path, and the CLI as a subprocess.
+"""Shared fixtures: an isolated environment, a store in tmp_path, and the CLI (in-process or a subprocess).
 
 Every test runs with CORTEXCTL_* cleared, HOME and XDG dirs in tmp_path (so
 no user config or default store is touched), NO_COLOR=1 and COLUMNS=80.
@@ -6,6 +6,7 @@ no user config or default store is touched), NO_COLOR=1 and COLUMNS=80.
 
 from __future__ import annotations
 
+import io
 import os
 import shutil
 import subprocess
@@ -65,24 +66,164 @@ def store(tmp_path) -> Path:
     return tmp_path / "store"
 
 
+def _as_bytes(input: bytes | str | None) -> bytes | None:
+    return input.encode() if isinstance(input, str) else input
+
+
+def _full_env(store: Path, env: dict | None, use_store: bool) -> dict:
+    full_env = dict(os.environ)
+    if use_store:
+        full_env.setdefault("CORTEXCTL_STORE", str(store))
+    if env:
+        full_env.update(env)
+    return full_env
+
+
+def run_process(store: Path, *args, input: bytes | str | None = None, env: dict | None = None,
+                use_store: bool = True, timeout: float = 120) -> Run:
+    """The installed console script in a fresh process (stdin from ``input``, or inherited)."""
+    proc = subprocess.run(
+        cortexctl_argv() + [str(a) for a in args], input=_as_bytes(input), capture_output=True,
+        env=_full_env(store, env, use_store), timeout=timeout,
+    )
+    return Run([str(a) for a in args], proc.returncode, proc.stdout.decode("utf-8", "replace"),
+               proc.stderr.decode("utf-8", "replace"))
+
+
+_STDIO_ERRORS: tuple[str, str, str] | None = None
+
+
+def _stdio_errors() -> tuple[str, str, str]:
+    """The error handlers (stdin, stdout, stderr) a child interpreter gets with this environment
+    and piped streams (they depend on the locale: surrogateescape under C.UTF-8, strict under
+    en_US.UTF-8; stderr is always backslashreplace). Asked once, of a real child."""
+    global _STDIO_ERRORS
+    if _STDIO_ERRORS is None:
+        out = subprocess.run(
+            [sys.executable, "-c", "import sys; print(sys.stdin.errors, sys.stdout.errors, sys.stderr.errors)"],
+            stdin=subprocess.PIPE, capture_output=True, text=True, check=True, timeout=60,
+        ).stdout.split()
+        _STDIO_ERRORS = (out[0], out[1], out[2])
+    return _STDIO_ERRORS
+
+
+# Python's default warning filters (a fresh interpreter without -W or PYTHONWARNINGS): what a
+# real cortexctl process would print to stderr, in-process too, instead of pytest's filters.
+_DEFAULT_WARNING_FILTERS = [
+    ("default", DeprecationWarning, "__main__"),
+    ("ignore", DeprecationWarning, None),
+    ("ignore", PendingDeprecationWarning, None),
+    ("ignore", ImportWarning, None),
+    ("ignore", ResourceWarning, None),
+]
+
+
+def _argv_as_a_child_sees_it(arg) -> str:
+    """An argument as a child process decodes it: str(arg) -> bytes with os.fsencode (what
+    subprocess does), bytes -> str with os.fsdecode (what the interpreter does with argv at
+    start-up): bytes that are not UTF-8 arrive as lone surrogates, exactly as in a process."""
+    text = str(arg)
+    if "\0" in text:
+        raise ValueError("embedded null byte")  # as subprocess refuses it
+    return os.fsdecode(os.fsencode(text))
+
+
+def run_in_process(store: Path, *args, input: bytes | str | None = None, env: dict | None = None,
+                   use_store: bool = True, timeout: float = 120) -> Run:
+    """``cortexctl.cli.app.main(argv)`` in this process, with what a process would have:
+
+    stdout/stderr are UTF-8 text wrappers over BytesIO (with ``.buffer``, not a tty), stdin is
+    a real file descriptor holding ``input`` (``/dev/null`` without it), the environment is
+    os.environ + CORTEXCTL_STORE + ``env`` and sys.argv the console script's. All of it is put
+    back exactly afterwards, whatever main does. ``timeout`` is accepted and not enforced.
+    """
+    import tempfile
+    import warnings
+
+    from cortexctl.cli.app import main
+
+    argv = [_argv_as_a_child_sees_it(a) for a in args]
+    full_env = _full_env(store, env, use_store)
+    in_errors, out_errors, err_errors = _stdio_errors()
+    data = _as_bytes(input)
+
+    if data is None:
+        stdin_raw = open(os.devnull, "rb")
+    else:
+        stdin_raw = tempfile.TemporaryFile()
+        stdin_raw.write(data)
+        stdin_raw.seek(0)
+    stdin = io.TextIOWrapper(stdin_raw, encoding="utf-8", errors=in_errors)
+    out_bytes, err_bytes = io.BytesIO(), io.BytesIO()
+    stdout = io.TextIOWrapper(out_bytes, encoding="utf-8", errors=out_errors, write_through=True)
+    stderr = io.TextIOWrapper(err_bytes, encoding="utf-8", errors=err_errors, write_through=True)
+
+    saved_streams = (sys.stdin, sys.stdout, sys.stderr)
+    saved_argv = sys.argv
+    saved_env = dict(os.environ)
+    try:
+        for key in [k for k in os.environ if k not in full_env]:
+            del os.environ[key]
+        for key, value in full_env.items():
+            if os.environ.get(key) != value:
+                os.environ[key] = value
+        sys.argv = [cortexctl_argv()[0], *argv]
+        sys.stdin, sys.stdout, sys.stderr = stdin, stdout, stderr
+        with warnings.catch_warnings():
+            warnings.resetwarnings()
+            for action, category, module in reversed(_DEFAULT_WARNING_FILTERS):
+                warnings.filterwarnings(action, category=category, module=module or "")
+            try:
+                code = main(argv)
+            except SystemExit as exc:  # what the interpreter makes of it at exit
+                if exc.code is None:
+                    code = 0
+                elif isinstance(exc.code, int):
+                    code = exc.code
+                else:
+                    print(exc.code, file=sys.stderr)
+                    code = 1
+            try:
+                sys.stdout.flush()
+                sys.stderr.flush()
+            except ValueError:  # closed by main
+                pass
+        out, err = out_bytes.getvalue(), err_bytes.getvalue()
+    finally:
+        sys.stdin, sys.stdout, sys.stderr = saved_streams
+        sys.argv = saved_argv
+        for key in [k for k in os.environ if k not in saved_env]:
+            del os.environ[key]
+        for key, value in saved_env.items():
+            if os.environ.get(key) != value:
+                os.environ[key] = value
+        stdin.close()  # and the descriptor under it
+    return Run([str(a) for a in args], code & 0xFF if isinstance(code, int) else code,
+               out.decode("utf-8", "replace"), err.decode("utf-8", "replace"))
+
+
 @pytest.fixture
 def cli(store):
-    """Run cortexctl as a subprocess against the test store: cli("write", "fact", "x")."""
+    """Run cortexctl against the test store, in this process: cli("write", "fact", "x").
 
-    def run(*args: str, input: bytes | str | None = None, env: dict | None = None, use_store: bool = True,
+    Same call and result as ``cli_proc``; use ``cli_proc`` where the process boundary is
+    what a test is about (signals, locks across processes, closed or odd stdio, a tty,
+    start-up, the installed console script)."""
+
+    def run(*args, input: bytes | str | None = None, env: dict | None = None, use_store: bool = True,
             timeout: float = 120) -> Run:
-        full_env = dict(os.environ)
-        if use_store:
-            full_env.setdefault("CORTEXCTL_STORE", str(store))
-        if env:
-            full_env.update(env)
-        data = input.encode() if isinstance(input, str) else input
-        proc = subprocess.run(
-            cortexctl_argv() + [str(a) for a in args], input=data, capture_output=True,
-            env=full_env, timeout=timeout,
-        )
-        return Run([str(a) for a in args], proc.returncode, proc.stdout.decode("utf-8", "replace"),
-                   proc.stderr.decode("utf-8", "replace"))
+        return run_in_process(store, *args, input=input, env=env, use_store=use_store, timeout=timeout)
+
+    return run
+
+
+@pytest.fixture
+def cli_proc(store):
+    """Run the installed cortexctl console script as a subprocess against the test store."""
+
+    def run(*args, input: bytes | str | None = None, env: dict | None = None, use_store: bool = True,
+            timeout: float = 120) -> Run:
+        return run_process(store, *args, input=input, env=env, use_store=use_store, timeout=timeout)
 
     return run
 

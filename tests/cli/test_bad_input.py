@@ -1,6 +1,8 @@
 """Bad input of every kind, for every command (SPEC §13).
 
-Every case runs the real ``cortexctl`` console script and pins down three things:
+Every case runs cortexctl's entry point (``main``, in the test process through the ``cli``
+fixture; tests/cli/test_runner.py checks that it answers as the installed console script
+does) and pins down three things:
 
 - the message: exactly one line on stderr starting ``cortexctl: `` (or, with
   ``--json``/``--jsonl`` on the command line, exactly one JSON object with
@@ -18,7 +20,7 @@ Every case runs the real ``cortexctl`` console script and pins down three things
 
 The store with the memories the cases refer to is built once per module with
 the engine and copied into each test's store directory, which keeps the file
-fast (the cost is the subprocesses, about one per case).
+fast (the cost is the command itself, one per case).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The core commands end to end through the real console script."""
+"""The core commands end to end through the CLI entry point (see ``cli`` in tests/conftest.py)."""
 
 from __future__ import annotations
 

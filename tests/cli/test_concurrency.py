@@ -34,12 +34,12 @@ def _hold(store, seconds: float) -> subprocess.Popen:
     return proc
 
 
-def test_show_waits_for_a_writer_and_succeeds_when_released(cx, cli, store):
+def test_show_waits_for_a_writer_and_succeeds_when_released(cx, cli_proc, store):
     uri = cx.write("fact", "waiting is fine").uri
     holder = _hold(store, 1.5)
     try:
         started = time.monotonic()
-        r = cli("show", uri, "--wait", "20", "--json")
+        r = cli_proc("show", uri, "--wait", "20", "--json")
         waited = time.monotonic() - started
     finally:
         holder.wait(timeout=30)
@@ -48,12 +48,12 @@ def test_show_waits_for_a_writer_and_succeeds_when_released(cx, cli, store):
     assert waited >= 0.5, "show returned before the writer released the store"
 
 
-def test_show_with_wait_zero_exits_4_at_once_naming_the_store(cx, cli, store):
+def test_show_with_wait_zero_exits_4_at_once_naming_the_store(cx, cli_proc, store):
     uri = cx.write("fact", "busy").uri
     holder = _hold(store, 5)
     try:
         started = time.monotonic()
-        r = cli("show", uri, "--wait", "0")
+        r = cli_proc("show", uri, "--wait", "0")
         took = time.monotonic() - started
     finally:
         holder.kill()
@@ -63,11 +63,11 @@ def test_show_with_wait_zero_exits_4_at_once_naming_the_store(cx, cli, store):
     assert took < 4
 
 
-def test_write_with_wait_zero_exits_4_while_another_process_holds_the_store(cx, cli, store):
+def test_write_with_wait_zero_exits_4_while_another_process_holds_the_store(cx, cli_proc, store):
     cx.write("fact", "first")
     holder = _hold(store, 5)
     try:
-        r = cli("write", "fact", "second", "--wait", "0")
+        r = cli_proc("write", "fact", "second", "--wait", "0")
     finally:
         holder.kill()
         holder.wait()
@@ -76,11 +76,11 @@ def test_write_with_wait_zero_exits_4_while_another_process_holds_the_store(cx, 
     assert_store_verifies(store)
 
 
-def test_busy_error_under_json_is_a_json_object_on_stderr(cx, cli, store):
+def test_busy_error_under_json_is_a_json_object_on_stderr(cx, cli_proc, store):
     uri = cx.write("fact", "busy").uri
     holder = _hold(store, 5)
     try:
-        r = cli("show", uri, "--wait", "0", "--json")
+        r = cli_proc("show", uri, "--wait", "0", "--json")
     finally:
         holder.kill()
         holder.wait()
@@ -203,14 +203,14 @@ def test_an_import_stopped_by_a_busy_store_says_what_it_imported_and_how_to_resu
     assert report.ok and report.memories == int(m.group(1)) and report.memories % batch == 0
 
 
-def test_find_near_keeps_answering_while_an_import_runs(tmp_path, store, cli):
+def test_find_near_keeps_answering_while_an_import_runs(tmp_path, store, cli_proc):
     """Between batches, and while the index file is built at the end, readers get in."""
     Cortex(store=store, actor="alice").write("fact", "the first memory about walruses")
     proc = _start_import(tmp_path, store, 8000, "--batch-size", "1000")
     answered = 0
     try:
         while proc.poll() is None:
-            run = cli("find", "--near", "walruses", "--wait", "10", "--json")
+            run = cli_proc("find", "--near", "walruses", "--wait", "10", "--json")
             assert run.code == 0, run
             assert run.json()["results"], run
             answered += 1

@@ -46,24 +46,24 @@ def _env(store) -> dict:
     return dict(os.environ, CORTEXCTL_STORE=str(store), COLUMNS="100", TERM="xterm")
 
 
-def test_import_draws_a_progress_bar_only_on_a_terminal(tmp_path, store, cli):
+def test_import_draws_a_progress_bar_only_on_a_terminal(tmp_path, store, cli_proc):
     src = tmp_path / "m.jsonl"
     src.write_bytes(b"".join(orjson.dumps({"type": "fact", "text": f"fact {i}"}) + b"\n" for i in range(3000)))
     out, terminal = _run_on_terminal(["import", str(src), "--batch-size", "500"], _env(store), stdout_tty=False)
     assert "imported 3000 memories in 6 batches" in out
     assert "importing" in terminal  # the bar's label, drawn on stderr
-    piped = cli("import", str(src), "--batch-size", "500", env={"CORTEXCTL_STORE": str(tmp_path / "other")})
+    piped = cli_proc("import", str(src), "--batch-size", "500", env={"CORTEXCTL_STORE": str(tmp_path / "other")})
     assert piped.err == "" and piped.out.strip() == "imported 3000 memories in 6 batches"
     quiet_out, quiet_terminal = _run_on_terminal(
         ["import", str(src), "--quiet", "--store", str(tmp_path / "third")], _env(store), stdout_tty=False)
     assert "importing" not in quiet_terminal
 
 
-def test_find_draws_a_table_on_a_terminal_and_plain_lines_when_piped(cx, store, cli):
+def test_find_draws_a_table_on_a_terminal_and_plain_lines_when_piped(cx, store, cli_proc):
     cx.write("goal", "[active] ship v2 with did:x:1 kept as written")
     _, terminal = _run_on_terminal(["find"], _env(store), stdout_tty=True)
     assert "#" in terminal and "type" in terminal and "goal" in terminal
     assert "[active] ship v2 with did:x:1" in terminal  # data, never markup or emoji codes
     assert "\x1b[" not in terminal  # NO_COLOR is set by the test environment
-    piped = cli("find")
+    piped = cli_proc("find")
     assert piped.out.count("\t") == 2 and "#" not in piped.out
