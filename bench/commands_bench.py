@@ -65,7 +65,7 @@ def _cases(ids: list[str], tmp: Path) -> dict[str, callable]:
         "history": lambda r: ["history", one],
         "tag": lambda r: ["tag", ids[2], "--add", f"x{r}"],
         "head": lambda r: ["head", ids[3], "--importance", str(r % 10)],
-        "forget": lambda r: ["forget", ids[10 + r], "--reason", "benchmark"],
+        "forget": lambda r: ["forget", ids[-1 - r], "--reason", "benchmark"],  # from the far end of ids
         "find": lambda r: ["find", "--tag", "t3", "-k", "10"],
         "find --near": lambda r: ["find", "--near", "deploy key of service 7", "-k", "10"],
         "attest": lambda r: ["attest", "--intent", f"bench-{r}", "--outcome", "success", ids[4], ids[5]],
@@ -92,7 +92,9 @@ def main() -> int:
         env = {**os.environ, "CORTEXCTL_STORE": str(tmp / "store"), "CORTEXCTL_ACTOR": ACTOR,
                "CORTEXCTL_CONFIG": str(tmp / "none.toml")}
         (tmp / "none.toml").write_text("")
-        ids = _seed(tmp, max(opts.memories, 60), env)
+        ids = _seed(tmp, max(opts.memories, 200), env)
+        if opts.runs > 150:
+            ap.error("--runs must be at most 150 (forget needs a fresh memory per run)")
         reference = [sys.executable, "-c", "import duckdb"]
         rows = []
         for name, argv_of in _cases(ids, tmp).items():

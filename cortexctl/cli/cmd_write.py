@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from cortexctl.cli.spec import COMMON, DATA, FRAMES, SETS, TAGS, Argument, Command, Option
+from cortexctl.cli.spec import COMMON, DATA, FRAMES, REF, SETS, TAGS, Argument, Command, Option
 from cortexctl.memory.types import TYPES
 
 SHORT_FORM = Option("short_form", ("--short-form",), "Your own short form (<= 50 tokens).", metavar="TEXT")
@@ -80,7 +80,7 @@ COMMANDS = [
     ),
     Command(
         ("update",), "Write a new version of a memory; old versions stay readable.", update,
-        arguments=(Argument("ref", "REF", "URI, ID or unique ID prefix."),
+        arguments=(REF,
                    Argument("text", "TEXT", "New main text.", required=False)),
         options=(
             SETS, DATA,
