@@ -69,6 +69,12 @@ DEFAULTS: dict[str, Any] = {
         "api_key_env": "CORTEXCTL_CHAT_API_KEY",
         "timeout": 60.0,
     },
+    "backup": {
+        "dest": None,  # resolved to "backups" beside the store directory
+        "keep": 3,
+        "max_age_days": 7.0,
+        "key_env": "CORTEXCTL_BACKUP_KEY",
+    },
 }
 
 # key path -> (python type(s), rule text)
@@ -87,6 +93,10 @@ _RULES: dict[str, tuple[tuple[type, ...], str]] = {
     "chat.model": ((str,), "must be a model name"),
     "chat.api_key_env": ((str,), "must be an environment variable name"),
     "chat.timeout": ((int, float), "must be a number of seconds above 0"),
+    "backup.dest": ((str,), "must be a path"),
+    "backup.keep": ((int,), "must be a whole number, 1 or more"),
+    "backup.max_age_days": ((int, float), "must be a number of days, 0 or more"),
+    "backup.key_env": ((str,), "must be an environment variable name"),
 }
 
 
@@ -106,7 +116,7 @@ def _flatten(tree: dict, prefix: str = "") -> dict[str, Any]:
     out = {}
     for k, v in tree.items():
         path = f"{prefix}{k}"
-        if isinstance(v, dict) and path in ("embedding", "chat"):
+        if isinstance(v, dict) and path in ("embedding", "chat", "backup"):
             out.update(_flatten(v, path + "."))
         else:
             out[path] = v
@@ -150,6 +160,8 @@ def _check(path: str, value: Any, source: str) -> Any:
     if not bad and path == "embedding.batch_size" and not 1 <= value <= 2048:
         bad = True
     if not bad and path == "embedding.dimensions" and value > 65535:
+        bad = True
+    if not bad and ((path == "backup.keep" and value < 1) or (path == "backup.max_age_days" and value < 0)):
         bad = True
     if not bad and isinstance(value, str) and (not value.strip() or not _is_utf8(value) or "\x00" in value):
         bad = True

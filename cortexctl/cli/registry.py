@@ -21,6 +21,7 @@ MODULES = (
     "cmd_transfer",
     "cmd_reindex",
     "cmd_verify",
+    "cmd_backup",
     "cmd_config",
     "cmd_man",
 )

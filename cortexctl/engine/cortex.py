@@ -148,5 +148,35 @@ class Cortex:
 
         return verify(self.context)
 
+    # -- backup bundles (SPEC §11) ---------------------------------------------------
+    def backup(self, *, dest=None, keep: int | None = None, max_age_days: float | None = None,
+               encrypt: bool = False, progress=None):
+        """Write one bundle of the whole store into ``dest`` and apply retention."""
+        from cortexctl.engine import bundle
+
+        return bundle.backup(self.context, dest=dest, keep=keep, max_age_days=max_age_days, encrypt=encrypt,
+                             progress=progress)
+
+    def restore(self, path, *, mode: str, force: bool = False, force_topology_mismatch: bool = False,
+                dry_run: bool = False, confirm: str | None = None, progress=None):
+        """Restore a bundle into the store: merge (idempotent union) or replace (destructive, guarded)."""
+        from cortexctl.engine import bundle
+
+        return bundle.restore(self.context, path, mode=mode, force=force,
+                              force_topology_mismatch=force_topology_mismatch, dry_run=dry_run,
+                              confirm=confirm, progress=progress)
+
+    def verify_bundle(self, path):
+        """Check a bundle completely; touches no store."""
+        from cortexctl.engine import bundle
+
+        return bundle.check(path, passphrase=bundle.passphrase(self.settings))
+
+    def drill_bundle(self, path, *, progress=None):
+        """Restore a bundle into a throwaway store, verify it and compare it with the bundle."""
+        from cortexctl.engine import bundle
+
+        return bundle.drill(self.settings, path, clock=self.context.clock, progress=progress)
+
 
 __all__ = ["Cortex"]

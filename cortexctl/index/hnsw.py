@@ -2,8 +2,9 @@
 
 The only module that imports usearch. The file is a cache of the vectors kept
 in DuckDB and is trusted only when it matches the record the store keeps of
-it (``Fingerprint``): its size, its modification time and a CRC-32 over sampled
-blocks, plus the dimension and count usearch reads from its header. Anything
+it (``Fingerprint``): its size and a CRC-32 over sampled blocks, plus the
+dimension and count usearch reads from its header (not its modification time,
+so that a byte-identical copy of a store, ``cp -r`` or a restore, is trusted). Anything
 else (missing, truncated, rewritten, flipped bytes in a sampled block, another
 model) means rebuild. usearch has no checksum of its own, and a damaged file
 can load and then crash on search, so this check comes before any load.
@@ -117,7 +118,7 @@ def save_atomic(index, path: Path) -> Fingerprint:
 def trusted(path: Path, expected: Fingerprint) -> bool:
     """True when the file on disk is the one the store recorded (see the module docstring)."""
     now = fingerprint(path, count=expected.count, dim=expected.dim)
-    if now != expected:
+    if now is None or (now.size, now.crc) != (expected.size, expected.crc):
         return False
     try:
         from usearch.index import Index

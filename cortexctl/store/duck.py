@@ -276,4 +276,45 @@ class DuckTx:
         return sq.vector_problems(self.con)
 
 
+    # -- bundles -----------------------------------------------------------------------
+    def table_counts(self, tables: Sequence[str]) -> dict[str, int]:
+        from cortexctl.store import bundle
+
+        return bundle.table_counts(self.con, tables)
+
+    def version_digest(self) -> str:
+        from cortexctl.store import bundle
+
+        return bundle.version_digest(self.con)
+
+    def attach_bundle(self, files: dict) -> None:
+        from cortexctl.store import bundle
+
+        bundle.attach_members(self.con, files)
+
+    def bundle_plan(self):
+        from cortexctl.store import bundle
+
+        return bundle.merge_plan(self.con)
+
+    def bundle_memories(self, ids: Sequence[str], after: dict[str, int]) -> list[tuple[dict, list[dict]]]:
+        from cortexctl.store import bundle
+        from cortexctl.store.interface import VERSION_FIELDS
+
+        heads = bundle.bundle_heads(self.con, ids, HEAD_FIELDS)
+        versions = bundle.bundle_versions(self.con, ids, VERSION_FIELDS, after)
+        return [(heads[i], versions.get(i, [])) for i in ids if i in heads]
+
+    def heads_of(self, ids: Sequence[str]) -> dict[str, dict]:
+        from cortexctl.store import bundle
+
+        return bundle.heads_of(self.con, ids, HEAD_FIELDS)
+
+    def bundle_missing_checkpoints(self) -> list[dict]:
+        from cortexctl.store import bundle
+        from cortexctl.store.interface import CHECKPOINT_FIELDS
+
+        return bundle.bundle_missing_checkpoints(self.con, CHECKPOINT_FIELDS)
+
+
 __all__ = ["DuckTx"]

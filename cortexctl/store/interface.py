@@ -301,6 +301,30 @@ class Tx(Protocol):
         """(id, version, problem) for vectors cut short or not of their memory's current version."""
 
 
+    # -- bundles (backup and restore) -------------------------------------------------
+    def table_counts(self, tables: Sequence[str]) -> dict[str, int]:
+        """Rows in each named table that exists."""
+
+    def version_digest(self) -> str:
+        """An order-free digest of every version's (id, version, hash) and their count."""
+
+    def attach_bundle(self, files: dict[str, Path]) -> None:
+        """Make a checked bundle's members (table -> Parquet file) readable by the bundle_* methods."""
+
+    def bundle_plan(self) -> tuple[list[str], list[tuple[str, int]], list[tuple[str, int, int]]]:
+        """Against the attached bundle: (IDs it has and this store has not, (id, version) pairs
+        whose hashes differ, (id, local current version, bundle current version) where it is ahead)."""
+
+    def bundle_memories(self, ids: Sequence[str], after: dict[str, int]) -> list[tuple[dict, list[dict]]]:
+        """The bundle's head of each of ``ids`` and its versions above ``after[id]`` (0 when absent)."""
+
+    def heads_of(self, ids: Sequence[str]) -> dict[str, dict]:
+        """id -> head of each of ``ids`` that exists, whoever owns it."""
+
+    def bundle_missing_checkpoints(self) -> list[dict]:
+        """The bundle's checkpoints whose (actor, intent, step) this store has not."""
+
+
 class Storage(Protocol):
     """A store at a path: opened per operation, for as short a time as it can be."""
 

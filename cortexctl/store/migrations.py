@@ -177,14 +177,15 @@ def state(con) -> str:
     return CURRENT if have == latest() else OLDER
 
 
-def migrate(con) -> list[str]:
-    """Apply every pending migration, each in its own transaction. Returns their names."""
+def migrate(con, *, upto: int | None = None) -> list[str]:
+    """Apply every pending migration (up to number ``upto``), each in its own transaction.
+    Returns their names."""
     if state(con) == CURRENT:
         return []
     have = _version(con)
     applied = []
     for number, name, fn in MIGRATIONS:
-        if number <= have:
+        if number <= have or (upto is not None and number > upto):
             continue
         con.execute("BEGIN")
         try:

@@ -197,16 +197,18 @@ def test_an_atomic_save_under_a_process_that_is_searching(big):
     assert int(out) > 0 and saves >= 2
 
 
-def test_fingerprint_notices_any_rewrite_of_the_file(tmp_path):
+def test_fingerprint_trusts_a_byte_identical_copy_and_notices_changed_bytes(tmp_path):
     index = hnsw.new(8)
     hnsw.add(index, np.arange(1, 51, dtype=np.uint64), np.random.default_rng(1).random((50, 8), dtype=np.float32))
     path = tmp_path / "i.usearch"
     fp = hnsw.save_atomic(index, path)
     assert hnsw.trusted(path, fp)
-    data = path.read_bytes()
-    path.write_bytes(data)  # same bytes, new modification time
-    assert not hnsw.trusted(path, fp)
     assert (path.stat().st_mode & 0o777) == 0o600
+    data = path.read_bytes()
+    path.write_bytes(data)  # same bytes, new modification time: a copy of the store (cp -r, restore)
+    assert hnsw.trusted(path, fp)
+    path.write_bytes(data[:-1] + bytes([data[-1] ^ 0xFF]))  # same size, the last block changed
+    assert not hnsw.trusted(path, fp)
 
 
 def test_a_damaged_index_under_a_busy_writer_is_searched_exactly_without_waiting(big):

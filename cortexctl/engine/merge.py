@@ -1,0 +1,157 @@
+"""restore --mode merge into a store that holds data: a union that can be run twice.
+
+- A memory the store does not have is added as it is in the bundle (head, every
+  version, salience counters), with one ``write`` journal entry, as ``import`` does.
+- A memory both have: versions are unioned by (id, version). When the bundle is
+  ahead, its newer versions are added (one ``update`` entry each) and the head takes
+  the bundle's fields (one ``update_head`` entry); a tombstone on either side stays.
+- The same (id, version) with another hash is a conflict: reported, and the memory
+  is left as it is here (none of the bundle's versions of it are added).
+- A checkpoint the store does not have is added with a ``checkpoint`` entry.
+- Learned weights stay this store's: they are learned from its own journal of
+  attests (restore --mode replace takes the bundle's).
+
+Before anything is written the bundle is restored into a throwaway store and
+verified there, so a bundle whose rows hash correctly but do not agree with each
+other is refused (exit 7) with nothing written. Postings are made from each added
+version's text; vectors are made by the active embedder afterwards.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from cortexctl.engine.rows import plain, write_payload
+from cortexctl.errors import IntegrityError
+from cortexctl.memory import codec
+
+if TYPE_CHECKING:
+    from cortexctl.engine.context import Context
+
+# ``b`` below is an ``engine.bundle.Opened`` (a checked bundle) and ``result`` its ``RestoreResult``;
+# bundle.py calls merge, so merge does not import it back.
+Opened = RestoreResult = object
+
+# Every state table a bundle carries, and how merge treats it. A table missing here fails
+# tests/cli/test_backup.py: decide its merge rule when adding it.
+MERGED_TABLES = {
+    "heads": "union by id; the newer side's head fields",
+    "versions": "union by (id, version); a different hash is a conflict",
+    "frames": "follows the heads",
+    "journal": "entries appended for what changed",
+    "lex_docs": "made from the added versions' text",
+    "lex_postings": "made from the added versions' text",
+    "vectors": "made by the active embedder after the merge",
+    "learned_weights": "this store's stay",
+    "checkpoints": "union by (actor, intent, step); this store's kept",
+}
+BATCH = 2000
+_HEAD_KEEP = ("id", "type", "actor", "session", "created_at", "current_version", "short", "medium", "confidence")
+
+
+def _preflight(ctx: Context, b: Opened) -> None:
+    """Restore the bundle into a throwaway store and verify it there; IntegrityError when it fails."""
+    import shutil
+    import tempfile
+    from pathlib import Path
+
+    from cortexctl.engine.context import Context as Ctx
+    from cortexctl.engine.verify import verify
+    from cortexctl.store import bundle as sb
+    from cortexctl.store.db import Store
+
+    tmp = Path(tempfile.mkdtemp(prefix="cortexctl-merge-"))
+    try:
+        (tmp / "store").mkdir(mode=0o700)
+        sb.build_store(tmp / "store" / "cortex.duckdb", b.files, b.meta["schema_version"])
+        report = verify(Ctx(ctx.settings, Store(tmp / "store"), clock=ctx.clock, embedder=ctx.embedder))
+        if not report.ok:
+            p = report.problems[0]
+            raise IntegrityError(f"the bundle does not verify as a store ({p.check}: {p.message}); nothing written")
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def merge(ctx: Context, b: Opened, result: RestoreResult, *, dry_run: bool) -> None:
+    """Merge a checked bundle into the store (see the module docstring); fills ``result``."""
+    _preflight(ctx, b)
+    try:
+        _merge(ctx, b, result, dry_run=dry_run)
+    except _DryRun:
+        pass
+
+
+def _merge(ctx: Context, b: Opened, result: RestoreResult, *, dry_run: bool) -> None:
+    from cortexctl.memory import schema
+    from cortexctl.memory.terms import text_terms
+    from cortexctl.memory.types import type_name
+
+    with ctx.transaction() as tx:
+        tx.attach_bundle(b.files)
+        new, conflicts, ahead = tx.bundle_plan()
+        clashing = {id_ for id_, _ in conflicts}
+        ahead = [(id_, mine, theirs) for id_, mine, theirs in ahead if id_ not in clashing]
+        missing_cps = tx.bundle_missing_checkpoints()
+        result.conflicts = [{"id": id_, "version": v, "kept": "local"} for id_, v in conflicts]
+        result.added = {"memories": len(new), "versions": 0, "updated_memories": len(ahead),
+                        "checkpoints": len(missing_cps)}
+        now = ctx.clock()
+        for start in range(0, len(new), BATCH):
+            chunk = new[start:start + BATCH]
+            got = tx.bundle_memories(chunk, {})
+            result.added["versions"] += sum(len(vs) for _h, vs in got)
+            if dry_run:
+                continue
+            tx.insert_memories([h for h, _ in got], [v for _, vs in got for v in vs])
+            tx.add_postings([(h["id"], text_terms(_text(vs[-1], schema, type_name))) for h, vs in got])
+            tx.append_journal([("write", now, ctx.actor, h["id"], write_payload(h, vs)) for h, vs in got])
+        for start in range(0, len(ahead), BATCH):
+            chunk = ahead[start:start + BATCH]
+            mine = tx.heads_of([i for i, _, _ in chunk])
+            got = tx.bundle_memories([i for i, _, _ in chunk], {i: m for i, m, _ in chunk})
+            result.added["versions"] += sum(len(vs) for _h, vs in got)
+            if dry_run:
+                continue
+            for theirs, versions in got:
+                _advance(tx, ctx, now, mine[theirs["id"]], theirs, versions)
+                tx.replace_postings(theirs["id"], text_terms(_text(versions[-1], schema, type_name)))
+                tx.drop_vectors(theirs["id"])
+        if not dry_run:
+            for row in missing_cps:
+                seq = tx.append_journal([("checkpoint", row["created_at"], row["actor"],
+                                          f"{row['intent']}/{row['step']}", row["record"])])
+                tx.put_checkpoint({**row, "seq": seq})
+        if dry_run:
+            raise _DryRun()
+
+
+class _DryRun(Exception):
+    """Rolls the transaction back after a dry run counted what it would do."""
+
+
+def _text(version: dict, schema, type_name) -> str:
+    return schema.search_text(type_name(version["type"]), codec.decode(version["data"]))
+
+
+def _advance(tx, ctx: Context, now, mine: dict, theirs: dict, versions: list[dict]) -> None:
+    """Add the bundle's newer versions of a memory and take its head fields (tombstones stay)."""
+    for v in versions:
+        tx.insert_version(v)
+        payload = codec.encode({"id": v["id"], **plain({"updated_at": v["created_at"]}), "version": plain(v)})
+        tx.append_journal([("update", now, ctx.actor, v["id"], payload)])
+    top = versions[-1]
+    moved = {"current_version": top["version"], "updated_at": top["created_at"], "short": top["short"],
+             "medium": top["medium"], "confidence": top["confidence"]}
+    tx.update_head(mine["id"], moved)
+    state = {**mine, **moved}
+    fields = {k: theirs[k] for k in theirs if k not in _HEAD_KEEP and theirs[k] != state[k]}
+    if mine["tombstoned_at"] is not None:  # forgotten here: stays forgotten
+        for k in ("tombstone_reason", "tombstoned_at", "tombstoned_by"):
+            fields.pop(k, None)
+    if fields:
+        tx.update_head(mine["id"], fields)
+        kind = "tombstone" if "tombstoned_at" in fields else "update_head"
+        tx.append_journal([(kind, now, ctx.actor, mine["id"], codec.encode({"id": mine["id"], **plain(fields)}))])
+
+
+__all__ = ["merge", "MERGED_TABLES"]

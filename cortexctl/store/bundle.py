@@ -1,0 +1,319 @@
+"""The DuckDB side of backup bundles: snapshot, tables to Parquet, Parquet back into tables.
+
+A bundle holds one Parquet file per state table of the store. Which tables
+hold state is read from the catalog, not listed here, so a table added by a
+later migration goes into bundles without a change to this module;
+``NOT_BUNDLED`` names the few that stay out and says why.
+
+Reading a bundle never executes anything it contains: no ``IMPORT DATABASE``
+(its ``load.sql`` would run whatever a crafted bundle put there). Each member
+is read with ``read_parquet`` into tables this cortexctl created by its own
+migrations, column by column, after its columns have been checked against them.
+Every connection that reads a bundle has a memory limit, so one oversized
+record spills or fails instead of exhausting memory.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Iterator, Sequence
+
+from cortexctl.errors import IntegrityError
+
+# table -> why it is not in bundles
+NOT_BUNDLED = {
+    "meta": "the schema version, recorded in bundle-meta.json; a restored store makes its own",
+    "schema_migrations": "the migration history of this file; a restored store makes its own",
+    "rate_buckets": "attest rate limiting: short-lived, per machine",
+    "vectors_dropped": "keys taken out of the index file, which restore rebuilds",
+}
+MEMORY_LIMIT = "512MB"  # per connection that reads a bundle
+SUFFIX = ".parquet"
+
+
+def _connect(path: str = ":memory:", *, temp_dir: Path | None = None):
+    import duckdb
+
+    con = duckdb.connect(path)
+    con.execute(f"SET memory_limit = '{MEMORY_LIMIT}'")
+    con.execute("SET threads = 2")
+    if temp_dir is not None:
+        con.execute("SET temp_directory = ?", [str(temp_dir)])
+    return con
+
+
+def _fail(what: str, exc: Exception) -> IntegrityError:
+    return IntegrityError(f"{what}: {str(exc).splitlines()[0]}")
+
+
+def state_tables(con) -> list[str]:
+    """Every table of the store that holds state (all but ``NOT_BUNDLED``), in name order."""
+    rows = con.execute(
+        "SELECT table_name FROM information_schema.tables WHERE table_schema = 'main'"
+        " AND table_type = 'BASE TABLE' ORDER BY table_name"
+    ).fetchall()
+    return [r[0] for r in rows if r[0] not in NOT_BUNDLED]
+
+
+def columns(con, table: str) -> list[tuple[str, str]]:
+    """(name, type) of each column of ``table``, in order."""
+    return [(r[0], r[1]) for r in con.execute(
+        "SELECT column_name, data_type FROM information_schema.columns"
+        " WHERE table_schema = 'main' AND table_name = ? ORDER BY ordinal_position", [table]).fetchall()]
+
+
+def _keys(con, table: str) -> list[str]:
+    """The table's primary key columns, else all its columns: a stable order for its rows."""
+    rows = con.execute(
+        "SELECT constraint_column_names FROM duckdb_constraints()"
+        " WHERE table_name = ? AND constraint_type = 'PRIMARY KEY'", [table]).fetchall()
+    if rows:
+        return list(rows[0][0])
+    return [name for name, type_ in columns(con, table) if not type_.endswith("[]") and type_ != "BLOB"]
+
+
+def _quote(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
+# -- writing a bundle -----------------------------------------------------------------------
+def snapshot(store, into: Path) -> Path:
+    """Copy the store's database into ``into`` while no writer holds it; returns the copy's path.
+
+    The caller holds ``store.exclusive()``: our writers open the file only under that
+    lock, so the copy is one committed state (a WAL left by a killed writer is copied
+    too and replayed when the copy is opened). Readers go on meanwhile.
+    """
+    into.mkdir(mode=0o700, parents=True, exist_ok=True)
+    for name in (store.db_path.name, store.db_path.name + ".wal"):
+        src = store.path / name
+        if src.is_file():
+            shutil.copyfile(src, into / name)
+    return into / store.db_path.name
+
+
+def open_copy(path: Path):
+    """A read-write connection to a private copy of a store, its schema made current."""
+    from cortexctl.store import migrations
+
+    con = _connect(str(path), temp_dir=path.parent)
+    try:
+        migrations.migrate(con)
+    except BaseException:
+        con.close()
+        raise
+    return con
+
+
+def export_tables(con, dest: Path) -> list[dict]:
+    """Each state table of ``con`` as ``dest/<table>.parquet``; returns [{table, name, rows}]."""
+    members = []
+    for table in state_tables(con):
+        name = table + SUFFIX
+        order = ", ".join(_quote(k) for k in _keys(con, table))
+        target = str(dest / name)
+        con.execute(f"COPY (SELECT * FROM {_quote(table)} ORDER BY {order}) TO '{_sql_text(target)}'"
+                    " (FORMAT parquet, COMPRESSION zstd)")
+        rows = con.execute(f"SELECT count(*) FROM {_quote(table)}").fetchone()[0]
+        members.append({"table": table, "name": name, "rows": int(rows)})
+    return members
+
+
+def store_facts(con) -> dict:
+    """Schema version, journal position and the embedding models of a store's copy."""
+    from cortexctl.store import migrations
+
+    seq = con.execute("SELECT coalesce(max(seq), 0) FROM journal").fetchone()[0]
+    models = con.execute("SELECT model, any_value(dim), count(*) FROM vectors GROUP BY model ORDER BY model").fetchall()
+    return {"schema_version": migrations.latest(), "journal_position": int(seq),
+            "vectors": [{"model": m, "dim": int(d), "count": int(n)} for m, d, n in models]}
+
+
+def _sql_text(text: str) -> str:
+    if "\x00" in text:
+        raise IntegrityError("a path holds a NUL byte")
+    return text.replace("'", "''")
+
+
+# -- reading a bundle ----------------------------------------------------------------------------
+@contextmanager
+def reader(temp_dir: Path | None = None) -> Iterator[object]:
+    """An in-memory connection for reading members (memory-limited, spilling to ``temp_dir``)."""
+    con = _connect(temp_dir=temp_dir)
+    try:
+        yield con
+    finally:
+        con.close()
+
+
+def expected_schema(schema_version: int) -> dict[str, list[tuple[str, str]]]:
+    """table -> columns of the state tables of a store at ``schema_version``."""
+    from cortexctl.store import migrations
+
+    con = _connect()
+    try:
+        migrations.migrate(con, upto=schema_version)
+        return {t: columns(con, t) for t in state_tables(con)}
+    finally:
+        con.close()
+
+
+def member_facts(con, path: Path) -> tuple[list[tuple[str, str]], int]:
+    """(columns, rows) of one Parquet member; IntegrityError when it is not readable Parquet."""
+    p = _sql_text(str(path))
+    try:
+        cols = [(r[0], r[1]) for r in con.execute(f"DESCRIBE SELECT * FROM read_parquet('{p}')").fetchall()]
+        rows = con.execute(f"SELECT coalesce(sum(num_rows), 0) FROM parquet_file_metadata('{p}')").fetchone()[0]
+    except Exception as exc:  # duckdb raises many kinds for a damaged file
+        raise _fail(f"member {path.name} is not readable Parquet", exc) from None
+    return cols, int(rows)
+
+
+def largest(con, path: Path, column: str) -> int:
+    """The largest value of ``column`` in bytes (0 for an empty member)."""
+    p = _sql_text(str(path))
+    try:
+        got = con.execute(f"SELECT coalesce(max(octet_length({_quote(column)})), 0) FROM read_parquet('{p}')").fetchone()[0]
+    except Exception as exc:
+        raise _fail(f"member {path.name} cannot be read", exc) from None
+    return int(got)
+
+
+def iter_rows(con, path: Path, cols: Sequence[str], *, batch: int = 5000) -> Iterator[list[tuple]]:
+    """Batches of ``cols`` from one member, in file order."""
+    p = _sql_text(str(path))
+    try:
+        cur = con.execute(f"SELECT {', '.join(_quote(c) for c in cols)} FROM read_parquet('{p}')")
+        while rows := cur.fetchmany(batch):
+            yield rows
+    except IntegrityError:
+        raise
+    except Exception as exc:
+        raise _fail(f"member {path.name} cannot be read", exc) from None
+
+
+def scalar(con, path: Path, expression: str):
+    """One aggregate over a member (``expression`` is ours, never the bundle's)."""
+    p = _sql_text(str(path))
+    try:
+        return con.execute(f"SELECT {expression} FROM read_parquet('{p}')").fetchone()[0]
+    except Exception as exc:
+        raise _fail(f"member {path.name} cannot be read", exc) from None
+
+
+# -- restoring ------------------------------------------------------------------------------------
+def build_store(db_path: Path, members: dict[str, Path], schema_version: int) -> None:
+    """A new database at ``db_path`` holding the members' rows, its schema made current.
+
+    The tables are created by this cortexctl's migrations up to the bundle's schema
+    version, filled from the members by column name, then migrated forward.
+    """
+    from cortexctl.store import migrations
+
+    con = _connect(str(db_path), temp_dir=db_path.parent)
+    try:
+        migrations.migrate(con, upto=schema_version)
+        con.execute("BEGIN")
+        for table, path in members.items():
+            cols = ", ".join(_quote(name) for name, _ in columns(con, table))
+            try:
+                con.execute(f"INSERT INTO {_quote(table)} ({cols}) SELECT {cols}"
+                            f" FROM read_parquet('{_sql_text(str(path))}')")
+            except Exception as exc:
+                raise _fail(f"member {path.name} does not fit table {table}", exc) from None
+        con.execute("COMMIT")
+        migrations.migrate(con)
+        con.execute("CHECKPOINT")
+    finally:
+        con.close()
+
+
+def attach_members(con, members: dict[str, Path]) -> None:
+    """Each member as a view ``bundle_<table>`` on ``con`` (for merge's comparisons)."""
+    for table, path in members.items():
+        con.execute(f"CREATE OR REPLACE TEMP VIEW {_quote('bundle_' + table)} AS"
+                    f" SELECT * FROM read_parquet('{_sql_text(str(path))}')")
+
+
+def fsync_tree(root: Path) -> None:
+    """fsync every file under ``root`` and the directories themselves."""
+    for dirpath, _dirs, files in os.walk(root):
+        for name in files:
+            fd = os.open(os.path.join(dirpath, name), os.O_RDONLY)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+        fd = os.open(dirpath, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+
+__all__ = ["NOT_BUNDLED", "state_tables", "snapshot", "open_copy", "export_tables", "build_store"]
+
+
+# -- comparing and merging (through DuckTx) -------------------------------------------------------
+# An order-free digest of every (id, version, hash): a restored store and its bundle must agree.
+DIGEST = "count(*)::VARCHAR || ':' || coalesce(bit_xor(hash(id, version, hash)), 0)::VARCHAR"
+
+
+def table_counts(con, tables: Sequence[str]) -> dict[str, int]:
+    have = set(state_tables(con)) | set(NOT_BUNDLED)
+    return {t: int(con.execute(f"SELECT count(*) FROM {_quote(t)}").fetchone()[0]) for t in tables if t in have}
+
+
+def version_digest(con) -> str:
+    return str(con.execute(f"SELECT {DIGEST} FROM versions").fetchone()[0])
+
+
+def merge_plan(con) -> tuple[list[str], list[tuple[str, int]], list[tuple[str, int, int]]]:
+    """Against the attached bundle: (IDs new here, (id, version) pairs whose hashes differ,
+    (id, local current version, bundle current version) where the bundle is ahead)."""
+    new = [r[0] for r in con.execute(
+        "SELECT b.id FROM bundle_heads b ANTI JOIN heads h ON h.id = b.id ORDER BY b.id").fetchall()]
+    conflicts = [(r[0], int(r[1])) for r in con.execute(
+        "SELECT b.id, b.version FROM bundle_versions b JOIN versions v ON v.id = b.id AND v.version = b.version"
+        " WHERE b.hash <> v.hash ORDER BY b.id, b.version").fetchall()]
+    ahead = [(r[0], int(r[1]), int(r[2])) for r in con.execute(
+        "SELECT h.id, h.current_version, b.current_version FROM heads h JOIN bundle_heads b ON b.id = h.id"
+        " WHERE b.current_version > h.current_version ORDER BY h.id").fetchall()]
+    return new, conflicts, ahead
+
+
+def heads_of(con, ids: Sequence[str], fields: Sequence[str]) -> dict[str, dict]:
+    cols = ", ".join(_quote(f) for f in fields)
+    rows = con.execute(f"SELECT {cols} FROM heads WHERE list_contains(?, id)", [list(ids)]).fetchall()
+    return {r[0]: dict(zip(fields, r)) for r in rows}
+
+
+def bundle_heads(con, ids: Sequence[str], fields: Sequence[str]) -> dict[str, dict]:
+    cols = ", ".join(_quote(f) for f in fields)
+    rows = con.execute(f"SELECT {cols} FROM bundle_heads WHERE list_contains(?, id)", [list(ids)]).fetchall()
+    return {r[0]: dict(zip(fields, r)) for r in rows}
+
+
+def bundle_versions(con, ids: Sequence[str], fields: Sequence[str], after: dict[str, int]) -> dict[str, list[dict]]:
+    """Versions of ``ids`` in the bundle above ``after[id]`` (0 when absent), in order."""
+    cols = ", ".join(_quote(f) for f in fields)
+    rows = con.execute(f"SELECT {cols} FROM bundle_versions WHERE list_contains(?, id) ORDER BY id, version",
+                       [list(ids)]).fetchall()
+    out: dict[str, list[dict]] = {}
+    for r in rows:
+        row = dict(zip(fields, r))
+        if row["version"] > after.get(row["id"], 0):
+            out.setdefault(row["id"], []).append(row)
+    return out
+
+
+def bundle_missing_checkpoints(con, fields: Sequence[str]) -> list[dict]:
+    cols = ", ".join(f"b.{_quote(f)}" for f in fields)
+    rows = con.execute(
+        f"SELECT {cols} FROM bundle_checkpoints b ANTI JOIN checkpoints c"
+        " ON c.actor = b.actor AND c.intent = b.intent AND c.step = b.step ORDER BY b.actor, b.intent, b.step"
+    ).fetchall()
+    return [dict(zip(fields, r)) for r in rows]
