@@ -48,9 +48,15 @@ def restore(config, *, path, mode, force, force_topology_mismatch, dry_run, conf
     if out.machine:
         out.emit(result.to_json())
         return
+    a = result.added
+    if "heads" in a:  # the bundle as it is: replace, or merge into an empty store
+        what = f"{a['heads']} memories, {a['versions']} versions, {a['journal']} journal entries"
+    else:
+        what = (f"{a['memories']} memories added, {a['versions']} versions added, "
+                f"{a['updated_memories']} memories moved ahead, {a['checkpoints']} checkpoints added")
     verb = "would restore" if dry_run else "restored"
-    added = ", ".join(f"{k} {v}" for k, v in result.added.items()) or "nothing"
-    out.line(f"{verb} ({result.mode}) into {result.target}: {added}")
+    out.line(f"{verb} ({result.mode}) into {result.target}: {what}"
+             + ("" if dry_run or result.verified is None else "; verify ok"))
     for c in result.conflicts:
         out.warn(f"conflict: memory {c['id']} version {c['version']} differs; the local one was kept")
     for note in result.notes:
