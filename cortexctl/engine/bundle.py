@@ -49,6 +49,7 @@ NAME = re.compile(r"^backup-(\d{8}T\d{6}Z)(?:-(\d{1,4}))?$")
 MEMBER = re.compile(r"^[a-z][a-z0-9_]{0,62}\.parquet$")
 MAX_META_BYTES = 1 << 20
 MAX_MANIFEST_BYTES = 4 << 20
+MAX_VALUE_BYTES = 16 << 20  # any one text or blob value in a member (a version's data: MAX_DATA_BYTES)
 TOPOLOGY = {"mode": "embedded"}
 CONFIRM = "REPLACE"
 KEY_CHECK = b"cortexctl bundle key check"
@@ -516,10 +517,13 @@ def _check_content(meta: dict, members: list[dict], files: dict[str, Path], work
             if rows != m["rows"] or meta["counts"].get(m["table"]) != rows:
                 raise IntegrityError(f"bundle member {m['name']} holds {rows} rows; the manifest says "
                                      f"{m['rows']} and the meta {meta['counts'].get(m['table'])}")
+            for column, size in sb.widest(con, files[m["table"]], cols).items():
+                limit = MAX_DATA_BYTES if (m["table"], column) == ("versions", "data") else MAX_VALUE_BYTES
+                if size > limit:
+                    raise IntegrityError(f"bundle member {m['name']}: a value of {column} is {size} bytes, "
+                                         f"over the {limit}-byte limit")
         vpath = files["versions"]
-        if sb.largest(con, vpath, "data") > MAX_DATA_BYTES:
-            raise IntegrityError(f"a version in the bundle is over the {MAX_DATA_BYTES}-byte limit")
-        for batch in sb.iter_rows(con, vpath, ("id", "version", "type", "data", "hash")):
+        for batch in sb.iter_rows(con, vpath, ("id", "version", "type", "data", "hash"), batch=1000):
             for id_, version, type_code, data, stored in batch:
                 records += 1
                 if data is None or type_code is None or codec.version_hash(type_code, data) != stored:

@@ -172,14 +172,19 @@ def member_facts(con, path: Path) -> tuple[list[tuple[str, str]], int]:
     return cols, int(rows)
 
 
-def largest(con, path: Path, column: str) -> int:
-    """The largest value of ``column`` in bytes (0 for an empty member)."""
+def widest(con, path: Path, cols: Sequence[tuple[str, str]]) -> dict[str, int]:
+    """column -> its largest value in bytes, for the text and blob columns among ``cols``."""
+    sized = [(name, f"strlen({_quote(name)})" if type_ == "VARCHAR" else f"octet_length({_quote(name)})")
+             for name, type_ in cols if type_ in ("VARCHAR", "BLOB")]
+    if not sized:
+        return {}
     p = _sql_text(str(path))
     try:
-        got = con.execute(f"SELECT coalesce(max(octet_length({_quote(column)})), 0) FROM read_parquet('{p}')").fetchone()[0]
+        row = con.execute(f"SELECT {', '.join(f'coalesce(max({e}), 0)' for _, e in sized)}"
+                          f" FROM read_parquet('{p}')").fetchone()
     except Exception as exc:
         raise _fail(f"member {path.name} cannot be read", exc) from None
-    return int(got)
+    return {name: int(v) for (name, _), v in zip(sized, row)}
 
 
 def iter_rows(con, path: Path, cols: Sequence[str], *, batch: int = 5000) -> Iterator[list[tuple]]:

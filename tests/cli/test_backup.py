@@ -319,3 +319,50 @@ def test_backup_of_a_missing_store_is_not_found(cli, tmp_path):
     run = cli("backup", "--dest", str(tmp_path / "bk"), "--store", str(tmp_path / "none"), use_store=False)
     assert run.code == 3 and run.err.count("\n") == 1, run
     assert not (tmp_path / "none").exists()
+
+
+def _forge(path: Path, table: str, sql: str) -> None:
+    """Rewrite one member with ``sql`` over its rows (``t``) and fix the manifest and meta to match:
+    what a forger who knows the format would do."""
+    import hashlib
+
+    import duckdb
+
+    member = path / f"{table}.parquet"
+    con = duckdb.connect()
+    con.execute(f"CREATE TABLE t AS SELECT * FROM read_parquet('{member}')")
+    con.execute(sql)
+    con.execute(f"COPY t TO '{member}' (FORMAT parquet)")
+    rows = con.execute("SELECT count(*) FROM t").fetchone()[0]
+    con.close()
+    manifest = json.loads((path / "manifest.json").read_text())
+    for m in manifest["members"]:
+        if m["table"] == table:
+            m.update(bytes=member.stat().st_size, sha256=hashlib.sha256(member.read_bytes()).hexdigest(), rows=rows)
+    (path / "manifest.json").write_text(json.dumps(manifest))
+    meta = json.loads((path / "bundle-meta.json").read_text())
+    meta["counts"][table] = rows
+    meta["manifest_sha256"] = hashlib.sha256((path / "manifest.json").read_bytes()).hexdigest()
+    (path / "bundle-meta.json").write_text(json.dumps(meta))
+
+
+@pytest.mark.parametrize("table, sql, words", [
+    ("journal", "UPDATE t SET payload = repeat('x', 17 * 1024 * 1024)::BLOB WHERE seq = 1", "over the"),
+    ("versions", "UPDATE t SET data = repeat('x', 70000)::BLOB", "over the"),
+    ("versions", "UPDATE t SET data = 'tampered'::BLOB WHERE version = 1", "hash does not match"),
+    ("heads", "UPDATE t SET current_version = 9", "does not verify"),
+])
+def test_a_forged_bundle_is_refused_and_nothing_is_written(cx, cli, tmp_path, table, sql, words):
+    _fill(cx)
+    path = _backup(cli, tmp_path / "bk")
+    _forge(path, table, sql)
+    before = _files(cx.store.path)
+    for args in (["restore", str(path), "--mode", "merge"], ["bundle", "drill", str(path)],
+                 ["restore", str(path), "--mode", "replace", "--force"]):
+        run = cli(*args)
+        if words == "does not verify" and args[0] == "bundle":
+            assert run.code == 7, run
+            continue
+        assert run.code == 7 and (words in run.err or args[0] == "bundle"), (args, run)
+        assert run.err.count("\n") == 1 and "Traceback" not in run.err, run
+        assert _files(cx.store.path) == before
