@@ -74,6 +74,7 @@ DEFAULTS: dict[str, Any] = {
         "keep": 3,
         "max_age_days": 7.0,
         "key_env": "CORTEXCTL_BACKUP_KEY",
+        "window_days": None,  # healthcheck: degraded when no bundle is newer than this (off when unset)
     },
 }
 
@@ -97,6 +98,7 @@ _RULES: dict[str, tuple[tuple[type, ...], str]] = {
     "backup.keep": ((int,), "must be a whole number, 1 or more"),
     "backup.max_age_days": ((int, float), "must be a number of days, 0 or more"),
     "backup.key_env": ((str,), "must be an environment variable name"),
+    "backup.window_days": ((int, float), "must be a number of days above 0"),
 }
 
 
@@ -161,7 +163,8 @@ def _check(path: str, value: Any, source: str) -> Any:
         bad = True
     if not bad and path == "embedding.dimensions" and value > 65535:
         bad = True
-    if not bad and ((path == "backup.keep" and value < 1) or (path == "backup.max_age_days" and value < 0)):
+    if not bad and ((path == "backup.keep" and value < 1) or (path == "backup.max_age_days" and value < 0)
+                                    or (path == "backup.window_days" and value <= 0)):
         bad = True
     if not bad and isinstance(value, str) and (not value.strip() or not _is_utf8(value) or "\x00" in value):
         bad = True

@@ -22,6 +22,7 @@ MODULES = (
     "cmd_reindex",
     "cmd_verify",
     "cmd_backup",
+    "cmd_health",
     "cmd_config",
     "cmd_man",
 )

@@ -46,7 +46,7 @@ class HttpEmbedder:
         backoff: float = 0.25,
     ) -> None:
         self.url = endpoint(base_url)
-        self.host = urlsplit(self.url).netloc
+        self.host = urlsplit(self.url).netloc.rpartition("@")[2]  # never the user:password a URL may carry
         self.name = model
         self.model = f"openai:{model}"
         self.want_dim = dimensions

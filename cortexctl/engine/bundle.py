@@ -57,7 +57,8 @@ KEY_CHECK = b"cortexctl bundle key check"
 Progress = Callable[[str, int, int], None]
 
 
-def _default_dest(settings) -> Path:
+def default_dest(settings) -> Path:
+    """Where bundles go: config backup.dest, else backups/ beside the store directory."""
     dest = settings.get("backup.dest")
     return Path(dest).expanduser() if dest else settings.store.parent / "backups"
 
@@ -234,7 +235,7 @@ def backup(ctx: Context, *, dest: str | os.PathLike | None = None, keep: int | N
             raise UsageError(f"backup --encrypt needs a passphrase in ${settings.get('backup.key_env')}",
                              field="encrypt")
     ctx.require_store(f"no store at {ctx.storage.path}")
-    dest = Path(dest).expanduser() if dest is not None else _default_dest(settings)
+    dest = Path(dest).expanduser() if dest is not None else default_dest(settings)
     if dest.exists() and not dest.is_dir():
         raise UsageError(f"dest {dest} is not a directory", field="dest")
     if dest.resolve() == ctx.storage.path.resolve() or ctx.storage.path.resolve() in dest.resolve().parents:

@@ -148,6 +148,12 @@ class Cortex:
 
         return verify(self.context)
 
+    def healthcheck(self, *, probe: bool = True) -> dict:
+        """The healthcheck payload (SPEC §12); ``probe=False`` skips the embedding endpoint's probe."""
+        from cortexctl.engine import health
+
+        return health.report(lambda: self.settings, probe=probe)
+
     # -- backup bundles (SPEC §11) ---------------------------------------------------
     def backup(self, *, dest=None, keep: int | None = None, max_age_days: float | None = None,
                encrypt: bool = False, progress=None):

@@ -276,6 +276,9 @@ class DuckTx:
         return sq.vector_problems(self.con)
 
 
+    def health_counts(self) -> dict:
+        return records.health_counts(self.con)
+
     # -- bundles -----------------------------------------------------------------------
     def table_counts(self, tables: Sequence[str]) -> dict[str, int]:
         from cortexctl.store import bundle

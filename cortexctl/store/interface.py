@@ -301,6 +301,9 @@ class Tx(Protocol):
         """(id, version, problem) for vectors cut short or not of their memory's current version."""
 
 
+    def health_counts(self) -> dict:
+        """{"by_type": {type code: memories}, "tombstoned": n, "versions": n, "schema_version": n}; cheap at any size."""
+
     # -- bundles (backup and restore) -------------------------------------------------
     def table_counts(self, tables: Sequence[str]) -> dict[str, int]:
         """Rows in each named table that exists."""

@@ -341,3 +341,12 @@ def iter_visible(con, actor: str, batch: int = 2000):
         for h in heads:
             yield h, versions[h["id"]]
         last = ids[-1]
+
+
+def health_counts(con) -> dict:
+    """Memories by type code, tombstoned memories, and versions: healthcheck's cheap counts."""
+    by_type = {int(t): int(n) for t, n in con.execute("SELECT type, count(*) FROM heads GROUP BY type").fetchall()}
+    tombstoned = con.execute("SELECT count(*) FROM heads WHERE tombstoned_at IS NOT NULL").fetchone()[0]
+    versions = con.execute("SELECT count(*) FROM versions").fetchone()[0]
+    schema = con.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()[0]
+    return {"by_type": by_type, "tombstoned": int(tombstoned), "versions": int(versions), "schema_version": int(schema)}

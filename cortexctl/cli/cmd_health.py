@@ -1,0 +1,76 @@
+"""healthcheck: is the store fine? A stable payload for monitoring (SPEC §12)."""
+
+from __future__ import annotations
+
+from cortexctl.cli.spec import ACTOR, JSON, STORE, WAIT, Command, Option
+
+
+def healthcheck(config, *, strict, store, actor, wait, json) -> None:
+    from cortexctl import config as config_mod
+    from cortexctl.cli.output import Output
+    from cortexctl.engine import health
+    from cortexctl.errors import CortexError
+
+    out = Output(json=json)
+    doc = health.report(lambda: config_mod.load(config_path=config, store=store, actor=actor, wait=wait))
+    if out.machine:
+        out.emit(doc)
+    else:
+        _render(out, doc)
+    if doc["status"] == health.UNHEALTHY or (strict and doc["status"] == health.DEGRADED):
+        raise CortexError(f"{doc['status']}: {doc['details'][0]}")
+
+
+def _render(out, doc: dict) -> None:
+    out.line(f"status: {doc['status']}")
+    s = doc["store"]
+    if s and s.get("memories") is not None:
+        out.line(f"store: {s['path']} (schema {s['schema_version']}): {s['memories']} memories "
+                 f"({s['tombstoned']} forgotten), {s['versions']} versions, {s['journal_entries']} journal entries, "
+                 f"{s['pending_embeddings'] or 0} waiting for embedding, {s['size_bytes']} bytes")
+    elif s:
+        out.line(f"store: {s['path']} (not readable)")
+    if doc["topology"]:
+        out.line(f"store chosen by: {doc['topology']['resolved_via']}")
+    i = doc["index"]
+    if i and i["state"]:
+        out.line(f"index: {i['state']} ({i['count']} vectors, {i['model']}, dimension {i['dimension']})")
+    e = doc["providers"]["embedding"]
+    if e:
+        where = f" at {e['host']}" if e["host"] else ""
+        out.line(f"embedding: {e['active'] or 'misconfigured'} {e['model'] or ''}{where}; probe {e['probe']}")
+    c = doc["providers"]["summary"]
+    if c:
+        out.line("chat: " + (f"{c['model']} at {c['endpoint']}; key ${c['credential']['env']} "
+                             f"{'set' if c['credential']['configured'] else 'not set'}" if c["active"] else "not configured"))
+    b = doc["backup"]
+    if b:
+        last = b["last"]
+        out.line(f"last backup: {last['path']} ({last['age_hours']:.1f} hours ago)" if last
+                 else f"last backup: none in {b['dest']}")
+    if doc["identity"]:
+        out.line(f"actor: {doc['identity']['actor']} ({doc['identity']['source']})")
+    for d in doc["details"]:
+        out.line(f"- {d}")
+
+
+COMMANDS = [
+    Command(
+        ("healthcheck",), "Is the store fine? Status, counts, index, providers, last backup.", healthcheck,
+        options=(Option("strict", ("--strict",), "Exit 1 when degraded too, not only when unhealthy.",
+                        type=bool, default=False),
+                 STORE, ACTOR, WAIT, JSON),
+        notes="""Status is unhealthy when the configuration cannot be read or the store is
+missing, unreadable, damaged or from a newer cortexctl; degraded when the
+embedding endpoint does not answer a 2-second probe, memories wait for their
+embedding, the index file is out of step, a remote chat endpoint has no key, or
+no bundle is newer than config backup.window_days (when set); else healthy.
+It reads counts and the index file's record only, so it answers in about a
+second on a large store; verify proves every record. The --json payload's
+fields may be added to, never renamed or removed; secrets never appear.""",
+        examples=("cortexctl healthcheck", "cortexctl healthcheck --json | jq .status",
+                  "cortexctl healthcheck --strict --store /srv/agent/brain || alert"),
+        exits=(0, 1, 2),
+        exit_notes={1: "unhealthy (or degraded, with --strict)"},
+    ),
+]

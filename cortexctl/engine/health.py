@@ -1,0 +1,232 @@
+"""healthcheck: one answer to "is this store fine?", for people, cron and monitoring (SPEC §12).
+
+The payload is stable: fields may be added, never renamed or removed (the key
+set is documented in the README and held by a test). A misconfiguration is
+data in the payload, never a crash. It reads only cheap things — counts, the
+index file's record and sampled checksum, the newest bundle's name — so it
+answers in about a second on a large store; ``verify`` is what proves every
+record, version and journal entry.
+
+Status: **unhealthy** when the configuration cannot be read or the store is
+missing, unreadable, damaged or from a newer cortexctl; **degraded** when the
+embedding endpoint does not answer its probe, memories wait for their
+embedding, the index file is out of step with the store, a chat endpoint that
+needs a key has none, or no bundle is newer than ``backup.window_days`` (when
+set); **healthy** otherwise.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Callable
+from urllib.parse import urlsplit
+
+from cortexctl.errors import CortexError
+
+HEALTHY, DEGRADED, UNHEALTHY = "healthy", "degraded", "unhealthy"
+PROBE_TIMEOUT = 2.0  # seconds: a dead endpoint must not stall monitoring
+_STARTED = time.monotonic()
+KEYS = ("status", "timestamp", "store", "topology", "index", "providers", "features", "backup", "identity",
+        "details", "version", "uptime")
+
+
+_ORDER = (HEALTHY, DEGRADED, UNHEALTHY)
+
+
+class _Findings:
+    def __init__(self) -> None:
+        self.status = HEALTHY
+        self.found: list[tuple[str, str]] = []
+
+    def add(self, status: str, detail: str) -> None:
+        if _ORDER.index(status) > _ORDER.index(self.status):
+            self.status = status
+        self.found.append((status, detail))
+
+    @property
+    def details(self) -> list[str]:
+        """One sentence per finding, the worst first."""
+        return [d for _, d in sorted(self.found, key=lambda t: -_ORDER.index(t[0]))]
+
+
+def _is_local(host: str | None) -> bool:
+    return host in ("localhost", "127.0.0.1", "::1") or bool(host and host.startswith("127."))
+
+
+def _host(url: str | None) -> str | None:
+    """scheme://host[:port] of a URL: never the user name or password a URL may carry."""
+    if not url:
+        return None
+    parts = urlsplit(url)
+    try:
+        port = f":{parts.port}" if parts.port else ""
+    except ValueError:
+        port = ""
+    host = parts.hostname or ""
+    return f"{parts.scheme}://{'[' + host + ']' if ':' in host else host}{port}"
+
+
+def _store_size(path: Path) -> int:
+    try:
+        return sum(e.stat(follow_symlinks=False).st_size for e in os.scandir(path)
+                   if e.is_file(follow_symlinks=False))
+    except OSError:
+        return 0
+
+
+def report(load_settings: Callable[[], object], *, probe: bool = True) -> dict:
+    """The healthcheck payload. ``load_settings`` is called here so a bad config is reported, not raised."""
+    from cortexctl import __version__
+
+    f = _Findings()
+    doc: dict = {"status": HEALTHY, "timestamp": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")[:-4] + "Z",
+                 "store": None, "topology": None, "index": None,
+                 "providers": {"embedding": None, "summary": None}, "features": {}, "backup": None,
+                 "identity": None, "details": [], "version": __version__, "uptime": 0.0}
+    try:
+        settings = load_settings()
+    except CortexError as exc:
+        f.add(UNHEALTHY, f"the configuration cannot be used: {exc.message}")
+        return _close(doc, f)
+    from cortexctl.engine.context import Context
+    from cortexctl.store.db import Store
+
+    ctx = Context(settings, Store(settings.store, wait=settings.wait))
+    doc["topology"] = {"mode": "embedded", "coordinates": str(settings.store),
+                       "resolved_via": settings.sources.get("store", "default")}
+    doc["identity"] = {"actor": settings.actor, "source": settings.sources.get("actor", "default")}
+    embedder = _embedding(ctx, doc, f, probe)
+    _store(ctx, doc, f, embedder)
+    _summary(settings, doc, f)
+    _backup(settings, doc, f)
+    doc["features"] = {"semantic_search": embedder is not None, "summarization": bool(
+        settings.get("chat.base_url") and settings.get("chat.model")), "encryption": _can_encrypt()}
+    return _close(doc, f)
+
+
+def _close(doc: dict, f: _Findings) -> dict:
+    doc["status"] = f.status
+    doc["details"] = f.details if f.found else ["all checks passed"]
+    doc["uptime"] = round(time.monotonic() - _STARTED, 3)
+    return doc
+
+
+def _can_encrypt() -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec("cryptography") is not None
+
+
+def _embedding(ctx, doc: dict, f: _Findings, probe: bool):
+    s = ctx.settings
+    block = {"active": None, "host": _host(s.get("embedding.base_url")), "model": s.get("embedding.model"),
+             "dimensions": s.get("embedding.dimensions"), "probe": "skipped"}
+    doc["providers"]["embedding"] = block
+    try:
+        embedder = ctx.embedder
+    except CortexError as exc:
+        block["error"] = exc.message
+        f.add(DEGRADED, f"embedding is misconfigured: {exc.message}")
+        return None
+    block["active"] = "openai" if embedder.remote else "hash"
+    block["model"] = embedder.model
+    if not embedder.remote:
+        block["dimensions"] = embedder.dim
+        block["probe"] = "ok (built in)"
+        return embedder
+    if not probe:
+        return embedder
+    embedder.timeout = min(float(embedder.timeout), PROBE_TIMEOUT)
+    embedder.retries = 0
+    try:
+        block["dimensions"] = embedder.probe()
+        block["probe"] = "ok"
+    except CortexError as exc:
+        block["probe"] = f"failed: {exc.message}"
+        f.add(DEGRADED, f"the embedding endpoint does not answer: {exc.message}")
+    return embedder
+
+
+def _store(ctx, doc: dict, f: _Findings, embedder) -> None:
+    from cortexctl.engine import semantic
+    from cortexctl.memory.types import TYPE_NAMES
+
+    path = ctx.storage.path
+    block: dict = {"path": str(path), "exists": ctx.storage.exists(), "size_bytes": _store_size(path)}
+    doc["store"] = block
+    doc["index"] = {"path": str(semantic.index_path(ctx.storage)), "exists": semantic.index_path(ctx.storage).is_file(),
+                    "count": None, "model": None, "dimension": None, "consistent": None, "state": None}
+    if not block["exists"]:
+        f.add(UNHEALTHY, f"no store at {path} (a write creates one; check --store, CORTEXCTL_STORE and the config)")
+        return
+    try:
+        with ctx.storage.reading() as tx:
+            counts = tx.health_counts()
+            block.update(schema_version=counts["schema_version"],
+                         memories=sum(counts["by_type"].values()),
+                         by_type={TYPE_NAMES.get(code, str(code)): n for code, n in sorted(counts["by_type"].items())},
+                         tombstoned=counts["tombstoned"], versions=counts["versions"],
+                         journal_entries=tx.journal_bounds()[0], pending_embeddings=None)
+            if embedder is not None:
+                model = embedder.model
+                block["pending_embeddings"] = tx.count_pending(model)
+                n, _max_key, dim = tx.vector_stats(model)
+                rec, why = semantic.index_state(tx, ctx.storage, model, dim)
+                small = why == "missing" and n < semantic.FOLD_AT  # a small store is searched exactly
+                doc["index"].update(count=rec.count if rec else 0, model=rec.model if rec else model,
+                                    dimension=rec.dim if rec else dim,
+                                    state="not built yet (searched exactly)" if small else why,
+                                    consistent=why == "ok" or small or not n)
+    except CortexError as exc:
+        f.add(UNHEALTHY, f"the store cannot be read: {exc.message}")
+        return
+    except Exception as exc:  # a damaged file can fail in ways DuckDB does not classify
+        f.add(UNHEALTHY, f"the store cannot be read: {str(exc).splitlines()[0][:200]}")
+        return
+    if block.get("pending_embeddings"):
+        f.add(DEGRADED, f"{block['pending_embeddings']} memories wait for their embedding (cortexctl reindex)")
+    if doc["index"]["consistent"] is False:
+        f.add(DEGRADED, f"the index file is {doc['index']['state']} (find searches exactly meanwhile; "
+                        "cortexctl reindex rebuilds it)")
+
+
+def _summary(settings, doc: dict, f: _Findings) -> None:
+    base = settings.get("chat.base_url")
+    env = settings.get("chat.api_key_env")
+    host = urlsplit(base).hostname if base else None
+    endpoint = _host(base) + urlsplit(base).path.rstrip("/") + "/chat/completions" if base else None
+    configured = bool(env and os.environ.get(env))
+    required = bool(base) and not _is_local(host)
+    doc["providers"]["summary"] = {"active": "openai" if base else None, "host": _host(base),
+                                   "model": settings.get("chat.model"), "endpoint": endpoint,
+                                   "local": _is_local(host) if base else None,
+                                   "credential": {"env": env, "configured": configured, "required": required}}
+    if required and not configured:
+        f.add(DEGRADED, f"the chat endpoint {_host(base)} needs a key in ${env}, which is not set")
+
+
+def _backup(settings, doc: dict, f: _Findings) -> None:
+    from cortexctl.engine.bundle import bundles_in, default_dest
+
+    dest = default_dest(settings)
+    window = settings.get("backup.window_days")
+    block = {"dest": str(dest), "last": None, "window_days": window}
+    doc["backup"] = block
+    try:
+        found = bundles_in(dest) if dest.is_dir() else []
+    except OSError:
+        found = []
+    if found:
+        at, path = found[0]
+        age = datetime.now(timezone.utc).replace(tzinfo=None) - at
+        block["last"] = {"path": str(path), "created_at": at.strftime("%Y-%m-%dT%H:%M:%SZ"),
+                         "age_hours": round(age.total_seconds() / 3600, 2)}
+    if window is not None:
+        if not found:
+            f.add(DEGRADED, f"no backup in {dest} (backup.window_days is {window:g})")
+        elif block["last"]["age_hours"] > float(window) * 24:
+            f.add(DEGRADED, f"the last backup is {block['last']['age_hours'] / 24:.1f} days old "
+                            f"(backup.window_days is {window:g})")
