@@ -633,8 +633,10 @@ def _replace(ctx: Context, b: Opened, progress: Progress | None) -> None:
     parent.mkdir(parents=True, exist_ok=True, mode=0o700)
     staging = parent / f".{target.name}.restore-{os.getpid()}-{os.urandom(4).hex()}"
     staging.mkdir(mode=0o700)
+    existed = target.exists()
+    swapped = False
     try:
-        with ctx.storage.exclusive():
+        with ctx.storage.exclusive():  # creates the target directory (for its lock) when it is new
             sb.build_store(staging / ctx.storage.db_path.name, b.files, b.meta["schema_version"])
             staged = _context_at(ctx, staging)
             _reindex(staged, progress)
@@ -643,8 +645,11 @@ def _replace(ctx: Context, b: Opened, progress: Progress | None) -> None:
                 raise IntegrityError(f"the restored store does not verify: {report.problems[0].message}")
             staged.storage.tighten()
             _swap(staging, target)
+            swapped = True
     finally:
         shutil.rmtree(staging, ignore_errors=True)  # after the swap: the old store
+        if not existed and not swapped:  # a failed restore into a new location leaves nothing behind
+            shutil.rmtree(target, ignore_errors=True)
 
 
 def _swap(new: Path, target: Path) -> None:

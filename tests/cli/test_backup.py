@@ -366,3 +366,13 @@ def test_a_forged_bundle_is_refused_and_nothing_is_written(cx, cli, tmp_path, ta
         assert run.code == 7 and (words in run.err or args[0] == "bundle"), (args, run)
         assert run.err.count("\n") == 1 and "Traceback" not in run.err, run
         assert _files(cx.store.path) == before
+
+
+def test_a_failed_restore_into_a_new_location_leaves_nothing_there(cx, cli, tmp_path):
+    _fill(cx)
+    path = _backup(cli, tmp_path / "bk")
+    _forge(path, "heads", "UPDATE t SET current_version = 9")
+    target = tmp_path / "new-store"
+    run = cli("restore", str(path), "--mode", "replace", "--store", str(target), use_store=False)
+    assert run.code == 7, run
+    assert not target.exists() and list(tmp_path.glob(".new-store.restore-*")) == []
