@@ -7,8 +7,8 @@ from cortexctl.cli.spec import COMMON, TAGS, Command, Option, form_option
 LANES = {"lexical": "L", "semantic": "S", "salience": "R"}
 
 
-def find(config, *, near, types, tags, frames, include_tombstoned, k, budget_tokens, form, store, actor, wait,
-         json, jsonl) -> None:
+def find(config, *, near, types, tags, frames, include_tombstoned, k, budget_tokens, form, verbose, store, actor,
+         wait, json, jsonl) -> None:
     from cortexctl.cli.common import open_cortex
     from cortexctl.cli.output import Output
     from cortexctl.engine.models import FindQuery
@@ -16,22 +16,31 @@ def find(config, *, near, types, tags, frames, include_tombstoned, k, budget_tok
     out = Output(json=json, jsonl=jsonl)
     query = FindQuery(types=types, tags=tags, frames=frames, include_tombstoned=include_tombstoned, k=k, form=form,
                       near=near, budget_tokens=budget_tokens)
-    hits, warnings = open_cortex(config, store, actor, wait).find_with_warnings(query)
-    for w in warnings:
+    from cortexctl.engine.models import Note
+
+    cx = open_cortex(config, store, actor, wait)
+    hits, found = cx.find_with_warnings(query)
+    warnings = [w for w in found if not isinstance(w, Note)]
+    notes = [str(w) for w in found if isinstance(w, Note)]
+    for w in warnings + (notes if verbose else []):
         out.warn(w)
     if out.machine:
         out.emit_many((h.to_json() for h in hits),
                       lambda docs: {"count": len(docs), "tokens": sum(h.tokens for h in hits),
-                                    "warnings": warnings, "results": docs})
+                                    "warnings": warnings, "notes": notes, "results": docs})
         return
     if out.tty:
+        refs = cx.short_refs([h.id for h in hits]) if hits else {}
+        ref = {h.id: refs.get(h.id, h.id) + ("†" if h.tombstoned else "") for h in hits}
         if near is not None:
-            out.table(["#", "id", "type", "score", "lanes", form],
-                      [(h.rank, h.id[:10] + ("†" if h.tombstoned else ""), h.type, f"{h.score:.3f}",
-                        "".join(LANES[x] for x in h.lanes), h.text) for h in hits])
+            out.table(["#", "ref", "type", "score", "lanes", form],
+                      [(h.rank, ref[h.id], h.type, f"{h.score:.3f}",
+                        "".join(LANES[x] for x in h.lanes) + ("" if h.matched else " (no match)"), h.text)
+                       for h in hits])
+            if hits and not any(h.matched for h in hits):
+                out.hint(f"nothing matched {near!r} by words or meaning: these are your most salient memories")
         else:
-            out.table(["#", "id", "type", form],
-                      [(h.rank, h.id[:10] + ("†" if h.tombstoned else ""), h.type, h.text) for h in hits])
+            out.table(["#", "ref", "type", form], [(h.rank, ref[h.id], h.type, h.text) for h in hits])
         if not hits:
             out.hint("no memories match")
     else:
@@ -52,14 +61,24 @@ COMMANDS = [
             Option("k", ("-k",), "At most this many results.", type=int, default=10, metavar="N"),
             Option("budget_tokens", ("--budget-tokens",),
                    "At most this many tokens of results (at the form shown).", type=int, metavar="N"),
-            form_option("short"), *COMMON,
+            form_option("short"),
+            Option("verbose", ("--verbose", "-v"), "Also say how the answer was found (an exact search, an "
+                                                   "index rebuilt).", type=bool, default=False),
+            *COMMON,
         ),
         notes="""With --near, three lanes search the memories that pass the filters: lexical
 (BM25 over the text), semantic (embedding similarity) and salience
 (importance, recency, use); results are merged by one score (see
 cortexctl(1), FIND). --json shows per result the lanes that found it, its
-similarity, lexical score, salience and score. Without --near, results come
-in salience order.
+similarity, lexical score, salience and score. A memory whose text is the
+query comes first, then memories holding the query as a phrase. A result that
+neither the words nor the meaning of the query found, only its salience, is
+marked "(no match)" ("matched": false in --json). Without --near, results
+come in salience order.
+\b
+The ref column is each memory's short ref: the shortest ending of its ID
+(8 characters or more) that names only that memory; show, update, attest and
+every REF take it back, as they take a full ID or a start of one.
 \b
 Filters combine with AND: every --type given is allowed, every --tag given
 must be present, every --frame given must match (VERB, VERB:KIND or
@@ -73,6 +92,7 @@ fits the budget.""",
             "cortexctl find --frame build:repo",
             "cortexctl find --include-tombstoned --jsonl | jq -r .uri",
         ),
-        exits=(0, 2, 4, 7),
+        exits=(0, 2, 3, 4, 7),
+        exit_notes={3: "no store"},
     ),
 ]

@@ -75,7 +75,7 @@ def attest(ctx: Context, intent: str, outcome: str, cited: Iterable[str], *, rea
         except UsageError:
             parsed[text] = MALFORMED
     actor = ctx.actor
-    with ctx.transaction(existing=f"no store at {ctx.storage.path}") as tx:
+    with ctx.transaction(existing=True) as tx:
         now = ctx.clock()  # under the writer lock: journal order and bucket times agree
         if not tx.take_token(actor, intent, now, rate=RATE, burst=BURST):
             raise RateLimited(

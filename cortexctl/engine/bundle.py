@@ -234,7 +234,7 @@ def backup(ctx: Context, *, dest: str | os.PathLike | None = None, keep: int | N
         if key_pass is None:
             raise UsageError(f"backup --encrypt needs a passphrase in ${settings.get('backup.key_env')}",
                              field="encrypt")
-    ctx.require_store(f"no store at {ctx.storage.path}")
+    ctx.require_store()
     dest = Path(dest).expanduser() if dest is not None else default_dest(settings)
     if dest.exists() and not dest.is_dir():
         raise UsageError(f"dest {dest} is not a directory", field="dest")

@@ -91,7 +91,7 @@ def compact(ctx: Context, intent: str, step: str, budget_tokens: int, in_context
         raise UsageError("checkpoint_dir must not be empty", field="checkpoint_dir")
     parsed = {text: parse_ref(text) for text in [*in_context, *load_bearing]}
     actor = ctx.actor
-    with ctx.transaction(existing=f"no memory {(in_context or load_bearing)[0]!r}") as tx:
+    with ctx.transaction(existing=True) as tx:
         now = ctx.clock()
         found = look_up(tx, actor, parsed)
         heads: dict[str, dict] = {}
@@ -216,7 +216,7 @@ def load(ctx: Context, intent: str, step: str) -> Checkpoint:
     check_label(intent, "intent")
     check_label(step, "step")
     missing = f"no checkpoint for intent {intent!r} step {step!r}"
-    with ctx.reading(missing) as tx:
+    with ctx.reading() as tx:
         row = tx.checkpoint(ctx.actor, intent, step)
     if row is None:
         raise NotFound(missing)

@@ -38,31 +38,33 @@ class Context:
             self._embedder = from_settings(self.settings)
         return self._embedder
 
-    def require_store(self, message: str) -> None:
-        """NotFound(message) when there is no store yet (and nothing is created)."""
+    def no_store(self) -> NotFound:
+        """The error of every command that reads a store that does not exist (only writes create one)."""
+        return NotFound(f"no store at {self.storage.path}",
+                        hint="check --store, CORTEXCTL_STORE and the config; a write creates a store")
+
+    def require_store(self) -> None:
+        """NotFound ("no store at ...") when there is no store yet; nothing is created."""
         if not self.storage.exists():
             self.storage.check_path()
-            raise NotFound(message)
+            raise self.no_store()
 
     @contextmanager
-    def transaction(self, *, existing: str | None = None) -> Iterator[Tx]:
-        """A write transaction; with ``existing``, NotFound(existing) when there is no store yet."""
-        if existing is not None:
-            self.require_store(existing)
+    def transaction(self, *, existing: bool = False) -> Iterator[Tx]:
+        """A write transaction; with ``existing``, NotFound when there is no store yet (none is made)."""
+        if existing:
+            self.require_store()
         with self.storage.transaction() as tx:
             yield tx
 
     @contextmanager
-    def reading(self, missing: str | None = None) -> Iterator[Tx | None]:
-        """A read-only view; with no store yet, NotFound(missing), or None without ``missing``."""
+    def reading(self) -> Iterator[Tx]:
+        """A read-only view; NotFound ("no store at ...") when there is no store."""
         try:
             with self.storage.reading() as tx:
                 yield tx
         except NoStore:
-            if missing is None:
-                yield None
-            else:
-                raise NotFound(missing) from None
+            raise self.no_store() from None
 
 
 __all__ = ["Context"]

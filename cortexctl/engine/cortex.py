@@ -105,6 +105,13 @@ class Cortex:
 
         return find.run(self.context, query, memories.find_filters(self.context, query))
 
+    def short_refs(self, ids) -> dict[str, str]:
+        """id -> the shortest ending of the ID (8+ characters) that names only that memory."""
+        from cortexctl.engine.refs import short_refs
+
+        with self.context.reading() as tx:
+            return short_refs(tx, list(ids))
+
     def reindex(self, *, rebuild: bool = False, progress=None) -> dict:
         """Embed what the active model has not embedded, drop other models' vectors, bring the index up to date."""
         from cortexctl.engine import semantic

@@ -28,8 +28,14 @@ where max_bm25 is the best lexical score of this query (so the lexical part
 is in [0, 1]) and w_sem is the model's weight: ``W_SEM_HASH`` for the built-in
 hash embedder, whose vectors know spelling but not meaning, and
 ``W_SEM_MODEL`` for a real embedding model. A lane that returns nothing adds
-nothing. Ties break by ID. Without ``--near`` only the salience lane runs and
-results come in salience order.
+nothing. Then, among the best ``PHRASE_WINDOW`` candidates, a memory whose text
+is the query (words compared in lower case) comes first, then those holding the
+query's words as one phrase, then the rest, each group in score order: an exact
+match is never outranked by a longer memory that repeats the words. Ties break
+by ID. A hit is *matched* when the lexical lane found it, it holds the phrase, or
+its similarity reaches ``MATCH_SIMILARITY`` (per embedder); otherwise only its
+salience brought it, and the output says so. Without ``--near`` only the
+salience lane runs and results come in salience order.
 """
 
 from __future__ import annotations
@@ -38,7 +44,7 @@ import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from cortexctl.engine.models import FindHit, FindQuery
+from cortexctl.engine.models import FindHit, FindQuery, Note
 from cortexctl.memory import codec
 from cortexctl.memory.forms import count_tokens
 from cortexctl.memory.terms import term_id, terms
@@ -55,6 +61,9 @@ W_SEM_MODEL = 1.0
 PRF_DOCS, PRF_TERMS, PRF_BETA = 5, 10, 0.3
 W_SAL = 0.05
 MIN_CANDIDATES = 50
+PHRASE_WINDOW = 50  # candidates whose text is compared with the query as a phrase
+MATCH_SIMILARITY_HASH = 0.3  # the hash embedder: unrelated texts stay below ~0.15
+MATCH_SIMILARITY_MODEL = 0.5
 
 
 @dataclass
@@ -66,6 +75,7 @@ class Candidate:
     lexical_norm: float = 0.0  # divided by the query's best BM25 score
     salience: float = 0.0
     score: float = 0.0
+    tier: int = 0  # 2: the query's exact text, 1: the query as a phrase (``by_phrase``)
 
 
 class Heads:
@@ -123,18 +133,18 @@ def run(ctx: Context, query: FindQuery, filters: Filters) -> tuple[list[FindHit]
     try:
         fold(ctx, rebuild=True, wait=0)  # the writer lock only; never queue behind another writer
     except StoreBusy:
-        warnings.append(f"index {reason} and another writer holds the store: exact search")
+        warnings.append(Note(f"index {reason} and another writer holds the store: exact search"))
         return _search(ctx, query, filters, qvec, warnings, exact=True), warnings
     except (CortexError, OSError) as err:  # a read-only store, a full disk: answer all the same
         detail = err.message if isinstance(err, CortexError) else (err.strerror or type(err).__name__)
-        warnings.append(f"index {reason} and it cannot be rebuilt ({detail}): exact search")
+        warnings.append(Note(f"index {reason} and it cannot be rebuilt ({detail}): exact search"))
         return _search(ctx, query, filters, qvec, warnings, exact=True), warnings
     try:
         hits = _search(ctx, query, filters, qvec, warnings)
-        warnings.append(f"index {reason}: rebuilt")
+        warnings.append(Note(f"index {reason}: rebuilt"))
         return hits, warnings
     except IndexUnusable as exc:  # nothing to build it from (no vectors of this model yet)
-        warnings.append(f"index {exc.message}: exact search")
+        warnings.append(Note(f"index {exc.message}: exact search"))
         return _search(ctx, query, filters, qvec, warnings, exact=True), warnings
 
 
@@ -144,12 +154,13 @@ def _search(ctx: Context, query: FindQuery, filters: Filters, qvec, warnings: li
 
     n = max(query.k * 3, MIN_CANDIDATES)
     with ctx.reading() as tx:
-        if tx is None:
-            return []
         score = scoring(tx, ctx.actor, ctx.clock())
         if query.near is None:
             ranked = [Candidate(i, ["salience"], salience=s) for i, s in tx.top_salience(filters, score, query.k)]
-            return _hits(tx, ranked, query)
+            hits = _hits(tx, ranked, query)
+            if not hits:
+                _no_visible_memory(tx, ctx.actor, warnings)
+            return hits
         heads = Heads(tx, filters, score)
         nearest: list[tuple[str, float]] = []
 
@@ -167,7 +178,15 @@ def _search(ctx: Context, query: FindQuery, filters: Filters, qvec, warnings: li
         missing = [c.id for c in cands.values() if "salience" not in c.lanes]
         for id_, sal in heads.salience(missing).items():
             cands[id_].salience = sal
-        return _hits(tx, rank(cands.values(), remote=ctx.embedder.remote), query)
+        ranked = by_phrase(tx, rank(cands.values(), remote=ctx.embedder.remote), query.near)
+        hits = _hits(tx, ranked, query)
+        floor = MATCH_SIMILARITY_MODEL if ctx.embedder.remote else MATCH_SIMILARITY_HASH
+        tier = {c.id: c.tier for c in ranked[:PHRASE_WINDOW]}
+        for h in hits:
+            h.matched = "lexical" in h.lanes or tier.get(h.id, 0) > 0 or (h.similarity or 0.0) >= floor
+        if not hits:
+            _no_visible_memory(tx, ctx.actor, warnings)
+        return hits
 
 
 def bm25_scores(tx: Tx, qw: dict[int, float], n_docs: int, hidden=None):
@@ -313,6 +332,40 @@ def rank(cands, *, remote: bool) -> list[Candidate]:
         c.score = W_LEX * c.lexical_norm + w_sem * max(c.similarity or 0.0, 0.0) + W_SAL * c.salience
     out.sort(key=lambda c: (-c.score, c.id))
     return out
+
+
+def _words(text: str) -> list[str]:
+    import re
+
+    return re.findall(r"\w+", text.lower())
+
+
+def by_phrase(tx: Tx, ranked: list[Candidate], near: str) -> list[Candidate]:
+    """The best ``PHRASE_WINDOW`` candidates regrouped: the query's exact text first, then
+    memories holding its words as one phrase, then the rest (module docstring)."""
+    q = _words(near)
+    head = ranked[:PHRASE_WINDOW]
+    if not q or not head:
+        return ranked
+    from cortexctl.memory import schema
+
+    current = tx.current_versions([c.id for c in head])
+    n = len(q)
+    for c in head:
+        v = current.get(c.id)
+        w = _words(schema.search_text(stored_type(v["type"]), codec.decode(v["data"]))) if v else []
+        if w == q:
+            c.tier = 2
+        elif any(w[i:i + n] == q for i in range(len(w) - n + 1)):
+            c.tier = 1
+    return sorted(head, key=lambda c: (-c.tier, -c.score, c.id)) + ranked[PHRASE_WINDOW:]
+
+
+def _no_visible_memory(tx: Tx, actor: str, warnings: list[str]) -> None:
+    """When the actor sees no memory at all in a store that holds some: say so (no counts)."""
+    if tx.count_heads() and not tx.count_heads(Filters(actor=actor, include_tombstoned=True)):
+        warnings.append(f"actor {actor!r} sees no memories in this store: other actors' memories are "
+                        "private to them (is --actor right?)")
 
 
 def _hits(tx: Tx, ranked: list[Candidate], query: FindQuery) -> list[FindHit]:

@@ -161,7 +161,7 @@ def update(
 
     conf = None if confidence is None else check_confidence(confidence, error=UsageError)
     parse_ref(ref)
-    with ctx.transaction(existing=f"no memory {ref!r}") as tx:
+    with ctx.transaction(existing=True) as tx:
         head = resolve(tx, ctx.actor, ref)
         check_owner(head, ctx.actor)
         if head["tombstoned_at"] is not None:
@@ -208,7 +208,7 @@ def update(
 
 
 def _change_head(ctx: Context, ref: str, change) -> HeadResult:
-    with ctx.transaction(existing=f"no memory {ref!r}") as tx:
+    with ctx.transaction(existing=True) as tx:
         head = resolve(tx, ctx.actor, ref)
         check_owner(head, ctx.actor)
         fields = change(head)
@@ -295,7 +295,7 @@ def show(ctx: Context, ref: str, *, version: int | None = None) -> Memory:
     want = version if version is not None else parsed.version
     if want is not None and want < 1:
         raise UsageError(f"version must be 1 or more (got {want})", field="version")
-    with ctx.reading(f"no memory {ref!r}") as tx:
+    with ctx.reading() as tx:
         head = resolve(tx, ctx.actor, ref)
         n = want or head["current_version"]
         rows = tx.versions(head["id"], n)
@@ -307,7 +307,7 @@ def show(ctx: Context, ref: str, *, version: int | None = None) -> Memory:
 def history(ctx: Context, ref: str) -> list[VersionInfo]:
     """Every version of a memory, oldest first."""
     parse_ref(ref)
-    with ctx.reading(f"no memory {ref!r}") as tx:
+    with ctx.reading() as tx:
         head = resolve(tx, ctx.actor, ref)
         rows = tx.versions(head["id"])
     return [

@@ -228,6 +228,7 @@ class FindHit:
     lexical: float | None = None
     salience: float = 0.0
     tokens: int = 0
+    matched: bool = True  # with --near: found by the query's words or meaning, not by salience alone
 
     @property
     def uri(self) -> str:
@@ -255,7 +256,13 @@ class FindHit:
             "lexical": self.lexical,
             "salience": self.salience,
             "tokens": self.tokens,
+            "matched": self.matched,
         }
+
+
+class Note(str):
+    """A remark on how an answer was found (an exact search instead of the index, an index
+    rebuilt): not a problem, so the CLI shows it only with -v."""
 
 
 @dataclass

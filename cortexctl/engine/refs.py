@@ -1,4 +1,11 @@
-"""Resolving references (IDs, ID prefixes, memory URIs) to the heads an actor may see."""
+"""Resolving references (IDs, short refs, ID prefixes, memory URIs) to the heads an actor may see.
+
+A reference of 6 to 25 characters names the visible memory whose ID starts or ends
+with it. ULIDs begin with their creation time, so memories written together share
+their first characters; their ends are random. A memory's *short ref* is the
+shortest ending of its ID, at least ``SHORT_REF`` characters, that no other ID
+(of any actor) starts or ends with: what ``find`` shows, and always resolves back.
+"""
 
 from __future__ import annotations
 
@@ -34,6 +41,22 @@ def look_up(tx: Tx, actor: str, refs: dict[str, Any], fields: Sequence[str] = HE
     return out
 
 
+SHORT_REF = 8
+
+
+def short_refs(tx: Tx, ids: Sequence[str]) -> dict[str, str]:
+    """id -> its short ref (see the module docstring)."""
+    out: dict[str, str] = {}
+    todo, n = list(dict.fromkeys(ids)), SHORT_REF
+    while todo and n < 26:
+        parts = {i: i[-n:] for i in todo}
+        counts = tx.ref_counts(sorted(set(parts.values())))
+        out.update({i: p for i, p in parts.items() if counts.get(p, 0) <= 1})
+        todo, n = [i for i in todo if i not in out], n + 2
+    out.update({i: i for i in todo})
+    return out
+
+
 def resolve(tx: Tx, actor: str, text: str) -> dict:
     """The one visible head ``text`` names; NotFound or AmbiguousRef otherwise."""
     ref = parse_ref(text)
@@ -43,8 +66,8 @@ def resolve(tx: Tx, actor: str, text: str) -> dict:
     if len(heads) > 1:
         shown = ", ".join(h["id"] for h in heads[:5])
         raise AmbiguousRef(
-            f"ID prefix {text!r} is ambiguous: it matches {shown}{' and more' if len(heads) > 5 else ''}",
-            hint="give more characters of the ID",
+            f"reference {text!r} is ambiguous: it matches {shown}{' and more' if len(heads) > 5 else ''}",
+            hint="give more characters of the ID (its start or its end), or the whole ID",
         )
     return heads[0]
 

@@ -199,7 +199,7 @@ def embed_pending(ctx: Context, *, limit: int | None = None, ids: list[str] | No
 def reindex(ctx: Context, *, rebuild: bool = False, progress=None) -> dict:
     """Embed everything pending for the active model, drop other models' vectors, fold or rebuild the index."""
     embedder = ctx.embedder
-    ctx.require_store(f"no store at {ctx.storage.path}")
+    ctx.require_store()
     replaced = 0
     if getattr(embedder, "remote", False):
         dim = embedder.probe()  # a dead or misconfigured endpoint fails here, before any work
@@ -458,7 +458,9 @@ def search(ctx: Context, tx: Tx, query_vec, filters: Filters, n: int, *,
             break
         if want >= 64 * max(n * 2, 64):
             # A filter that keeps few of the memories the index finds: compare them all exactly.
-            return _exact(tx, filters, model, dim, q, n), "filter too narrow for the index; exact search"
+            from cortexctl.engine.models import Note
+
+            return _exact(tx, filters, model, dim, q, n), Note("filter too narrow for the index; exact search")
         want *= 4
     ranked = sorted(((i, s) for i, s in found.items() if s > 0), key=lambda kv: (-kv[1], kv[0]))[:n]
     return ranked, None

@@ -475,5 +475,5 @@ def export_jsonl(ctx: Context, sink: IO[bytes] | str | os.PathLike) -> int:
                 sink.write(orjson.dumps(export_record(head, versions)) + b"\n")
                 count += 1
     except NoStore:
-        return 0
+        raise ctx.no_store() from None
     return count

@@ -276,6 +276,9 @@ class DuckTx:
         return sq.vector_problems(self.con)
 
 
+    def ref_counts(self, parts: Sequence[str]) -> dict[str, int]:
+        return records.ref_counts(self.con, parts)
+
     def health_counts(self) -> dict:
         return records.health_counts(self.con)
 

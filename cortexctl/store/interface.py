@@ -301,6 +301,9 @@ class Tx(Protocol):
         """(id, version, problem) for vectors cut short or not of their memory's current version."""
 
 
+    def ref_counts(self, parts: Sequence[str]) -> dict[str, int]:
+        """How many IDs (of any actor) start or end with each of ``parts`` (all of one length)."""
+
     def health_counts(self) -> dict:
         """{"by_type": {type code: memories}, "tombstoned": n, "versions": n, "schema_version": n}; cheap at any size."""
 

@@ -130,7 +130,7 @@ def _dicts(cur, columns: Sequence[str]) -> list[dict]:
 
 
 def heads_by_prefix(con, prefix: str, actor: str, limit: int = 6) -> list[dict]:
-    """Visible heads whose ID starts with ``prefix`` (a full ID matches itself)."""
+    """Visible heads whose ID starts or ends with ``prefix`` (a full ID matches itself)."""
     cols = ", ".join(f"h.{c}" for c in HEAD_COLUMNS)
     if len(prefix) == 26:
         cur = con.execute(
@@ -138,9 +138,9 @@ def heads_by_prefix(con, prefix: str, actor: str, limit: int = 6) -> list[dict]:
         )
     else:
         cur = con.execute(
-            f"SELECT {cols} FROM heads h WHERE starts_with(h.id, ?) AND {visible_sql()}"
+            f"SELECT {cols} FROM heads h WHERE (starts_with(h.id, ?) OR ends_with(h.id, ?)) AND {visible_sql()}"
             f" ORDER BY h.id LIMIT {int(limit)}",
-            [prefix, actor],
+            [prefix, prefix, actor],
         )
     return _dicts(cur, HEAD_COLUMNS)
 
@@ -350,3 +350,18 @@ def health_counts(con) -> dict:
     versions = con.execute("SELECT count(*) FROM versions").fetchone()[0]
     schema = con.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()[0]
     return {"by_type": by_type, "tombstoned": int(tombstoned), "versions": int(versions), "schema_version": int(schema)}
+
+
+def ref_counts(con, parts: Sequence[str]) -> dict[str, int]:
+    """How many IDs (of any actor) start or end with each of ``parts``, which share one length."""
+    if not parts:
+        return {}
+    n = len(parts[0])
+    if any(len(p) != n or not _ID_CHARS.issuperset(p) for p in parts):
+        raise IntegrityError("not parts of memory IDs")
+    listed = "(" + ", ".join(f"'{p}'" for p in parts) + ")"
+    rows = con.execute(
+        f"SELECT s, count(*) FROM (SELECT right(id, {n}) AS s FROM heads WHERE right(id, {n}) IN {listed}"
+        f" UNION ALL SELECT left(id, {n}) FROM heads WHERE left(id, {n}) IN {listed}) GROUP BY s"
+    ).fetchall()
+    return {s: int(c) for s, c in rows}

@@ -366,14 +366,16 @@ def test_bad_input_is_one_clean_line_with_its_exit_code_and_writes_nothing(case,
 NO_STORE_CASES = [
     bad("verify", "verify", 3, "no store"),
     bad("reindex", "reindex", 3, "no store"),
-    bad("show", "show <unknown>", 3, "no memory"),
+    bad("show", "show <unknown>", 3, "no store"),
+    bad("find", "find", 3, "no store"),
+    bad("find-near", "find --near x", 3, "no store"),
+    bad("export", "export", 3, "no store"),
     bad("write-unknown-type", "write bogus x", 2, "bogus"),
     bad("write-invalid-data", "write fact x --set confidence=1.5", 10, "confidence"),
     bad("bad-config", "-c <in>/bad.toml write fact x", 2, "TOML"),
-    # These open the store for writing before they look the memory up: an empty
-    # store may be left behind, but never a memory or a journal entry.
-    bad("update", "update <unknown> x", 3, "no memory", may_create=True),
-    bad("forget", "forget <unknown> --reason x", 3, "no memory", may_create=True),
+    # Only writing commands create a store; these change a memory, so there must be one.
+    bad("update", "update <unknown> x", 3, "no store"),
+    bad("forget", "forget <unknown> --reason x", 3, "no store"),
 ]
 
 

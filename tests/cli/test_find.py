@@ -72,6 +72,7 @@ def test_find_jsonl_prints_one_object_per_line_and_plain_output_is_tab_separated
     assert plain == [f"cortex://m/{populated['g1']}\tgoal\t[active] ship v2"]
 
 
-def test_find_on_a_store_that_does_not_exist_yet_is_empty(cli):
+def test_find_on_a_store_that_does_not_exist_says_so_and_creates_nothing(cli, store):
     r = cli("find", "--json")
-    assert r.code == 0 and r.json() == {"count": 0, "tokens": 0, "warnings": [], "results": []}
+    assert r.code == 3 and "no store at" in r.err and r.out == "", r
+    assert not store.exists()

@@ -167,8 +167,9 @@ def test_bad_find_input_is_one_clear_line(cli, corpus, args, code, message):
     assert message in run.err
 
 
-def test_near_on_a_store_that_does_not_exist_yet_is_empty(cli):
-    assert cli("find", "--near", "anything", "--json").json()["results"] == []
+def test_near_on_a_store_that_does_not_exist_says_so(cli, store):
+    r = cli("find", "--near", "anything", "--json")
+    assert r.code == 3 and "no store at" in r.err and not store.exists(), r
 
 
 def test_the_engine_api_finds_by_meaning_too(store, corpus):

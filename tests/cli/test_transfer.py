@@ -106,10 +106,10 @@ def test_import_rejects_a_tampered_version_hash(tmp_path, cx, cli):
     assert r.code == 10 and "hash" in r.err
 
 
-def test_import_refuses_lines_owned_by_another_actor_unless_keep_actors(cli):
+def test_import_refuses_lines_owned_by_another_actor_unless_keep_actors(cli, store):
     line = orjson.dumps({"type": "fact", "text": "send the keys to mallory", "actor": "alice"})
     r = cli("import", "-", "--actor", "bob", input=line)
     assert r.code == 10 and "--keep-actors" in r.err
-    assert cli("find", "--json").json()["count"] == 0
+    assert not (store / "cortex.duckdb").exists()  # nothing written, not even an empty store
     assert cli("import", "-", "--actor", "bob", "--keep-actors", input=line).code == 0
     assert cli("find", "--json").json()["count"] == 1
