@@ -15,7 +15,7 @@ def _forms(short: str | None, medium: str | None) -> dict | None:
 
 
 def write(config, *, type_name, text, sets, data, tags, frames, importance, visibility, confidence, session,
-          short_form, medium_form, store, actor, wait, json, jsonl) -> None:
+          short_form, medium_form, dedupe, store, actor, wait, json, jsonl) -> None:
     from cortexctl.cli.common import open_cortex, read_data
     from cortexctl.cli.output import Output
 
@@ -23,6 +23,7 @@ def write(config, *, type_name, text, sets, data, tags, frames, importance, visi
     result = open_cortex(config, store, actor, wait).write(
         type_name, text, data=read_data(data), sets=sets, tags=tags, frames=frames, importance=importance,
         visibility=visibility, confidence=confidence, forms=_forms(short_form, medium_form), session=session,
+        dedupe=dedupe,
     )
     for w in result.warnings:
         out.warn(w)
@@ -64,17 +65,23 @@ COMMANDS = [
             Option("confidence", ("--confidence",), "Confidence in this version, 0-1.", type=float, default=1.0,
                    metavar="X"),
             Option("session", ("--session",), "Session this memory belongs to.", metavar="ID"),
-            SHORT_FORM, MEDIUM_FORM, *COMMON,
+            SHORT_FORM, MEDIUM_FORM,
+            Option("dedupe", ("--dedupe",), "When a live memory of yours has the same type and text, print it "
+                                            "and write nothing.", type=bool, default=False),
+            *COMMON,
         ),
         notes=f"Types: {', '.join(TYPES)}.\n"
               "TEXT fills the type's main field (statement, name, topic, summary,\n"
-              "description). Later sources win: --data, then --set, then TEXT.",
+              "description). Later sources win: --data, then --set, then TEXT.\n"
+              "Writing a memory whose type and text (words, in lower case) equal a live\n"
+              "memory of yours warns and names it; --dedupe prints that one instead.",
         examples=(
             'cortexctl write fact "The deploy key rotates monthly" --tag ops',
             'cortexctl write preference "tabs over spaces" --set polarity=avoid --set strength=0.8',
             'cortexctl write constraint "never push to main" --set strength=hard --importance 9',
             'cortexctl write goal --data \'{"statement": "ship v2", "horizon": "2026-12-31"}\'',
             'cortexctl write event "deploy failed" --set outcome=failure --frame deliver:repo:acme/api --json',
+            'cortexctl write fact "The deploy key rotates monthly" --dedupe',
         ),
         exits=(0, 2, 4, 7, 10),
     ),

@@ -60,11 +60,13 @@ class Cortex:
     def write(self, type_name: str, text: str | None = None, *, data: dict | None = None,
               sets: Iterable[str] | None = None, tags: Iterable[str] = (), frames: Iterable[str] = (),
               importance: int = 5, visibility: str = "private", confidence: float = 1.0,
-              forms: dict | None = None, session: str | None = None, provenance: dict | None = None) -> WriteResult:
-        """Write a new memory; returns its URI, version 1 and journal seq."""
+              forms: dict | None = None, session: str | None = None, provenance: dict | None = None,
+              dedupe: bool = False) -> WriteResult:
+        """Write a new memory; returns its URI, version 1 and journal seq. A live memory of the same
+        type and text is named in a warning; with ``dedupe`` it is returned and nothing is written."""
         return memories.write(self.context, type_name, text, data=data, sets=sets, tags=tags, frames=frames,
                               importance=importance, visibility=visibility, confidence=confidence,
-                              forms=forms, session=session, provenance=provenance)
+                              forms=forms, session=session, provenance=provenance, dedupe=dedupe)
 
     def update(self, ref: str, text: str | None = None, *, data: dict | None = None,
                sets: Iterable[str] | None = None, confidence: float | None = None,

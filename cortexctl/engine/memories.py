@@ -28,7 +28,7 @@ from cortexctl.engine.rows import (
 from cortexctl.errors import InvalidData, NotFound, Tombstoned, UsageError
 from cortexctl.memory import codec, schema
 from cortexctl.memory.forms import FORMS
-from cortexctl.memory.ids import new_id, parse_ref
+from cortexctl.memory.ids import memory_uri, new_id, parse_ref
 from cortexctl.memory.record import build_version
 from cortexctl.memory.terms import text_terms
 from cortexctl.memory.types import (
@@ -39,7 +39,7 @@ from cortexctl.memory.types import (
     type_code,
     type_name as stored_type,
 )
-from cortexctl.store.interface import Filters
+from cortexctl.store.interface import Filters, Tx
 
 MAX_REASON_CHARS = 1000
 MAX_K = 10_000
@@ -79,8 +79,13 @@ def write(
     forms: dict | None = None,
     session: str | None = None,
     provenance: dict | None = None,
+    dedupe: bool = False,
 ) -> WriteResult:
-    """Write a new memory; returns its URI, version 1 and journal seq."""
+    """Write a new memory; returns its URI, version 1 and journal seq.
+
+    When a live memory of the actor has the same type and the same text (words compared
+    in lower case), the result warns and names it; with ``dedupe`` it is returned instead
+    and nothing is written."""
     from cortexctl.memory.types import check_confidence
 
     type_code(type_name)
@@ -106,15 +111,46 @@ def write(
     warnings: list[str] = []
     vector = _embed_one(ctx, body.search_text, warnings)
     last_key = 0
+    term_ids = text_terms(body.search_text)
     with ctx.transaction() as tx:
+        twin = _twin(tx, ctx.actor, body, term_ids)
+        if twin is not None and dedupe:
+            return WriteResult(id=twin["id"], version=twin["current_version"], seq=None, changed=False,
+                               warnings=[f"{type_name} already stored as {memory_uri(twin['id'])}: nothing written"])
+        if twin is not None:
+            warnings.append(f"the same {type_name} is already stored as {memory_uri(twin['id'])} "
+                            "(write --dedupe returns it instead of writing another)")
         tx.insert_memories([head], [version])
         seq = tx.append_journal([("write", now, ctx.actor, id_, write_payload(head, [version]))])
-        tx.add_postings([(id_, text_terms(body.search_text))])
+        tx.add_postings([(id_, term_ids)])
         if vector is not None:
             last_key = semantic.store_or_warn(tx, ctx.embedder, [id_], [1], vector, warnings)
         catch_up = ctx.embedder.remote or tx.maybe_pending(ctx.embedder.model)
     _after_write(ctx, warnings, last_key, catch_up)
     return WriteResult(id=id_, version=1, seq=seq, embedded=bool(last_key), warnings=warnings)
+
+
+def _words(text: str) -> list[str]:
+    import re
+
+    return re.findall(r"\w+", text.lower())
+
+
+def _twin(tx: Tx, actor: str, body, term_ids: list[int]) -> dict | None:
+    """A live memory of ``actor`` with the same type and text as ``body``, or None."""
+    if not term_ids:
+        return None
+    ids = tx.text_twins(actor, body.type_code, len(term_ids), min(term_ids))
+    if not ids:
+        return None
+    want = _words(body.search_text)
+    kind = stored_type(body.type_code)
+    current = tx.current_versions(ids)
+    for id_ in ids:
+        v = current.get(id_)
+        if v is not None and _words(schema.search_text(kind, codec.decode(v["data"]))) == want:
+            return {"id": id_, "current_version": v["version"]}
+    return None
 
 
 def _embed_one(ctx: Context, text: str, warnings: list[str]):

@@ -276,6 +276,9 @@ class DuckTx:
         return sq.vector_problems(self.con)
 
 
+    def text_twins(self, actor: str, type_code: int, n_terms: int, term: int) -> list[str]:
+        return sq.text_twins(self.con, actor, type_code, n_terms, term)
+
     def ref_counts(self, parts: Sequence[str]) -> dict[str, int]:
         return records.ref_counts(self.con, parts)
 

@@ -301,6 +301,10 @@ class Tx(Protocol):
         """(id, version, problem) for vectors cut short or not of their memory's current version."""
 
 
+    def text_twins(self, actor: str, type_code: int, n_terms: int, term: int) -> list[str]:
+        """Live memories of ``actor`` and type whose search text has ``n_terms`` terms, ``term``
+        among them (a few candidates for "the same text"; the caller compares the texts)."""
+
     def ref_counts(self, parts: Sequence[str]) -> dict[str, int]:
         """How many IDs (of any actor) start or end with each of ``parts`` (all of one length)."""
 

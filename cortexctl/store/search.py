@@ -414,3 +414,13 @@ def vector_problems(con):
         " AND h.current_version = x.version WHERE h.id IS NULL"
     ).fetchall():
         yield id_, int(version), f"vector of model {model} is not of the memory's current version"
+
+
+def text_twins(con, actor: str, type_code: int, n_terms: int, term: int, limit: int = 20) -> list[str]:
+    """Live memories of ``actor`` and type whose text has ``n_terms`` terms, ``term`` among them:
+    the few whose text may equal a new one's (the caller compares the texts)."""
+    rows = con.execute(
+        "SELECT h.id FROM lex_docs d JOIN heads h ON h.id = d.id WHERE d.len = ? AND h.actor = ? AND h.type = ?"
+        " AND h.tombstoned_at IS NULL AND d.doc IN (SELECT doc FROM lex_postings WHERE term = ?)"
+        f" ORDER BY h.id LIMIT {int(limit)}", [n_terms, actor, type_code, term]).fetchall()
+    return [r[0] for r in rows]

@@ -99,3 +99,23 @@ def test_notes_on_how_an_answer_was_found_show_only_with_verbose(cli, store, mon
     loud = cli("find", "--near", "deployments", "-v", "--json")
     assert loud.code == 0 and "rebuilt" in loud.err, loud
     assert any("rebuilt" in n for n in json.loads(loud.out)["notes"])
+
+
+def test_writing_the_same_memory_twice_warns_and_dedupe_returns_the_first(cli, store):
+    first = cli("write", "fact", "The deploy key rotates monthly", "--tag", "ops")
+    assert first.code == 0 and first.err == ""
+    again = cli("write", "fact", "the deploy key rotates monthly.")
+    assert again.code == 0 and again.out.strip() != first.out.strip()
+    assert first.out.strip() in again.err and "--dedupe" in again.err and again.err.count("\n") == 1, again
+    journal = Cortex(store=store, actor="alice").verify().journal
+    deduped = cli("write", "fact", "The deploy key rotates MONTHLY", "--dedupe", "--json")
+    doc = json.loads(deduped.out)
+    assert deduped.code == 0 and doc["uri"] == first.out.strip() and doc["changed"] is False, deduped
+    assert Cortex(store=store, actor="alice").verify().journal == journal  # nothing written
+    # not the same: another type, another actor's, a forgotten one, other words
+    assert cli("write", "goal", "The deploy key rotates monthly").err == ""
+    assert cli("write", "fact", "The deploy key rotates monthly", "--actor", "bob").err == ""
+    assert cli("write", "fact", "The deploy key rotates yearly").err == ""
+    for uri in (first.out.strip(), again.out.strip()):
+        assert cli("forget", uri, "--reason", "gone").code == 0
+    assert cli("write", "fact", "The deploy key rotates monthly").err == ""
