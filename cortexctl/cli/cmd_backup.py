@@ -190,8 +190,9 @@ its passphrase in $CORTEXCTL_BACKUP_KEY (config backup.key_env).""",
         ("bundle", "drill"), "Restore a bundle into a throwaway store, verify it, compare; the CI restore drill.",
         bundle_drill, arguments=(_PATH,), options=(QUIET, JSON),
         notes="""Checks the bundle as bundle verify does, restores it into a store in the
-temp directory, runs verify there, compares its row counts, journal position
-and every record with the bundle, prints a report and removes the store.""",
+temp directory (all but the index file, a cache that restore builds), runs
+verify there, compares its row counts, journal position and every record with
+the bundle, prints a report and removes the store.""",
         examples=("cortexctl bundle drill ./backup-20261123T020000Z",
                   "cortexctl bundle drill \"$(ls -d backups/backup-* | tail -1)\" --json"),
         exits=(0, 2, 3, 7),

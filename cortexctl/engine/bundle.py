@@ -624,8 +624,11 @@ def _context_at(ctx: Context, path: Path) -> Context:
     return Context(ctx.settings, Store(path, wait=ctx.storage.wait), clock=ctx.clock, embedder=ctx.embedder)
 
 
-def _replace(ctx: Context, b: Opened, progress: Progress | None) -> None:
-    """Build the bundle's store beside the target, check it, and swap it in atomically."""
+def _replace(ctx: Context, b: Opened, progress: Progress | None, *, build_index: bool = True) -> None:
+    """Build the bundle's store beside the target, check it, and swap it in atomically.
+
+    ``build_index`` False (the drill) leaves the index file to be built on first use: it is a
+    cache, and building it is most of the time a large restore takes."""
     from cortexctl.store import bundle as sb
 
     target = ctx.storage.path
@@ -639,7 +642,8 @@ def _replace(ctx: Context, b: Opened, progress: Progress | None) -> None:
         with ctx.storage.exclusive():  # creates the target directory (for its lock) when it is new
             sb.build_store(staging / ctx.storage.db_path.name, b.files, b.meta["schema_version"])
             staged = _context_at(ctx, staging)
-            _reindex(staged, progress)
+            if build_index:
+                _reindex(staged, progress)
             report = _verify(staged)
             if not report.ok:
                 raise IntegrityError(f"the restored store does not verify: {report.problems[0].message}")
@@ -684,14 +688,14 @@ def drill(settings, path: str | os.PathLike, *, clock=None, progress: Progress |
     try:
         with opened(path, passphrase=passphrase(settings)) as b:
             ctx = Context(settings, Store(tmp / "store"), **({"clock": clock} if clock else {}))
-            _replace(ctx, b, progress)
+            _replace(ctx, b, progress, build_index=False)
             problems = [f"{p.check}: {p.message}" for p in _verify(ctx).problems]
             with ctx.storage.reading() as tx:
                 counts = tx.table_counts(sorted(b.meta["counts"]))
                 position = tx.journal_bounds()[2] or 0
                 mine = tx.version_digest()
             for table, n in b.meta["counts"].items():
-                if table != "vectors" and counts.get(table) != n:  # reindex may embed what waited
+                if counts.get(table) != n:
                     problems.append(f"{table}: {counts.get(table)} rows restored, the bundle holds {n}")
             if position != b.meta["journal_position"]:
                 problems.append(f"journal ends at {position}, the bundle at {b.meta['journal_position']}")
