@@ -77,6 +77,7 @@ def _cases(ids: list[str], tmp: Path) -> dict[str, callable]:
         "verify": lambda r: ["verify"],
         "reindex": lambda r: ["reindex", "--quiet"],
         "config show": lambda r: ["config", "show"],
+        "healthcheck": lambda r: ["healthcheck"],
         "--help": lambda r: ["--help"],
     }
 
