@@ -253,37 +253,32 @@ def test_a_manifest_edited_without_updating_the_meta_is_refused(cli, case):
     _all_refuse(cli, bundle, target)
 
 
-def test_meta_counts_that_disagree_with_the_members_are_refused(cli, case):
-    bundle, target = case
-    meta = _load(bundle / META)
+def _counts_lie(meta):
     meta["counts"]["heads"] += 5
-    _dump(bundle / META, meta)
-    _all_refuse(cli, bundle, target)
 
 
-def test_a_meta_journal_position_that_lies_is_refused(cli, case):
-    bundle, target = case
-    meta = _load(bundle / META)
+def _journal_position_lies(meta):
     meta["journal_position"] += 1
-    _dump(bundle / META, meta)
-    _all_refuse(cli, bundle, target)
 
 
-# -- meta from the future ----------------------------------------------------------------------------
-def test_a_meta_with_a_future_format_number_is_refused(cli, case):
-    bundle, target = case
-    meta = _load(bundle / META)
+def _future_format(meta):
     meta["format"] += 1
-    _dump(bundle / META, meta)
-    _all_refuse(cli, bundle, target)
 
 
-def test_a_meta_with_a_newer_schema_version_is_refused(cli, case):
+def _newer_schema(meta):
+    meta["schema_version"] = migrations.latest() + 1
+
+
+@pytest.mark.parametrize("edit", [_counts_lie, _journal_position_lies, _future_format, _newer_schema],
+                         ids=lambda f: f.__name__[1:])
+def test_a_meta_that_lies_or_comes_from_a_newer_cortexctl_is_refused(cli, case, edit):
     bundle, target = case
     meta = _load(bundle / META)
-    meta["schema_version"] = migrations.latest() + 1
+    edit(meta)
     _dump(bundle / META, meta)
     _all_refuse(cli, bundle, target)
+    if edit in (_future_format, _newer_schema):
+        assert "upgrade cortexctl" in cli("bundle", "verify", bundle).err
 
 
 def test_a_meta_that_is_not_a_json_object_is_refused(cli, case):
@@ -418,3 +413,17 @@ def test_backup_encrypt_without_a_passphrase_is_exit_2_and_leaves_no_bundle(cli,
     dest = tmp_path / "sealed"
     assert_clean_error(cli("backup", "--encrypt", "--dest", dest), 2)
     assert not dest.exists() or not any(dest.iterdir())
+
+
+@pytest.mark.parametrize("kdf", [{"n": "x", "r": 8, "p": 1}, {"n": 1 << 15}, {"n": 1 << 30, "r": 8, "p": 1},
+                                 {"n": 1 << 15, "r": 8.5, "p": 1}, {"n": 3, "r": 8, "p": 1}],
+                         ids=["n-not-a-number", "r-and-p-missing", "n-absurd", "r-not-whole", "n-not-a-power-of-2"])
+def test_a_sealed_bundle_whose_meta_names_hostile_key_derivation_parameters_is_refused(cli, sealed, tmp_path,
+                                                                                       pristine, kdf):
+    # a bug found here: a kdf parameter that was not a number was an internal error (exit 70)
+    target = tmp_path / "target"
+    shutil.copytree(pristine[1], target)
+    meta = _load(sealed / META)
+    meta["encryption"]["kdf"] = kdf
+    _dump(sealed / META, meta)
+    _all_refuse(cli, sealed, target, code=7, env={"CORTEXCTL_BACKUP_KEY": PASSPHRASE})
