@@ -48,7 +48,7 @@ def _export(cx: Cortex) -> str:
     return sink.getvalue().decode()
 
 
-@settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
+@settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
                                                                    HealthCheck.too_slow])
 @given(before=OPS, after=OPS)
 def test_merging_a_bundle_twice_equals_once_and_into_an_empty_store_gives_the_store_at_bundle_time(
