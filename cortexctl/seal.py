@@ -42,8 +42,9 @@ def derive(passphrase: str, salt: bytes, params: dict | None = None) -> bytes:
     except ImportError:
         raise UsageError("encrypted bundles need the cryptography package: pip install 'cortexctl[encrypt]'") from None
     p = params or SCRYPT
-    n, r, par = int(p["n"]), int(p["r"]), int(p["p"])
-    if not (2 <= n <= 1 << 20 and n & (n - 1) == 0 and 1 <= r <= 16 and 1 <= par <= 4):
+    n, r, par = (p.get(k) if isinstance(p, dict) else None for k in ("n", "r", "p"))
+    if not (all(type(v) is int for v in (n, r, par))  # from a bundle's meta: anything at all
+            and 2 <= n <= 1 << 20 and n & (n - 1) == 0 and 1 <= r <= 16 and 1 <= par <= 4):
         raise IntegrityError("bundle meta names key derivation parameters out of range")
     return Scrypt(salt=salt, length=32, n=n, r=r, p=par).derive(passphrase.encode("utf-8", "surrogatepass"))
 
