@@ -82,6 +82,10 @@ class Cortex:
         return memories.head(self.context, ref, importance=importance, visibility=visibility,
                              add_frames=add_frames, remove_frames=remove_frames)
 
+    def unforget(self, ref: str) -> HeadResult:
+        """Undo forget: found again, with the salience it had."""
+        return memories.unforget(self.context, ref)
+
     def forget(self, ref: str, *, reason: str) -> HeadResult:
         """Tombstone a memory: hidden from find, history kept, updates refused."""
         return memories.forget(self.context, ref, reason=reason)
