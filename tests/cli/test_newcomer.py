@@ -28,3 +28,39 @@ def test_a_failure_attest_that_affected_a_memory_says_citations_minus_1(cli):
     uri = cli("write", "fact", "x").out.strip()
     r = cli("attest", "--intent", "i-1", "--outcome", "failure", "--reason", "factual_error", uri)
     assert "1 memory affected, citations -1" in r.out
+
+
+def test_store_actor_and_wait_before_the_command_name_work_on_the_parser_path(cli, tmp_path):
+    other = tmp_path / "other"
+    uri = cli("--store", str(other), "--actor", "bob", "--wait", "2", "write", "fact", "hello there",
+              use_store=False).out.strip()
+    assert uri.startswith("cortex://m/")
+    found = cli("--store=" + str(other), "--actor=bob", "find", "--near", "hello", "--json", use_store=False).json()
+    assert [r["uri"] for r in found["results"]] == [uri]
+    (tmp_path / "c.toml").write_text("")
+    assert cli("-c", str(tmp_path / "c.toml"), "--store", str(other), "--actor", "bob", "show", uri,
+               "--json", use_store=False).json()["actor"] == "bob"
+
+
+def test_store_before_the_command_name_works_on_the_typer_path(cli, tmp_path):
+    from cortexctl.cli import parser
+
+    other = tmp_path / "other"
+    cli("--store", str(other), "write", "fact", "x", use_store=False)
+    # help, and a usage error, are Typer's: the leading --store is not what it complains about
+    assert parser.plan(["--store", str(other), "show", "--help"]) is None
+    r = cli("--store", str(other), "show", "--help", use_store=False)
+    assert r.code == 0 and "cortexctl show" in r.out
+    r = cli("--store", str(other), "find", "-k", "many", use_store=False)
+    assert r.code == 2 and "--store" not in r.err and "-k" in r.err
+
+
+def test_hoist_moves_only_leading_store_options_after_the_command_words():
+    from cortexctl.cli.parser import hoist
+
+    assert hoist(["--store", "X", "checkpoint", "load", "--intent", "i"]) == \
+        ["checkpoint", "load", "--store", "X", "--intent", "i"]
+    assert hoist(["-c", "c.toml", "--wait=3", "find"]) == ["-c", "c.toml", "find", "--wait=3"]
+    assert hoist(["find", "--store", "X"]) == ["find", "--store", "X"]
+    assert hoist(["--store", "X", "nosuch"]) == ["--store", "X", "nosuch"]
+    assert hoist(["--store"]) == ["--store"]
