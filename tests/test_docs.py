@@ -39,3 +39,19 @@ def test_readme_test_command_is_what_ci_runs():
     ci = (ROOT / ".ci" / "run").read_text()
     test_cmd = "python3 -m venv .venv && . .venv/bin/activate && pip install -e '.[test]' && python -m pytest -q"
     assert test_cmd in readme and test_cmd in ci
+
+
+def test_a_built_wheel_installs_the_man_pages_beside_bin(tmp_path):
+    """`man cortexctl` after `pip install .` in a venv: the pages go to <prefix>/share/man/man1."""
+    import subprocess
+    import sys
+    import zipfile
+
+    proc = subprocess.run([sys.executable, "-m", "pip", "wheel", str(ROOT), "--no-deps", "-q", "-w", str(tmp_path)],
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    (wheel,) = tmp_path.glob("cortexctl-*.whl")
+    names = zipfile.ZipFile(wheel).namelist()
+    pages = {n.rsplit("/", 1)[1] for n in names if ".data/data/share/man/man1/" in n}
+    assert pages == {p.name for p in (ROOT / "man").glob("*.1")}
+    assert "cortexctl.1" in pages
