@@ -130,6 +130,18 @@ class Cortex:
         return compact(self.context, intent, step, budget_tokens, in_context, load_bearing=load_bearing,
                        checkpoint_dir=checkpoint_dir)
 
+    def checkpoint_kept_forms(self, record):
+        """(uri, medium form or None) of each kept memory of a checkpoint record."""
+        from cortexctl.engine.compact import kept_forms
+
+        return kept_forms(self.context, record)
+
+    def checkpoints(self, intent: str | None = None):
+        """The acting actor's checkpoints (of one intent, if given), newest first."""
+        from cortexctl.engine.compact import checkpoints
+
+        return checkpoints(self.context, intent)
+
     def load_checkpoint(self, intent: str, step: str):
         """The checkpoint record stored by compact for (intent, step), or NotFound."""
         from cortexctl.engine.compact import load
