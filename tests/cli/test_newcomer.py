@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import re
 
+import pytest
+
 
 def test_show_labels_the_version_confidence_apart_from_the_data_confidence(cli):
     uri = cli("write", "fact", "The deploy key rotates monthly").out.strip()
@@ -64,3 +66,22 @@ def test_hoist_moves_only_leading_store_options_after_the_command_words():
     assert hoist(["find", "--store", "X"]) == ["find", "--store", "X"]
     assert hoist(["--store", "X", "nosuch"]) == ["--store", "X", "nosuch"]
     assert hoist(["--store"]) == ["--store"]
+
+
+def _visible_commands():
+    from cortexctl.cli.registry import commands
+
+    return [c for c in commands() if not c.hidden]
+
+
+@pytest.mark.parametrize("command", _visible_commands(), ids=lambda c: " ".join(c.words))
+def test_help_shows_declared_metavars_never_python_types(cli, command):
+    r = cli(*command.words, "--help", use_store=False)
+    assert r.code == 0, r
+    assert not re.search(r"<(?:str|int|float|bool|text|list\[\w+\])>", r.out, re.I), r.out
+    for arg in command.arguments:
+        assert re.search(rf"^\s+{re.escape(arg.metavar)}\s", r.out, re.M), (arg.metavar, r.out)
+    for opt in command.options:
+        if opt.metavar and not opt.is_flag:
+            assert re.search(rf"(?:{'|'.join(map(re.escape, opt.flags))}) {re.escape(opt.metavar)}(?:\s|$)", r.out, re.M), \
+                (opt.flags, opt.metavar, r.out)
