@@ -201,6 +201,8 @@ def render_medium(type_name: str, data: dict[str, Any]) -> str:
     prefix, body, notes, said = _sentence(type_name, data)
     if type_name == "goal":  # "goal: ship v2 (status: active; ...)" reads better than "goal: [active] ..."
         prefix, said = "", set()
+    elif type_name == "constraint":  # "constraint: never push to main (strength: hard; ...)"
+        prefix, said = _constraint_lead(data["polarity"], data["statement"]), {"polarity"}
     details = notes + [f"{k}: {' '.join(v.split())}" for k, v in _details(type_name, data) if k not in said]
     suffix = f" ({'; '.join(details)})" if details else ""
     return _fit(f"{type_name}: {prefix}", " ".join(body.split()), suffix, MEDIUM_TOKENS)

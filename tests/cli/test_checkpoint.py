@@ -19,7 +19,7 @@ def test_checkpoint_load_shows_kept_items_with_their_forms(cli):
     out = cli("checkpoint", "load", "--intent", "rel-1", "--step", "1").out
     kept = [line for line in out.splitlines() if line.startswith("kept")]
     assert len(kept) == 1 and rule in kept[0]
-    assert "[hard] never push to main" in kept[0]
+    assert "constraint: never push to main (strength: hard" in kept[0]
     doc = cli("checkpoint", "load", "--intent", "rel-1", "--step", "1", "--json").json()
     assert doc["kept"] == [rule]
     medium = cli("show", rule, "--json").json()["forms"]["medium"]
