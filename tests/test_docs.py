@@ -55,3 +55,17 @@ def test_a_built_wheel_installs_the_man_pages_beside_bin(tmp_path):
     pages = {n.rsplit("/", 1)[1] for n in names if ".data/data/share/man/man1/" in n}
     assert pages == {p.name for p in (ROOT / "man").glob("*.1")}
     assert "cortexctl.1" in pages
+
+
+def test_the_man_pages_exit_codes_are_the_ones_commands_can_give():
+    """Every code cortexctl(1) lists is one some command declares (or main's 70 and 130), and back."""
+    import re
+
+    import cortexctl.errors as errors
+
+    text = (ROOT / "man" / "cortexctl.1").read_text()
+    section = text.split(".SH EXIT STATUS", 1)[1].split(".SH ", 1)[0]
+    listed = {int(n) for n in re.findall(r"\\fB(\d+)\\fR", section)}
+    declared = set().union(*(set(c.exits) for c in commands()))
+    assert listed == declared | {errors.EXIT_INTERNAL, errors.EXIT_INTERRUPTED}
+    assert set(errors.EXIT_CODES.values()) <= listed
