@@ -17,6 +17,7 @@ prints ``cortexctl: <message>`` on stderr and exits with that code::
     ├── ProviderUnreachable (9)    an embedding or chat endpoint did not answer
     ├── InvalidData (10)           data that breaks a type's schema or a rule
     ├── Tombstoned (1)             a change to a forgotten memory
+    ├── NotForgotten (1)           unforget of a memory that is not forgotten
     └── SchemaTooNew (1)           a store written by a newer cortexctl
 
 Exit codes 0 (ok), 70 (internal error) and 130 (interrupted) are not errors
@@ -107,6 +108,11 @@ class InvalidData(CortexError):
 class Tombstoned(CortexError):
     exit_code = 1
     kind = "tombstoned"
+
+
+class NotForgotten(CortexError):
+    exit_code = 1
+    kind = "not_forgotten"
 
 
 class SchemaTooNew(CortexError):

@@ -39,3 +39,33 @@ def test_readme_test_command_is_what_ci_runs():
     ci = (ROOT / ".ci" / "run").read_text()
     test_cmd = "python3 -m venv .venv && . .venv/bin/activate && pip install -e '.[test]' && python -m pytest -q"
     assert test_cmd in readme and test_cmd in ci
+
+
+def test_a_built_wheel_installs_the_man_pages_beside_bin(tmp_path):
+    """`man cortexctl` after `pip install .` in a venv: the pages go to <prefix>/share/man/man1."""
+    import subprocess
+    import sys
+    import zipfile
+
+    proc = subprocess.run([sys.executable, "-m", "pip", "wheel", str(ROOT), "--no-deps", "-q", "-w", str(tmp_path)],
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    (wheel,) = tmp_path.glob("cortexctl-*.whl")
+    names = zipfile.ZipFile(wheel).namelist()
+    pages = {n.rsplit("/", 1)[1] for n in names if ".data/data/share/man/man1/" in n}
+    assert pages == {p.name for p in (ROOT / "man").glob("*.1")}
+    assert "cortexctl.1" in pages
+
+
+def test_the_man_pages_exit_codes_are_the_ones_commands_can_give():
+    """Every code cortexctl(1) lists is one some command declares (or main's 70 and 130), and back."""
+    import re
+
+    import cortexctl.errors as errors
+
+    text = (ROOT / "man" / "cortexctl.1").read_text()
+    section = text.split(".SH EXIT STATUS", 1)[1].split(".SH ", 1)[0]
+    listed = {int(n) for n in re.findall(r"\\fB(\d+)\\fR", section)}
+    declared = set().union(*(set(c.exits) for c in commands()))
+    assert listed == declared | {errors.EXIT_INTERNAL, errors.EXIT_INTERRUPTED}
+    assert set(errors.EXIT_CODES.values()) <= listed

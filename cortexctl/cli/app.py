@@ -93,6 +93,8 @@ def main(argv: list[str] | None = None) -> int:
         _check_utf8(argv)
         from cortexctl.cli import parser
 
+        argv = parser.hoist(argv)  # --store/--actor/--wait before the command: for both paths
+
         code = parser.run(argv)
         if code is None:
             from cortexctl.cli.tree import app

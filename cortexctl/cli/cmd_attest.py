@@ -20,7 +20,8 @@ def attest(config, *, cited, intent, outcome, reason, store, actor, wait, json, 
     if out.machine:
         out.emit(result.to_json())
         return
-    delta = f"{result.citations_delta:+d}" if result.citations_delta else "0"
+    # the delta each affected memory got: nothing affected, nothing changed
+    delta = f"{result.citations_delta:+d}" if result.citations_delta and result.affected else "0"
     out.line(f"attest {result.seq} (learn-weights {result.learn_seq}): {result.outcome}, "
              f"{len(result.affected)} memor{'y' if len(result.affected) == 1 else 'ies'} affected, citations {delta}")
     for uri, why in result.skipped:

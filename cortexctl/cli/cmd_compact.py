@@ -1,4 +1,4 @@
-"""compact and checkpoint load: fit a working context into a token budget, and reload it."""
+"""compact, checkpoint load and checkpoint list: fit a working context into a token budget, and reload it."""
 
 from __future__ import annotations
 
@@ -60,14 +60,31 @@ def checkpoint_load(config, *, intent, step, store, actor, wait, json, jsonl) ->
     out = Output(json=json, jsonl=jsonl)
     if intent is None or step is None:
         raise UsageError("checkpoint load needs --intent ID and --step STEP")
-    record = open_cortex(config, store, actor, wait).load_checkpoint(intent, step)
-    if out.machine:
+    cx = open_cortex(config, store, actor, wait)
+    record = cx.load_checkpoint(intent, step)
+    if out.machine:  # the record as stored; the forms are show's
         out.emit(record.to_json())
         return
+    kept = cx.checkpoint_kept_forms(record)
     out.line(record.uri)
-    out.table(["", "uri", "salience", "short form"],
-              [*(("kept", u, "", "") for u in record.kept),
+    out.table(["", "uri", "salience", "form"],
+              [*(("kept", u, "", m if m is not None else "(not readable)") for u, m in kept),
                *(("stub", c.ref, f"{c.salience:.3f}", c.short) for c in record.compacted)])
+
+
+def checkpoint_list(config, *, intent, store, actor, wait, json, jsonl) -> None:
+    from cortexctl.cli.common import open_cortex
+    from cortexctl.cli.output import Output
+    from cortexctl.engine.models import iso
+
+    out = Output(json=json, jsonl=jsonl)
+    records = open_cortex(config, store, actor, wait).checkpoints(intent)
+    if out.machine:
+        out.emit_many((r.to_json() for r in records), lambda docs: {"count": len(docs), "checkpoints": docs})
+        return
+    out.table(["intent", "step", "created", "kept", "stubs", "budget"],
+              [(r.intent, r.step, iso(r.created_at), len(r.kept), len(r.compacted), r.budget_tokens)
+               for r in records])
 
 
 COMMANDS = [
@@ -116,9 +133,19 @@ stderr and the checkpoint stands. compact never changes salience.""",
         options=(INTENT, STEP, *COMMON),
         group_help="Checkpoints stored by compact.",
         notes="Prints the checkpoint record compact stored for this intent and step: the\n"
-              "kept memories' URIs and the stubs {ref, short, salience}.",
+              "kept memories with their medium forms (as compact counted them; --json prints\n"
+              "the record as stored, kept URIs only) and the stubs {ref, short, salience}.",
         examples=("cortexctl checkpoint load --intent 01JD3KX2 --step step-7",
                   "cortexctl checkpoint load --intent rel-1 --step 2 --json"),
         exits=(0, 2, 3, 4), exit_notes={3: "no checkpoint for this intent and step"},
+    ),
+    Command(
+        ("checkpoint", "list"), "List your checkpoints, newest first.", checkpoint_list,
+        options=(Option("intent", ("--intent",), "Only this intent's checkpoints.", metavar="ID"), *COMMON),
+        group_help="Checkpoints stored by compact.",
+        notes="One row per checkpoint compact stored for the acting actor: intent, step,\n"
+              "time, how many memories were kept and stubbed, and the budget.",
+        examples=("cortexctl checkpoint list", "cortexctl checkpoint list --intent rel-1 --json"),
+        exits=(0, 2, 3, 4), exit_notes={3: "no store at the path"},
     ),
 ]

@@ -1,4 +1,4 @@
-"""tag, head and forget: the mutable head fields and the tombstone."""
+"""tag, head, forget and unforget: the mutable head fields and the tombstone."""
 
 from __future__ import annotations
 
@@ -46,6 +46,11 @@ def forget(config, *, ref, reason, store, actor, wait, json, jsonl) -> None:
     _print(out, cx.forget(ref, reason=reason))
 
 
+def unforget(config, *, ref, store, actor, wait, json, jsonl) -> None:
+    out, cx = _opened(config, store, actor, wait, json, jsonl)
+    _print(out, cx.unforget(ref))
+
+
 NOT_YOURS = {8: "not your memory"}
 COMMANDS = [
     Command(
@@ -84,5 +89,14 @@ COMMANDS = [
               "unless --include-tombstoned, and update refuses it.",
         examples=('cortexctl forget 01JD3K --reason "superseded by the new key policy"',),
         exits=(0, 1, 2, 3, 4, 8), exit_notes={1: "already forgotten", 8: "not your memory"},
+    ),
+    Command(
+        ("unforget",), "Undo forget: the memory is found again, with the salience it had.", unforget,
+        arguments=(REF,),
+        options=COMMON,
+        notes="Clears the tombstone (journaled as unforget, replayed by verify). Access, citations\n"
+              "and importance were kept while the memory was forgotten, so find ranks it as before.",
+        examples=("cortexctl unforget 01JD3K", "cortexctl unforget 01JD3K --json"),
+        exits=(0, 1, 2, 3, 4, 8), exit_notes={1: "not forgotten", 8: "not your memory"},
     ),
 ]

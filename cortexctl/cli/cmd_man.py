@@ -11,7 +11,8 @@ from cortexctl.cli.spec import Argument, Command, Option
 
 EXIT_CODES = [
     ("0", "ok"),
-    ("1", "failed (including a change to a forgotten memory, or a store from a newer cortexctl)"),
+    ("1", "failed (including a change to a forgotten memory, unforget of a memory that is not forgotten, "
+          "or a store from a newer cortexctl)"),
     ("2", "usage error: bad arguments, malformed or ambiguous references, missing files, bad config"),
     ("3", "not found: no such memory, version or store"),
     ("4", "store busy: still locked after --wait seconds"),

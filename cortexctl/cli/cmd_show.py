@@ -21,7 +21,7 @@ def show(config, *, ref, version, form, store, actor, wait, json, jsonl) -> None
         out.line(f"tags: {', '.join(m.tags)}")
     if m.frames:
         out.line(f"frames: {', '.join(m.frames)}")
-    out.line(f"created: {iso(m.version_created_at)} by {m.created_by}   confidence: {m.confidence:g}")
+    out.line(f"created: {iso(m.version_created_at)} by {m.created_by}   version confidence: {m.confidence:g}")
     out.line(f"hash: {m.hash}")
     if m.tombstone:
         out.line(f"forgotten: {iso(m.tombstone.at)} by {m.tombstone.by}: {m.tombstone.reason}")

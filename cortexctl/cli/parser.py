@@ -32,12 +32,44 @@ def convert(opt: Option, value: str) -> Any:
     return value
 
 
+# Options every store command takes that may also come before the command's name, like git -C.
+LEADING = ("--store", "--actor", "--wait")
+
+
+def hoist(argv: list[str]) -> list[str]:
+    """argv with ``--store``/``--actor``/``--wait`` given before the command's words moved after
+    them (``cortexctl --store X find`` is ``cortexctl find --store X``), for the parser and the
+    Typer tree alike. Anything it does not recognise is left as it is, for Typer to explain."""
+    from cortexctl.cli.registry import lookup
+
+    front: list[str] = []
+    moved: list[str] = []
+    args = list(argv)
+    while args:
+        token = args[0]
+        name = token.split("=", 1)[0]
+        if name in ("-c", "--config") or name in LEADING:
+            takes = 1 if "=" in token and name.startswith("--") else 2
+            if len(args) < takes:
+                return list(argv)
+            (moved if name in LEADING else front).extend(args[:takes])
+            del args[:takes]
+        else:
+            break
+    if not moved:
+        return list(argv)
+    command, n = lookup(args)
+    if command is None:
+        return list(argv)
+    return front + args[:n] + moved + args[n:]
+
+
 def plan(argv: list[str]) -> tuple[Command, Any, list[str], dict[str, Any]] | None:
     """(command, config path, positionals, values by parameter name, positionals included) when argv
     is a plain invocation, else None."""
     from cortexctl.cli.registry import lookup
 
-    args = list(argv)
+    args = list(hoist(argv))  # a copy: plan consumes it
     config = None
     while args and (args[0] in ("-c", "--config") or args[0].startswith("--config=")):
         if "=" in args[0]:

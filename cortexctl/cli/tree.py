@@ -20,6 +20,20 @@ from cortexctl.cli.spec import EPILOG, HELP, Command, Option
 
 SETTINGS = {"help_option_names": ["-h", "--help"]}
 
+
+def _declared_name_only(display_type):
+    """Typer labels an argument with its Python type (``REF <str>``, ``URI... <list[str]>``); an
+    argument with a declared metavar shows that name alone, as options do."""
+
+    def shown(self, ctx):
+        return None if self.metavar else display_type(self, ctx)
+
+    return shown
+
+
+if hasattr(typer.core.TyperArgument, "display_type"):
+    typer.core.TyperArgument.display_type = _declared_name_only(typer.core.TyperArgument.display_type)
+
 app = typer.Typer(
     name="cortexctl",
     help=HELP,

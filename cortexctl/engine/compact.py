@@ -221,3 +221,31 @@ def load(ctx: Context, intent: str, step: str) -> Checkpoint:
     if row is None:
         raise NotFound(missing)
     return decode_record(row["record"])
+
+
+def kept_forms(ctx: Context, record: Checkpoint) -> list[tuple[str, str | None]]:
+    """(uri, medium form) of each kept memory of ``record``, as compact counted it: the memory's
+    current medium form, marked when it has been forgotten since; None when it is not readable."""
+    from cortexctl.engine.refs import resolve
+
+    out: list[tuple[str, str | None]] = []
+    with ctx.reading(f"no checkpoint for intent {record.intent!r} step {record.step!r}") as tx:
+        for uri in record.kept:
+            try:
+                head = resolve(tx, ctx.actor, uri)
+            except (NotFound, AmbiguousRef):
+                out.append((uri, None))
+                continue
+            out.append((uri, head["medium"] + (" (forgotten since)" if head["tombstoned_at"] is not None else "")))
+    return out
+
+
+def checkpoints(ctx: Context, intent: str | None = None) -> list[Checkpoint]:
+    """The acting actor's checkpoints (of one intent, if given), newest first."""
+    if intent is not None:
+        check_label(intent, "intent")
+    with ctx.reading(f"no store at {ctx.storage.path}") as tx:
+        rows = list(tx.all_checkpoints().values())
+    mine = [r for r in rows if r["actor"] == ctx.actor and (intent is None or r["intent"] == intent)]
+    mine.sort(key=lambda r: (r["created_at"], r["seq"]), reverse=True)
+    return [decode_record(r["record"]) for r in mine]

@@ -84,6 +84,10 @@ class Cortex:
         return memories.head(self.context, ref, importance=importance, visibility=visibility,
                              add_frames=add_frames, remove_frames=remove_frames)
 
+    def unforget(self, ref: str) -> HeadResult:
+        """Undo forget: found again, with the salience it had."""
+        return memories.unforget(self.context, ref)
+
     def forget(self, ref: str, *, reason: str) -> HeadResult:
         """Tombstone a memory: hidden from find, history kept, updates refused."""
         return memories.forget(self.context, ref, reason=reason)
@@ -134,6 +138,18 @@ class Cortex:
 
         return compact(self.context, intent, step, budget_tokens, in_context, load_bearing=load_bearing,
                        checkpoint_dir=checkpoint_dir)
+
+    def checkpoint_kept_forms(self, record):
+        """(uri, medium form or None) of each kept memory of a checkpoint record."""
+        from cortexctl.engine.compact import kept_forms
+
+        return kept_forms(self.context, record)
+
+    def checkpoints(self, intent: str | None = None):
+        """The acting actor's checkpoints (of one intent, if given), newest first."""
+        from cortexctl.engine.compact import checkpoints
+
+        return checkpoints(self.context, intent)
 
     def load_checkpoint(self, intent: str, step: str):
         """The checkpoint record stored by compact for (intent, step), or NotFound."""

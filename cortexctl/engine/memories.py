@@ -25,7 +25,7 @@ from cortexctl.engine.rows import (
     version_row,
     write_payload,
 )
-from cortexctl.errors import InvalidData, NotFound, Tombstoned, UsageError
+from cortexctl.errors import InvalidData, NotForgotten, NotFound, Tombstoned, UsageError
 from cortexctl.memory import codec, schema
 from cortexctl.memory.forms import FORMS
 from cortexctl.memory.ids import memory_uri, new_id, parse_ref
@@ -256,7 +256,8 @@ def _change_head(ctx: Context, ref: str, change) -> HeadResult:
                 fields["updated_at"] = now
             tx.update_head(head["id"], fields)
             head = {**head, **fields}
-            kind = "tombstone" if "tombstoned_at" in fields else "update_head"
+            kind = ("update_head" if "tombstoned_at" not in fields
+                    else "tombstone" if fields["tombstoned_at"] is not None else "unforget")
             payload = codec.encode({"id": head["id"], **plain(fields)})
             seq = tx.append_journal([(kind, now, ctx.actor, head["id"], payload)])
     return HeadResult(
@@ -317,6 +318,19 @@ def forget(ctx: Context, ref: str, *, reason: str) -> HeadResult:
                 f"memory {h['id']} was already forgotten on {iso(h['tombstoned_at'])} ({h['tombstone_reason']})"
             )
         return {"tombstone_reason": reason, "tombstoned_at": ctx.clock(), "tombstoned_by": ctx.actor}
+
+    return _change_head(ctx, ref, change)
+
+
+def unforget(ctx: Context, ref: str) -> HeadResult:
+    """Undo forget: the tombstone is cleared and the memory is found again with the salience
+    it had (its counters are kept while it is forgotten). Journaled as ``unforget``."""
+    parse_ref(ref)
+
+    def change(h: dict) -> dict:
+        if h["tombstoned_at"] is None:
+            raise NotForgotten(f"memory {h['id']} is not forgotten")
+        return {"tombstone_reason": None, "tombstoned_at": None, "tombstoned_by": None}
 
     return _change_head(ctx, ref, change)
 

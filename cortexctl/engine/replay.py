@@ -6,6 +6,7 @@ Every entry kind that changes a memory is applied here, in sequence order:
 - ``update``: one new version, and the head's current version, time and forms;
 - ``update_head``: the changed head fields (tags, frames, importance, visibility, time);
 - ``tombstone``: the reason, time and actor;
+- ``unforget``: the tombstone cleared (reason, time and actor back to none);
 - ``attest``: for each affected memory, the access and citations deltas
   (citations floor at 0) and the time it was last used.
 
@@ -31,7 +32,7 @@ from cortexctl.memory.types import MAX_COUNT
 
 _EPOCH = datetime(1970, 1, 1)
 TIME_FIELDS = {"created_at", "updated_at", "tombstoned_at", "last_used"}
-KINDS = ("write", "update", "update_head", "tombstone", "attest", "learn_weights", "checkpoint")
+KINDS = ("write", "update", "update_head", "tombstone", "attest", "learn_weights", "checkpoint", "unforget")
 
 
 def _row(plain: dict) -> dict:
@@ -78,7 +79,7 @@ class Memory:
                 self.versions[v["version"]] = v
                 self.head.update(current_version=v["version"], updated_at=_row(doc)["updated_at"],
                                  short=v["short"], medium=v["medium"], confidence=v["confidence"])
-            elif kind in ("update_head", "tombstone"):
+            elif kind in ("update_head", "tombstone", "unforget"):
                 self.head.update(_row({k: v for k, v in doc.items() if k != "id"}))
             else:
                 raise IntegrityError(f"journal entry {seq} has an unknown kind {kind!r}")

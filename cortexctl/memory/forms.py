@@ -93,35 +93,68 @@ def _num(x: float | None) -> str:
     return "" if x is None else f"{x:g}"
 
 
-def _short_parts(type_name: str, d: dict[str, Any]) -> tuple[str, str, str]:
+# Words a constraint's statement may start with that already say how to follow it.
+_DIRECTIVE = re.compile(r"(?i)^(?:always|never|do|don't|dont|must|mustn't|should|shouldn't|only|avoid|"
+                        r"no|not|cannot|can't|keep|use|prefer)\b")
+_NEGATED = re.compile(r"(?i)^(?:never|do not|don't|dont|must not|mustn't|should not|shouldn't|"
+                      r"not|no|cannot|can't|avoid)\b")
+_CAN = re.compile(r"(?i)^(?:can|cannot|can't|could|is able to|are able to|able to)\b")
+_PREFERENCE_VERB = {"prefer": "prefers ", "do": "prefers ", "avoid": "avoids ", "dont": "avoids ",
+                    "neutral": "has no preference about "}
+_OUTCOME_WORD = {"success": "succeeded", "failure": "failed", "partial": "partly succeeded", "unknown": ""}
+
+
+def _constraint_lead(polarity: str, statement: str) -> str:
+    """What goes before a constraint's statement so that it reads as the rule it is."""
+    text = statement.lstrip()
+    if polarity in ("dont", "avoid"):
+        if _NEGATED.match(text):
+            return ""  # "do not run migrations ..." already says it
+        return "must not: " if polarity == "dont" else "avoid: "
+    if polarity == "prefer":
+        return "" if _DIRECTIVE.match(text) else "preferably: "
+    if polarity == "do":
+        return "" if _DIRECTIVE.match(text) else "must: "
+    return ""  # neutral
+
+
+def _sentence(type_name: str, d: dict[str, Any]) -> tuple[str, str, list[str], set[str]]:
+    """(prefix, main text, notes, detail labels the sentence already says) of the short form."""
     if type_name == "identity":
-        return "", d["name"], f" ({d['did']})" if d.get("did") else ""
+        return "", d["name"], [d["did"]] if d.get("did") else [], {"did"}
     if type_name == "fact":
         if d["predicate"] and d["subject"]:
-            return f"{d['predicate']}({d['subject']})=", d["statement"], ""
+            return f"{d['predicate']}({d['subject']})=", d["statement"], [], {"subject", "predicate"}
         if d["subject"] or d["predicate"]:
-            return f"{d['subject'] or d['predicate']}: ", d["statement"], ""
-        return "", d["statement"], ""
+            return f"{d['subject'] or d['predicate']}: ", d["statement"], [], {"subject", "predicate"}
+        return "", d["statement"], [], set()
     if type_name == "preference":
-        return "prefers ", d["topic"], f" ({d['polarity']}, strength={d['strength']:.2f})"
+        return (_PREFERENCE_VERB[d["polarity"]], d["topic"], [f"strength {d['strength']:.2f}"],
+                {"polarity", "strength"})
     if type_name == "belief":
-        return f"{d['stance']} ", d["statement"], ""
+        stance = d["stance"].strip()
+        return (f"{stance} " if stance else ""), d["statement"], [], {"stance"}
     if type_name == "event":
-        head = f"{d['outcome']} {d['kind']}"
+        head = d["kind"].strip()
         if d["counterparty"]:
             head += f" with {d['counterparty']}"
+        notes = [_OUTCOME_WORD[d["outcome"]]] if _OUTCOME_WORD[d["outcome"]] else []
         if d["cost"] is not None:
-            head += f" cost={_num(d['cost'])}"
-        return head + ": ", d["summary"], ""
+            notes.append(f"cost {_num(d['cost'])}")
+        return head + ": ", d["summary"], notes, {"kind", "outcome", "with", "cost"}
     if type_name == "goal":
-        return f"[{d['status']}] ", d["statement"], ""
+        return f"[{d['status']}] ", d["statement"], [], {"status"}
     if type_name == "constraint":
-        return f"[{d['strength']}] {d['polarity']} ", d["statement"], ""
+        return (f"[{d['strength']}] {_constraint_lead(d['polarity'], d['statement'])}", d["statement"], [],
+                {"strength", "polarity"})
     if type_name == "capability":
-        who = f"{d['subject']} can " if d["subject"] else "can "
-        return who, d["description"], " (verified)" if d["verified"] else " (unverified)"
+        who = f"{d['subject']} " if d["subject"] else ""
+        if not _CAN.match(d["description"].lstrip()):
+            who += "can "
+        return who, d["description"], ["verified" if d["verified"] else "unverified"], {"subject", "verified"}
     if type_name == "pattern":
-        return "", d["statement"], f" (strength={d['strength']:.2f}, coverage={d['coverage']})"
+        return "", d["statement"], [f"strength {d['strength']:.2f}", f"coverage {d['coverage']}"], \
+            {"strength", "coverage"}
     raise AssertionError(type_name)
 
 
@@ -158,17 +191,21 @@ def _details(type_name: str, d: dict[str, Any]) -> list[tuple[str, str]]:
 
 
 def render_short(type_name: str, data: dict[str, Any]) -> str:
-    prefix, body, suffix = _short_parts(type_name, data)
+    prefix, body, notes, _ = _sentence(type_name, data)
+    suffix = f" ({', '.join(notes)})" if notes else ""
     return _fit(prefix, " ".join(body.split()), suffix, SHORT_TOKENS)
 
 
 def render_medium(type_name: str, data: dict[str, Any]) -> str:
-    from cortexctl.memory.schema import MAIN_FIELD
-
-    body = " ".join(data[MAIN_FIELD[type_name]].split())
-    details = "; ".join(f"{k}: {' '.join(v.split())}" for k, v in _details(type_name, data))
-    suffix = f" ({details})" if details else ""
-    return _fit(f"{type_name}: ", body, suffix, MEDIUM_TOKENS)
+    """The short form's sentence, then every detail it does not already say."""
+    prefix, body, notes, said = _sentence(type_name, data)
+    if type_name == "goal":  # "goal: ship v2 (status: active; ...)" reads better than "goal: [active] ..."
+        prefix, said = "", set()
+    elif type_name == "constraint":  # "constraint: never push to main (strength: hard; ...)"
+        prefix, said = _constraint_lead(data["polarity"], data["statement"]), {"polarity"}
+    details = notes + [f"{k}: {' '.join(v.split())}" for k, v in _details(type_name, data) if k not in said]
+    suffix = f" ({'; '.join(details)})" if details else ""
+    return _fit(f"{type_name}: {prefix}", " ".join(body.split()), suffix, MEDIUM_TOKENS)
 
 
 def render_full(type_name: str, data: dict[str, Any]) -> str:

@@ -72,8 +72,8 @@ def unknown_kinds(con, known) -> list[tuple[int, str]]:
     ).fetchall()
 
 
-MEMORY_KINDS = ("write", "update", "update_head", "tombstone")
-_MEMORY_KINDS_SQL = "kind IN ('write', 'update', 'update_head', 'tombstone')"
+MEMORY_KINDS = ("write", "update", "update_head", "tombstone", "unforget")
+_MEMORY_KINDS_SQL = "kind IN ('write', 'update', 'update_head', 'tombstone', 'unforget')"
 
 
 def entries_of(con, kinds: tuple[str, ...], batch: int = 10000) -> Iterator[tuple]:

@@ -44,7 +44,7 @@ SALIENCE_FIELDS = ("id", "current_version", "tombstoned_at", "updated_at", "last
 JOURNAL_FIELDS = ("seq", "kind", "ts", "actor", "ref", "payload")
 WEIGHT_FIELDS = ("recency", "importance", "access", "citations", "confidence")  # salience.FACTORS
 CHECKPOINT_FIELDS = ("actor", "intent", "step", "created_at", "seq", "record")
-MEMORY_KINDS = ("write", "update", "update_head", "tombstone")  # journal kinds about one memory
+MEMORY_KINDS = ("write", "update", "update_head", "tombstone", "unforget")  # journal kinds about one memory
 
 JournalEntry = tuple[str, datetime, str, "str | None", bytes]  # (kind, at, actor, ref, payload)
 FrameFilter = tuple[str, "str | None", "str | None"]  # (verb, kind or None, ref or None)

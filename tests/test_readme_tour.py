@@ -1,0 +1,46 @@
+"""The README's short tour runs as pasted, top to bottom, on a fresh store (issue 12, item 1)."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import cortexctl_argv
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def tour_script() -> str:
+    readme = (ROOT / "README.md").read_text()
+    m = re.search(r"^## A short tour\n+```sh\n(.*?)^```", readme, re.S | re.M)
+    assert m, "README.md has no '## A short tour' ```sh block"
+    return m.group(1)
+
+
+@pytest.mark.skipif(shutil.which("bash") is None, reason="needs bash")
+def test_the_readme_tour_runs_top_to_bottom_on_a_fresh_store(tmp_path):
+    script = tour_script()
+    assert "cortexctl write" in script and "cortexctl forget" in script
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    argv = cortexctl_argv()
+    shim = bindir / "cortexctl"
+    shim.write_text("#!/bin/sh\nexec " + " ".join(f"'{a}'" for a in argv) + ' "$@"\n')
+    shim.chmod(0o755)
+    env = dict(os.environ)
+    env["PATH"] = f"{bindir}{os.pathsep}{env.get('PATH', '')}"
+    env["CORTEXCTL_STORE"] = str(tmp_path / "store")
+    work = tmp_path / "work"
+    work.mkdir()
+    # -e: the first failing command stops the tour; pipefail: a failure inside a pipe counts too
+    proc = subprocess.run(["bash", "-euo", "pipefail", "-c", script], cwd=work, env=env,
+                          capture_output=True, text=True, timeout=300)
+    errors = [line for line in proc.stderr.splitlines() if line.startswith("cortexctl:")]
+    assert proc.returncode == 0, (proc.returncode, proc.stderr[-2000:])
+    assert errors == [], errors
+    assert (tmp_path / "store").exists()
