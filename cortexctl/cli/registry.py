@@ -17,6 +17,8 @@ MODULES = (
     "cmd_head",
     "cmd_find",
     "cmd_attest",
+    "cmd_remember",
+    "cmd_pattern",
     "cmd_compact",
     "cmd_transfer",
     "cmd_reindex",

@@ -86,6 +86,31 @@ class Cortex:
         """Tombstone a memory: hidden from find, history kept, updates refused."""
         return memories.forget(self.context, ref, reason=reason)
 
+    # -- write-back (SPEC §8) ----------------------------------------------------------
+    def remember(self, text: str, *, user: bool = False):
+        """A fact about the world, or a user fact (a repeat touches the existing one)."""
+        from cortexctl.engine import writeback
+
+        return writeback.remember(self.context, text, user=user)
+
+    def outcome(self, text: str, *, status: str, intent: str | None = None):
+        """An event recording how a task ended: success, failure or partial."""
+        from cortexctl.engine import writeback
+
+        return writeback.outcome(self.context, text, status=status, intent=intent)
+
+    def pattern_write(self, spec, **kwargs):
+        """A new pattern holding ``spec`` (a ``memory.pattern.PatternSpec``)."""
+        from cortexctl.engine import writeback
+
+        return writeback.pattern_write(self.context, spec, **kwargs)
+
+    def pattern_reinforce(self, spec, *, derived_from=()):
+        """Reinforce the same pattern (coverage + 1, strength nudged up) or write a new candidate."""
+        from cortexctl.engine import writeback
+
+        return writeback.pattern_reinforce(self.context, spec, derived_from=derived_from)
+
     # -- read side -------------------------------------------------------------
     def show(self, ref: str, *, version: int | None = None) -> Memory:
         """One memory at its current version, or at ``version``."""

@@ -155,6 +155,7 @@ def update(
     sets: Iterable[str] | None = None,
     confidence: float | None = None,
     forms: dict | None = None,
+    provenance: dict | None = None,
 ) -> WriteResult:
     """Write a new version from the current one with the given changes."""
     from cortexctl.memory.types import check_confidence
@@ -184,7 +185,7 @@ def update(
         n = head["current_version"] + 1
         version = version_row(
             id_=head["id"], version=n, body=body, created_at=now, created_by=ctx.actor,
-            confidence=new_conf, provenance={"via": "update"},
+            confidence=new_conf, provenance=provenance or {"via": "update"},
         )
         tx.insert_version(version)
         tx.update_head(
