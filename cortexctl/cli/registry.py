@@ -19,6 +19,7 @@ MODULES = (
     "cmd_attest",
     "cmd_remember",
     "cmd_pattern",
+    "cmd_pager",
     "cmd_compact",
     "cmd_transfer",
     "cmd_reindex",

@@ -111,6 +111,25 @@ class Cortex:
 
         return writeback.pattern_reinforce(self.context, spec, derived_from=derived_from)
 
+    # -- the pager (SPEC §8) -------------------------------------------------------------
+    def pinned(self, goal: str, *, budget_tokens: int | None = None):
+        """The pinned block: identity, rules, hard constraints, user profile, goal."""
+        from cortexctl.engine import pager
+
+        return pager.pinned(self.context, goal, budget_tokens=budget_tokens)
+
+    def context_block(self, goal: str, *, query: str | None = None, budget_tokens: int | None = None):
+        """Everything for the prompt: pinned, retrieved memories, proven patterns."""
+        from cortexctl.engine import pager
+
+        return pager.context(self.context, goal, query=query, budget_tokens=budget_tokens)
+
+    def patterns(self, goal: str):
+        """Proven patterns whose trigger matches the goal, by confidence."""
+        from cortexctl.engine import pager
+
+        return pager.patterns(self.context, goal)
+
     # -- read side -------------------------------------------------------------
     def show(self, ref: str, *, version: int | None = None) -> Memory:
         """One memory at its current version, or at ``version``."""
