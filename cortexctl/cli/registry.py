@@ -20,6 +20,8 @@ MODULES = (
     "cmd_remember",
     "cmd_pattern",
     "cmd_pager",
+    "cmd_session",
+    "cmd_consolidate",
     "cmd_compact",
     "cmd_transfer",
     "cmd_reindex",

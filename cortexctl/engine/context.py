@@ -38,6 +38,13 @@ class Context:
             self._embedder = from_settings(self.settings)
         return self._embedder
 
+    @property
+    def chat(self):
+        """The chat-completions client (``embed/chat.py``); ConfigError when none is configured."""
+        from cortexctl.embed.chat import ChatClient
+
+        return ChatClient.from_settings(self.settings)
+
     def require_store(self, message: str) -> None:
         """NotFound(message) when there is no store yet (and nothing is created)."""
         if not self.storage.exists():

@@ -130,6 +130,38 @@ class Cortex:
 
         return pager.patterns(self.context, goal)
 
+    # -- sessions (SPEC §10) ----------------------------------------------------------------
+    def session_add(self, session: str, prompt: str, response: str, thought: str | None = None, *,
+                    reopen: bool = False) -> WriteResult:
+        """Save one turn of a session; a summarized session refuses it unless ``reopen``."""
+        from cortexctl.engine import sessions
+
+        return sessions.add_turn(self.context, session, prompt, response, thought, reopen=reopen)
+
+    def session_show(self, session: str) -> list[Memory]:
+        """A session's turns, in order."""
+        from cortexctl.engine import sessions
+
+        return sessions.show(self.context, session)
+
+    def session_list(self) -> list[dict]:
+        """Every session: turns, first and last activity, summarized or not."""
+        from cortexctl.engine import sessions
+
+        return sessions.listing(self.context)
+
+    def session_summarize(self, session: str | None = None, *, pending: bool = False) -> list[dict]:
+        """Summarize one session, or (``pending``) every session with turns and no summary."""
+        from cortexctl.engine import sessions
+
+        return sessions.summarize_many(self.context, session, pending=pending)
+
+    def consolidate(self, transcript: str, *, dry_run: bool = False) -> dict:
+        """File a transcript's durable learnings through the chat model (SPEC §9)."""
+        from cortexctl.engine.consolidate import consolidate
+
+        return consolidate(self.context, transcript, dry_run=dry_run)
+
     # -- read side -------------------------------------------------------------
     def show(self, ref: str, *, version: int | None = None) -> Memory:
         """One memory at its current version, or at ``version``."""

@@ -323,12 +323,19 @@ def history(ctx: Context, ref: str) -> list[VersionInfo]:
 
 def find_filters(ctx: Context, query: FindQuery) -> Filters:
     """Check a find query; its filters for the store."""
+    types = tuple(type_code(t) for t in query.types)
+    tags = tuple(clean_tags(query.tags))
+    if query.summaries:  # sessions.SUMMARY_TAG on events
+        types, tags = (type_code("event"),), tuple(sorted({*tags, "session-summary"}))
+    if query.session is not None:
+        check_name(query.session, "session")
     filters = Filters(
         actor=ctx.actor,
-        types=tuple(type_code(t) for t in query.types),
-        tags=tuple(clean_tags(query.tags)),
+        types=types,
+        tags=tags,
         frames=tuple(parse_frame_filter(f) for f in query.frames),
         include_tombstoned=query.include_tombstoned,
+        session=query.session,
     )
     if isinstance(query.k, bool) or not isinstance(query.k, int) or not 1 <= query.k <= MAX_K:
         raise UsageError(f"k must be from 1 to {MAX_K} (got {query.k!r})", field="k")

@@ -205,6 +205,8 @@ class FindQuery:
     form: str = "short"
     near: str | None = None
     budget_tokens: int | None = None
+    session: str | None = None  # only this session's memories (zoom in)
+    summaries: bool = False  # only session summaries (zoom out)
 
 
 @dataclass

@@ -259,23 +259,23 @@ def context(ctx: Context, goal: str, *, query: str | None = None, budget_tokens:
                    near=query_text)
     hits, warnings = find.run(ctx, fq, memories.find_filters(ctx, fq))
     hits = [h for h in hits if h.id not in block.ids and h.id not in proven_ids][:k]
-    used = 0
-    kept: list[Item] = []
-    kept_patterns: list[Proven] = []
+    items = [Item(h.id, h.type, h.text, {"rank": i, "score": round(h.score, 6), "lanes": h.lanes})
+             for i, h in enumerate(hits, 1)]
+    room = [budget]
     omitted: list[dict] = []
-    for h in hits:
-        item = Item(h.id, h.type, h.text, {"rank": len(kept) + 1, "score": round(h.score, 6), "lanes": h.lanes})
-        cost = count_tokens(item.line()) + 1
-        if used + cost <= budget:
-            kept.append(item)
-            used += cost
-        else:
-            omitted.append({"section": "memories", "ref": h.id, "uri": memory_uri(h.id)})
-    for p in proven:
-        cost = count_tokens(p.text()) + 1
-        if used + cost <= budget:
-            kept_patterns.append(p)
-            used += cost
-        else:
-            omitted.append({"section": "patterns", "ref": p.id, "uri": memory_uri(p.id)})
+    kept = _take(items, lambda m: m.line(), room, "memories", omitted)
+    kept_patterns = _take(proven, lambda p: p.text(), room, "patterns", omitted)
     return ContextBlock(goal, query_text, budget, block, kept, kept_patterns, omitted, warnings)
+
+
+def _take(items: list, render, room: list[int], section: str, omitted: list[dict]) -> list:
+    """The items, whole and in order, that fit ``room[0]`` tokens (a line each); the rest omitted."""
+    kept = []
+    for item in items:
+        cost = count_tokens(render(item)) + 1
+        if cost <= room[0]:
+            kept.append(item)
+            room[0] -= cost
+        else:
+            omitted.append({"section": section, "ref": item.id, "uri": memory_uri(item.id)})
+    return kept
