@@ -8,11 +8,26 @@ GROUP = "Sessions: save turns, list and show them, summarize them."
 SESSION_ARG = Argument("session", "ID", "The session's ID.")
 
 
-def session_add(config, *, session, prompt, thought, response, reopen, store, actor, wait, json, jsonl) -> None:
-    from cortexctl.cli.common import emit_result, open_cortex
+def session_add(config, *, session, prompt, thought, response, turns, reopen, store, actor, wait, json,
+                jsonl) -> None:
+    from cortexctl.cli.common import emit_result, open_cortex, read_jsonl
+    from cortexctl.cli.output import Output
+    from cortexctl.errors import UsageError
 
-    result = open_cortex(config, store, actor, wait).session_add(session, prompt, response, thought, reopen=reopen)
-    emit_result(json, jsonl, result, result.uri)
+    cx = open_cortex(config, store, actor, wait)
+    if turns is None:
+        result = cx.session_add(session, prompt, response, thought, reopen=reopen)
+        emit_result(json, jsonl, result, result.uri)
+        return
+    if any(v is not None for v in (session, prompt, thought, response)):
+        raise UsageError("--turns takes the turns from a file: give no --session, --prompt, --thought or --response")
+    results = cx.session_add_many(read_jsonl(turns, "--turns"), reopen=reopen)
+    out = Output(json=json, jsonl=jsonl)
+    if out.machine:
+        out.emit_many((r.to_json() for r in results), lambda docs: {"count": len(docs), "turns": docs})
+    else:
+        for r in results:
+            out.line(r.uri)
 
 
 def session_show(config, *, session, store, actor, wait, json, jsonl) -> None:
@@ -61,16 +76,20 @@ def session_summarize(config, *, session, pending, store, actor, wait, json, jso
 COMMANDS = [
     Command(
         ("session", "add"), "Save one turn of a session as a memory.", session_add,
-        options=(Option("session", ("--session",), "The session's ID.", metavar="ID", required=True),
-                 Option("prompt", ("--prompt",), "What the user asked.", metavar="TEXT", required=True),
-                 Option("response", ("--response",), "What the agent answered.", metavar="TEXT", required=True),
+        options=(Option("session", ("--session",), "The session's ID.", metavar="ID"),
+                 Option("prompt", ("--prompt",), "What the user asked.", metavar="TEXT"),
+                 Option("response", ("--response",), "What the agent answered.", metavar="TEXT"),
                  Option("thought", ("--thought",), "The agent's reasoning (optional).", metavar="TEXT"),
+                 Option("turns", ("--turns",), "Many turns: JSONL of {session, prompt, thought, response}, or -.",
+                        metavar="FILE|-"),
                  Option("reopen", ("--reopen",), "Add to a summarized session (its summary is forgotten).",
                         type=bool, default=False),
                  *COMMON),
         notes="A turn is an event of kind turn in the session, tagged turn. A summarized\n"
-              "session refuses new turns (exit 8) unless --reopen.",
-        examples=('cortexctl session add --session s-42 --prompt "fix the flaky test" '
+              "session refuses new turns (exit 8) unless --reopen. --turns reads one JSON\n"
+              "object per line; every line is checked before any turn is written.",
+        examples=(
+                  "cortexctl session add --turns turns.jsonl --json",'cortexctl session add --session s-42 --prompt "fix the flaky test" '
                   '--thought "timing issue" --response "added a retry around the poll"',),
         exits=(0, 2, 4, 8, 10), group_help=GROUP,
     ),

@@ -77,6 +77,27 @@ def read_data(value: Optional[str], option: str = "--data",
     return doc
 
 
+def read_jsonl(value: str, option: str) -> list:
+    """A JSONL file (or - for stdin) as a list of values; InvalidData naming the first bad line."""
+    import json
+
+    from cortexctl.errors import InvalidData
+
+    raw, where = read_input(value, option)
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        raise InvalidData(f"{where}: not valid UTF-8") from None
+    out = []
+    for n, line in enumerate(text.splitlines(), 1):
+        if line.strip():
+            try:
+                out.append(json.loads(line))
+            except ValueError as exc:
+                raise InvalidData(f"{where}: line {n}: not valid JSON ({exc.msg})") from None
+    return out
+
+
 def emit_result(json: bool, jsonl: bool, result, line: str, hint: str | None = None):
     """A result's warnings on stderr, then its JSON (--json/--jsonl) or ``line`` and ``hint``."""
     from cortexctl.cli.output import Output

@@ -138,6 +138,12 @@ class Cortex:
 
         return sessions.add_turn(self.context, session, prompt, response, thought, reopen=reopen)
 
+    def session_add_many(self, lines: list, *, reopen: bool = False) -> list[WriteResult]:
+        """Many turns at once (JSON objects); all checked before any is written."""
+        from cortexctl.engine import sessions
+
+        return sessions.add_turns(self.context, lines, reopen=reopen)
+
     def session_show(self, session: str) -> list[Memory]:
         """A session's turns, in order."""
         from cortexctl.engine import sessions

@@ -75,6 +75,29 @@ def add_turn(ctx: Context, session: str, prompt: str, response: str, thought: st
                           provenance={"via": "session"})
 
 
+def add_turns(ctx: Context, lines: list, *, reopen: bool = False) -> list:
+    """Many turns at once, from JSON objects {session, prompt, thought?, response}: every one is
+    checked (InvalidData naming its line) and every session's state checked before any is written."""
+    turns = []
+    for n, obj in enumerate(lines, 1):
+        if not isinstance(obj, dict) or set(obj) - {"session", "prompt", "thought", "response"}:
+            raise InvalidData(f"line {n}: expected an object with session, prompt, thought, response")
+        try:
+            check_name(obj.get("session"), "session")
+            turns.append((obj["session"], _text(obj.get("prompt"), "prompt"), _text(obj.get("response"), "response"),
+                          _text(obj.get("thought"), "thought", required=False)))
+        except UsageError as exc:
+            raise InvalidData(f"line {n}: {exc.message}") from None
+    if not turns:
+        raise InvalidData("no turns given")
+    with ctx.reading() as tx:
+        for session in dict.fromkeys(t[0] for t in turns):
+            if tx is not None and _session_memories(tx, ctx, session, SUMMARY_TAG) and not reopen:
+                raise Refused(f"session {session} is summarized; it takes no new turns",
+                              hint="add --reopen to forget its summary and add the turns")
+    return [add_turn(ctx, s, p, r, t, reopen=reopen) for s, p, r, t in turns]
+
+
 def show(ctx: Context, session: str) -> list:
     """The session's turns, in order (as ``Memory``)."""
     check_name(session, "session")

@@ -154,3 +154,25 @@ def test_bad_input(cli, args, code):
     _turn(cli, "s1", 0)
     assert_clean_error(cli(*args), code)
     assert cli("session", "list", "--json").json()["count"] == 1
+
+
+def test_many_turns_from_jsonl_all_checked_first(cli, chat, tmp_path):
+    lines = [{"session": "j1", "prompt": f"p{i}", "thought": "t", "response": f"r{i}"} for i in range(3)]
+    lines.append({"session": "j2", "prompt": "p", "response": "r"})
+    f = tmp_path / "turns.jsonl"
+    f.write_text("\n".join(json.dumps(x) for x in lines) + "\n")
+    r = cli("session", "add", "--turns", str(f), "--json")
+    assert r.code == 0, r
+    assert r.json()["count"] == 4
+    assert cli("session", "show", "j1", "--json").json()["count"] == 3
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text(json.dumps(lines[0]) + "\n" + json.dumps({"session": "j3", "prompt": "p"}) + "\n")
+    assert_clean_error(cli("session", "add", "--turns", str(bad)), 10)
+    assert cli("session", "show", "j1", "--json").json()["count"] == 3  # nothing of the bad file written
+    assert_clean_error(cli("session", "add", "--turns", "-", input="{nope\n"), 10)
+    assert_clean_error(cli("session", "add", "--turns", str(f), "--session", "x"), 2)
+    chat.replies.append(json.dumps(SUMMARY))
+    cli("session", "summarize", "j2", env=chat.env())
+    assert_clean_error(cli("session", "add", "--turns", str(f)), 8)
+    assert cli("session", "show", "j1", "--json").json()["count"] == 3
+    assert cli("session", "add", "--turns", "-", "--reopen", input=f.read_text()).code == 0
