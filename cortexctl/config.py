@@ -76,6 +76,13 @@ DEFAULTS: dict[str, Any] = {
         "key_env": "CORTEXCTL_BACKUP_KEY",
         "window_days": None,  # healthcheck: degraded when no bundle is newer than this (off when unset)
     },
+    "pager": {
+        "pinned_budget_tokens": 2000,
+        "context_budget_tokens": 6000,
+        "retrieval_top_k": 8,
+        "min_pattern_successes": 3,
+        "rules": None,  # None: the built-in inviolable rules (engine/pager.py, README)
+    },
 }
 
 # key path -> (python type(s), rule text)
@@ -99,6 +106,11 @@ _RULES: dict[str, tuple[tuple[type, ...], str]] = {
     "backup.max_age_days": ((int, float), "must be a number of days, 0 or more"),
     "backup.key_env": ((str,), "must be an environment variable name"),
     "backup.window_days": ((int, float), "must be a number of days above 0"),
+    "pager.pinned_budget_tokens": ((int,), "must be a whole number from 1 to 1000000"),
+    "pager.context_budget_tokens": ((int,), "must be a whole number from 1 to 1000000"),
+    "pager.retrieval_top_k": ((int,), "must be a whole number from 1 to 1000"),
+    "pager.min_pattern_successes": ((int,), "must be a whole number from 1 to 1000000"),
+    "pager.rules": ((list,), "must be a list of 1 to 50 non-empty texts"),
 }
 
 
@@ -118,7 +130,7 @@ def _flatten(tree: dict, prefix: str = "") -> dict[str, Any]:
     out = {}
     for k, v in tree.items():
         path = f"{prefix}{k}"
-        if isinstance(v, dict) and path in ("embedding", "chat", "backup"):
+        if isinstance(v, dict) and path in ("embedding", "chat", "backup", "pager"):
             out.update(_flatten(v, path + "."))
         else:
             out[path] = v
@@ -166,6 +178,10 @@ def _check(path: str, value: Any, source: str) -> Any:
     if not bad and ((path == "backup.keep" and value < 1) or (path == "backup.max_age_days" and value < 0)
                                     or (path == "backup.window_days" and value <= 0)):
         bad = True
+    if not bad and path.startswith("pager.") and isinstance(value, int):
+        bad = not 1 <= value <= (1000 if path.endswith("top_k") else 1_000_000)
+    if not bad and path == "pager.rules":
+        bad = not 1 <= len(value) <= 50 or not all(isinstance(r, str) and r.strip() for r in value)
     if not bad and isinstance(value, str) and (not value.strip() or not _is_utf8(value) or "\x00" in value):
         bad = True
     if not bad and path == "actor" and (len(value) > 256 or not value.isprintable()):

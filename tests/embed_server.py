@@ -26,7 +26,51 @@ def vector(text: str, model: str, dim: int) -> list[float]:
     return vec
 
 
-class EmbedServer:
+class JsonHandler(BaseHTTPRequestHandler):
+    """Quiet; reads and records a JSON request; answers JSON (429 with Retry-After: 0)."""
+
+    def log_message(self, *args):
+        pass
+
+    def record(self, server) -> dict:
+        """The request's JSON body, recorded in ``server.requests`` with its Authorization header."""
+        length = int(self.headers.get("content-length", 0))
+        body = json.loads(self.rfile.read(length) or b"{}")
+        server.requests.append({"path": self.path, "body": body, "auth": self.headers.get("authorization")})
+        return body
+
+    def send_json(self, status: int, doc: dict) -> None:
+        payload = json.dumps(doc).encode()
+        try:
+            self.send_response(status)
+            if status == 429:
+                self.send_header("Retry-After", "0")
+            self.send_header("content-type", "application/json")
+            self.send_header("content-length", str(len(payload)))
+            self.end_headers()
+            self.wfile.write(payload)
+        except OSError:  # the client gave up (a timeout)
+            pass
+
+
+class LoopbackServer:
+    """A threaded HTTP server on 127.0.0.1 serving ``handler``; ``url`` is its /v1 root."""
+
+    def serve(self, handler) -> None:
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
+        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+
+    def start(self):
+        self.thread.start()
+        return self
+
+    def stop(self) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+class EmbedServer(LoopbackServer):
     def __init__(self, dim: int = 16) -> None:
         self.dim = dim
         self.dims: dict[str, int] = {}
@@ -35,28 +79,15 @@ class EmbedServer:
         self.lock = threading.Lock()
         server = self
 
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *args):  # quiet
-                pass
-
+        class Handler(JsonHandler):
             def do_POST(self):
-                length = int(self.headers.get("content-length", 0))
-                body = json.loads(self.rfile.read(length) or b"{}")
                 with server.lock:
-                    server.requests.append({"path": self.path, "body": body,
-                                            "auth": self.headers.get("authorization")})
+                    body = self.record(server)
                     status = server.fail_next.pop(0) if server.fail_next else 200
                 if self.path != "/v1/embeddings":
                     status = 404
                 if status != 200:
-                    payload = json.dumps({"error": {"message": f"status {status}"}}).encode()
-                    self.send_response(status)
-                    if status == 429:
-                        self.send_header("Retry-After", "0")
-                    self.send_header("content-type", "application/json")
-                    self.send_header("content-length", str(len(payload)))
-                    self.end_headers()
-                    self.wfile.write(payload)
+                    self.send_json(status, {"error": {"message": f"status {status}"}})
                     return
                 model = body.get("model", "")
                 dim = server.dims.get(model, server.dim)
@@ -70,17 +101,7 @@ class EmbedServer:
                 self.end_headers()
                 self.wfile.write(payload)
 
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
-        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
-
-    def start(self) -> "EmbedServer":
-        self.thread.start()
-        return self
-
-    def stop(self) -> None:
-        self.httpd.shutdown()
-        self.httpd.server_close()
+        self.serve(Handler)
 
     def batch_sizes(self) -> list[int]:
         return [len(r["body"]["input"]) for r in self.requests]

@@ -7,15 +7,15 @@ from cortexctl.cli.spec import COMMON, TAGS, Command, Option, form_option
 LANES = {"lexical": "L", "semantic": "S", "salience": "R"}
 
 
-def find(config, *, near, types, tags, frames, include_tombstoned, k, budget_tokens, form, verbose, store, actor,
-         wait, json, jsonl) -> None:
+def find(config, *, near, types, tags, frames, include_tombstoned, k, budget_tokens, form, session, summaries,
+         verbose, store, actor, wait, json, jsonl) -> None:
     from cortexctl.cli.common import open_cortex
     from cortexctl.cli.output import Output
     from cortexctl.engine.models import FindQuery
 
     out = Output(json=json, jsonl=jsonl)
     query = FindQuery(types=types, tags=tags, frames=frames, include_tombstoned=include_tombstoned, k=k, form=form,
-                      near=near, budget_tokens=budget_tokens)
+                      near=near, budget_tokens=budget_tokens, session=session, summaries=summaries)
     from cortexctl.engine.models import Note
 
     cx = open_cortex(config, store, actor, wait)
@@ -61,6 +61,8 @@ COMMANDS = [
             Option("k", ("-k",), "At most this many results.", type=int, default=10, metavar="N"),
             Option("budget_tokens", ("--budget-tokens",),
                    "At most this many tokens of results (at the form shown).", type=int, metavar="N"),
+            Option("session", ("--session",), "Only this session's memories (zoom in).", metavar="ID"),
+            Option("summaries", ("--summaries",), "Only session summaries (zoom out).", type=bool, default=False),
             form_option("short"),
             Option("verbose", ("--verbose", "-v"), "Also say how the answer was found (an exact search, an "
                                                    "index rebuilt).", type=bool, default=False),
@@ -84,12 +86,17 @@ Filters combine with AND: every --type given is allowed, every --tag given
 must be present, every --frame given must match (VERB, VERB:KIND or
 VERB:KIND:REF). -k and --budget-tokens bound the results; each result counts
 at the form shown, and the results are the longest run of the ranking that
-fits the budget.""",
+fits the budget.
+\b
+The two-stage session query: --summaries searches session summaries (see
+session summarize) to pick a session, --session ID then searches inside it.""",
         examples=(
             'cortexctl find --near "how do we rotate the deploy key"',
             'cortexctl find --near "deploy" --type fact --tag ops -k 5 --json',
             'cortexctl find --near "release checklist" --budget-tokens 400 --form medium',
             "cortexctl find --frame build:repo",
+            'cortexctl find --summaries --near "flaky test"',
+            'cortexctl find --session s-42 --near "retry"',
             "cortexctl find --include-tombstoned --jsonl | jq -r .uri",
         ),
         exits=(0, 2, 3, 4, 7),

@@ -52,8 +52,9 @@ def read_input(value: str, option: str) -> tuple[bytes, str]:
         raise UsageError(f"{option} {path}: cannot be read ({exc.strerror})") from None
 
 
-def read_data(value: Optional[str]) -> Optional[dict]:
-    """--data: inline JSON, @FILE, or - for stdin."""
+def read_data(value: Optional[str], option: str = "--data",
+              what: str = "a JSON object of the type's fields") -> Optional[dict]:
+    """--data (or ``option``): inline JSON, @FILE, or - for stdin."""
     import json
 
     from cortexctl.errors import InvalidData
@@ -61,10 +62,10 @@ def read_data(value: Optional[str]) -> Optional[dict]:
     if value is None:
         return None
     if value == "-" or value.startswith("@"):
-        raw, where = read_input(value if value == "-" else value[1:], "--data")
+        raw, where = read_input(value if value == "-" else value[1:], option)
     else:
         raw = value.encode("utf-8", "surrogateescape")
-        where = "--data"
+        where = option
     try:
         doc = json.loads(raw.decode("utf-8"))
     except UnicodeDecodeError:
@@ -72,5 +73,41 @@ def read_data(value: Optional[str]) -> Optional[dict]:
     except ValueError as exc:
         raise InvalidData(f"{where}: not valid JSON ({exc.msg} at line {exc.lineno} column {exc.colno})") from None
     if not isinstance(doc, dict):
-        raise InvalidData(f"{where}: must be a JSON object of the type's fields")
+        raise InvalidData(f"{where}: must be {what}")
     return doc
+
+
+def read_jsonl(value: str, option: str) -> list:
+    """A JSONL file (or - for stdin) as a list of values; InvalidData naming the first bad line."""
+    import json
+
+    from cortexctl.errors import InvalidData
+
+    raw, where = read_input(value, option)
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        raise InvalidData(f"{where}: not valid UTF-8") from None
+    out = []
+    for n, line in enumerate(text.splitlines(), 1):
+        if line.strip():
+            try:
+                out.append(json.loads(line))
+            except ValueError as exc:
+                raise InvalidData(f"{where}: line {n}: not valid JSON ({exc.msg})") from None
+    return out
+
+
+def emit_result(json: bool, jsonl: bool, result, line: str, hint: str | None = None):
+    """A result's warnings on stderr, then its JSON (--json/--jsonl) or ``line`` and ``hint``."""
+    from cortexctl.cli.output import Output
+
+    out = Output(json=json, jsonl=jsonl)
+    for w in result.warnings:
+        out.warn(w)
+    if out.machine:
+        out.emit(result.to_json())
+        return
+    out.line(line)
+    if hint:
+        out.hint(hint)

@@ -37,6 +37,69 @@ def endpoint(base_url: str) -> str:
     return base + "/embeddings"
 
 
+def client(api_key: str | None, timeout: float):
+    """An httpx client that sends the key, when there is one, as a bearer token."""
+    import httpx
+
+    headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+    return httpx.Client(timeout=timeout, headers=headers)
+
+
+def retry_after(resp, delay: float) -> float:
+    """Seconds to wait before retrying: ``Retry-After`` (at most MAX_RETRY_AFTER), else jittered ``delay``."""
+    raw = resp.headers.get("retry-after")
+    if raw:
+        try:
+            return min(max(float(raw), 0.0), MAX_RETRY_AFTER)
+        except ValueError:
+            pass
+    return delay * random.uniform(0.5, 1.5)
+
+
+def post_json(http, url: str, body: dict, *, what: str, retries: int = RETRIES, backoff: float = 0.25,
+              unreachable_hint: str | None = None, refused_hint: str | None = None) -> dict:
+    """POST ``body``; the JSON answer. 429 and 5xx are retried with backoff (``Retry-After``
+    honoured), refused connections and timeouts ``CONNECT_RETRIES`` times; then, and for any
+    other answer than 200 or one that is not JSON, ProviderUnreachable (exit 9)."""
+    import httpx
+
+    host = urlsplit(url).netloc.rpartition("@")[2]  # never the user:password a URL may carry
+    delay = backoff
+    failures = 0
+    for attempt in range(retries + 1):
+        last = attempt == retries
+        try:
+            resp = http.post(url, json=body)
+        except httpx.HTTPError as exc:
+            failures += 1
+            if last or failures > CONNECT_RETRIES:
+                raise ProviderUnreachable(
+                    f"{what} {host} unreachable: {type(exc).__name__}"
+                    f"{': ' + str(exc).splitlines()[0] if str(exc) else ''}",
+                    hint=unreachable_hint,
+                ) from None
+            time.sleep(delay * random.uniform(0.2, 0.6))
+            delay *= 2
+            continue
+        if resp.status_code == 429 or resp.status_code >= 500:
+            if last:
+                raise ProviderUnreachable(f"{what} {host} answered HTTP {resp.status_code} after {retries + 1} tries")
+            time.sleep(retry_after(resp, delay))
+            delay *= 2
+            continue
+        if resp.status_code != 200:
+            detail = resp.text.strip().splitlines()[0][:200] if resp.text.strip() else ""
+            raise ProviderUnreachable(
+                f"{what} {host} refused the request: HTTP {resp.status_code}{' ' + detail if detail else ''}",
+                hint=refused_hint,
+            )
+        try:
+            return resp.json()
+        except ValueError:
+            raise ProviderUnreachable(f"{what} {host} answered with something that is not JSON") from None
+    raise AssertionError("unreachable")
+
+
 class HttpEmbedder:
     remote = True
 
@@ -78,62 +141,16 @@ class HttpEmbedder:
 
     # -- requests -----------------------------------------------------------------
     def _post(self, texts: list[str]) -> dict:
-        import httpx
-
         if self._client is None:
-            headers = {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
-            self._client = httpx.Client(timeout=self.timeout, headers=headers)
+            self._client = client(self.api_key, self.timeout)
         body: dict = {"model": self.name, "input": texts, "encoding_format": "float"}
         if self.want_dim:
             body["dimensions"] = self.want_dim
-        delay = self.backoff
-        failures = 0
-        for attempt in range(self.retries + 1):
-            last = attempt == self.retries
-            try:
-                resp = self._client.post(self.url, json=body)
-            except httpx.HTTPError as exc:
-                failures += 1
-                if last or failures > CONNECT_RETRIES:
-                    raise ProviderUnreachable(
-                        f"embedding endpoint {self.host} unreachable: {type(exc).__name__}"
-                        f"{': ' + str(exc).splitlines()[0] if str(exc) else ''}",
-                        hint="check embedding -> base_url, or unset it to use the built-in hash embedder",
-                    ) from None
-                time.sleep(delay * random.uniform(0.2, 0.6))
-                delay *= 2
-                continue
-            if resp.status_code == 429 or resp.status_code >= 500:
-                if last:
-                    raise ProviderUnreachable(
-                        f"embedding endpoint {self.host} answered HTTP {resp.status_code} "
-                        f"after {self.retries + 1} tries"
-                    )
-                time.sleep(self._retry_after(resp, delay))
-                delay *= 2
-                continue
-            if resp.status_code != 200:
-                detail = resp.text.strip().splitlines()[0][:200] if resp.text.strip() else ""
-                raise ProviderUnreachable(
-                    f"embedding endpoint {self.host} refused the request: HTTP {resp.status_code}"
-                    f"{' ' + detail if detail else ''}",
-                    hint="check embedding -> model and the API key variable embedding -> api_key_env names",
-                )
-            try:
-                return resp.json()
-            except ValueError:
-                raise ProviderUnreachable(f"embedding endpoint {self.host} answered with something that is not JSON") from None
-        raise AssertionError("unreachable")
-
-    @staticmethod
-    def _retry_after(resp, delay: float) -> float:
-        raw = resp.headers.get("retry-after")
-        if raw:
-            try:
-                return min(max(float(raw), 0.0), MAX_RETRY_AFTER)
-            except ValueError:
-                pass
-        return delay * random.uniform(0.5, 1.5)
+        return post_json(
+            self._client, self.url, body, what="embedding endpoint", retries=self.retries, backoff=self.backoff,
+            unreachable_hint="check embedding -> base_url, or unset it to use the built-in hash embedder",
+            refused_hint="check embedding -> model and the API key variable embedding -> api_key_env names",
+        )
 
     def _vectors(self, doc: dict, n: int) -> list[list[float]]:
         bad = ProviderUnreachable(f"embedding endpoint {self.host} answered in an unexpected shape")

@@ -229,7 +229,7 @@ def kept_forms(ctx: Context, record: Checkpoint) -> list[tuple[str, str | None]]
     from cortexctl.engine.refs import resolve
 
     out: list[tuple[str, str | None]] = []
-    with ctx.reading(f"no checkpoint for intent {record.intent!r} step {record.step!r}") as tx:
+    with ctx.reading() as tx:
         for uri in record.kept:
             try:
                 head = resolve(tx, ctx.actor, uri)
@@ -244,7 +244,7 @@ def checkpoints(ctx: Context, intent: str | None = None) -> list[Checkpoint]:
     """The acting actor's checkpoints (of one intent, if given), newest first."""
     if intent is not None:
         check_label(intent, "intent")
-    with ctx.reading(f"no store at {ctx.storage.path}") as tx:
+    with ctx.reading() as tx:
         rows = list(tx.all_checkpoints().values())
     mine = [r for r in rows if r["actor"] == ctx.actor and (intent is None or r["intent"] == intent)]
     mine.sort(key=lambda r: (r["created_at"], r["seq"]), reverse=True)

@@ -38,6 +38,13 @@ class Context:
             self._embedder = from_settings(self.settings)
         return self._embedder
 
+    @property
+    def chat(self):
+        """The chat-completions client (``embed/chat.py``); ConfigError when none is configured."""
+        from cortexctl.embed.chat import ChatClient
+
+        return ChatClient.from_settings(self.settings)
+
     def no_store(self) -> NotFound:
         """The error of every command that reads a store that does not exist (only writes create one)."""
         return NotFound(f"no store at {self.storage.path}",
@@ -56,6 +63,16 @@ class Context:
             self.require_store()
         with self.storage.transaction() as tx:
             yield tx
+
+    @contextmanager
+    def peek(self) -> Iterator[Tx | None]:
+        """A read-only view, or None when there is no store yet: for a writer that looks before it
+        writes (its write then creates the store)."""
+        try:
+            with self.storage.reading() as tx:
+                yield tx
+        except NoStore:
+            yield None
 
     @contextmanager
     def reading(self) -> Iterator[Tx]:

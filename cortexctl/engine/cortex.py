@@ -92,6 +92,88 @@ class Cortex:
         """Tombstone a memory: hidden from find, history kept, updates refused."""
         return memories.forget(self.context, ref, reason=reason)
 
+    # -- write-back (SPEC §8) ----------------------------------------------------------
+    def remember(self, text: str, *, user: bool = False):
+        """A fact about the world, or a user fact (a repeat touches the existing one)."""
+        from cortexctl.engine import writeback
+
+        return writeback.remember(self.context, text, user=user)
+
+    def outcome(self, text: str, *, status: str, intent: str | None = None):
+        """An event recording how a task ended: success, failure or partial."""
+        from cortexctl.engine import writeback
+
+        return writeback.outcome(self.context, text, status=status, intent=intent)
+
+    def pattern_write(self, spec, **kwargs):
+        """A new pattern holding ``spec`` (a ``memory.pattern.PatternSpec``)."""
+        from cortexctl.engine import writeback
+
+        return writeback.pattern_write(self.context, spec, **kwargs)
+
+    def pattern_reinforce(self, spec, *, derived_from=()):
+        """Reinforce the same pattern (coverage + 1, strength nudged up) or write a new candidate."""
+        from cortexctl.engine import writeback
+
+        return writeback.pattern_reinforce(self.context, spec, derived_from=derived_from)
+
+    # -- the pager (SPEC §8) -------------------------------------------------------------
+    def pinned(self, goal: str, *, budget_tokens: int | None = None):
+        """The pinned block: identity, rules, hard constraints, user profile, goal."""
+        from cortexctl.engine import pager
+
+        return pager.pinned(self.context, goal, budget_tokens=budget_tokens)
+
+    def context_block(self, goal: str, *, query: str | None = None, budget_tokens: int | None = None):
+        """Everything for the prompt: pinned, retrieved memories, proven patterns."""
+        from cortexctl.engine import pager
+
+        return pager.context(self.context, goal, query=query, budget_tokens=budget_tokens)
+
+    def patterns(self, goal: str):
+        """Proven patterns whose trigger matches the goal, by confidence."""
+        from cortexctl.engine import pager
+
+        return pager.patterns(self.context, goal)
+
+    # -- sessions (SPEC §10) ----------------------------------------------------------------
+    def session_add(self, session: str, prompt: str, response: str, thought: str | None = None, *,
+                    reopen: bool = False) -> WriteResult:
+        """Save one turn of a session; a summarized session refuses it unless ``reopen``."""
+        from cortexctl.engine import sessions
+
+        return sessions.add_turn(self.context, session, prompt, response, thought, reopen=reopen)
+
+    def session_add_many(self, lines: list, *, reopen: bool = False) -> list[WriteResult]:
+        """Many turns at once (JSON objects); all checked before any is written."""
+        from cortexctl.engine import sessions
+
+        return sessions.add_turns(self.context, lines, reopen=reopen)
+
+    def session_show(self, session: str) -> list[Memory]:
+        """A session's turns, in order."""
+        from cortexctl.engine import sessions
+
+        return sessions.show(self.context, session)
+
+    def session_list(self) -> list[dict]:
+        """Every session: turns, first and last activity, summarized or not."""
+        from cortexctl.engine import sessions
+
+        return sessions.listing(self.context)
+
+    def session_summarize(self, session: str | None = None, *, pending: bool = False) -> list[dict]:
+        """Summarize one session, or (``pending``) every session with turns and no summary."""
+        from cortexctl.engine import sessions
+
+        return sessions.summarize_many(self.context, session, pending=pending)
+
+    def consolidate(self, transcript: str, *, dry_run: bool = False) -> dict:
+        """File a transcript's durable learnings through the chat model (SPEC §9)."""
+        from cortexctl.engine.consolidate import consolidate
+
+        return consolidate(self.context, transcript, dry_run=dry_run)
+
     # -- read side -------------------------------------------------------------
     def show(self, ref: str, *, version: int | None = None) -> Memory:
         """One memory at its current version, or at ``version``."""

@@ -191,6 +191,7 @@ def update(
     sets: Iterable[str] | None = None,
     confidence: float | None = None,
     forms: dict | None = None,
+    provenance: dict | None = None,
 ) -> WriteResult:
     """Write a new version from the current one with the given changes."""
     from cortexctl.memory.types import check_confidence
@@ -220,7 +221,7 @@ def update(
         n = head["current_version"] + 1
         version = version_row(
             id_=head["id"], version=n, body=body, created_at=now, created_by=ctx.actor,
-            confidence=new_conf, provenance={"via": "update"},
+            confidence=new_conf, provenance=provenance or {"via": "update"},
         )
         tx.insert_version(version)
         tx.update_head(
@@ -372,12 +373,19 @@ def history(ctx: Context, ref: str) -> list[VersionInfo]:
 
 def find_filters(ctx: Context, query: FindQuery) -> Filters:
     """Check a find query; its filters for the store."""
+    types = tuple(type_code(t) for t in query.types)
+    tags = tuple(clean_tags(query.tags))
+    if query.summaries:  # sessions.SUMMARY_TAG on events
+        types, tags = (type_code("event"),), tuple(sorted({*tags, "session-summary"}))
+    if query.session is not None:
+        check_name(query.session, "session")
     filters = Filters(
         actor=ctx.actor,
-        types=tuple(type_code(t) for t in query.types),
-        tags=tuple(clean_tags(query.tags)),
+        types=types,
+        tags=tags,
         frames=tuple(parse_frame_filter(f) for f in query.frames),
         include_tombstoned=query.include_tombstoned,
+        session=query.session,
     )
     if isinstance(query.k, bool) or not isinstance(query.k, int) or not 1 <= query.k <= MAX_K:
         raise UsageError(f"k must be from 1 to {MAX_K} (got {query.k!r})", field="k")

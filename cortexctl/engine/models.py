@@ -205,6 +205,8 @@ class FindQuery:
     form: str = "short"
     near: str | None = None
     budget_tokens: int | None = None
+    session: str | None = None  # only this session's memories (zoom in)
+    summaries: bool = False  # only session summaries (zoom out)
 
 
 @dataclass
@@ -462,3 +464,31 @@ class CompactResult:
             "dropped": [{"uri": u, "why": why} for u, why in self.dropped],
             "checkpoint": self.checkpoint.to_json(),
         }
+
+
+@dataclass
+class WriteBack:
+    """What a write-back command (remember, outcome, pattern write/reinforce) did.
+
+    ``action``: written (a new memory), touched (a repeated user fact: its use counted, no
+    new memory) or reinforced (an existing pattern: a new version with coverage + 1)."""
+
+    id: str
+    version: int
+    action: str
+    seq: int | None
+    type: str
+    coverage: int | None = None
+    strength: float | None = None
+    warnings: list[str] = field(default_factory=list)
+
+    @property
+    def uri(self) -> str:
+        return memory_uri(self.id)
+
+    def to_json(self) -> dict:
+        doc = {"uri": self.uri, "id": self.id, "version": self.version, "type": self.type,
+               "action": self.action, "seq": self.seq, "warnings": self.warnings}
+        if self.coverage is not None:
+            doc.update(coverage=self.coverage, strength=self.strength)
+        return doc

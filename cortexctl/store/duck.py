@@ -98,6 +98,9 @@ class DuckTx:
         where, params = self._sql(filters)
         return records.candidate_rows(self.con, ids, where, params, self._scoring(scoring))
 
+    def sessions(self, actor: str, turn_tag: str, summary_tag: str) -> list[dict]:
+        return records.sessions(self.con, actor, turn_tag, summary_tag)
+
     def result_rows(self, ids: Sequence[str], form: str) -> dict[str, dict]:
         return records.result_rows(self.con, ids, form)
 

@@ -61,13 +61,15 @@ class NoStore(CortexError):
 class Filters:
     """Which memories a search may return: those ``actor`` may see (their own and public
     ones), of one of ``types`` (type codes), holding every one of ``tags``, matching every
-    frame filter, and not forgotten unless ``include_tombstoned``. Empty means any."""
+    frame filter, of ``session`` when given, and not forgotten unless ``include_tombstoned``.
+    Empty means any."""
 
     actor: str
     types: tuple[int, ...] = ()
     tags: tuple[str, ...] = ()
     frames: tuple[FrameFilter, ...] = ()
     include_tombstoned: bool = False
+    session: str | None = None  # only memories of this session
 
     def __post_init__(self) -> None:  # tuples, so that a Filters is hashable whatever it was given
         object.__setattr__(self, "types", tuple(self.types))
@@ -77,7 +79,7 @@ class Filters:
     @property
     def narrow(self) -> bool:
         """Filters beyond visibility and tombstones: few memories may pass."""
-        return bool(self.types or self.tags or self.frames)
+        return bool(self.types or self.tags or self.frames or self.session is not None)
 
 
 @dataclass(frozen=True)
@@ -153,6 +155,11 @@ class Tx(Protocol):
 
     def candidates(self, ids: Sequence[str], filters: Filters, scoring: Scoring) -> dict[str, tuple[int, bool, float]]:
         """For each of these memories, in one lookup: (current version, passes ``filters``, salience)."""
+
+    def sessions(self, actor: str, turn_tag: str, summary_tag: str) -> list[dict]:
+        """Each session holding a live memory ``actor`` can see, latest activity first:
+        {session, turns (live memories tagged ``turn_tag``), first (earliest creation),
+        last (latest update), summary (the ID of a live memory tagged ``summary_tag``, or None)}."""
 
     def result_rows(self, ids: Sequence[str], form: str) -> dict[str, dict]:
         """What a find result shows of these memories; ``text`` is the ``form`` (short or medium)."""

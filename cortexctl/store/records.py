@@ -212,6 +212,9 @@ def filter_sql(filters: Filters) -> tuple[str, list[Any]]:
     if filters.tags:
         where.append("list_has_all(h.tags, ?)")
         params.append(list(filters.tags))
+    if filters.session is not None:
+        where.append("h.session = ?")
+        params.append(filters.session)
     for verb, kind, ref in filters.frames:
         cond = ["f.verb = ?"]
         params_f: list[Any] = [verb]
@@ -365,3 +368,18 @@ def ref_counts(con, parts: Sequence[str]) -> dict[str, int]:
         f" UNION ALL SELECT left(id, {n}) FROM heads WHERE left(id, {n}) IN {listed}) GROUP BY s"
     ).fetchall()
     return {s: int(c) for s, c in rows}
+
+
+def sessions(con, actor: str, turn_tag: str, summary_tag: str) -> list[dict]:
+    """Each session with a live memory ``actor`` can see: turns, first and last activity, summary ID."""
+    rows = con.execute(
+        f"""SELECT h.session,
+                   count(*) FILTER (WHERE list_contains(h.tags, ?)),
+                   min(h.created_at), max(h.updated_at),
+                   max(h.id) FILTER (WHERE list_contains(h.tags, ?))
+            FROM heads h
+            WHERE h.session IS NOT NULL AND h.tombstoned_at IS NULL AND {visible_sql()}
+            GROUP BY h.session ORDER BY max(h.updated_at) DESC, h.session""",
+        [turn_tag, summary_tag, actor],
+    ).fetchall()
+    return [{"session": r[0], "turns": int(r[1]), "first": r[2], "last": r[3], "summary": r[4]} for r in rows]

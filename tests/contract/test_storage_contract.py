@@ -500,3 +500,25 @@ def test_head_fields_are_the_documented_ones(storage):
     put(storage, memory(1))
     with storage.reading() as tx:
         assert tuple(tx.heads_by_ids([ident(1)], "alice")[0]) == HEAD_FIELDS
+
+
+# -- sessions --------------------------------------------------------------------------------------------
+def _in_session(n, session, **kw):
+    head, versions = memory(n, **kw)
+    head["session"] = session
+    return head, versions
+
+
+def test_sessions_count_turns_and_name_the_summary_and_a_session_filter_narrows(storage):
+    put(storage, _in_session(1, "s1", tags=["turn"]), _in_session(2, "s1", tags=["turn"], at=T0 + timedelta(hours=1)),
+        _in_session(3, "s1", tags=["session-summary"], at=T0 + timedelta(hours=2)),
+        _in_session(4, "s2", tags=["turn"]), _in_session(5, "s2", tags=["session-summary"], tombstoned=True),
+        _in_session(6, "s3", tags=["turn"], actor="bob"), memory(7, tags=["turn"]))
+    with storage.reading() as tx:
+        rows = {r["session"]: r for r in tx.sessions("alice", "turn", "session-summary")}
+        assert set(rows) == {"s1", "s2"}
+        assert rows["s1"] == {"session": "s1", "turns": 2, "first": T0, "last": T0 + timedelta(hours=2),
+                              "summary": ident(3)}
+        assert rows["s2"]["turns"] == 1 and rows["s2"]["summary"] is None
+        assert tx.count_heads(Filters("alice", session="s1")) == 3
+        assert tx.count_heads(Filters("alice", session="s1", tags=("turn",))) == 2

@@ -1,0 +1,47 @@
+"""consolidate: file a transcript's durable learnings through the chat model (SPEC §9)."""
+
+from __future__ import annotations
+
+from cortexctl.cli.spec import COMMON, Argument, Command, Option
+
+
+def consolidate(config, *, source, dry_run, store, actor, wait, json, jsonl) -> None:
+    from cortexctl.cli.common import open_cortex, read_input
+    from cortexctl.cli.output import Output
+    from cortexctl.errors import InvalidData
+
+    out = Output(json=json, jsonl=jsonl)
+    raw, where = read_input(source or "-", "FILE")
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        raise InvalidData(f"{where}: not valid UTF-8") from None
+    result = open_cortex(config, store, actor, wait).consolidate(text, dry_run=dry_run)
+    for d in result["dropped"]:
+        out.warn(f"dropped {d['kind']}: {d['text'][:80]!r}: {d['reason']}")
+    if out.machine:
+        out.emit(result)
+        return
+    for w in result["written"]:
+        out.line(f"{'would write' if dry_run else w['action']} {w['kind']}: {w['text']}"
+                 + (f" {w['uri']}" if w.get("uri") else ""))
+    if not result["written"]:
+        out.hint("nothing durable in this transcript (a common, correct answer)")
+
+
+COMMANDS = [
+    Command(
+        ("consolidate",), "File a transcript's durable learnings: facts, user facts, patterns, outcome.",
+        consolidate,
+        arguments=(Argument("source", "FILE|-", "The transcript (default: stdin).", required=False),),
+        options=(Option("dry_run", ("--dry-run",), "Show what would be written; write nothing.", type=bool,
+                        default=False), *COMMON),
+        notes="""Needs a chat endpoint (config section chat). At most 5 facts, 5 user facts,
+3 patterns (reinforcing existing ones) and 1 outcome are written; an item
+holding an ID, hash, path or URL that is not verbatim in the transcript is
+dropped and reported on stderr, as is a fact you already have. Everything
+written has provenance {"via": "consolidated", "transcript_sha256": ...}.""",
+        examples=("cortexctl consolidate transcript.txt", "cortexctl consolidate - --dry-run --json < turn.txt"),
+        exits=(0, 2, 4, 9, 10),
+    ),
+]

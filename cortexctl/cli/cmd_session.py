@@ -1,0 +1,123 @@
+"""session add, show, list and summarize: sessions of turns and their summaries (SPEC §10)."""
+
+from __future__ import annotations
+
+from cortexctl.cli.spec import COMMON, Argument, Command, Option
+
+GROUP = "Sessions: save turns, list and show them, summarize them."
+SESSION_ARG = Argument("session", "ID", "The session's ID.")
+
+
+def session_add(config, *, session, prompt, thought, response, turns, reopen, store, actor, wait, json,
+                jsonl) -> None:
+    from cortexctl.cli.common import emit_result, open_cortex, read_jsonl
+    from cortexctl.cli.output import Output
+    from cortexctl.errors import UsageError
+
+    cx = open_cortex(config, store, actor, wait)
+    if turns is None:
+        result = cx.session_add(session, prompt, response, thought, reopen=reopen)
+        emit_result(json, jsonl, result, result.uri)
+        return
+    if any(v is not None for v in (session, prompt, thought, response)):
+        raise UsageError("--turns takes the turns from a file: give no --session, --prompt, --thought or --response")
+    results = cx.session_add_many(read_jsonl(turns, "--turns"), reopen=reopen)
+    out = Output(json=json, jsonl=jsonl)
+    if out.machine:
+        out.emit_many((r.to_json() for r in results), lambda docs: {"count": len(docs), "turns": docs})
+    else:
+        for r in results:
+            out.line(r.uri)
+
+
+def session_show(config, *, session, store, actor, wait, json, jsonl) -> None:
+    from cortexctl.cli.common import open_cortex
+    from cortexctl.cli.output import Output
+
+    out = Output(json=json, jsonl=jsonl)
+    turns = open_cortex(config, store, actor, wait).session_show(session)
+    if out.machine:
+        out.emit_many(({"turn": i, **m.to_json()} for i, m in enumerate(turns, 1)),
+                      lambda docs: {"session": session, "count": len(docs), "turns": docs})
+        return
+    for i, m in enumerate(turns, 1):
+        out.line(f"--- turn {i} {m.uri}")
+        out.line(m.data["summary"])
+
+
+def session_list(config, *, store, actor, wait, json, jsonl) -> None:
+    from cortexctl.cli.common import open_cortex
+    from cortexctl.cli.output import Output
+
+    out = Output(json=json, jsonl=jsonl)
+    rows = open_cortex(config, store, actor, wait).session_list()
+    if out.machine:
+        out.emit_many(iter(rows), lambda docs: {"count": len(docs), "sessions": docs})
+        return
+    out.table(["session", "turns", "first", "last", "summarized"],
+              [(r["session"], r["turns"], r["first"], r["last"], "yes" if r["summarized"] else "no") for r in rows])
+
+
+def session_summarize(config, *, session, pending, store, actor, wait, json, jsonl) -> None:
+    from cortexctl.cli.common import open_cortex
+    from cortexctl.cli.output import Output
+
+    out = Output(json=json, jsonl=jsonl)
+    done = open_cortex(config, store, actor, wait).session_summarize(session, pending=pending)
+    if out.machine:
+        out.emit_many(iter(done), lambda docs: {"count": len(docs), "summaries": docs})
+        return
+    for s in done:
+        out.line(f"{s['session']} {s['uri']} [{s['category']}] {s['title']}")
+    if not done:
+        out.hint("no session waits for a summary")
+
+
+COMMANDS = [
+    Command(
+        ("session", "add"), "Save one turn of a session as a memory.", session_add,
+        options=(Option("session", ("--session",), "The session's ID.", metavar="ID"),
+                 Option("prompt", ("--prompt",), "What the user asked.", metavar="TEXT"),
+                 Option("response", ("--response",), "What the agent answered.", metavar="TEXT"),
+                 Option("thought", ("--thought",), "The agent's reasoning (optional).", metavar="TEXT"),
+                 Option("turns", ("--turns",), "Many turns: JSONL of {session, prompt, thought, response}, or -.",
+                        metavar="FILE|-"),
+                 Option("reopen", ("--reopen",), "Add to a summarized session (its summary is forgotten).",
+                        type=bool, default=False),
+                 *COMMON),
+        notes="A turn is an event of kind turn in the session, tagged turn. A summarized\n"
+              "session refuses new turns (exit 8) unless --reopen. --turns reads one JSON\n"
+              "object per line; every line is checked before any turn is written.",
+        examples=(
+                  "cortexctl session add --turns turns.jsonl --json",'cortexctl session add --session s-42 --prompt "fix the flaky test" '
+                  '--thought "timing issue" --response "added a retry around the poll"',),
+        exits=(0, 2, 4, 8, 10), group_help=GROUP,
+    ),
+    Command(
+        ("session", "show"), "A session's turns, in order.", session_show,
+        arguments=(SESSION_ARG,), options=COMMON,
+        examples=("cortexctl session show s-42", "cortexctl session show s-42 --json"),
+        exits=(0, 2, 3, 4), group_help=GROUP,
+    ),
+    Command(
+        ("session", "list"), "Every session: turns, first and last activity, summarized or not.", session_list,
+        options=COMMON,
+        examples=("cortexctl session list", "cortexctl session list --json"),
+        exits=(0, 2, 4), group_help=GROUP,
+    ),
+    Command(
+        ("session", "summarize"), "Summarize a session (or every pending one) with the chat model.",
+        session_summarize,
+        arguments=(Argument("session", "ID", "The session's ID.", required=False),),
+        options=(Option("pending", ("--pending",), "Every session with turns and no summary.", type=bool,
+                        default=False), *COMMON),
+        notes="""The chat endpoint (config section chat) returns a title, a category (bugfix,
+feature, refactoring, documentation, new-app, analysis, other), productivity,
+complexity and quality scores 0-100, a summary and technologies; it is
+validated and stored as an event of kind session_summary, tagged
+session-summary, with its own embedding. find --summaries searches
+summaries; find --session ID searches one session.""",
+        examples=("cortexctl session summarize s-42", "cortexctl session summarize --pending --json"),
+        exits=(0, 2, 3, 4, 8, 9, 10), group_help=GROUP,
+    ),
+]

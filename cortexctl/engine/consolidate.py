@@ -1,0 +1,155 @@
+"""consolidate (SPEC §9): file a transcript's durable learnings, through the chat model.
+
+The model is asked (``PROMPT``) for one JSON object: ``facts`` and ``user_facts`` (lists
+of statements), ``patterns`` (pattern specs) and ``outcome`` ({summary, status} or null).
+The reply is parsed loosely (``loosejson``). A reply that is not that object writes nothing
+and is reported with its first 200 characters. Then, in order:
+
+- at most ``LIMITS`` items of each kind are kept; the rest are dropped (``over the limit``);
+- the **verbatim guard**: an item holding a high-entropy token (hex, hash, ID, path, URL,
+  key; ``memory.forms.high_entropy_tokens``) that does not appear verbatim in the
+  transcript is dropped (``not in the transcript: TOKEN``);
+- a fact equal after normalization to a live fact the actor can see is not written again
+  (``already known``); a user fact goes through ``remember --user`` (a repeat is a touch);
+  a pattern through ``pattern reinforce``; the outcome through ``outcome``.
+
+Everything written carries the provenance ``{"via": "consolidated", "transcript_sha256":
+...}`` (facts also ``source: consolidated``). ``dry_run`` reports the same without writing.
+"""
+
+from __future__ import annotations
+
+import hashlib
+
+from cortexctl.engine import writeback
+from cortexctl.engine.context import Context
+from cortexctl.engine.loosejson import parse_object
+from cortexctl.errors import InvalidData, UsageError
+from cortexctl.memory import pattern as pat
+from cortexctl.memory.forms import high_entropy_tokens
+
+LIMITS = {"facts": 5, "user_facts": 5, "patterns": 3, "outcome": 1}
+MAX_TRANSCRIPT_BYTES = 1_000_000
+
+PROMPT = """You file what is worth remembering from one agent transcript.
+Most transcripts hold nothing durable: then answer with empty lists and a null outcome.
+Answer with ONE JSON object and nothing else:
+{"facts": ["objective, lasting truths about the code, the environment or the domain"],
+ "user_facts": ["lasting truths about the user: name, role, preferences"],
+ "patterns": [{"name": "...", "trigger": "when to use it", "preconditions": ["..."],
+               "steps": ["the steps that worked, in order"], "gotchas": ["..."],
+               "success_criteria": ["..."]}],
+ "outcome": {"summary": "the task and how it ended", "status": "success|failure|partial"} or null}
+Rules: no small talk, no guesses, nothing that only mattered for this turn. At most 5 facts,
+5 user facts, 3 patterns. Give an outcome only when a concrete task was finished or failed.
+Copy identifiers, hashes, paths and URLs exactly as the transcript has them."""
+
+
+def _bad(reply: str) -> InvalidData:
+    import json
+
+    return InvalidData(f"the model's reply is not the expected JSON: {json.dumps(reply[:200], ensure_ascii=False)}")
+
+
+def _items(doc: dict, reply: str) -> list[tuple[str, object]]:
+    """(kind, item) in order, the reply's shape checked."""
+    out: list[tuple[str, object]] = []
+    for kind in ("facts", "user_facts"):
+        items = doc.get(kind) or []
+        if not isinstance(items, list) or not all(isinstance(i, str) for i in items):
+            raise _bad(reply)
+        out += [(kind, i.strip()) for i in items if i.strip()]
+    patterns = doc.get("patterns") or []
+    if not isinstance(patterns, list) or not all(isinstance(p, dict) for p in patterns):
+        raise _bad(reply)
+    out += [("patterns", p) for p in patterns]
+    outcome = doc.get("outcome")
+    if outcome is not None:
+        if not isinstance(outcome, dict):
+            raise _bad(reply)
+        out.append(("outcome", outcome))
+    return out
+
+
+def _text_of(kind: str, item) -> str:
+    if kind == "patterns":
+        return " ".join(str(v) for v in item.values())
+    if kind == "outcome":
+        return str(item.get("summary", ""))
+    return item
+
+
+def _short(kind: str, item) -> str:
+    if kind == "patterns":
+        return str(item.get("name", ""))
+    return _text_of(kind, item)
+
+
+def plan(ctx: Context, transcript: str, reply: str) -> tuple[list[tuple[str, object]], list[dict]]:
+    """What would be written, and what is dropped (kind, text, reason)."""
+    doc = parse_object(reply)
+    keep: list[tuple[str, object]] = []
+    dropped: list[dict] = []
+    counts: dict[str, int] = {}
+    for kind, item in _items(doc, reply):
+        text = _text_of(kind, item)
+        counts[kind] = counts.get(kind, 0) + 1
+        reason = None
+        if counts[kind] > LIMITS[kind]:
+            reason = "over the limit"
+        else:
+            missing = [t for t in high_entropy_tokens(text) if t not in transcript]
+            if missing:
+                reason = f"not in the transcript: {missing[0]}"
+            elif kind == "patterns":
+                try:
+                    item = pat.from_dict(item)
+                except pat.SpecError as exc:
+                    reason = str(exc)
+            elif kind == "outcome" and (item.get("status") not in writeback.OUTCOME_STATUSES
+                                        or not str(item.get("summary", "")).strip()):
+                reason = "outcome needs a summary and a status of success, failure or partial"
+        if reason:
+            dropped.append({"kind": kind, "text": _short(kind, item if not isinstance(item, pat.PatternSpec)
+                                                        else item.to_json()), "reason": reason})
+        else:
+            keep.append((kind, item))
+    return keep, dropped
+
+
+def _known_facts(ctx: Context) -> set[str]:
+    with ctx.peek() as tx:
+        rows = [] if tx is None else writeback.live_of_type(tx, ctx, "fact")
+    return {pat.normalize(d.get("statement", "")) for _, d in rows}
+
+
+def consolidate(ctx: Context, transcript: str, *, dry_run: bool = False, chat=None) -> dict:
+    if not isinstance(transcript, str) or not transcript.strip():
+        raise UsageError("the transcript is empty", field="transcript")
+    if len(transcript.encode("utf-8", "surrogatepass")) > MAX_TRANSCRIPT_BYTES:
+        raise UsageError(f"the transcript is longer than {MAX_TRANSCRIPT_BYTES} bytes", field="transcript")
+    sha = hashlib.sha256(transcript.encode("utf-8", "surrogatepass")).hexdigest()
+    chat = chat or ctx.chat
+    reply = chat.complete(PROMPT, transcript)
+    keep, dropped = plan(ctx, transcript, reply)
+    known = _known_facts(ctx) if any(k == "facts" for k, _ in keep) else set()
+    prov = {"via": "consolidated", "transcript_sha256": sha}
+    written: list[dict] = []
+    for kind, item in keep:
+        if kind == "facts":
+            if pat.normalize(item) in known:
+                dropped.append({"kind": kind, "text": item, "reason": "already known"})
+                continue
+            known.add(pat.normalize(item))
+        entry = {"kind": kind, "text": item.name if kind == "patterns" else _text_of(kind, item)}
+        if not dry_run:
+            if kind in ("facts", "user_facts"):
+                r = writeback.remember(ctx, item, user=kind == "user_facts", provenance=prov, source="consolidated")
+            elif kind == "patterns":
+                r = writeback.pattern_reinforce(ctx, item, provenance=prov)
+            else:
+                r = writeback.outcome(ctx, item["summary"], status=item["status"], provenance=prov)
+            entry.update(uri=r.uri, action=r.action)
+        written.append(entry)
+    return {"transcript_sha256": sha, "dry_run": dry_run, "count": len(written), "written": written,
+            "dropped": dropped}
