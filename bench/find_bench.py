@@ -8,7 +8,8 @@ bench/cold_start.py, each made distinct by a few words of detail) with
 `cortexctl import` and the built-in hash embedder, then prints:
 
 - import throughput (memories/s, end to end: parsing, validation, embedding,
-  postings, inserts, journal and the one index build at the end);
+  postings, inserts, journal and the one index build at the end), the import
+  process's peak resident memory and the store's bytes per memory;
 - cold `cortexctl find --near TEXT` wall time, median of --runs fresh
   processes over different queries, and its ratio to the floor
   `python -c "import numpy, duckdb, usearch.index"` timed the same way in the
