@@ -8,7 +8,8 @@ bench/cold_start.py, each made distinct by a few words of detail) with
 `cortexctl import` and the built-in hash embedder, then prints:
 
 - import throughput (memories/s, end to end: parsing, validation, embedding,
-  postings, inserts, journal and the one index build at the end);
+  postings, inserts, journal and the one index build at the end), the import
+  process's peak resident memory and the store's bytes per memory;
 - cold `cortexctl find --near TEXT` wall time, median of --runs fresh
   processes over different queries, and its ratio to the floor
   `python -c "import numpy, duckdb, usearch.index"` timed the same way in the
@@ -128,14 +129,25 @@ def main() -> int:
         log("importing with cortexctl import ...")
         import subprocess
 
+        import os
+
         t0 = time.perf_counter()
-        proc = subprocess.run([cortexctl, "import", str(jsonl), "--store", str(store), "--json", "-q",
-                               "--keep-actors"], env=env, capture_output=True)
-        dt = time.perf_counter() - t0
-        if proc.returncode:
-            raise SystemExit(proc.stderr.decode())
-        report = json.loads(proc.stdout)
-        result["import"] = {"seconds": dt, "per_second": report["imported"] / dt, "index": report["index"]}
+        with open(tmp / "import.out", "w+b") as out, open(tmp / "import.err", "w+b") as err:
+            proc = subprocess.Popen([cortexctl, "import", str(jsonl), "--store", str(store), "--json", "-q",
+                                     "--keep-actors"], env=env, stdout=out, stderr=err)
+            _, status, usage = os.wait4(proc.pid, 0)  # the child's own peak memory
+            proc.returncode = os.waitstatus_to_exitcode(status)
+            dt = time.perf_counter() - t0
+            out.seek(0)
+            err.seek(0)
+            if proc.returncode:
+                raise SystemExit(err.read().decode())
+            report = json.loads(out.read())
+        store_bytes = sum(f.stat().st_size for f in store.iterdir() if f.is_file())
+        result["import"] = {"seconds": dt, "per_second": report["imported"] / dt, "index": report["index"],
+                            "peak_rss_mb": usage.ru_maxrss / 1024,
+                            "store_bytes_per_memory": store_bytes / n,
+                            "jsonl_bytes_per_memory": jsonl.stat().st_size / n}
 
     py = sys.executable
     floor_cmd = [py, "-c", "import numpy, duckdb, usearch.index"]
@@ -160,6 +172,9 @@ def main() -> int:
             imp = result["import"]
             print(f"import:           {imp['per_second']:8.0f} memories/s  ({imp['seconds']:.1f} s, "
                   f"index {imp['index']['action']})   target >= 10000/s")
+            print(f"import peak RSS:  {imp['peak_rss_mb']:8.0f} MB   target <= 1.5 GB at 1M")
+            print(f"store on disk:    {imp['store_bytes_per_memory']:8.0f} bytes/memory  "
+                  f"(JSONL {imp['jsonl_bytes_per_memory']:.0f} bytes/memory)")
         print(f"floor:            {result['floor_ms']:8.1f} ms  python -c 'import numpy, duckdb, usearch.index'")
         print(f"find --near cold: {result['find_near_ms']:8.1f} ms  = {result['find_near_ratio']:.2f}x the floor"
               f"   target <= 1.3x at 100k, <= 250 ms at 1M")

@@ -238,6 +238,7 @@ class IndexBuilder:
     """
 
     CHUNK = 1024  # vectors per job, so that the last ones can be added with every core
+    QUEUED = 16  # jobs waiting at most (about 25 MB of 384-d vectors)
 
     def __init__(self, ctx: Context) -> None:
         from concurrent.futures import ThreadPoolExecutor
@@ -284,6 +285,14 @@ class IndexBuilder:
         first = last_key - len(ids) + 1
         self.added.append((first, list(ids), [int(v) for v in versions]))
         keys = np.arange(first, last_key + 1, dtype=np.uint64)
+        # A bounded queue: when the worker falls behind, the import waits rather than holding
+        # every batch's vectors in memory until the end.
+        from concurrent.futures import wait
+
+        self._jobs = [j for j in self._jobs if not j.done() or j.exception() is not None]  # errors: for take()
+        running = [j for j in self._jobs if not j.done()]
+        if len(running) > self.QUEUED:
+            wait(running[: len(running) - self.QUEUED])
         for s in range(0, len(keys), self.CHUNK):
             self._jobs.append(self._pool.submit(self._add, keys[s : s + self.CHUNK], matrix[s : s + self.CHUNK]))
 
@@ -364,6 +373,12 @@ def fold(ctx: Context, *, rebuild: bool = False, progress: Callable[[int, int], 
                     after = 0
                 total = tx.count_vectors(model, after=after)
                 done = 0 if skip is None else len(skip)
+                if skip is not None and len(skip) and int(skip.min()) > after:
+                    # The builder holds every vector from after `after` up to its last key (take()
+                    # checked each is in the store): read only those past it, not all of them again.
+                    top = int(skip.max())
+                    if total == len(skip) + tx.count_vectors(model, after=top):
+                        after, skip = top, None
                 for keys, mat in tx.iter_vectors(model, dim, after=after):
                     if skip is not None:
                         import numpy as np

@@ -21,6 +21,11 @@ records are then written in batches, one transaction each (heads, versions,
 frames and one journal entry per memory); the store is released between
 batches so that a concurrent reader waits at most one batch. A killed import
 leaves only whole batches.
+
+Both passes stream: the checking pass prepares the file chunk by chunk and
+keeps the prepared chunks on disk in a private temp directory (removed at the
+end), so the memory an import needs does not grow with the file; per memory it
+keeps only its ID and line number (for IDs that appear twice) until the end.
 """
 
 from __future__ import annotations
@@ -250,56 +255,153 @@ def prepare(obj: Any, actor: str, now: datetime, *, keep_actors: bool = False) -
     return Prepared(head, versions, text=body.search_text)
 
 
-def read_prepared(
-    ctx: Context, source: IO[bytes], *, keep_actors: bool = False
-) -> tuple[list[Prepared], list[LineProblem], int]:
+class _Spill:
+    """Prepared chunks waiting for the write pass, kept on disk so memory does not grow with the file.
+
+    The newest chunk stays in memory (an import of one chunk never touches the
+    disk); older ones are pickled into a private temp directory, beside the store
+    when it exists, and each file is removed as soon as it has been read back.
+    """
+
+    def __init__(self, near: Path | None) -> None:
+        self._dir: str | None = None
+        self._near = near if near is not None and near.is_dir() else None
+        self._files: list[str] = []
+        self._last: list[Prepared] | None = None
+        self.bad_lines: set[int] = set()  # lines dropped after their chunk was prepared (IDs seen twice or taken)
+
+    def push(self, chunk: list[Prepared]) -> None:
+        if self._last is not None:
+            import pickle
+            import tempfile
+
+            if self._dir is None:
+                self._dir = tempfile.mkdtemp(prefix=".import-", dir=self._near)  # 0700
+            name = os.path.join(self._dir, f"{len(self._files):08d}.pickle")
+            fd = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            with os.fdopen(fd, "wb") as fh:
+                pickle.dump(self._last, fh, protocol=pickle.HIGHEST_PROTOCOL)
+            self._files.append(name)
+        self._last = chunk
+
+    def __iter__(self):
+        import pickle
+
+        for name in self._files:
+            with open(name, "rb") as fh:
+                chunk = pickle.load(fh)
+            os.unlink(name)
+            yield chunk
+        self._files = []
+        if self._last is not None:
+            last, self._last = self._last, None
+            yield last
+
+    def close(self) -> None:
+        import shutil
+
+        self._files = []
+        self._last = None
+        if self._dir is not None:
+            shutil.rmtree(self._dir, ignore_errors=True)
+            self._dir = None
+
+
+def _parse_line(raw: bytes) -> Any:
     import orjson
 
+    if len(raw) > MAX_LINE_BYTES:
+        raise InvalidData(f"line is longer than {MAX_LINE_BYTES} bytes")
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise InvalidData(f"not valid UTF-8 (byte {exc.start})") from None
+    try:
+        return orjson.loads(text)
+    except orjson.JSONDecodeError as exc:
+        raise InvalidData(f"not valid JSON ({str(exc).split(':')[0]})") from None
+
+
+def read_prepared(
+    ctx: Context, source: IO[bytes], *, keep_actors: bool = False, chunk_size: int = DEFAULT_BATCH,
+) -> tuple[_Spill, list[LineProblem], int, int]:
+    """The checking pass: every line parsed and checked, chunk by chunk.
+
+    Returns the prepared chunks (spilled to disk past the first), every problem
+    in line order, the number of non-blank lines and the number of good memories.
+    Nothing per memory is kept in memory past its chunk but its ID and line
+    (two numpy columns), for finding IDs that appear twice in the file.
+    """
+    import numpy as np
+
     now = ctx.clock()
-    good: list[Prepared] = []
     problems: list[LineProblem] = []
+    bad_lines: set[int] = set()
     total = 0
-    seen: dict[str, int] = {}
-    for n, raw in enumerate(source, 1):
-        if not raw.strip():
-            continue
-        total += 1
-        try:
-            if len(raw) > MAX_LINE_BYTES:
-                raise InvalidData(f"line is longer than {MAX_LINE_BYTES} bytes")
-            try:
-                text = raw.decode("utf-8")
-            except UnicodeDecodeError as exc:
-                raise InvalidData(f"not valid UTF-8 (byte {exc.start})") from None
-            try:
-                obj = orjson.loads(text)
-            except orjson.JSONDecodeError as exc:
-                raise InvalidData(f"not valid JSON ({str(exc).split(':')[0]})") from None
-            p = prepare(obj, ctx.actor, now, keep_actors=keep_actors)
-            id_ = p.head["id"]
-            if id_ in seen:
-                raise InvalidData(f"id {id_} appears again (first on line {seen[id_]})")
-            seen[id_] = n
-            p.line = n
-            good.append(p)
-        except CortexError as exc:
-            problems.append(LineProblem(n, exc.message))
-    if good:
+    id_cols: list = []
+    line_cols: list = []
+    spill = _Spill(getattr(ctx.storage, "path", None))
+
+    def finish(chunk: list[Prepared]) -> None:
+        if not chunk:
+            return
+        ids = [p.head["id"] for p in chunk]
         try:
             with ctx.storage.reading() as tx:
-                taken = tx.existing_ids([p.head["id"] for p in good])
+                taken = tx.existing_ids(ids)
         except NoStore:
             taken = set()
-        if taken:
-            keep = []
-            for p in good:
-                if p.head["id"] in taken:
-                    problems.append(LineProblem(p.line, f"memory {p.head['id']} already exists in the store"))
-                else:
-                    keep.append(p)
-            good = keep
+        for p in chunk:
+            if p.head["id"] in taken:
+                problems.append(LineProblem(p.line, f"memory {p.head['id']} already exists in the store"))
+                bad_lines.add(p.line)
+        id_cols.append(np.array(ids, dtype="S26"))
+        line_cols.append(np.array([p.line for p in chunk], dtype=np.int64))
+        spill.push(chunk)
+
+    try:
+        chunk: list[Prepared] = []
+        for n, raw in enumerate(source, 1):
+            if not raw.strip():
+                continue
+            total += 1
+            try:
+                p = prepare(_parse_line(raw), ctx.actor, now, keep_actors=keep_actors)
+            except CortexError as exc:
+                problems.append(LineProblem(n, exc.message))
+                continue
+            p.line = n
+            chunk.append(p)
+            if len(chunk) >= chunk_size:
+                finish(chunk)
+                chunk = []
+        finish(chunk)
+        chunk = []
+        good = sum(len(c) for c in line_cols)
+        if good:
+            ids = np.concatenate(id_cols)
+            lines = np.concatenate(line_cols)
+            id_cols.clear()
+            line_cols.clear()
+            order = np.argsort(ids, kind="stable")  # lines increase within equal IDs
+            sids = ids[order]
+            starts = np.ones(len(sids), dtype=bool)
+            starts[1:] = sids[1:] != sids[:-1]
+            group = np.maximum.accumulate(np.where(starts, np.arange(len(sids)), 0))  # each one's first
+            for j in np.flatnonzero(~starts):
+                first = group[j]
+                line = int(lines[order[j]])
+                if line not in bad_lines:
+                    problems.append(LineProblem(
+                        line, f"id {sids[j].decode()} appears again (first on line {int(lines[order[first]])})"))
+                    bad_lines.add(line)
+            good -= len(bad_lines)
+    except BaseException:
+        spill.close()
+        raise
     problems.sort(key=lambda p: p.line)
-    return good, problems, total
+    spill.bad_lines = bad_lines
+    return spill, problems, total, good
 
 
 def import_jsonl(
@@ -311,44 +413,82 @@ def import_jsonl(
     batch_size: int = DEFAULT_BATCH,
     progress: Callable[[int, int], None] | None = None,
 ) -> ImportReport:
-    """Import JSONL from a binary stream; see the module docstring for the rules."""
+    """Import JSONL from a binary stream; see the module docstring for the rules.
+
+    Two passes, both streaming: the first parses and checks every line, chunk
+    by chunk, and keeps the prepared chunks on disk (see ``_Spill``); the second
+    writes them batch by batch while the index grows beside.
+    """
     if isinstance(batch_size, bool) or not isinstance(batch_size, int) or not 1 <= batch_size <= 1_000_000:
         raise UsageError(f"batch_size must be from 1 to 1000000 (got {batch_size!r})", field="batch_size")
-    good, problems, total = read_prepared(ctx, source, keep_actors=keep_actors)
-    if problems and not skip_invalid:
-        raise ImportRejected(problems, total)
+    spill, problems, total, n_good = read_prepared(ctx, source, keep_actors=keep_actors, chunk_size=batch_size)
+    try:
+        if problems and not skip_invalid:
+            raise ImportRejected(problems, total)
+        return _write_chunks(ctx, spill, problems, n_good, batch_size, progress)
+    finally:
+        spill.close()
+
+
+def _write_chunks(ctx: Context, spill: _Spill, problems: list[LineProblem], n_good: int, batch_size: int,
+                  progress: Callable[[int, int], None] | None) -> ImportReport:
+    """The writing pass, pipelined: while one batch is inserted and committed in a writer thread
+    (DuckDB works without the GIL), the next one is embedded and its postings and journal
+    entries are made. Batches still commit one after the other, in file order."""
+    from concurrent.futures import ThreadPoolExecutor
+
     first_seq = last_seq = None
     batches = 0
     done = 0
+    last_line = 0
     warnings: list[str] = []
     pending = 0
     index = None
     builder = None
-    if good:
+    if n_good:
         from cortexctl.engine import semantic
 
         builder = semantic.IndexBuilder(ctx)  # the index grows in the background, batch by batch
+    writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="cortexctl-import")
+    running = None  # (future, batch) of the batch being committed
+
+    def settle() -> None:
+        nonlocal running, first_seq, last_seq, pending, batches, done, last_line
+        if running is None:
+            return
+        future, batch = running
+        running = None
+        try:
+            seq, waiting, stored = future.result()
+        except CortexError as err:
+            if done:
+                # Earlier batches are committed: say exactly what is in the store now.
+                err.message = (f"{err.message}; import stopped after {done} of {n_good} memories "
+                               f"(lines 1-{last_line} are imported)")
+                err.hint = f"import the rest from line {batch[0].line} on, e.g. tail -n +{batch[0].line} FILE"
+            raise
+        if stored is not None:
+            builder.add(*stored)
+        first_seq = seq if first_seq is None else first_seq
+        last_seq = seq + len(batch) - 1
+        pending += waiting
+        batches += 1
+        done += len(batch)
+        last_line = batch[-1].line
+        if progress:
+            progress(done, n_good)
+
     try:
-        for start in range(0, len(good), batch_size):
-            batch = good[start : start + batch_size]
-            try:
-                seq, waiting, stored = _write_batch(ctx, batch, warnings)
-            except CortexError as err:
-                if done:
-                    # Earlier batches are committed: say exactly what is in the store now.
-                    err.message = (f"{err.message}; import stopped after {done} of {len(good)} memories "
-                                   f"(lines 1-{good[start - 1].line} are imported)")
-                    err.hint = f"import the rest from line {batch[0].line} on, e.g. tail -n +{batch[0].line} FILE"
-                raise
-            if stored is not None:
-                builder.add(*stored)
-            first_seq = seq if first_seq is None else first_seq
-            last_seq = seq + len(batch) - 1
-            pending += waiting
-            batches += 1
-            done += len(batch)
-            if progress:
-                progress(done, len(good))
+        for chunk in spill:
+            good = [p for p in chunk if p.line not in spill.bad_lines] if spill.bad_lines else chunk
+            for start in range(0, len(good), batch_size):
+                batch = good[start : start + batch_size]
+                ready = _ready_batch(ctx, batch, warnings)
+                settle()
+                if ready.warned_at != len(warnings):  # the batch before stored no vectors: nor does this one
+                    ready.vectors = None
+                running = (writer.submit(_commit_batch, ctx, batch, ready, warnings), batch)
+        settle()
         if done:
             try:
                 index = semantic.fold(ctx, built=builder)  # one index build (or fold) for the whole import
@@ -357,6 +497,9 @@ def import_jsonl(
                 warnings.append(f"index file not brought up to date ({detail}); run: cortexctl reindex")
                 index = {"action": "none", "reason": "failed"}
     finally:
+        if running is not None:
+            running[0].exception()  # let a failed pipeline's last commit finish before leaving
+        writer.shutdown(wait=True)
         if builder is not None:
             builder.close()
     return ImportReport(
@@ -366,21 +509,28 @@ def import_jsonl(
     )
 
 
-def _write_batch(ctx: Context, batch: list[Prepared], warnings: list[str]) -> tuple[int, int, tuple | None]:
-    """One batch in one transaction; returns (first seq, memories left pending, stored vectors).
+@dataclass
+class _Ready:
+    """What a batch needs besides its rows, made with no connection open."""
 
-    The stored vectors are (last key, ids, versions, matrix), or None when none were stored.
+    entries: list
+    postings: list
+    live: int
+    vectors: tuple | None
+    warned_at: int
 
-    IDs are checked again inside the transaction (another import may have won).
 
-    The batch is embedded first, with no connection open; when the embedder
-    fails, the batch is imported all the same and waits for ``reindex``.
+def _ready_batch(ctx: Context, batch: list[Prepared], warnings: list[str]) -> _Ready:
+    """Embed the batch and make its postings and journal entries.
+
+    When the embedder fails, the batch is imported all the same and waits for ``reindex``.
     """
     from cortexctl.engine import semantic
     from cortexctl.errors import ConfigError, ProviderUnreachable
     from cortexctl.memory.terms import text_terms
 
     now = ctx.clock()
+    warned_at = len(warnings)
     entries = [("write", now, ctx.actor, p.head["id"], write_payload(p.head, p.versions)) for p in batch]
     live = [p for p in batch if p.head["tombstoned_at"] is None]
     vectors = None
@@ -390,7 +540,21 @@ def _write_batch(ctx: Context, batch: list[Prepared], warnings: list[str]) -> tu
                 ctx.embedder, [(p.head["id"], p.head["current_version"], p.text) for p in live])
         except (ProviderUnreachable, ConfigError) as exc:
             warnings.append(f"embedding pending: {exc.message}")
+            warned_at = len(warnings)
     postings = [(p.head["id"], text_terms(p.text)) for p in batch]
+    return _Ready(entries, postings, len(live), vectors, warned_at)
+
+
+def _commit_batch(ctx: Context, batch: list[Prepared], ready: _Ready,
+                  warnings: list[str]) -> tuple[int, int, tuple | None]:
+    """One batch in one transaction; returns (first seq, memories left pending, stored vectors).
+
+    The stored vectors are (last key, ids, versions, matrix), or None when none were stored.
+    IDs are checked again inside the transaction (another import may have won).
+    """
+    from cortexctl.engine import semantic
+
+    vectors = ready.vectors
     with ctx.transaction() as tx:
         taken = tx.existing_ids([p.head["id"] for p in batch])
         if taken:
@@ -398,10 +562,10 @@ def _write_batch(ctx: Context, batch: list[Prepared], warnings: list[str]) -> tu
                      for p in batch if p.head["id"] in taken]
             raise ImportRejected(clash, len(batch))
         tx.insert_memories([p.head for p in batch], [v for p in batch for v in p.versions])
-        tx.add_postings(postings)
+        tx.add_postings(ready.postings)
         last_key = semantic.store_or_warn(tx, ctx.embedder, *vectors, warnings) if vectors else 0
-        seq = tx.append_journal(entries)
-    return seq, (0 if last_key else len(live)), ((last_key, *vectors) if last_key else None)
+        seq = tx.append_journal(ready.entries)
+    return seq, (0 if last_key else ready.live), ((last_key, *vectors) if last_key else None)
 
 
 def export_record(head: dict, versions: list[dict]) -> dict:
