@@ -252,12 +252,15 @@ def context(ctx: Context, goal: str, *, query: str | None = None, budget_tokens:
     budget = _budget(budget_tokens if budget_tokens is not None
                      else _setting(ctx, "context_budget_tokens") or 6000, "budget_tokens")
     block = pinned(ctx, goal)
+    k = _setting(ctx, "retrieval_top_k") or 8
+    fq = FindQuery(types=list(RETRIEVAL_TYPES), k=k, form="medium", near=query_text)
+    filters = memories.find_filters(ctx, fq)
+    if not ctx.storage.exists():  # an agent's first turn: nothing remembered yet, and nothing created
+        return ContextBlock(goal, query_text, budget, block, [], [], [], [])
     proven = patterns(ctx, goal)
     proven_ids = {p.id for p in proven}
-    k = _setting(ctx, "retrieval_top_k") or 8
-    fq = FindQuery(types=list(RETRIEVAL_TYPES), k=k + len(block.ids) + len(proven_ids), form="medium",
-                   near=query_text)
-    hits, warnings = find.run(ctx, fq, memories.find_filters(ctx, fq))
+    fq.k = k + len(block.ids) + len(proven_ids)
+    hits, warnings = find.run(ctx, fq, filters)
     hits = [h for h in hits if h.id not in block.ids and h.id not in proven_ids][:k]
     items = [Item(h.id, h.type, h.text, {"rank": i, "score": round(h.score, 6), "lanes": h.lanes})
              for i, h in enumerate(hits, 1)]
