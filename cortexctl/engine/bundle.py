@@ -265,7 +265,7 @@ def _backup(ctx: Context, dest: Path, keep: int, max_age: float, encrypt: bool, 
     snap = Path(str(partial) + "-snapshot")
     partial.mkdir(mode=0o700)
     try:
-        step = (lambda name, done, total: progress(name, done, total)) if progress else (lambda *a: None)
+        step = progress or (lambda *a: None)
         step("snapshot", 0, 1)
         with ctx.storage.exclusive():
             copy = sb.snapshot(ctx.storage, snap)
@@ -317,9 +317,7 @@ def _backup(ctx: Context, dest: Path, keep: int, max_age: float, encrypt: bool, 
             meta["encryption"] = {"scheme": seal.SCHEME, "kdf": dict(seal.SCRYPT), "salt": salt.hex(),
                                   "key_check": seal.seal_bytes(key, KEY_CHECK, manifest_sha.encode()).hex()}
         _write_json(partial / META, meta)
-        from cortexctl.store.bundle import fsync_tree
-
-        fsync_tree(partial)
+        sb.fsync_tree(partial)
         step("check", 0, 1)
         check(partial, passphrase=key_pass)  # read back what was written, as bundle verify would
         step("check", 1, 1)
@@ -481,10 +479,11 @@ def _unseal(enc: dict, meta: dict, members: list[dict], root: Path, work: Path, 
         raise IntegrityError("bundle-meta.json: encryption is not readable") from None
     key = seal.derive(key_pass, salt, enc["kdf"])
     try:
-        if seal.open_bytes(key, check_blob, meta["manifest_sha256"].encode()) != KEY_CHECK:
-            raise IntegrityError("x")
+        right = seal.open_bytes(key, check_blob, meta["manifest_sha256"].encode()) == KEY_CHECK
     except IntegrityError:
-        raise IntegrityError("the bundle key is wrong (or the bundle meta was tampered with)") from None
+        right = False
+    if not right:
+        raise IntegrityError("the bundle key is wrong (or the bundle meta was tampered with)")
     files = {}
     for m in members:
         out = work / m["name"]

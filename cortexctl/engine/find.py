@@ -47,7 +47,7 @@ from typing import TYPE_CHECKING
 from cortexctl.engine.models import FindHit, FindQuery, Note
 from cortexctl.memory import codec
 from cortexctl.memory.forms import count_tokens
-from cortexctl.memory.terms import term_id, terms
+from cortexctl.memory.terms import term_id, terms, words
 from cortexctl.memory.types import type_name as stored_type
 from cortexctl.store.interface import Filters, Scoring, Tx
 
@@ -334,16 +334,10 @@ def rank(cands, *, remote: bool) -> list[Candidate]:
     return out
 
 
-def _words(text: str) -> list[str]:
-    import re
-
-    return re.findall(r"\w+", text.lower())
-
-
 def by_phrase(tx: Tx, ranked: list[Candidate], near: str) -> list[Candidate]:
     """The best ``PHRASE_WINDOW`` candidates regrouped: the query's exact text first, then
     memories holding its words as one phrase, then the rest (module docstring)."""
-    q = _words(near)
+    q = words(near)
     head = ranked[:PHRASE_WINDOW]
     if not q or not head:
         return ranked
@@ -353,7 +347,7 @@ def by_phrase(tx: Tx, ranked: list[Candidate], near: str) -> list[Candidate]:
     n = len(q)
     for c in head:
         v = current.get(c.id)
-        w = _words(schema.search_text(stored_type(v["type"]), codec.decode(v["data"]))) if v else []
+        w = words(schema.search_text(stored_type(v["type"]), codec.decode(v["data"]))) if v else []
         if w == q:
             c.tier = 2
         elif any(w[i:i + n] == q for i in range(len(w) - n + 1)):

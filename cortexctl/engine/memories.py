@@ -30,7 +30,7 @@ from cortexctl.memory import codec, schema
 from cortexctl.memory.forms import FORMS
 from cortexctl.memory.ids import memory_uri, new_id, parse_ref
 from cortexctl.memory.record import build_version
-from cortexctl.memory.terms import text_terms
+from cortexctl.memory.terms import text_terms, words
 from cortexctl.memory.types import (
     check_importance,
     check_name,
@@ -130,12 +130,6 @@ def write(
     return WriteResult(id=id_, version=1, seq=seq, embedded=bool(last_key), warnings=warnings)
 
 
-def _words(text: str) -> list[str]:
-    import re
-
-    return re.findall(r"\w+", text.lower())
-
-
 def _twin(tx: Tx, actor: str, body, term_ids: list[int]) -> dict | None:
     """A live memory of ``actor`` with the same type and text as ``body``, or None."""
     if not term_ids:
@@ -143,12 +137,12 @@ def _twin(tx: Tx, actor: str, body, term_ids: list[int]) -> dict | None:
     ids = tx.text_twins(actor, body.type_code, len(term_ids), min(term_ids))
     if not ids:
         return None
-    want = _words(body.search_text)
+    want = words(body.search_text)
     kind = stored_type(body.type_code)
     current = tx.current_versions(ids)
     for id_ in ids:
         v = current.get(id_)
-        if v is not None and _words(schema.search_text(kind, codec.decode(v["data"]))) == want:
+        if v is not None and words(schema.search_text(kind, codec.decode(v["data"]))) == want:
             return {"id": id_, "current_version": v["version"]}
     return None
 

@@ -165,6 +165,15 @@ def term_id(term: str) -> int:
     return int.from_bytes(blake2b(term.encode("utf-8"), digest_size=8).digest(), "little") >> 1
 
 
+def words(text: str) -> list[str]:
+    """The words of ``text`` in lower case, in order: how find's phrase match and write's
+    duplicate check compare two texts (no stemming, no stopwords dropped)."""
+    return _WORD.findall(text.lower())
+
+
+_WORD = re.compile(r"\w+")
+
+
 def text_terms(text: str) -> list[int]:
     """The term IDs of ``text`` in order, repeats kept (what the postings count)."""
     return [term_id(t) for t in terms(text)]
