@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from cortexctl.cli import complete
 from cortexctl.cli.spec import COMMON, TAGS, Command, Option, form_option
 
 LANES = {"lexical": "L", "semantic": "S", "salience": "R"}
@@ -52,10 +53,11 @@ COMMANDS = [
         ("find",), "Find memories by meaning, type, tag and frame.", find,
         options=(
             Option("near", ("--near",), "Find by meaning: text to search for.", metavar="TEXT"),
-            Option("types", ("--type",), "Only this type (repeatable).", many=True, metavar="TYPE"),
+            Option("types", ("--type",), "Only this type (repeatable).", many=True, metavar="TYPE",
+                   complete=complete.memory_types),
             TAGS,
             Option("frames", ("--frame",), "A frame VERB, VERB:KIND or VERB:KIND:REF (repeatable).", many=True,
-                   metavar="FRAME"),
+                   metavar="FRAME", complete=complete.frames),
             Option("include_tombstoned", ("--include-tombstoned",), "Also forgotten memories.", type=bool,
                    default=False),
             Option("k", ("-k",), "At most this many results.", type=int, default=10, metavar="N"),

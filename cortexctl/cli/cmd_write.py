@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from cortexctl.cli import complete
 from cortexctl.cli.spec import COMMON, DATA, FRAMES, REF, SETS, TAGS, Argument, Command, Option
 from cortexctl.memory.types import TYPES
 
@@ -55,7 +56,7 @@ def update(config, *, ref, text, sets, data, confidence, short_form, medium_form
 COMMANDS = [
     Command(
         ("write",), "Write a new memory and print its URI.", write,
-        arguments=(Argument("type_name", "TYPE", "Memory type."),
+        arguments=(Argument("type_name", "TYPE", "Memory type.", complete=complete.memory_types),
                    Argument("text", "TEXT", "The main text.", required=False)),
         options=(
             SETS, DATA, TAGS, FRAMES,

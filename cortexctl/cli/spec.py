@@ -20,6 +20,7 @@ import textwrap
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+from cortexctl.cli import complete
 from cortexctl.config import ENV_ACTOR, ENV_STORE, ENV_WAIT
 
 # The root command's help.
@@ -61,6 +62,7 @@ class Option:
     metavar: str | None = None
     env: str | None = None  # the environment variable config reads for it (shown in help)
     required: bool = False
+    complete: Callable[[dict[str, Any], str], list[str]] | None = None  # shell completion (cli/complete.py)
 
     @property
     def is_flag(self) -> bool:
@@ -81,6 +83,7 @@ class Argument:
     help: str
     required: bool = True
     many: bool = False
+    complete: Callable[[dict[str, Any], str], list[str]] | None = None  # shell completion (cli/complete.py)
 
 
 @dataclass(frozen=True)
@@ -172,10 +175,12 @@ QUIET = Option("quiet", ("--quiet", "-q"), "No progress bar or hints.", type=boo
 COMMON = (STORE, ACTOR, WAIT, JSON, JSONL)
 
 TAGS = Option("tags", ("--tag",), "A tag (repeatable).", many=True, metavar="TAG")
-FRAMES = Option("frames", ("--frame",), "A frame VERB:KIND:REF (repeatable).", many=True, metavar="VERB:KIND:REF")
+FRAMES = Option("frames", ("--frame",), "A frame VERB:KIND:REF (repeatable).", many=True, metavar="VERB:KIND:REF",
+                complete=complete.frames)
 DATA = Option("data", ("--data",), "The type's fields as a JSON object, @FILE, or - for stdin.",
               metavar="JSON|@FILE|-")
-SETS = Option("sets", ("--set",), "Set one data field (repeatable).", many=True, metavar="FIELD=VALUE")
+SETS = Option("sets", ("--set",), "Set one data field (repeatable).", many=True, metavar="FIELD=VALUE",
+              complete=complete.data_fields)
 REF = Argument("ref", "REF", "URI, ID or unique ID prefix.")
 
 

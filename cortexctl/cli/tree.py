@@ -67,6 +67,55 @@ def _root(
     ctx.obj = {"config": config}
 
 
+def _completer(complete):
+    """A Typer autocompletion callback over a declared completer (``cli/complete.py``).
+
+    Click parses the words typed so far only when they parse whole; while an option still
+    waits for its value (``write goal x --set <TAB>``) it drops them all, so the positional
+    arguments are recovered here from the words the shell sent.
+    """
+
+    def offer(ctx: typer.Context, incomplete: str) -> list[str]:
+        values = dict(ctx.params)
+        if any(a.name in values and values[a.name] is None for a in _arguments(ctx)):
+            values.update(_positionals(ctx))
+        return complete(values, incomplete or "")
+
+    return offer
+
+
+def _arguments(ctx: typer.Context):
+    return [p for p in ctx.command.params if isinstance(p, typer.core.TyperArgument)]
+
+
+def _positionals(ctx: typer.Context) -> dict[str, str]:
+    """The command's positional arguments among the words the shell sent, by name."""
+    import os
+    import shlex
+
+    line = os.environ.get("_TYPER_COMPLETE_ARGS") or os.environ.get("COMP_WORDS") or ""
+    try:
+        words = shlex.split(line)
+    except ValueError:  # an unclosed quote: the word being typed
+        words = line.split()
+    path = ctx.command_path.split()[1:]  # the command's own words, after the program's
+    for i in range(len(words) - len(path) + 1):
+        if words[i:i + len(path)] == path:
+            words = words[i + len(path):]
+            break
+    command = ctx.command
+    positional, skip = [], False
+    for w in words:
+        if skip:
+            skip = False
+        elif w.startswith("-"):
+            opt = next((p for p in command.params if w.split("=", 1)[0] in getattr(p, "opts", ())), None)
+            skip = opt is not None and not opt.is_flag and "=" not in w
+        else:
+            positional.append(w)
+    return {a.name: v for a, v in zip(_arguments(ctx), positional)}
+
+
 def _option_annotation(opt: Option) -> tuple[Any, Any]:
     """(annotation, default) of one option, for Typer."""
     base = {str: str, int: int, float: float, bool: bool}[opt.type]
@@ -75,7 +124,9 @@ def _option_annotation(opt: Option) -> tuple[Any, Any]:
         extra["metavar"] = opt.metavar
     if opt.choices is not None:
         # Offered in completion; checked, with the same message on both paths, by Command.invoke.
-        extra["autocompletion"] = lambda: list(opt.choices)
+        extra["autocompletion"] = lambda incomplete: [c for c in opt.choices if c.startswith(incomplete or "")]
+    elif opt.complete is not None:
+        extra["autocompletion"] = _completer(opt.complete)
     if opt.is_flag:
         return Annotated[bool, typer.Option(*opt.flags, **extra)], bool(opt.default)
     if opt.many:
@@ -91,7 +142,8 @@ def callback_for(command: Command):
     """A function whose signature Typer reads as the command's parameters, and which runs its body."""
     params = [inspect.Parameter("ctx", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=typer.Context)]
     for arg in command.arguments:
-        info = typer.Argument(metavar=arg.metavar, help=arg.help, show_default=False)
+        info = typer.Argument(metavar=arg.metavar, help=arg.help, show_default=False,
+                              autocompletion=_completer(arg.complete) if arg.complete else None)
         if arg.many:
             annotation, default = Annotated[Optional[list[str]], info], None
         elif arg.required:

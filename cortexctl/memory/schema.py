@@ -118,6 +118,7 @@ def _enum(allowed: tuple[str, ...]) -> Callable[[str, Any], str]:
             raise InvalidData(f"{field}: {value!r} is not one of {', '.join(allowed)}")
         return value
 
+    check.allowed = allowed  # type: ignore[attr-defined]  # read by enum_fields (shell completion)
     return check
 
 
@@ -337,3 +338,13 @@ def coerce_cli_value(type_name: str, field: str, raw: str) -> Any:
                 return [s for s in raw.split(",") if s]
             raise InvalidData(f"{type_name}.{field}: {raw!r} is not a JSON object") from None
     return raw
+
+
+def enum_fields(type_name: str) -> dict[str, tuple[str, ...]]:
+    """The fields of ``type_name`` that take one of a closed set of values, with those values."""
+    return {f.name: f.check.allowed for f in SCHEMAS.get(type_name, ()) if hasattr(f.check, "allowed")}
+
+
+def field_names(type_name: str) -> tuple[str, ...]:
+    """The data fields of ``type_name``, main text first."""
+    return tuple(f.name for f in SCHEMAS.get(type_name, ()))
