@@ -339,13 +339,23 @@ def fold(ctx: Context, *, rebuild: bool = False, progress: Callable[[int, int], 
     With ``built`` (an import's ``IndexBuilder``), its vectors are not added
     again when it can take the place of the file or of the empty start.
     """
+    with ctx.storage.exclusive(wait=wait):
+        done = _fold(ctx, rebuild=rebuild, progress=progress, built=built)
+        try:  # the search snapshot follows the index (store/snapshot.py); it is a cache: never fail for it
+            ctx.storage.refresh_snapshot()
+        except (CortexError, OSError):
+            pass
+    return done
+
+
+def _fold(ctx: Context, *, rebuild: bool, progress, built: IndexBuilder | None) -> dict:
     from cortexctl.index import hnsw
 
     embedder = ctx.embedder
     model = embedder.model
     store = ctx.storage
     try:
-        with store.exclusive(wait=wait):
+        with store.exclusive():
             with store.reading() as tx:
                 count, max_key, dim = tx.vector_stats(model)
                 rec, why = index_state(tx, store, model, dim)

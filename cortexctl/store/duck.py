@@ -104,6 +104,9 @@ class DuckTx:
     def result_rows(self, ids: Sequence[str], form: str) -> dict[str, dict]:
         return records.result_rows(self.con, ids, form)
 
+    def search_data(self, ids: Sequence[str]) -> dict[str, tuple[int, bytes]]:
+        return {i: (int(v["type"]), v["data"]) for i, v in records.current_versions(self.con, list(ids)).items()}
+
     # -- lexical postings ----------------------------------------------------------------------
     def add_postings(self, docs) -> None:
         sq.lex_add(self.con, docs)
