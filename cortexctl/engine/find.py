@@ -216,7 +216,7 @@ def bm25_scores(tx: Tx, qw: dict[int, float], n_docs: int, hidden=None):
 
     hits = tx.postings_of(list(qw))
     if hidden is not None and len(hidden) and len(hits["doc"]):
-        keep = ~np.isin(hits["doc"], hidden)
+        keep = ~np.isin(hits["doc"], hidden, kind="table")  # doc numbers are dense: a lookup table
         hits = {k: v[keep] for k, v in hits.items()}
     if not len(hits["doc"]):
         return np.zeros(0, np.uint64), np.zeros(0)

@@ -457,7 +457,7 @@ def search(ctx: Context, tx: Tx, query_vec, filters: Filters, n: int, *,
                     f"from {model} have {have} (run: cortexctl reindex)")
     total = tx.count_heads()
     if exact or total <= EXACT_MAX or (filters.narrow and tx.count_heads(filters) <= EXACT_MAX):
-        return _exact(tx, filters, model, dim, q, n), None
+        return _exact(tx, filters, model, dim, q, n, store=None if exact else store), None
     rec, why = index_state(tx, store, model, dim)
     if why != "ok" or rec is None:
         raise IndexUnusable(why)
@@ -491,14 +491,32 @@ def search(ctx: Context, tx: Tx, query_vec, filters: Filters, n: int, *,
     return ranked, None
 
 
-def _exact(tx: Tx, filters: Filters, model, dim, q, n) -> list[tuple[str, float]]:
+def _exact(tx: Tx, filters: Filters, model, dim, q, n, *, store=None) -> list[tuple[str, float]]:
+    """The ``n`` nearest of every candidate's vector, compared one by one (ties by ID).
+
+    A backend that knows the candidates' vector keys cheaply (the search snapshot) gives
+    those, and the vectors come from the trusted index file, which holds the same float32
+    vectors; otherwise, or when the file does not cover them, the store hands the vectors."""
     import numpy as np
 
-    ids, mat = tx.vectors_for(filters, model, dim)
+    got = tx.vector_keys_for(filters, model) if store is not None else None
+    ids = mat = None
+    if got is not None:
+        ids, keys = got
+        if not len(ids):
+            return []
+        rec, why = index_state(tx, store, model, dim)
+        if why == "ok" and rec is not None and int(keys.max()) <= rec.max_key:
+            from cortexctl.index import hnsw
+
+            index = hnsw.open_view(index_path(store), hnsw.Fingerprint.from_json(rec.fingerprint))
+            mat = None if index is None else hnsw.vectors(index, keys)
+    if mat is None:
+        ids, mat = tx.vectors_for(filters, model, dim)
     if not len(ids):
         return []
     sims = mat @ q
-    top = np.argsort(-sims, kind="stable")[:n]
+    top = np.lexsort((np.asarray(ids), -sims))[:n]
     return [(ids[i], float(sims[i])) for i in top if sims[i] > 0]
 
 

@@ -179,6 +179,9 @@ class DuckTx:
         where, params = self._sql(filters)
         return sq.vectors_for(self.con, where, params, model, dim)
 
+    def vector_keys_for(self, filters: Filters, model: str):
+        return None  # the vectors come with the same query (vectors_for)
+
     def vectors_of_keys(self, keys: Sequence[int], model: str) -> list[tuple[int, str, int]]:
         return sq.vectors_of_keys(self.con, keys, model)
 

@@ -245,6 +245,10 @@ class Tx(Protocol):
     def vectors_for(self, filters: Filters, model: str, dim: int) -> tuple[list[str], Any]:
         """(ids, matrix) of the current-version vectors of the memories passing ``filters``."""
 
+    def vector_keys_for(self, filters: Filters, model: str) -> tuple[list[str], Any] | None:
+        """(ids, keys as a numpy array) of the current-version vectors of the memories passing
+        ``filters``; None when this backend hands the vectors themselves as cheaply (``vectors_for``)."""
+
     def vectors_of_keys(self, keys: Sequence[int], model: str) -> list[tuple[int, str, int]]:
         """(key, id, version) of these keys that still hold a vector of ``model``."""
 

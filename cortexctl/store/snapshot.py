@@ -22,7 +22,7 @@ is used only when all of them agree now. So:
   replaced under it (a restore, a copy, a writer that does not know the
   generation file) changes the file identity: bypassed;
 - a truncated or damaged file fails its header check (magic, length, CRC of the
-  header) or, for the pages actually read, the CRC of each 64 KiB block
+  header) or, for the pages actually read, the CRC of each 16 KiB block
   (checked the first time a block is touched): ``SnapshotUnusable``, and find
   answers from DuckDB instead.
 
@@ -54,7 +54,7 @@ SNAPSHOT_NAME = "cortex.snapshot"
 GEN_NAME = "cortex.gen"
 MAGIC = b"CXSNAP01"
 FORMAT = 1
-BLOCK = 1 << 16  # bytes per checksummed block
+BLOCK = 1 << 14  # bytes per checksummed block
 ALIGN = 64
 EPOCH = datetime(1970, 1, 1)
 
@@ -124,8 +124,10 @@ class Snapshot:
 
     def __init__(self, path: Path, header: dict, mm: mmap.mmap, data_start: int, crcs) -> None:
         self.path, self.header, self._mm, self._start = path, header, mm, data_start
+        import numpy as np
+
         self._crcs = crcs  # one CRC-32 per BLOCK of the data region
-        self._checked: set[int] = set()
+        self._ok = np.zeros(len(crcs) + 1, dtype=np.bool_)  # blocks checked so far
         self._arrays: dict[str, Any] = {}
 
     def close(self) -> None:
@@ -139,13 +141,17 @@ class Snapshot:
         """CRC of every block covering data bytes [lo, hi) not checked yet."""
         if hi <= lo:
             return
-        for b in range(lo // BLOCK, (hi - 1) // BLOCK + 1):
-            if b in self._checked:
+        self._check_blocks(range(lo // BLOCK, (hi - 1) // BLOCK + 1))
+
+    def _check_blocks(self, blocks) -> None:
+        ok, crcs, mm, start = self._ok, self._crcs, self._mm, self._start
+        for b in blocks:
+            if b < len(ok) and ok[b]:
                 continue
-            s = self._start + b * BLOCK
-            if b >= len(self._crcs) or zlib.crc32(self._mm[s : s + BLOCK]) != self._crcs[b]:
+            s = start + b * BLOCK
+            if b >= len(crcs) or zlib.crc32(mm[s : s + BLOCK]) != crcs[b]:
                 raise SnapshotUnusable(f"search snapshot {SNAPSHOT_NAME} is damaged (block {b})")
-            self._checked.add(b)
+            ok[b] = True
 
     def raw(self, name: str):
         """The whole array, unchecked (callers check what they read)."""
@@ -183,11 +189,13 @@ class Snapshot:
         a = self.raw(name)
         if len(rows):
             item = a.dtype.itemsize
-            off = self.header["arrays"][name]["offset"]
-            for b in np.unique((off + rows.astype(np.int64) * item) // BLOCK).tolist():
-                self._check(b * BLOCK, b * BLOCK + 1)
-            for b in np.unique((off + rows.astype(np.int64) * item + item - 1) // BLOCK).tolist():
-                self._check(b * BLOCK, b * BLOCK + 1)
+            first = (self.header["arrays"][name]["offset"] + rows.astype(np.int64) * item) // BLOCK
+            last = first if BLOCK % item == 0 else \
+                (self.header["arrays"][name]["offset"] + rows.astype(np.int64) * item + item - 1) // BLOCK
+            blocks = np.concatenate((first, last)) if last is not first else first
+            need = blocks[~self._ok[np.minimum(blocks, len(self._ok) - 1)]]
+            if len(need):
+                self._check_blocks(sorted(set(need.tolist())))
         return a[rows]
 
 
@@ -208,7 +216,8 @@ def _header_of(path: Path) -> tuple[dict, int] | None:
             return None
         header = json.loads(body)
         start = -(-(24 + hlen) // ALIGN) * ALIGN
-        if header.get("format") != FORMAT or size != start + int(header["data_bytes"]):
+        if header.get("format") != FORMAT or header.get("block") != BLOCK \
+                or size != start + int(header["data_bytes"]):
             return None
         return header, start
     except (OSError, ValueError, KeyError, TypeError):
@@ -392,6 +401,7 @@ def collect(con) -> tuple[dict, dict]:
     a["v_id"] = np.array([str(i).encode("ascii") for i in v["id"]], dtype="S26") if len(v["key"]) else np.zeros(0, "S26")
     a["v_ver"] = np.asarray(v["version"], dtype=np.uint32)
     a["v_model"] = np.array(_codes([str(m) for m in v["model"]], models), dtype=np.int32)
+    a["v_row"] = np.array([row_of.get(i.decode(), -1) for i in a["v_id"].tolist()], dtype=np.int64)
     dims: dict[str, int] = {}
     for m, d in zip(v["model"], v["dim"]):
         dims.setdefault(str(m), int(d))
@@ -427,7 +437,7 @@ def write(path: Path, arrays: dict, extras: dict, stamp: dict) -> None:
         off += arr.nbytes
     data_bytes = off
     crcs = np.zeros(-(-data_bytes // BLOCK), dtype="<u4")
-    header = {"format": FORMAT, **stamp, **extras, "arrays": specs, "data_bytes": data_bytes}
+    header = {"format": FORMAT, "block": BLOCK, **stamp, **extras, "arrays": specs, "data_bytes": data_bytes}
     with atomic_path(path) as tmp:
         with open(tmp, "wb") as fh:
             # the data first, after room for the header, then the header with the block CRCs
@@ -732,7 +742,7 @@ class SnapshotTx:
         out: dict[int, int] = {}
         for t, lo, hi in self._term_spans(terms):
             docs = self.snap.span("p_doc", lo, hi)
-            c = int(len(docs) - (np.isin(docs, hidden).sum() if len(hidden) else 0))
+            c = int(len(docs) - (np.isin(docs, hidden, kind="table").sum() if len(hidden) and len(docs) else 0))
             if c:
                 out[t] = c
         return out
@@ -780,6 +790,20 @@ class SnapshotTx:
         return [(int(k), i.decode(), int(v)) for k, i, v in zip(
             self.snap.take("v_key", pos).tolist(), self.snap.take("v_id", pos).tolist(),
             self.snap.take("v_ver", pos).tolist())]
+
+    def vector_keys_for(self, filters: Filters, model: str):
+        import numpy as np
+
+        m = self._mask(filters)
+        if m is None:
+            return None
+        s = self.snap
+        row = s.whole("v_row")
+        sel = (s.whole("v_model") == self._model_code(model)) & (row >= 0)
+        r = np.where(sel, row, 0)
+        sel &= m[r] & (s.whole("v_ver") == s.whole("h_cur")[r]) if self._n else sel
+        pos = np.flatnonzero(sel)
+        return [b.decode() for b in s.take("v_id", pos).tolist()], s.take("v_key", pos)
 
     def vectors_after(self, model: str, after: int, dim: int):
         import numpy as np
