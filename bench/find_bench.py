@@ -144,8 +144,6 @@ def main() -> int:
         log("importing with cortexctl import ...")
         import subprocess
 
-        import os
-
         t0 = time.perf_counter()
         with open(tmp / "import.out", "w+b") as out, open(tmp / "import.err", "w+b") as err:
             proc = subprocess.Popen([cortexctl, "import", str(jsonl), "--store", str(store), "--json", "-q",

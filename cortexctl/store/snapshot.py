@@ -325,8 +325,10 @@ def collect(con) -> tuple[dict, dict]:
 
     from cortexctl.store import feedback
 
+    import orjson
+
     rows = con.execute(
-        "SELECT id, type, actor, visibility, tombstoned_at, session, current_version, updated_at,"
+        "SELECT id, type, actor, visibility, epoch_us(tombstoned_at), session, current_version, epoch_us(updated_at),"
         " epoch(greatest(updated_at, last_used)), importance, access_count, citations, confidence,"
         " tags, frames, short, medium FROM heads ORDER BY id"
     ).fetchall()
@@ -342,7 +344,7 @@ def collect(con) -> tuple[dict, dict]:
     a["h_tomb"] = np.array([r[4] is not None for r in rows], dtype=np.bool_)
     a["h_session"] = np.array([sessions.setdefault(r[5], len(sessions) - 1) for r in rows], dtype=np.int32)
     a["h_cur"] = np.array([r[6] for r in rows], dtype=np.uint32)
-    a["h_updated"] = np.array([_us(r[7]) for r in rows], dtype=np.int64)
+    a["h_updated"] = np.array([r[7] for r in rows], dtype=np.int64)
     a["h_recent"] = np.array([r[8] for r in rows], dtype=np.float64)
     a["h_importance"] = np.array([r[9] for r in rows], dtype=np.uint8)
     a["h_access"] = np.array([r[10] for r in rows], dtype=np.uint64)
@@ -354,8 +356,7 @@ def collect(con) -> tuple[dict, dict]:
         np.cumsum([len(t) for t in tag_lists], out=a["tag_off"][1:])
     a["tag_code"] = np.array([c for t in tag_lists for c in t], dtype=np.int32)
     a["row_off"], a["row_blob"] = _blob([
-        json.dumps([r[1], r[6], list(r[13]), list(r[14]), r[9], r[3], r[2], _us(r[7]), _us(r[4]), r[15], r[16]],
-                   ensure_ascii=False, separators=(",", ":")).encode() for r in rows])
+        orjson.dumps([r[1], r[6], r[13], r[14], r[9], r[3], r[2], r[7], r[4], r[15], r[16]]) for r in rows])
     del rows
     row_of = {i.decode(): k for k, i in enumerate(a["h_id"].tolist())}
 
@@ -461,10 +462,8 @@ def write(path: Path, arrays: dict, extras: dict, stamp: dict) -> None:
 def build(store) -> dict:
     """Rebuild the snapshot of ``store`` (a ``db.Store``); the caller holds the writer lock and no
     connection. Returns {"action": "build"|"none", "memories": n}."""
-    from cortexctl.store.db import DB_NAME
-
     path = store.path
-    if not (path / DB_NAME).is_file():
+    if not store.db_path.is_file():
         return {"action": "none", "memories": 0}
     gen = read_gen(path)
     if gen is None or not gen[2]:  # missing, or left dirty by a killed writer: start a clean generation
