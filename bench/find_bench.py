@@ -115,7 +115,11 @@ def _rare_tag(store: Path, n: int) -> str | None:
         rows = con.execute("SELECT t, count(*) AS c FROM (SELECT unnest(tags) AS t FROM heads) GROUP BY t").fetchall()
     finally:
         con.close()
-    return min(rows, key=lambda r: abs(r[1] - max(n // 1000, 1)))[0] if rows else None
+    if not rows:
+        return None
+    tag, count = min(rows, key=lambda r: abs(r[1] - max(n // 1000, 1)))
+    log(f"narrow filter: --tag {tag} ({count} memories)")
+    return tag
 
 
 def main() -> int:
