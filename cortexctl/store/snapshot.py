@@ -53,7 +53,7 @@ from cortexctl.store.interface import Filters, Scoring, SnapshotUnusable
 SNAPSHOT_NAME = "cortex.snapshot"
 GEN_NAME = "cortex.gen"
 MAGIC = b"CXSNAP01"
-FORMAT = 1
+FORMAT = 2
 BLOCK = 1 << 14  # bytes per checksummed block
 ALIGN = 64
 EPOCH = datetime(1970, 1, 1)
@@ -411,7 +411,14 @@ def collect(con) -> tuple[dict, dict]:
     a["vd_key"] = np.array([r[0] for r in vd], dtype=np.uint64)
     a["vd_model"] = np.array(_codes([r[1] for r in vd], models), dtype=np.int32)
 
+    counts: dict[str, list[int]] = {}
+    for code, m in enumerate(models):
+        live = a["v_key"][a["v_model"] == code]
+        dropped = a["vd_key"][a["vd_model"] == code]
+        counts[m] = [int(len(live)), int(live.max()) if len(live) else 0, int(len(dropped)),
+                     int(dropped.max()) if len(dropped) else 0]
     extras = {
+        "vector_counts": counts,  # model -> [live, highest live key, dropped, highest dropped key]
         "actors": list(actors), "sessions": [s for s in sessions if s is not None], "tags": list(tags),
         "models": list(models), "dims": dims, "weights": {k: list(w["weights"]) for k, w in feedback.all_weights(con).items()},
     }
@@ -765,10 +772,13 @@ class SnapshotTx:
         return self.snap.header["dims"].get(model)
 
     def vector_stats(self, model: str) -> tuple[int, int, int | None]:
-        keys = self.snap.whole("v_key")[self.snap.whole("v_model") == self._model_code(model)]
-        return int(len(keys)), int(keys.max()) if len(keys) else 0, self.model_dim(model)
+        live, top, _, _ = self.snap.header["vector_counts"].get(model, (0, 0, 0, 0))
+        return int(live), int(top), self.model_dim(model)
 
     def covered(self, model: str, max_key: int) -> int:
+        live, top, dropped, top_dropped = self.snap.header["vector_counts"].get(model, (0, 0, 0, 0))
+        if max_key >= max(top, top_dropped):
+            return int(live + dropped)
         c = self._model_code(model)
         live = (self.snap.whole("v_model") == c) & (self.snap.whole("v_key") <= max_key)
         dropped = (self.snap.whole("vd_model") == c) & (self.snap.whole("vd_key") <= max_key)

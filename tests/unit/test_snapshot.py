@@ -390,3 +390,19 @@ def test_property_same_answers_with_and_without_the_snapshot(tmp_path_factory, m
             q["near"] = " ".join(words)
         for cx in by.values():
             assert _answer(cx, **q) == _from_duckdb(cx, **q)
+
+
+def test_verify_is_not_confused_by_the_snapshot(store):
+    """The snapshot is a cache: verify checks the store, whatever state the snapshot is in."""
+    cx = _cx(store)
+    _fill(cx, 10)
+    _ready(cx)
+    assert cx.verify().ok
+    cx.write("fact", "one more")
+    assert snapshot.state(store) == "stale" and cx.verify().ok
+    _ready(cx)
+    path = store / snapshot.SNAPSHOT_NAME
+    header, start = snapshot._header_of(path)
+    _flip(path, start + header["arrays"]["h_conf"]["offset"])
+    assert cx.store.snapshot_problem() is not None
+    assert cx.verify().ok
