@@ -472,6 +472,11 @@ def build(store) -> dict:
     path = store.path
     if not store.db_path.is_file():
         return {"action": "none", "memories": 0}
+    for left in path.glob(f".{SNAPSHOT_NAME}.*.tmp"):  # from a builder killed midway (we hold the lock)
+        try:
+            left.unlink()
+        except OSError:
+            pass
     gen = read_gen(path)
     if gen is None or not gen[2]:  # missing, or left dirty by a killed writer: start a clean generation
         token, counter = mark_dirty(path)

@@ -406,3 +406,27 @@ def test_verify_is_not_confused_by_the_snapshot(store):
     _flip(path, start + header["arrays"]["h_conf"]["offset"])
     assert cx.store.snapshot_problem() is not None
     assert cx.verify().ok
+
+
+def test_a_builder_killed_midway_leaves_the_old_snapshot_and_its_temp_file_is_cleared(store):
+    cx = _cx(store)
+    _fill(cx, 10)
+    _ready(cx)
+    cx.write("fact", "the okapi written before the killed fold")
+    script = textwrap.dedent(f"""
+        import os, signal
+        from cortexctl import Cortex
+        from cortexctl.store import snapshot
+        def die(path, *a):
+            open(str(path.parent / ".cortex.snapshot.killed.tmp"), "wb").write(b"partial")
+            os.kill(os.getpid(), signal.SIGKILL)
+        snapshot.write = die
+        Cortex(store={str(store)!r}, actor="alice").reindex()
+    """)
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, timeout=120)
+    assert proc.returncode == -signal.SIGKILL
+    assert snapshot.state(store) == "stale"
+    assert _answer(cx, near="okapi")[0]["text"] == "the okapi written before the killed fold"
+    _ready(cx)
+    assert not list(store.glob(".cortex.snapshot.*.tmp"))
+    assert _answer(cx, near="okapi")[0]["text"] == "the okapi written before the killed fold"
