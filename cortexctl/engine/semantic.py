@@ -341,6 +341,8 @@ def fold(ctx: Context, *, rebuild: bool = False, progress: Callable[[int, int], 
     """
     with ctx.storage.exclusive(wait=wait):
         done = _fold(ctx, rebuild=rebuild, progress=progress, built=built)
+        if built is not None:
+            built.index = None  # saved: its memory is not needed for the snapshot build
         try:  # the search snapshot follows the index (store/snapshot.py); it is a cache: never fail for it
             ctx.storage.refresh_snapshot()
         except (CortexError, OSError):

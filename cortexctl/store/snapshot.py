@@ -57,6 +57,7 @@ FORMAT = 2
 BLOCK = 1 << 14  # bytes per checksummed block
 ALIGN = 64
 EPOCH = datetime(1970, 1, 1)
+BUILD_BATCH = 10_000  # rows read at a time while building
 
 
 # -- the generation file ---------------------------------------------------------------------
@@ -327,48 +328,75 @@ def collect(con) -> tuple[dict, dict]:
 
     import orjson
 
-    rows = con.execute(
+    cur = con.execute(
         "SELECT id, type, actor, visibility, epoch_us(tombstoned_at), session, current_version, epoch_us(updated_at),"
         " epoch(greatest(updated_at, last_used)), importance, access_count, citations, confidence,"
         " tags, frames, short, medium FROM heads ORDER BY id"
-    ).fetchall()
-    n = len(rows)
+    )
     actors: dict = {}
     sessions: dict = {None: -1}
     tags: dict = {}
+    cols = ("h_id", "h_type", "h_actor", "h_public", "h_tomb", "h_session", "h_cur", "h_updated", "h_recent",
+            "h_importance", "h_access", "h_cit", "h_conf", "tag_len", "tag_code")
+    parts: dict[str, list] = {c: [] for c in cols}
+    row_blobs: list[bytes] = []
+    while True:  # in batches, so that building never holds every row as Python objects at once
+        rows = cur.fetchmany(BUILD_BATCH)
+        if not rows:
+            break
+        p = parts
+        p["h_id"].append(np.array([r[0].encode("ascii") for r in rows], dtype="S26"))
+        p["h_type"].append(np.array([r[1] for r in rows], dtype=np.uint8))
+        p["h_actor"].append(np.array(_codes([r[2] for r in rows], actors), dtype=np.int32))
+        p["h_public"].append(np.array([r[3] == "public" for r in rows], dtype=np.bool_))
+        p["h_tomb"].append(np.array([r[4] is not None for r in rows], dtype=np.bool_))
+        p["h_session"].append(np.array([sessions.setdefault(r[5], len(sessions) - 1) for r in rows], dtype=np.int32))
+        p["h_cur"].append(np.array([r[6] for r in rows], dtype=np.uint32))
+        p["h_updated"].append(np.array([r[7] for r in rows], dtype=np.int64))
+        p["h_recent"].append(np.array([r[8] for r in rows], dtype=np.float64))
+        p["h_importance"].append(np.array([r[9] for r in rows], dtype=np.uint8))
+        p["h_access"].append(np.array([r[10] for r in rows], dtype=np.uint64))
+        p["h_cit"].append(np.array([r[11] for r in rows], dtype=np.uint64))
+        p["h_conf"].append(np.array([r[12] for r in rows], dtype=np.float64))
+        tag_lists = [_codes(list(r[13]), tags) for r in rows]
+        p["tag_len"].append(np.array([len(t) for t in tag_lists], dtype=np.int64))
+        p["tag_code"].append(np.array([c for t in tag_lists for c in t], dtype=np.int32))
+        row_blobs.extend(orjson.dumps([r[1], r[6], r[13], r[14], r[9], r[3], r[2], r[7], r[4], r[15], r[16]])
+                         for r in rows)
+        del rows, tag_lists
+    empty = {"h_id": np.zeros(0, "S26")}
     a: dict[str, Any] = {}
-    a["h_id"] = np.array([r[0].encode("ascii") for r in rows], dtype="S26") if n else np.zeros(0, "S26")
-    a["h_type"] = np.array([r[1] for r in rows], dtype=np.uint8)
-    a["h_actor"] = np.array(_codes([r[2] for r in rows], actors), dtype=np.int32)
-    a["h_public"] = np.array([r[3] == "public" for r in rows], dtype=np.bool_)
-    a["h_tomb"] = np.array([r[4] is not None for r in rows], dtype=np.bool_)
-    a["h_session"] = np.array([sessions.setdefault(r[5], len(sessions) - 1) for r in rows], dtype=np.int32)
-    a["h_cur"] = np.array([r[6] for r in rows], dtype=np.uint32)
-    a["h_updated"] = np.array([r[7] for r in rows], dtype=np.int64)
-    a["h_recent"] = np.array([r[8] for r in rows], dtype=np.float64)
-    a["h_importance"] = np.array([r[9] for r in rows], dtype=np.uint8)
-    a["h_access"] = np.array([r[10] for r in rows], dtype=np.uint64)
-    a["h_cit"] = np.array([r[11] for r in rows], dtype=np.uint64)
-    a["h_conf"] = np.array([r[12] for r in rows], dtype=np.float64)
-    tag_lists = [_codes(list(r[13]), tags) for r in rows]
+    for c in cols:
+        a[c] = np.concatenate(parts[c]) if parts[c] else empty.get(c, np.zeros(0, np.int64))
+    del parts
+    n = len(a["h_id"])
+    for c, dt in (("h_type", np.uint8), ("h_actor", np.int32), ("h_public", np.bool_), ("h_tomb", np.bool_),
+                  ("h_session", np.int32), ("h_cur", np.uint32), ("h_updated", np.int64), ("h_recent", np.float64),
+                  ("h_importance", np.uint8), ("h_access", np.uint64), ("h_cit", np.uint64), ("h_conf", np.float64),
+                  ("tag_code", np.int32)):
+        a[c] = a[c].astype(dt, copy=False)
     a["tag_off"] = np.zeros(n + 1, dtype=np.int64)
-    if n:
-        np.cumsum([len(t) for t in tag_lists], out=a["tag_off"][1:])
-    a["tag_code"] = np.array([c for t in tag_lists for c in t], dtype=np.int32)
-    a["row_off"], a["row_blob"] = _blob([
-        orjson.dumps([r[1], r[6], r[13], r[14], r[9], r[3], r[2], r[7], r[4], r[15], r[16]]) for r in rows])
-    del rows
+    np.cumsum(a.pop("tag_len"), out=a["tag_off"][1:])
+    order = ["h_id", "h_type", "h_actor", "h_public", "h_tomb", "h_session", "h_cur", "h_updated", "h_recent",
+             "h_importance", "h_access", "h_cit", "h_conf", "tag_off", "tag_code"]
+    a = {c: a[c] for c in order}
+    a["row_off"], a["row_blob"] = _blob(row_blobs)
+    del row_blobs
     row_of = {i.decode(): k for k, i in enumerate(a["h_id"].tolist())}
 
-    data = con.execute(
-        "SELECT h.id, v.type, v.data FROM heads h JOIN versions v ON v.id = h.id AND v.version = h.current_version"
-    ).fetchall()
     dtype = np.zeros(n, dtype=np.int16) - 1
     blobs: list[bytes] = [b""] * n
-    for id_, t, d in data:
-        k = row_of[id_]
-        dtype[k] = t
-        blobs[k] = bytes(d)
+    cur = con.execute(
+        "SELECT h.id, v.type, v.data FROM heads h JOIN versions v ON v.id = h.id AND v.version = h.current_version"
+    )
+    while True:
+        data = cur.fetchmany(BUILD_BATCH)
+        if not data:
+            break
+        for id_, t, d in data:
+            k = row_of[id_]
+            dtype[k] = t
+            blobs[k] = bytes(d)
     a["d_type"] = dtype
     a["d_off"], a["d_blob"] = _blob(blobs)
     del data, blobs

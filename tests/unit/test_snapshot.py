@@ -94,14 +94,23 @@ def test_current_snapshot_spares_duckdb(store):
     _fill(cx, 10)
     _ready(cx)
     script = textwrap.dedent(f"""
-        import sys
+        import sys, traceback
+
+        class Tell:  # names whoever imports duckdb, for the assertion message
+            def find_spec(self, name, path=None, target=None):
+                if name == "duckdb":
+                    traceback.print_stack()
+                return None
+
+        sys.meta_path.insert(0, Tell())
         from cortexctl.cli.app import main
         code = main(["find", "--near", "deploy key", "--store", {str(store)!r}, "--json"])
         assert "duckdb" not in sys.modules, "duckdb was imported"
         sys.exit(code)
     """)
+    assert snapshot.state(store) == "current"
     proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
-    assert proc.returncode == 0, proc.stderr
+    assert proc.returncode == 0, (snapshot.state(store), proc.stderr)
     assert '"results"' in proc.stdout
 
 
