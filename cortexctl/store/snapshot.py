@@ -75,11 +75,16 @@ def read_gen(store_path: Path) -> tuple[str, int, bool] | None:
 
 
 def _write_gen(store_path: Path, token: str, counter: int, state: str, *, sync: bool) -> None:
-    fd = os.open(store_path / GEN_NAME, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    """Rewrite the generation in place: the same length every time (the counter is padded), so
+    that a reader never sees an empty file and ``fdatasync`` flushes one data block."""
+    data = f"{token} {counter:020d} {state}\n".encode("ascii")
+    fd = os.open(store_path / GEN_NAME, os.O_RDWR | os.O_CREAT, 0o600)
     try:
-        os.write(fd, f"{token} {counter} {state}\n".encode("ascii"))
+        os.pwrite(fd, data, 0)
+        if os.fstat(fd).st_size != len(data):
+            os.ftruncate(fd, len(data))
         if sync:
-            os.fsync(fd)
+            os.fdatasync(fd)
     finally:
         os.close(fd)
 
