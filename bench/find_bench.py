@@ -106,20 +106,24 @@ def hnsw_recall(store: Path, samples: int = 200, k: int = 10) -> dict:
             "index_state": why, "hnsw_search_ms": 1000 * t_hnsw / samples}
 
 
-def _rare_tag(store: Path, n: int) -> str | None:
-    """The tag held by the number of memories nearest 0.1% of the store (a narrow filter)."""
+def _rare_tag(store: Path, n: int) -> list[str] | None:
+    """The tag (or pair of tags) held by the number of memories nearest 0.1% of the store."""
     import duckdb
 
     con = duckdb.connect(str(store / "cortex.duckdb"), read_only=True)
     try:
-        rows = con.execute("SELECT t, count(*) AS c FROM (SELECT unnest(tags) AS t FROM heads) GROUP BY t").fetchall()
+        rows = [([t], c) for t, c in con.execute(
+            "SELECT t, count(*) FROM (SELECT unnest(tags) AS t FROM heads) GROUP BY t").fetchall()]
+        rows += [([a, b], c) for a, b, c in con.execute(  # pairs: the corpus has few tags, none that rare
+            "SELECT a, b, count(*) FROM (SELECT id, unnest(tags) AS a FROM heads) x"
+            " JOIN (SELECT id, unnest(tags) AS b FROM heads) y USING (id) WHERE a < b GROUP BY a, b").fetchall()]
     finally:
         con.close()
     if not rows:
         return None
-    tag, count = min(rows, key=lambda r: abs(r[1] - max(n // 1000, 1)))
-    log(f"narrow filter: --tag {tag} ({count} memories)")
-    return tag
+    tags, count = min(rows, key=lambda r: abs(r[1] - max(n // 1000, 1)))
+    log(f"narrow filter: --tag {' --tag '.join(tags)} ({count} memories)")
+    return tags
 
 
 def main() -> int:
@@ -173,7 +177,7 @@ def main() -> int:
     variants = [("", [])]
     rare_tag = _rare_tag(store, n)
     if rare_tag:
-        variants.append((f"--tag {rare_tag}", ["--tag", rare_tag]))
+        variants.append((" ".join(f"--tag {t}" for t in rare_tag), [x for t in rare_tag for x in ("--tag", t)]))
     variants.append(("--type fact", ["--type", "fact"]))
     kinds = [True, False] if snap.exists() and not args.no_ab else [snap.exists()]
     time_once(floor_cmd, env)  # warm the page cache
