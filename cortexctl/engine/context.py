@@ -75,6 +75,16 @@ class Context:
             yield None
 
     @contextmanager
+    def searching(self) -> Iterator[Tx]:
+        """A read-only view for find, which the search snapshot may answer (``Storage.searching``);
+        NotFound ("no store at ...") when there is no store."""
+        try:
+            with self.storage.searching() as tx:
+                yield tx
+        except NoStore:
+            raise self.no_store() from None
+
+    @contextmanager
     def reading(self) -> Iterator[Tx]:
         """A read-only view; NotFound ("no store at ...") when there is no store."""
         try:

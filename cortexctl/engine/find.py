@@ -150,10 +150,26 @@ def run(ctx: Context, query: FindQuery, filters: Filters) -> tuple[list[FindHit]
 
 def _search(ctx: Context, query: FindQuery, filters: Filters, qvec, warnings: list[str], *,
             exact: bool = False) -> list[FindHit]:
+    """One search, answered from the search snapshot when it is current, else from the store
+    (and from the store alone when the snapshot fails on the way: damaged, or the store moved on)."""
+    from cortexctl.store.interface import SnapshotUnusable
+
+    found: list[str] = []
+    try:
+        hits = _search_in(ctx.searching, ctx, query, filters, qvec, found, exact=exact)
+    except SnapshotUnusable:
+        found = []
+        hits = _search_in(ctx.reading, ctx, query, filters, qvec, found, exact=exact)
+    warnings.extend(found)
+    return hits
+
+
+def _search_in(view, ctx: Context, query: FindQuery, filters: Filters, qvec, warnings: list[str], *,
+               exact: bool = False) -> list[FindHit]:
     from cortexctl.engine import semantic
 
     n = max(query.k * 3, MIN_CANDIDATES)
-    with ctx.reading() as tx:
+    with view() as tx:
         score = scoring(tx, ctx.actor, ctx.clock())
         if query.near is None:
             ranked = [Candidate(i, ["salience"], salience=s) for i, s in tx.top_salience(filters, score, query.k)]
@@ -200,7 +216,7 @@ def bm25_scores(tx: Tx, qw: dict[int, float], n_docs: int, hidden=None):
 
     hits = tx.postings_of(list(qw))
     if hidden is not None and len(hidden) and len(hits["doc"]):
-        keep = ~np.isin(hits["doc"], hidden)
+        keep = ~np.isin(hits["doc"], hidden, kind="table")  # doc numbers are dense: a lookup table
         hits = {k: v[keep] for k, v in hits.items()}
     if not len(hits["doc"]):
         return np.zeros(0, np.uint64), np.zeros(0)
@@ -343,11 +359,11 @@ def by_phrase(tx: Tx, ranked: list[Candidate], near: str) -> list[Candidate]:
         return ranked
     from cortexctl.memory import schema
 
-    current = tx.current_versions([c.id for c in head])
+    current = tx.search_data([c.id for c in head])
     n = len(q)
     for c in head:
         v = current.get(c.id)
-        w = words(schema.search_text(stored_type(v["type"]), codec.decode(v["data"]))) if v else []
+        w = words(schema.search_text(stored_type(v[0]), codec.decode(v[1]))) if v else []
         if w == q:
             c.tier = 2
         elif any(w[i:i + n] == q for i in range(len(w) - n + 1)):

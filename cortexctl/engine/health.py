@@ -29,7 +29,7 @@ from cortexctl.errors import CortexError
 HEALTHY, DEGRADED, UNHEALTHY = "healthy", "degraded", "unhealthy"
 PROBE_TIMEOUT = 2.0  # seconds: a dead endpoint must not stall monitoring
 _STARTED = time.monotonic()
-KEYS = ("status", "timestamp", "store", "topology", "index", "providers", "features", "backup", "identity",
+KEYS = ("status", "timestamp", "store", "topology", "index", "snapshot", "providers", "features", "backup", "identity",
         "details", "version", "uptime")
 
 
@@ -83,7 +83,7 @@ def report(load_settings: Callable[[], object], *, probe: bool = True) -> dict:
 
     f = _Findings()
     doc: dict = {"status": HEALTHY, "timestamp": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")[:-4] + "Z",
-                 "store": None, "topology": None, "index": None,
+                 "store": None, "topology": None, "index": None, "snapshot": None,
                  "providers": {"embedding": None, "summary": None}, "features": {}, "backup": None,
                  "identity": None, "details": [], "version": __version__, "uptime": 0.0}
     try:
@@ -186,6 +186,9 @@ def _store(ctx, doc: dict, f: _Findings, embedder) -> None:
     except Exception as exc:  # a damaged file can fail in ways DuckDB does not classify
         f.add(UNHEALTHY, f"the store cannot be read: {str(exc).splitlines()[0][:200]}")
         return
+    # The search snapshot is a cache: stale or damaged only makes find read DuckDB (slower, same answers).
+    problem = ctx.storage.snapshot_problem()
+    doc["snapshot"] = {"state": "damaged" if problem else ctx.storage.snapshot_state(), "problem": problem}
     if block.get("pending_embeddings"):
         f.add(DEGRADED, f"{block['pending_embeddings']} memories wait for their embedding (cortexctl reindex)")
     if doc["index"]["consistent"] is False:

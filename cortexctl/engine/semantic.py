@@ -339,13 +339,25 @@ def fold(ctx: Context, *, rebuild: bool = False, progress: Callable[[int, int], 
     With ``built`` (an import's ``IndexBuilder``), its vectors are not added
     again when it can take the place of the file or of the empty start.
     """
+    with ctx.storage.exclusive(wait=wait):
+        done = _fold(ctx, rebuild=rebuild, progress=progress, built=built)
+        if built is not None:
+            built.index = None  # saved: its memory is not needed for the snapshot build
+        try:  # the search snapshot follows the index (store/snapshot.py); it is a cache: never fail for it
+            ctx.storage.refresh_snapshot()
+        except (CortexError, OSError):
+            pass
+    return done
+
+
+def _fold(ctx: Context, *, rebuild: bool, progress, built: IndexBuilder | None) -> dict:
     from cortexctl.index import hnsw
 
     embedder = ctx.embedder
     model = embedder.model
     store = ctx.storage
     try:
-        with store.exclusive(wait=wait):
+        with store.exclusive():
             with store.reading() as tx:
                 count, max_key, dim = tx.vector_stats(model)
                 rec, why = index_state(tx, store, model, dim)
@@ -447,7 +459,7 @@ def search(ctx: Context, tx: Tx, query_vec, filters: Filters, n: int, *,
                     f"from {model} have {have} (run: cortexctl reindex)")
     total = tx.count_heads()
     if exact or total <= EXACT_MAX or (filters.narrow and tx.count_heads(filters) <= EXACT_MAX):
-        return _exact(tx, filters, model, dim, q, n), None
+        return _exact(tx, filters, model, dim, q, n, store=None if exact else store), None
     rec, why = index_state(tx, store, model, dim)
     if why != "ok" or rec is None:
         raise IndexUnusable(why)
@@ -481,14 +493,32 @@ def search(ctx: Context, tx: Tx, query_vec, filters: Filters, n: int, *,
     return ranked, None
 
 
-def _exact(tx: Tx, filters: Filters, model, dim, q, n) -> list[tuple[str, float]]:
+def _exact(tx: Tx, filters: Filters, model, dim, q, n, *, store=None) -> list[tuple[str, float]]:
+    """The ``n`` nearest of every candidate's vector, compared one by one (ties by ID).
+
+    A backend that knows the candidates' vector keys cheaply (the search snapshot) gives
+    those, and the vectors come from the trusted index file, which holds the same float32
+    vectors; otherwise, or when the file does not cover them, the store hands the vectors."""
     import numpy as np
 
-    ids, mat = tx.vectors_for(filters, model, dim)
+    got = tx.vector_keys_for(filters, model) if store is not None else None
+    ids = mat = None
+    if got is not None:
+        ids, keys = got
+        if not len(ids):
+            return []
+        rec, why = index_state(tx, store, model, dim)
+        if why == "ok" and rec is not None and int(keys.max()) <= rec.max_key:
+            from cortexctl.index import hnsw
+
+            index = hnsw.open_view(index_path(store), hnsw.Fingerprint.from_json(rec.fingerprint))
+            mat = None if index is None else hnsw.vectors(index, keys)
+    if mat is None:
+        ids, mat = tx.vectors_for(filters, model, dim)
     if not len(ids):
         return []
     sims = mat @ q
-    top = np.argsort(-sims, kind="stable")[:n]
+    top = np.lexsort((np.asarray(ids), -sims))[:n]
     return [(ids[i], float(sims[i])) for i in top if sims[i] > 0]
 
 

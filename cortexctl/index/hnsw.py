@@ -172,6 +172,18 @@ def search(index, query, count: int):
     return np.asarray(m.keys, dtype=np.uint64), 1.0 - np.asarray(m.distances, dtype=np.float32)
 
 
+def vectors(index, keys):
+    """The stored vectors of these keys (float32, one row each; every key must be in the index).
+    The index keeps them as given (f32), so they are the very vectors the store holds."""
+    import numpy as np
+
+    if not len(keys):
+        return np.zeros((0, index.ndim), dtype=np.float32)
+    got = index.get(np.asarray(keys, dtype=np.uint64))
+    return np.vstack(got).astype(np.float32, copy=False) if isinstance(got, tuple) else \
+        np.asarray(got, dtype=np.float32).reshape(len(keys), -1)
+
+
 def remove(index, keys) -> None:
     import numpy as np
 

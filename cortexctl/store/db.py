@@ -256,7 +256,55 @@ class Store:
                 except Exception:  # a broken connection: closing it discards the transaction anyway
                     pass
                 raise
+            from cortexctl.store import snapshot
+
+            token, counter = snapshot.mark_dirty(self.path)  # on disk before the commit is
             con.execute("COMMIT")
+            snapshot.mark_clean(self.path, token, counter)
+
+    # -- the search snapshot (store/snapshot.py) ---------------------------------------------
+    @contextmanager
+    def searching(self) -> Iterator[object]:
+        """A read-only view for find, answered from the search snapshot when it is current."""
+        from cortexctl.store import snapshot
+
+        self.check_path()
+        if not self.exists():
+            raise NoStore(f"no store at {self.path}")
+        snap = snapshot.open_current(self.path)
+        if snap is None:
+            with self.reading() as tx:
+                yield tx
+            return
+        tx = snapshot.SnapshotTx(snap, self)
+        try:
+            yield tx
+        except Exception as exc:
+            _reraise_duckdb(exc, self.db_path)
+            raise
+        finally:
+            tx.close()
+
+    def refresh_snapshot(self) -> dict:
+        """Rebuild the search snapshot when it is not current, under the writer lock."""
+        from cortexctl.store import snapshot
+
+        with self.exclusive():
+            old_umask = os.umask(0o077)
+            try:
+                return snapshot.build(self)
+            finally:
+                os.umask(old_umask)
+
+    def snapshot_state(self) -> str:
+        from cortexctl.store import snapshot
+
+        return snapshot.state(self.path)
+
+    def snapshot_problem(self) -> str | None:
+        from cortexctl.store import snapshot
+
+        return snapshot.check_whole(self.path)
 
 
 @contextmanager

@@ -104,6 +104,9 @@ class DuckTx:
     def result_rows(self, ids: Sequence[str], form: str) -> dict[str, dict]:
         return records.result_rows(self.con, ids, form)
 
+    def search_data(self, ids: Sequence[str]) -> dict[str, tuple[int, bytes]]:
+        return {i: (int(v["type"]), v["data"]) for i, v in records.current_versions(self.con, list(ids)).items()}
+
     # -- lexical postings ----------------------------------------------------------------------
     def add_postings(self, docs) -> None:
         sq.lex_add(self.con, docs)
@@ -175,6 +178,9 @@ class DuckTx:
     def vectors_for(self, filters: Filters, model: str, dim: int):
         where, params = self._sql(filters)
         return sq.vectors_for(self.con, where, params, model, dim)
+
+    def vector_keys_for(self, filters: Filters, model: str):
+        return None  # the vectors come with the same query (vectors_for)
 
     def vectors_of_keys(self, keys: Sequence[int], model: str) -> list[tuple[int, str, int]]:
         return sq.vectors_of_keys(self.con, keys, model)

@@ -57,6 +57,11 @@ class NoStore(CortexError):
     kind = "not_found"
 
 
+class SnapshotUnusable(CortexError):
+    """The search snapshot turned out damaged, or the store moved on while it answered: the caller
+    asks again through ``Storage.reading`` (the ground truth)."""
+
+
 @dataclass(frozen=True)
 class Filters:
     """Which memories a search may return: those ``actor`` may see (their own and public
@@ -164,6 +169,9 @@ class Tx(Protocol):
     def result_rows(self, ids: Sequence[str], form: str) -> dict[str, dict]:
         """What a find result shows of these memories; ``text`` is the ``form`` (short or medium)."""
 
+    def search_data(self, ids: Sequence[str]) -> dict[str, tuple[int, bytes]]:
+        """(type code, data) of the current version of each of these memories."""
+
     # -- lexical postings ----------------------------------------------------------------------
     def add_postings(self, docs: Sequence[tuple[str, Sequence[int]]]) -> None:
         """Postings for new memories: (id, term IDs in text order, repeats kept)."""
@@ -236,6 +244,10 @@ class Tx(Protocol):
 
     def vectors_for(self, filters: Filters, model: str, dim: int) -> tuple[list[str], Any]:
         """(ids, matrix) of the current-version vectors of the memories passing ``filters``."""
+
+    def vector_keys_for(self, filters: Filters, model: str) -> tuple[list[str], Any] | None:
+        """(ids, keys as a numpy array) of the current-version vectors of the memories passing
+        ``filters``; None when this backend hands the vectors themselves as cheaply (``vectors_for``)."""
 
     def vectors_of_keys(self, keys: Sequence[int], model: str) -> list[tuple[int, str, int]]:
         """(key, id, version) of these keys that still hold a vector of ``model``."""
@@ -363,7 +375,23 @@ class Storage(Protocol):
     def exclusive(self, *, wait: float | None = None) -> ContextManager[None]:
         """Hold the writer lock without opening the store: readers go on, writers wait."""
 
+    def searching(self) -> ContextManager[Tx]:
+        """A read-only view for find: like ``reading``, but it may be answered from a search
+        snapshot that is current (a cache beside the store). Its methods may raise
+        ``SnapshotUnusable``: the caller then starts over with ``reading``."""
+
+    def refresh_snapshot(self) -> dict:
+        """Rebuild the search snapshot when it is not current (under the writer lock):
+        {"action": "build" or "none", "memories": n}. A backend without one returns action "none"."""
+
+    def snapshot_state(self) -> str:
+        """"current", "stale", "missing" or "damaged" (cheap: the header only)."""
+
+    def snapshot_problem(self) -> str | None:
+        """What is wrong with the search snapshot after reading all of it; None when sound,
+        absent or merely stale."""
+
 
 __all__ = ["Storage", "Tx", "Filters", "Scoring", "NoStore", "HEAD_FIELDS", "VERSION_FIELDS",
-           "SALIENCE_FIELDS", "JOURNAL_FIELDS", "WEIGHT_FIELDS", "CHECKPOINT_FIELDS", "MEMORY_KINDS",
+           "SALIENCE_FIELDS", "SnapshotUnusable", "JOURNAL_FIELDS", "WEIGHT_FIELDS", "CHECKPOINT_FIELDS", "MEMORY_KINDS",
            "JournalEntry"]

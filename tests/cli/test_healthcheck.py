@@ -9,7 +9,7 @@ from cortexctl.engine import health
 from tests.embed_server import dead_url
 
 # The documented payload (README "healthcheck"): keys may be added, never renamed or removed.
-TOP = {"status", "timestamp", "store", "topology", "index", "providers", "features", "backup", "identity",
+TOP = {"status", "timestamp", "store", "topology", "index", "snapshot", "providers", "features", "backup", "identity",
        "details", "version", "uptime"}
 STORE = {"path", "exists", "size_bytes", "schema_version", "memories", "by_type", "tombstoned", "versions",
          "journal_entries", "pending_embeddings"}

@@ -522,3 +522,57 @@ def test_sessions_count_turns_and_name_the_summary_and_a_session_filter_narrows(
         assert rows["s2"]["turns"] == 1 and rows["s2"]["summary"] is None
         assert tx.count_heads(Filters("alice", session="s1")) == 3
         assert tx.count_heads(Filters("alice", session="s1", tags=("turn",))) == 2
+
+
+def test_searching_answers_as_reading_does_from_a_current_snapshot_and_after_a_change(storage):
+    """``searching()`` may answer from the search snapshot: the same answers as ``reading()``,
+    whether the snapshot is current, missing or out of date."""
+    mems = [memory(i, actor="alice" if i % 3 else "bob", visibility="public" if i % 4 == 0 else "private",
+                   type_=FACT if i % 2 else GOAL, tags=("a",) if i % 3 == 0 else ("a", "b") if i % 5 == 0 else (),
+                   importance=1 + i % 9, at=T0 + timedelta(minutes=i), tombstoned=i == 7, versions=1 + i % 2)
+            for i in range(1, 21)]
+    put(storage, *mems)
+    mat = unit_rows(20, dim=4, seed=3)
+    with storage.transaction() as tx:
+        tx.add_postings([(ident(i), [i % 4, 10 + i % 3, i % 4]) for i in range(1, 21)])
+        tx.insert_vectors([ident(i) for i in range(1, 21)], [1 + i % 2 for i in range(1, 21)], "m", mat)
+        tx.set_weights("alice", (0.3, 0.2, 0.2, 0.2, 0.1), seq=1, at=T0)
+        tx.bump([ident(2), ident(3)], access=2, citations=1, at=T0 + timedelta(hours=3))
+    ids = [ident(i) for i in range(0, 23)]  # 0, 21 and 22 do not exist
+    score = Scoring(T0 + timedelta(days=2, microseconds=7), 86400.0 * 7, (0.3, 0.2, 0.2, 0.2, 0.1))
+    filters = [Filters(actor="alice"), Filters(actor="bob", types=(FACT,)), Filters(actor="alice", tags=("a", "b")),
+               Filters(actor="alice", include_tombstoned=True), Filters(actor="carol")]
+
+    def answers(view) -> list:
+        with view() as tx:
+            out: list = [tx.doc_count(), tx.count_heads(), tx.weights("alice"), tx.weights("bob"),
+                         tx.model_dim("m"), tx.vector_stats("m"), tx.covered("m", 20), tx.covered("m", 5),
+                         sorted(tx.vectors_of_keys([1, 5, 19, 20, 99], "m")), tx.search_data(ids),
+                         tx.result_rows(ids, "short"), tx.result_rows(ids, "medium")]
+            for f in filters:
+                hidden = tx.hidden_docs(f.actor)
+                post = tx.postings_of([0, 1, 2, 3, 10, 11, 12, 99])
+                out += [tx.count_heads(f), tx.passing(ids, f), tx.candidates(ids, f, score),
+                        tx.top_salience(f, score, 7), sorted(hidden.tolist()),
+                        sorted(zip(post["term"].tolist(), post["doc"].tolist(), post["tf"].tolist())),
+                        tx.doc_ids(list(range(0, 25))), tx.term_df([0, 1, 10, 99], hidden),
+                        tx.doc_terms([1, 2, 5, 99])]
+            return out
+
+    want = answers(storage.reading)
+    assert answers(storage.searching) == want  # no snapshot yet
+    assert storage.refresh_snapshot()["action"] == "build"
+    assert storage.snapshot_state() == "current"
+    assert answers(storage.searching) == want
+    # vector_keys_for may be None (the backend hands the vectors with vectors_for instead)
+    with storage.searching() as tx:
+        got = tx.vector_keys_for(Filters(actor="alice"), "m")
+    ids_, keys = got if got is not None else ([], np.zeros(0, np.uint64))
+    with storage.reading() as tx:
+        ids2, _ = tx.vectors_for(Filters(actor="alice"), "m", 4)
+        key_of = {i: k for k, i, v in tx.vectors_of_keys(list(range(1, 21)), "m")}
+    if got is not None:
+        assert sorted(ids_) == sorted(ids2) and all(key_of[i] == k for i, k in zip(ids_, keys.tolist()))
+    put(storage, memory(30, tags=("a",)))  # a change: the snapshot is stale, searching reads the store
+    assert storage.snapshot_state() == "stale"
+    assert answers(storage.searching) == answers(storage.reading)

@@ -1,0 +1,866 @@
+"""The search snapshot: what ``find`` reads of a store, as arrays in one file beside the database.
+
+``cortex.snapshot`` is a cache, like the index file: derived from the DuckDB
+file, rebuilt from it, never trusted blindly. It holds the heads' filter and
+salience columns, the lexical postings (by term and by doc), doc numbers to
+IDs, the vector keys, the learned weights and what a result shows, as arrays
+that a reader maps with numpy and touches only where it looks. A cold ``find``
+answered from it neither imports DuckDB nor decodes a column segment.
+
+Trust rests on the **generation file** ``cortex.gen``: ``TOKEN COUNTER STATE``.
+Every committing writer (``Store.transaction``) writes the next counter as
+``dirty`` and fsyncs it *before* COMMIT, and the same counter as ``clean``
+after. The token is random, made when the file is first written (a missing or
+unreadable file gets a new one). A snapshot is stamped with the token and the
+counter of the clean generation it was built at, plus the identity (inode, size,
+modification time) of ``cortex.duckdb`` and its WAL and the schema version; it
+is used only when all of them agree now. So:
+
+- a commit since the build (or one killed between COMMIT and its clean mark,
+  which leaves ``dirty``) means the counter differs: bypassed;
+- a snapshot copied from another store carries another token; a database file
+  replaced under it (a restore, a copy, a writer that does not know the
+  generation file) changes the file identity: bypassed;
+- a truncated or damaged file fails its header check (magic, length, CRC of the
+  header) or, for the pages actually read, the CRC of each 16 KiB block
+  (checked the first time a block is touched): ``SnapshotUnusable``, and find
+  answers from DuckDB instead.
+
+A bypassed snapshot costs find nothing but a few small reads: it then reads
+DuckDB as it always did. The next fold of the index (``FOLD_AT`` new vectors,
+the end of an import, ``reindex``) writes a new one: built under the writer
+lock into a temp file, fsynced and renamed over the old one.
+
+Anything the snapshot does not hold (frame filters, the full form, vectors
+for an exact search, memories newer than the index file) is read from DuckDB,
+opened on first need; if the store moved on meanwhile, the read is refused
+(``SnapshotUnusable``) and find starts over on DuckDB alone.
+"""
+
+from __future__ import annotations
+
+import json
+import mmap
+import os
+import zlib
+from contextlib import ExitStack
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Any, Sequence
+
+from cortexctl.store.interface import Filters, Scoring, SnapshotUnusable
+
+SNAPSHOT_NAME = "cortex.snapshot"
+GEN_NAME = "cortex.gen"
+MAGIC = b"CXSNAP01"
+FORMAT = 2
+BLOCK = 1 << 14  # bytes per checksummed block
+ALIGN = 64
+EPOCH = datetime(1970, 1, 1)
+BUILD_BATCH = 10_000  # rows read at a time while building
+
+
+# -- the generation file ---------------------------------------------------------------------
+def read_gen(store_path: Path) -> tuple[str, int, bool] | None:
+    """(token, counter, clean) of the generation file, or None when missing or unreadable."""
+    try:
+        with open(store_path / GEN_NAME, "rb") as fh:
+            parts = fh.read(200).decode("ascii").split()
+        token, counter, state = parts
+        if len(token) != 32 or state not in ("clean", "dirty"):
+            return None
+        return token, int(counter), state == "clean"
+    except (OSError, ValueError, UnicodeDecodeError):
+        return None
+
+
+def _write_gen(store_path: Path, token: str, counter: int, state: str, *, sync: bool) -> None:
+    """Rewrite the generation in place: the same length every time (the counter is padded), so
+    that a reader never sees an empty file and ``fdatasync`` flushes one data block."""
+    data = f"{token} {counter:020d} {state}\n".encode("ascii")
+    fd = os.open(store_path / GEN_NAME, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        os.pwrite(fd, data, 0)
+        if os.fstat(fd).st_size != len(data):
+            os.ftruncate(fd, len(data))
+        if sync:
+            os.fdatasync(fd)
+    finally:
+        os.close(fd)
+
+
+def mark_dirty(store_path: Path) -> tuple[str, int]:
+    """Before a COMMIT: the next generation, marked dirty and on disk. Returns (token, counter)."""
+    gen = read_gen(store_path)
+    token, counter = (gen[0], gen[1] + 1) if gen else (os.urandom(16).hex(), 1)
+    _write_gen(store_path, token, counter, "dirty", sync=True)
+    return token, counter
+
+
+def mark_clean(store_path: Path, token: str, counter: int) -> None:
+    """After the COMMIT: the generation is clean. Left undone (a crash), the generation stays dirty,
+    which only makes readers bypass the snapshot."""
+    try:
+        _write_gen(store_path, token, counter, "clean", sync=False)
+    except OSError:
+        pass
+
+
+def db_identity(store_path: Path) -> list:
+    """(inode, size, mtime_ns) of the database file and of its WAL (None when absent)."""
+    out: list = []
+    for name in ("cortex.duckdb", "cortex.duckdb.wal"):
+        try:
+            st = os.stat(store_path / name)
+            out.append([st.st_ino, st.st_size, st.st_mtime_ns])
+        except FileNotFoundError:
+            out.append(None)
+    return out
+
+
+def _schema_version() -> int:
+    from cortexctl.store import migrations
+
+    return migrations.latest()
+
+
+# -- the file ----------------------------------------------------------------------------------
+class Snapshot:
+    """An open, stamped snapshot file: arrays mapped read-only, each block checked on first touch."""
+
+    def __init__(self, path: Path, header: dict, mm: mmap.mmap, data_start: int, crcs) -> None:
+        self.path, self.header, self._mm, self._start = path, header, mm, data_start
+        import numpy as np
+
+        self._crcs = crcs  # one CRC-32 per BLOCK of the data region
+        self._ok = np.zeros(len(crcs) + 1, dtype=np.bool_)  # blocks checked so far
+        self._arrays: dict[str, Any] = {}
+
+    def close(self) -> None:
+        self._arrays.clear()
+        try:
+            self._mm.close()
+        except BufferError:  # a view still exported: the mapping goes with the process
+            pass
+
+    def _check(self, lo: int, hi: int) -> None:
+        """CRC of every block covering data bytes [lo, hi) not checked yet."""
+        if hi <= lo:
+            return
+        self._check_blocks(range(lo // BLOCK, (hi - 1) // BLOCK + 1))
+
+    def _check_blocks(self, blocks) -> None:
+        ok, crcs, mm, start = self._ok, self._crcs, self._mm, self._start
+        for b in blocks:
+            if b < len(ok) and ok[b]:
+                continue
+            s = start + b * BLOCK
+            if b >= len(crcs) or zlib.crc32(mm[s : s + BLOCK]) != crcs[b]:
+                raise SnapshotUnusable(f"search snapshot {SNAPSHOT_NAME} is damaged (block {b})")
+            ok[b] = True
+
+    def raw(self, name: str):
+        """The whole array, unchecked (callers check what they read)."""
+        import numpy as np
+
+        a = self._arrays.get(name)
+        if a is None:
+            spec = self.header["arrays"][name]
+            count = 1
+            for d in spec["shape"]:
+                count *= d
+            a = np.frombuffer(self._mm, dtype=np.dtype(spec["dtype"]), count=count,
+                              offset=self._start + spec["offset"]).reshape(spec["shape"])
+            self._arrays[name] = a
+        return a
+
+    def whole(self, name: str):
+        """The array, every block of it checked."""
+        spec = self.header["arrays"][name]
+        self._check(spec["offset"], spec["offset"] + spec["nbytes"])
+        return self.raw(name)
+
+    def span(self, name: str, lo: int, hi: int):
+        """Elements [lo, hi) of a 1-d array, their blocks checked."""
+        a = self.raw(name)
+        item = a.dtype.itemsize
+        off = self.header["arrays"][name]["offset"]
+        self._check(off + lo * item, off + hi * item)
+        return a[lo:hi]
+
+    def take(self, name: str, rows):
+        """Elements at ``rows`` (numpy int array) of a 1-d array, their blocks checked."""
+        import numpy as np
+
+        a = self.raw(name)
+        if len(rows):
+            item = a.dtype.itemsize
+            first = (self.header["arrays"][name]["offset"] + rows.astype(np.int64) * item) // BLOCK
+            last = first if BLOCK % item == 0 else \
+                (self.header["arrays"][name]["offset"] + rows.astype(np.int64) * item + item - 1) // BLOCK
+            blocks = np.concatenate((first, last)) if last is not first else first
+            need = blocks[~self._ok[np.minimum(blocks, len(self._ok) - 1)]]
+            if len(need):
+                self._check_blocks(sorted(set(need.tolist())))
+        return a[rows]
+
+
+def _header_of(path: Path) -> tuple[dict, int] | None:
+    """(header, data start) when the file's magic, header CRC and length are right."""
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(24)
+            if len(head) != 24 or head[:8] != MAGIC:
+                return None
+            hlen = int.from_bytes(head[8:16], "little")
+            hcrc = int.from_bytes(head[16:24], "little")
+            if hlen > 1 << 30:
+                return None
+            body = fh.read(hlen)
+            size = os.fstat(fh.fileno()).st_size
+        if len(body) != hlen or zlib.crc32(body) != hcrc:
+            return None
+        header = json.loads(body)
+        start = -(-(24 + hlen) // ALIGN) * ALIGN
+        if header.get("format") != FORMAT or header.get("block") != BLOCK \
+                or size != start + int(header["data_bytes"]):
+            return None
+        return header, start
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def state(store_path: Path) -> str:
+    """"current", "missing", "stale" or "damaged" (header only: blocks are checked when read)."""
+    path = store_path / SNAPSHOT_NAME
+    if not path.exists():
+        return "missing"
+    got = _header_of(path)
+    if got is None:
+        return "damaged"
+    return "current" if _stamp_ok(store_path, got[0]) else "stale"
+
+
+def _stamp_ok(store_path: Path, header: dict) -> bool:
+    gen = read_gen(store_path)
+    if gen is None or not gen[2]:
+        return False
+    return (header.get("token"), header.get("counter")) == (gen[0], gen[1]) \
+        and header.get("schema_version") == _schema_version() \
+        and header.get("db") == db_identity(store_path)
+
+
+def open_current(store_path: Path) -> Snapshot | None:
+    """The snapshot when it is current for the store (see the module docstring), else None."""
+    path = store_path / SNAPSHOT_NAME
+    got = _header_of(path)
+    if got is None:
+        return None
+    header, start = got
+    if not _stamp_ok(store_path, header):
+        return None
+    import numpy as np
+
+    try:
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            mm = mmap.mmap(fd, 0, prot=mmap.PROT_READ)
+        finally:
+            os.close(fd)
+    except (OSError, ValueError):
+        return None
+    crcs = np.frombuffer(bytes.fromhex(header["crcs"]), dtype="<u4")
+    return Snapshot(path, header, mm, start, crcs)
+
+
+def check_whole(store_path: Path) -> str | None:
+    """For verify and healthcheck: None when the snapshot is absent, stale (a cache not yet
+    refreshed) or sound; otherwise what is wrong with it. Reads every block."""
+    path = store_path / SNAPSHOT_NAME
+    if not path.exists():
+        return None
+    got = _header_of(path)
+    if got is None:
+        return f"search snapshot {SNAPSHOT_NAME}: truncated or damaged header (rebuilt by the next fold or reindex)"
+    snap = open_current(store_path)
+    if snap is None:
+        return None
+    try:
+        snap._check(0, int(got[0]["data_bytes"]))
+    except SnapshotUnusable as exc:
+        return f"{exc.message} (rebuilt by the next fold or reindex)"
+    finally:
+        snap.close()
+    return None
+
+
+def remove(store_path: Path) -> None:
+    try:
+        os.unlink(store_path / SNAPSHOT_NAME)
+    except FileNotFoundError:
+        pass
+
+
+# -- building ------------------------------------------------------------------------------------
+def _blob(items: list[bytes]):
+    import numpy as np
+
+    off = np.zeros(len(items) + 1, dtype=np.int64)
+    if items:
+        np.cumsum([len(b) for b in items], out=off[1:])
+    return off, np.frombuffer(b"".join(items), dtype=np.uint8)
+
+
+def _codes(values: list, table: dict) -> list[int]:
+    out = []
+    for v in values:
+        c = table.get(v)
+        if c is None:
+            c = table[v] = len(table)
+        out.append(c)
+    return out
+
+
+def _us(t: datetime | None) -> int | None:
+    return None if t is None else (t - EPOCH) // timedelta(microseconds=1)
+
+
+def collect(con) -> tuple[dict, dict]:
+    """Everything the snapshot holds, read from an open connection: (arrays, header extras)."""
+    import numpy as np
+
+    from cortexctl.store import feedback
+
+    import orjson
+
+    cur = con.execute(
+        "SELECT id, type, actor, visibility, epoch_us(tombstoned_at), session, current_version, epoch_us(updated_at),"
+        " epoch(greatest(updated_at, last_used)), importance, access_count, citations, confidence,"
+        " tags, frames, short, medium FROM heads ORDER BY id"
+    )
+    actors: dict = {}
+    sessions: dict = {None: -1}
+    tags: dict = {}
+    cols = ("h_id", "h_type", "h_actor", "h_public", "h_tomb", "h_session", "h_cur", "h_updated", "h_recent",
+            "h_importance", "h_access", "h_cit", "h_conf", "tag_len", "tag_code")
+    parts: dict[str, list] = {c: [] for c in cols}
+    row_blobs: list[bytes] = []
+    while True:  # in batches, so that building never holds every row as Python objects at once
+        rows = cur.fetchmany(BUILD_BATCH)
+        if not rows:
+            break
+        p = parts
+        p["h_id"].append(np.array([r[0].encode("ascii") for r in rows], dtype="S26"))
+        p["h_type"].append(np.array([r[1] for r in rows], dtype=np.uint8))
+        p["h_actor"].append(np.array(_codes([r[2] for r in rows], actors), dtype=np.int32))
+        p["h_public"].append(np.array([r[3] == "public" for r in rows], dtype=np.bool_))
+        p["h_tomb"].append(np.array([r[4] is not None for r in rows], dtype=np.bool_))
+        p["h_session"].append(np.array([sessions.setdefault(r[5], len(sessions) - 1) for r in rows], dtype=np.int32))
+        p["h_cur"].append(np.array([r[6] for r in rows], dtype=np.uint32))
+        p["h_updated"].append(np.array([r[7] for r in rows], dtype=np.int64))
+        p["h_recent"].append(np.array([r[8] for r in rows], dtype=np.float64))
+        p["h_importance"].append(np.array([r[9] for r in rows], dtype=np.uint8))
+        p["h_access"].append(np.array([r[10] for r in rows], dtype=np.uint64))
+        p["h_cit"].append(np.array([r[11] for r in rows], dtype=np.uint64))
+        p["h_conf"].append(np.array([r[12] for r in rows], dtype=np.float64))
+        tag_lists = [_codes(list(r[13]), tags) for r in rows]
+        p["tag_len"].append(np.array([len(t) for t in tag_lists], dtype=np.int64))
+        p["tag_code"].append(np.array([c for t in tag_lists for c in t], dtype=np.int32))
+        row_blobs.extend(orjson.dumps([r[1], r[6], r[13], r[14], r[9], r[3], r[2], r[7], r[4], r[15], r[16]])
+                         for r in rows)
+        del rows, tag_lists
+    empty = {"h_id": np.zeros(0, "S26")}
+    a: dict[str, Any] = {}
+    for c in cols:
+        a[c] = np.concatenate(parts[c]) if parts[c] else empty.get(c, np.zeros(0, np.int64))
+    del parts
+    n = len(a["h_id"])
+    for c, dt in (("h_type", np.uint8), ("h_actor", np.int32), ("h_public", np.bool_), ("h_tomb", np.bool_),
+                  ("h_session", np.int32), ("h_cur", np.uint32), ("h_updated", np.int64), ("h_recent", np.float64),
+                  ("h_importance", np.uint8), ("h_access", np.uint64), ("h_cit", np.uint64), ("h_conf", np.float64),
+                  ("tag_code", np.int32)):
+        a[c] = a[c].astype(dt, copy=False)
+    a["tag_off"] = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(a.pop("tag_len"), out=a["tag_off"][1:])
+    order = ["h_id", "h_type", "h_actor", "h_public", "h_tomb", "h_session", "h_cur", "h_updated", "h_recent",
+             "h_importance", "h_access", "h_cit", "h_conf", "tag_off", "tag_code"]
+    a = {c: a[c] for c in order}
+    a["row_off"], a["row_blob"] = _blob(row_blobs)
+    del row_blobs
+    row_of = {i.decode(): k for k, i in enumerate(a["h_id"].tolist())}
+
+    dtype = np.zeros(n, dtype=np.int16) - 1
+    blobs: list[bytes] = [b""] * n
+    cur = con.execute(
+        "SELECT h.id, v.type, v.data FROM heads h JOIN versions v ON v.id = h.id AND v.version = h.current_version"
+    )
+    while True:
+        data = cur.fetchmany(BUILD_BATCH)
+        if not data:
+            break
+        for id_, t, d in data:
+            k = row_of[id_]
+            dtype[k] = t
+            blobs[k] = bytes(d)
+    a["d_type"] = dtype
+    a["d_off"], a["d_blob"] = _blob(blobs)
+    del data, blobs
+
+    ld = con.execute("SELECT doc, id, len FROM lex_docs ORDER BY doc").fetchnumpy()
+    a["ld_doc"] = np.asarray(ld["doc"], dtype=np.uint64)
+    ld_ids = [str(i) for i in ld["id"]]
+    a["ld_id"] = np.array([i.encode("ascii") for i in ld_ids], dtype="S26") if ld_ids else np.zeros(0, "S26")
+    a["ld_row"] = np.array([row_of.get(i, -1) for i in ld_ids], dtype=np.int64)
+    a["ld_len"] = np.asarray(ld["len"], dtype=np.uint32)
+
+    p = con.execute("SELECT term, doc, tf FROM lex_postings").fetchnumpy()
+    term = np.asarray(p["term"], dtype=np.int64)
+    doc = np.asarray(p["doc"], dtype=np.uint64)
+    tf = np.asarray(p["tf"], dtype=np.uint16)
+    order = np.lexsort((doc, term))
+    terms_sorted = term[order]
+    a["p_term"], first = np.unique(terms_sorted, return_index=True)
+    a["p_off"] = np.append(first, len(order)).astype(np.int64)
+    a["p_doc"], a["p_tf"] = doc[order], tf[order]
+    order = np.lexsort((term, doc))
+    docs_sorted = doc[order]
+    a["f_doc"], first = np.unique(docs_sorted, return_index=True)
+    a["f_off"] = np.append(first, len(order)).astype(np.int64)
+    a["f_term"], a["f_tf"] = term[order], tf[order]
+    del p, term, doc, tf, order
+
+    v = con.execute("SELECT key, id, version, model, dim FROM vectors ORDER BY key").fetchnumpy()
+    models: dict = {}
+    a["v_key"] = np.asarray(v["key"], dtype=np.uint64)
+    a["v_id"] = np.array([str(i).encode("ascii") for i in v["id"]], dtype="S26") if len(v["key"]) else np.zeros(0, "S26")
+    a["v_ver"] = np.asarray(v["version"], dtype=np.uint32)
+    a["v_model"] = np.array(_codes([str(m) for m in v["model"]], models), dtype=np.int32)
+    a["v_row"] = np.array([row_of.get(i.decode(), -1) for i in a["v_id"].tolist()], dtype=np.int64)
+    dims: dict[str, int] = {}
+    for m, d in zip(v["model"], v["dim"]):
+        dims.setdefault(str(m), int(d))
+    del v
+    vd = con.execute("SELECT key, model FROM vectors_dropped ORDER BY key").fetchall()
+    a["vd_key"] = np.array([r[0] for r in vd], dtype=np.uint64)
+    a["vd_model"] = np.array(_codes([r[1] for r in vd], models), dtype=np.int32)
+
+    counts: dict[str, list[int]] = {}
+    for code, m in enumerate(models):
+        live = a["v_key"][a["v_model"] == code]
+        dropped = a["vd_key"][a["vd_model"] == code]
+        counts[m] = [int(len(live)), int(live.max()) if len(live) else 0, int(len(dropped)),
+                     int(dropped.max()) if len(dropped) else 0]
+    extras = {
+        "vector_counts": counts,  # model -> [live, highest live key, dropped, highest dropped key]
+        "actors": list(actors), "sessions": [s for s in sessions if s is not None], "tags": list(tags),
+        "models": list(models), "dims": dims, "weights": {k: list(w["weights"]) for k, w in feedback.all_weights(con).items()},
+    }
+    return a, extras
+
+
+def write(path: Path, arrays: dict, extras: dict, stamp: dict) -> None:
+    """Write the snapshot file atomically (temp file, fsync, rename, fsync of the directory)."""
+    import numpy as np
+
+    from cortexctl.files import atomic_path
+
+    specs: dict = {}
+    off = 0
+    parts: list = []
+    for name, arr in arrays.items():
+        arr = np.ascontiguousarray(arr)
+        pad = -off % ALIGN
+        if pad:
+            parts.append(b"\0" * pad)
+            off += pad
+        specs[name] = {"dtype": arr.dtype.str, "shape": list(arr.shape), "offset": off, "nbytes": arr.nbytes}
+        parts.append(arr)
+        off += arr.nbytes
+    data_bytes = off
+    crcs = np.zeros(-(-data_bytes // BLOCK), dtype="<u4")
+    header = {"format": FORMAT, "block": BLOCK, **stamp, **extras, "arrays": specs, "data_bytes": data_bytes}
+    with atomic_path(path) as tmp:
+        with open(tmp, "wb") as fh:
+            # the data first, after room for the header, then the header with the block CRCs
+            probe = json.dumps({**header, "crcs": "00000000" * len(crcs)}, separators=(",", ":")).encode()
+            start = -(-(24 + len(probe)) // ALIGN) * ALIGN
+            fh.seek(start)
+            for p in parts:
+                fh.write(memoryview(p).cast("B") if isinstance(p, np.ndarray) else p)
+            fh.flush()
+        with open(tmp, "r+b") as fh:
+            fh.seek(start)
+            for b in range(len(crcs)):
+                crcs[b] = zlib.crc32(fh.read(BLOCK))
+            body = json.dumps({**header, "crcs": crcs.tobytes().hex()}, separators=(",", ":")).encode()
+            assert len(body) == len(probe)
+            fh.seek(0)
+            fh.write(MAGIC + len(body).to_bytes(8, "little") + zlib.crc32(body).to_bytes(8, "little") + body)
+            fh.write(b"\0" * (start - 24 - len(body)))
+
+
+def build(store) -> dict:
+    """Rebuild the snapshot of ``store`` (a ``db.Store``); the caller holds the writer lock and no
+    connection. Returns {"action": "build"|"none", "memories": n}."""
+    path = store.path
+    if not store.db_path.is_file():
+        return {"action": "none", "memories": 0}
+    for left in path.glob(f".{SNAPSHOT_NAME}.*.tmp"):  # from a builder killed midway (we hold the lock)
+        try:
+            left.unlink()
+        except OSError:
+            pass
+    gen = read_gen(path)
+    if gen is None or not gen[2]:  # missing, or left dirty by a killed writer: start a clean generation
+        token, counter = mark_dirty(path)
+        mark_clean(path, token, counter)
+        gen = (token, counter, True)
+    current = _header_of(path / SNAPSHOT_NAME)
+    if current is not None and _stamp_ok(path, current[0]):
+        return {"action": "none", "memories": int(current[0]["arrays"]["h_id"]["shape"][0])}
+    with store.read() as con:
+        arrays, extras = collect(con)
+    stamp = {"token": gen[0], "counter": gen[1], "schema_version": _schema_version(), "db": db_identity(path)}
+    write(path / SNAPSHOT_NAME, arrays, extras, stamp)
+    return {"action": "build", "memories": int(len(arrays["h_id"]))}
+
+
+# -- answering find ------------------------------------------------------------------------------
+def _ids_bytes(ids: Sequence[str]):
+    import numpy as np
+
+    return np.array([i.encode("ascii", "replace") for i in ids], dtype="S26") if len(ids) else np.zeros(0, "S26")
+
+
+def _salience_exact(recent: float, importance: int, access: int, citations: int, confidence: float,
+                    tomb: bool, now_epoch: float, half_life: float, weights: Sequence[float]) -> float:
+    """The salience as the database computes it (``records.SALIENCE_SQL``), operation by operation."""
+    import math
+
+    if tomb:
+        return 0.0
+    w_rec, w_imp, w_acc, w_cit, w_conf = weights
+    age = max(now_epoch - recent, 0.0)
+    return (w_rec * math.pow(0.5, age / half_life) + w_imp * importance / 10.0
+            + w_acc * access / (access + 5.0) + w_cit * citations / (citations + 3.0) + w_conf * confidence)
+
+
+class SnapshotTx:
+    """The read-only ``Tx`` of ``find``, answered from a current snapshot; anything it does not hold
+    is read from DuckDB, opened on first need (``_duck``)."""
+
+    def __init__(self, snap: Snapshot, store) -> None:
+        self.snap, self.store = snap, store
+        self._stack: ExitStack | None = None
+        self._tx = None
+        self._masks: dict = {}
+        self._n = int(snap.header["arrays"]["h_id"]["shape"][0])
+
+    def close(self) -> None:
+        if self._stack is not None:
+            self._stack.close()
+        self.snap.close()
+
+    # -- DuckDB for the rest -----------------------------------------------------------------
+    def _duck(self):
+        if self._tx is None:
+            from cortexctl.store.duck import DuckTx
+
+            stack = ExitStack()
+            con = stack.enter_context(self.store.read())
+            self._stack = stack
+            if not _stamp_ok(self.store.path, self.snap.header):
+                raise SnapshotUnusable("the store changed during the search")
+            self._tx = DuckTx(con)
+        return self._tx
+
+    def __getattr__(self, name: str):
+        if name.startswith("_"):
+            raise AttributeError(name)
+        return getattr(self._duck(), name)
+
+    # -- heads --------------------------------------------------------------------------------
+    def _rows(self, ids: Sequence[str]):
+        """(rows in the heads arrays, the IDs found) of these IDs."""
+        import numpy as np
+
+        want = _ids_bytes(list(ids))
+        if not len(want) or not self._n:
+            return np.zeros(0, np.int64), []
+        h_id = self.snap.raw("h_id")
+        pos = np.searchsorted(h_id, want)
+        pos = np.minimum(pos, self._n - 1)
+        got = self.snap.take("h_id", pos)
+        hit = got == want
+        rows = pos[hit].astype(np.int64)
+        return rows, [i for i, h in zip(ids, hit.tolist()) if h]
+
+    def _mask(self, filters: Filters):
+        """Which heads pass ``filters`` (bool array); None for frame filters (DuckDB answers)."""
+        import numpy as np
+
+        if filters.frames:
+            return None
+        got = self._masks.get(filters)
+        if got is not None:
+            return got
+        s, h = self.snap, self.snap.header
+        codes = {a: i for i, a in enumerate(h["actors"])}
+        me = codes.get(filters.actor, -2)
+        m = (s.whole("h_actor") == me) | s.whole("h_public")
+        if not filters.include_tombstoned:
+            m &= ~s.whole("h_tomb")
+        if filters.types:
+            m &= np.isin(s.whole("h_type"), np.array(filters.types, dtype=np.int64))
+        if filters.session is not None:
+            sess = {v: i for i, v in enumerate(h["sessions"])}.get(filters.session, -2)
+            m &= s.whole("h_session") == sess
+        if filters.tags:
+            tcodes = {t: i for i, t in enumerate(h["tags"])}
+            off, code = s.whole("tag_off"), s.whole("tag_code")
+            owner = np.repeat(np.arange(self._n), np.diff(off))
+            for t in dict.fromkeys(filters.tags):
+                c = tcodes.get(t)
+                has = np.zeros(self._n, dtype=np.bool_)
+                if c is not None:
+                    has[owner[code == c]] = True
+                m &= has
+        self._masks[filters] = m
+        return m
+
+    def count_heads(self, filters: Filters | None = None) -> int:
+        if filters is None:
+            return self._n
+        m = self._mask(filters)
+        if m is None:
+            return self._duck().count_heads(filters)
+        return int(m.sum())
+
+    def passing(self, ids: Sequence[str], filters: Filters) -> dict[str, int]:
+        m = self._mask(filters)
+        if m is None:
+            return self._duck().passing(ids, filters)
+        rows, found = self._rows(ids)
+        ok = m[rows].tolist()
+        cur = self.snap.take("h_cur", rows).tolist()
+        return {i: int(c) for i, o, c in zip(found, ok, cur) if o}
+
+    def _salience_rows(self, rows, scoring: Scoring) -> list[float]:
+        s = self.snap
+        now = _us(scoring.now) / 1e6
+        cols = [s.take(n, rows).tolist() for n in ("h_recent", "h_importance", "h_access", "h_cit", "h_conf", "h_tomb")]
+        return [_salience_exact(r, i, a, c, f, t, now, scoring.half_life, scoring.weights)
+                for r, i, a, c, f, t in zip(*cols)]
+
+    def candidates(self, ids: Sequence[str], filters: Filters, scoring: Scoring) -> dict[str, tuple[int, bool, float]]:
+        m = self._mask(filters)
+        if m is None:
+            return self._duck().candidates(ids, filters, scoring)
+        rows, found = self._rows(ids)
+        ok = m[rows].tolist()
+        cur = self.snap.take("h_cur", rows).tolist()
+        sal = self._salience_rows(rows, scoring)
+        return {i: (int(c), bool(o), s) for i, c, o, s in zip(found, cur, ok, sal)}
+
+    def top_salience(self, filters: Filters, scoring: Scoring, limit: int) -> list[tuple[str, float]]:
+        """As the database orders them (salience, then later update, then higher ID, all
+        descending): an approximate vectorised salience picks the contenders, the exact one ranks them."""
+        import numpy as np
+
+        m = self._mask(filters)
+        if m is None:
+            return self._duck().top_salience(filters, scoring, limit)
+        rows = np.flatnonzero(m)
+        if not len(rows) or limit <= 0:
+            return []
+        s = self.snap
+        w_rec, w_imp, w_acc, w_cit, w_conf = scoring.weights
+        now = _us(scoring.now) / 1e6
+        recent, imp = s.whole("h_recent")[rows], s.whole("h_importance")[rows].astype(np.float64)
+        acc, cit = s.whole("h_access")[rows].astype(np.float64), s.whole("h_cit")[rows].astype(np.float64)
+        approx = (w_rec * np.power(0.5, np.maximum(now - recent, 0.0) / scoring.half_life) + w_imp * imp / 10.0
+                  + w_acc * acc / (acc + 5.0) + w_cit * cit / (cit + 3.0) + w_conf * s.whole("h_conf")[rows])
+        approx[s.whole("h_tomb")[rows]] = 0.0
+        if len(rows) > limit:
+            cut = np.partition(-approx, limit - 1)[limit - 1] * -1
+            keep = approx >= cut - 1e-9 * max(1.0, abs(cut))
+            rows = rows[keep]
+        exact = self._salience_rows(rows, scoring)
+        updated = s.take("h_updated", rows).tolist()
+        ids = [b.decode() for b in s.take("h_id", rows).tolist()]
+        ranked = sorted(zip(exact, updated, ids), reverse=True)[:limit]
+        return [(i, sal) for sal, _, i in ranked]
+
+    def weights(self, actor: str) -> tuple[float, ...] | None:
+        w = self.snap.header["weights"].get(actor)
+        return None if w is None else tuple(float(x) for x in w)
+
+    def result_rows(self, ids: Sequence[str], form: str) -> dict[str, dict]:
+        if form not in ("short", "medium"):
+            raise ValueError(form)
+        rows, found = self._rows(ids)
+        out: dict[str, dict] = {}
+        for i, r in zip(found, rows.tolist()):
+            lo, hi = (int(x) for x in self.snap.span("row_off", r, r + 2))
+            t, cur, tags, frames, imp, vis, actor, upd, tomb, short, medium = json.loads(
+                self.snap.span("row_blob", lo, hi).tobytes())
+            out[i] = {"id": i, "type": t, "current_version": cur, "tags": tags, "frames": frames, "importance": imp,
+                      "visibility": vis, "actor": actor, "updated_at": EPOCH + timedelta(microseconds=upd),
+                      "tombstoned_at": None if tomb is None else EPOCH + timedelta(microseconds=tomb),
+                      "text": short if form == "short" else medium}
+        return out
+
+    def search_data(self, ids: Sequence[str]) -> dict[str, tuple[int, bytes]]:
+        rows, found = self._rows(ids)
+        out: dict[str, tuple[int, bytes]] = {}
+        for i, r in zip(found, rows.tolist()):
+            t = int(self.snap.span("d_type", r, r + 1)[0])
+            if t < 0:
+                continue
+            lo, hi = (int(x) for x in self.snap.span("d_off", r, r + 2))
+            out[i] = (t, self.snap.span("d_blob", lo, hi).tobytes())
+        return out
+
+    # -- postings ---------------------------------------------------------------------------
+    def doc_count(self) -> int:
+        return int(self.snap.header["arrays"]["ld_doc"]["shape"][0])
+
+    def _term_spans(self, terms: Sequence[int]) -> list[tuple[int, int, int]]:
+        import numpy as np
+
+        p_term = self.snap.raw("p_term")
+        if not len(p_term) or not terms:
+            return []
+        want = np.asarray(list(terms), dtype=np.int64)
+        pos = np.minimum(np.searchsorted(p_term, want), len(p_term) - 1)
+        out = []
+        for t, p in zip(want.tolist(), pos.tolist()):
+            if int(self.snap.span("p_term", p, p + 1)[0]) == t:
+                lo, hi = (int(x) for x in self.snap.span("p_off", p, p + 2))
+                out.append((t, lo, hi))
+        return out
+
+    def postings_of(self, terms: Sequence[int]):
+        import numpy as np
+
+        spans = self._term_spans(terms)
+        if not spans:
+            return {"term": np.zeros(0, np.int64), "doc": np.zeros(0, np.uint64), "tf": np.zeros(0, np.uint16)}
+        return {
+            "term": np.concatenate([np.full(hi - lo, t, dtype=np.int64) for t, lo, hi in spans]),
+            "doc": np.concatenate([self.snap.span("p_doc", lo, hi) for _, lo, hi in spans]),
+            "tf": np.concatenate([self.snap.span("p_tf", lo, hi) for _, lo, hi in spans]),
+        }
+
+    def _doc_pos(self, docs: Sequence[int], name: str):
+        import numpy as np
+
+        arr = self.snap.raw(name)
+        want = np.asarray([int(d) for d in docs], dtype=np.uint64)
+        if not len(arr) or not len(want):
+            return want, np.zeros(0, np.int64), np.zeros(0, np.bool_)
+        pos = np.minimum(np.searchsorted(arr, want), len(arr) - 1)
+        return want, pos, self.snap.take(name, pos) == want
+
+    def doc_ids(self, docs: Sequence[int]) -> dict[int, str]:
+        want, pos, hit = self._doc_pos(docs, "ld_doc")
+        if not hit.any():
+            return {}
+        ids = self.snap.take("ld_id", pos[hit]).tolist()
+        return {int(d): i.decode() for d, i in zip(want[hit].tolist(), ids)}
+
+    def hidden_docs(self, actor: str):
+        import numpy as np
+
+        s = self.snap
+        code = {a: i for i, a in enumerate(s.header["actors"])}.get(actor, -2)
+        row = s.whole("ld_row")
+        has = row >= 0
+        r = np.where(has, row, 0)
+        seen = (s.whole("h_actor")[r] == code) | s.whole("h_public")[r] if self._n else np.zeros(len(row), np.bool_)
+        return s.whole("ld_doc")[has & ~seen]
+
+    def term_df(self, terms: Sequence[int], hidden) -> dict[int, int]:
+        import numpy as np
+
+        out: dict[int, int] = {}
+        for t, lo, hi in self._term_spans(terms):
+            docs = self.snap.span("p_doc", lo, hi)
+            c = int(len(docs) - (np.isin(docs, hidden, kind="table").sum() if len(hidden) and len(docs) else 0))
+            if c:
+                out[t] = c
+        return out
+
+    def doc_terms(self, docs: Sequence[int]) -> dict[int, tuple[dict[int, int], int]]:
+        want, pos, hit = self._doc_pos(docs, "ld_doc")
+        out: dict[int, tuple[dict[int, int], int]] = {}
+        for d, p in zip(want[hit].tolist(), pos[hit].tolist()):
+            out[int(d)] = ({}, int(self.snap.span("ld_len", p, p + 1)[0]))
+        fw, fpos, fhit = self._doc_pos(list(out), "f_doc")
+        for d, p in zip(fw[fhit].tolist(), fpos[fhit].tolist()):
+            lo, hi = (int(x) for x in self.snap.span("f_off", p, p + 2))
+            out[int(d)][0].update(zip(self.snap.span("f_term", lo, hi).tolist(), self.snap.span("f_tf", lo, hi).tolist()))
+        return out
+
+    # -- vectors -------------------------------------------------------------------------------
+    def _model_code(self, model: str) -> int:
+        return {m: i for i, m in enumerate(self.snap.header["models"])}.get(model, -2)
+
+    def model_dim(self, model: str) -> int | None:
+        return self.snap.header["dims"].get(model)
+
+    def vector_stats(self, model: str) -> tuple[int, int, int | None]:
+        live, top, _, _ = self.snap.header["vector_counts"].get(model, (0, 0, 0, 0))
+        return int(live), int(top), self.model_dim(model)
+
+    def covered(self, model: str, max_key: int) -> int:
+        live, top, dropped, top_dropped = self.snap.header["vector_counts"].get(model, (0, 0, 0, 0))
+        if max_key >= max(top, top_dropped):
+            return int(live + dropped)
+        c = self._model_code(model)
+        live = (self.snap.whole("v_model") == c) & (self.snap.whole("v_key") <= max_key)
+        dropped = (self.snap.whole("vd_model") == c) & (self.snap.whole("vd_key") <= max_key)
+        return int(live.sum() + dropped.sum())
+
+    def vectors_of_keys(self, keys: Sequence[int], model: str) -> list[tuple[int, str, int]]:
+        import numpy as np
+
+        v_key = self.snap.raw("v_key")
+        want = np.asarray([int(k) for k in keys], dtype=np.uint64)
+        if not len(v_key) or not len(want):
+            return []
+        pos = np.minimum(np.searchsorted(v_key, want), len(v_key) - 1)
+        hit = self.snap.take("v_key", pos) == want
+        pos = pos[hit]
+        hit_m = self.snap.take("v_model", pos) == self._model_code(model)
+        pos = pos[hit_m]
+        return [(int(k), i.decode(), int(v)) for k, i, v in zip(
+            self.snap.take("v_key", pos).tolist(), self.snap.take("v_id", pos).tolist(),
+            self.snap.take("v_ver", pos).tolist())]
+
+    def vector_keys_for(self, filters: Filters, model: str):
+        import numpy as np
+
+        m = self._mask(filters)
+        if m is None:
+            return None
+        s = self.snap
+        row = s.whole("v_row")
+        sel = (s.whole("v_model") == self._model_code(model)) & (row >= 0)
+        r = np.where(sel, row, 0)
+        sel &= m[r] & (s.whole("v_ver") == s.whole("h_cur")[r]) if self._n else sel
+        pos = np.flatnonzero(sel)
+        return [b.decode() for b in s.take("v_id", pos).tolist()], s.take("v_key", pos)
+
+    def vectors_after(self, model: str, after: int, dim: int):
+        import numpy as np
+
+        v_key = self.snap.raw("v_key")
+        start = int(np.searchsorted(v_key, np.uint64(after), side="right"))
+        if not (self.snap.span("v_model", start, len(v_key)) == self._model_code(model)).any():
+            return [], [], np.zeros((0, dim), dtype=np.float32)
+        return self._duck().vectors_after(model, after, dim)
+
+
+__all__ = ["SNAPSHOT_NAME", "GEN_NAME", "SnapshotTx", "build", "open_current", "state", "check_whole",
+           "mark_dirty", "mark_clean", "read_gen", "remove"]

@@ -1,0 +1,441 @@
+"""The search snapshot (store/snapshot.py): find answers from it only when it is current, and the
+same as from DuckDB; stale, truncated, foreign or damaged snapshots are bypassed; every kind of
+change is visible to the next find; a writer killed after COMMIT leaves nothing to trust wrongly."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import textwrap
+from datetime import datetime
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from cortexctl import Cortex
+from cortexctl.engine.models import FindQuery
+from cortexctl.store import snapshot
+
+NOW = datetime(2026, 11, 23, 12, 0, 0, 123456)
+WORDS = ("deploy key rotation friday latency budget payments owner oncall bastion credentials "
+         "database lock merge approvals coverage roadmap").split()
+
+
+def _cx(store: Path, actor: str = "alice") -> Cortex:
+    cx = Cortex(store=store, actor=actor)
+    cx.context.clock = lambda: NOW
+    return cx
+
+
+def _fill(cx: Cortex, n: int = 40) -> list[str]:
+    import random
+
+    r = random.Random(5)
+    uris = []
+    for i in range(n):
+        text = " ".join(r.choices(WORDS, k=5)) + f" number {i}"
+        uris.append(cx.write(["fact", "event", "preference"][i % 3], text, tags=[f"t{i % 4}"],
+                             importance=1 + i % 9, visibility="public" if i % 5 == 0 else "private").uri)
+    return uris
+
+
+def _ready(cx: Cortex) -> None:
+    cx.reindex()
+    assert snapshot.state(cx.store.path) == "current"
+
+
+def _answer(cx: Cortex, **q) -> list[dict]:
+    hits, _ = cx.find_with_warnings(FindQuery(**q))
+    return [h.to_json() for h in hits]
+
+
+def _from_duckdb(cx: Cortex, **q) -> list[dict]:
+    """The same query with the snapshot moved aside (find then reads DuckDB alone)."""
+    path = cx.store.path / snapshot.SNAPSHOT_NAME
+    aside = cx.store.path.parent / "snapshot.aside"
+    os.rename(path, aside)
+    try:
+        return _answer(cx, **q)
+    finally:
+        os.rename(aside, path)
+
+
+QUERIES = [
+    {"near": "deploy key rotation"},
+    {"near": "latency budget", "k": 3},
+    {"near": "database lock", "tags": ["t1"]},
+    {"near": "owner oncall", "types": ["event"]},
+    {"near": "payments", "include_tombstoned": True},
+    {},
+    {"tags": ["t2"], "k": 5},
+    {"near": "merge approvals", "form": "medium"},
+    {"near": "credentials", "frames": ["deliver"]},
+    {"near": "roadmap", "form": "full"},
+]
+
+
+@pytest.mark.parametrize("q", QUERIES)
+def test_answers_match_duckdb(store, q):
+    cx = _cx(store)
+    _fill(cx)
+    _ready(cx)
+    got = _answer(cx, **q)
+    assert snapshot.state(store) == "current"  # find writes nothing
+    assert got == _from_duckdb(cx, **q)
+
+
+def test_current_snapshot_spares_duckdb(store):
+    cx = _cx(store)
+    _fill(cx, 10)
+    _ready(cx)
+    script = textwrap.dedent(f"""
+        import sys, traceback
+
+        class Tell:  # names whoever imports duckdb, for the assertion message
+            def find_spec(self, name, path=None, target=None):
+                if name == "duckdb":
+                    traceback.print_stack()
+                return None
+
+        sys.meta_path.insert(0, Tell())
+        from cortexctl.cli.app import main
+        code = main(["find", "--near", "deploy key", "--store", {str(store)!r}, "--json"])
+        assert "duckdb" not in sys.modules, "duckdb was imported"
+        sys.exit(code)
+    """)
+    assert snapshot.state(store) == "current"
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, (snapshot.state(store), proc.stderr)
+    assert '"results"' in proc.stdout
+
+
+# -- never trusted blindly ---------------------------------------------------------------------------
+def test_stale_snapshot_is_bypassed_and_refreshed_by_the_next_fold(store):
+    cx = _cx(store)
+    _fill(cx, 20)
+    _ready(cx)
+    uri = cx.write("fact", "zanzibar quokka migration plan").uri
+    assert snapshot.state(store) == "stale"
+    assert [h["id"] for h in _answer(cx, near="zanzibar quokka")][:1] == [uri.rsplit("/", 1)[1]]
+    _ready(cx)
+    assert [h["id"] for h in _answer(cx, near="zanzibar quokka")][:1] == [uri.rsplit("/", 1)[1]]
+
+
+def test_truncated_snapshot_is_bypassed(store):
+    cx = _cx(store)
+    _fill(cx, 20)
+    _ready(cx)
+    want = _from_duckdb(cx, near="deploy key")
+    path = store / snapshot.SNAPSHOT_NAME
+    for size in (path.stat().st_size - 1, 4096, 10, 0):
+        with open(path, "r+b") as fh:
+            fh.truncate(size)
+        assert snapshot.state(store) == "damaged"
+        assert _answer(cx, near="deploy key") == want
+    cx.reindex()  # rebuilt
+    assert snapshot.state(store) == "current"
+    assert _answer(cx, near="deploy key") == want
+
+
+def test_snapshot_of_another_store_is_bypassed(tmp_path):
+    a, b = _cx(tmp_path / "a"), _cx(tmp_path / "b")
+    _fill(a, 20)
+    b.write("fact", "the only memory of store b about deploy keys")
+    _ready(a)
+    _ready(b)
+    shutil.copy(a.store.path / snapshot.SNAPSHOT_NAME, b.store.path / snapshot.SNAPSHOT_NAME)
+    assert snapshot.state(b.store.path) == "stale"
+    hits = _answer(b, near="deploy key")
+    assert [h["text"] for h in hits] == ["the only memory of store b about deploy keys"]
+    # and with store a's generation file too: the database file is not the one it was built from
+    shutil.copy(a.store.path / snapshot.GEN_NAME, b.store.path / snapshot.GEN_NAME)
+    assert snapshot.state(b.store.path) == "stale"
+    assert [h["text"] for h in _answer(b, near="deploy key")] == ["the only memory of store b about deploy keys"]
+
+
+def _flip(path: Path, offset: int) -> None:
+    with open(path, "r+b") as fh:
+        fh.seek(offset)
+        byte = fh.read(1)
+        fh.seek(offset)
+        fh.write(bytes([byte[0] ^ 0x40]))
+
+
+@pytest.mark.parametrize("array", ["h_actor", "h_tomb", "p_doc", "ld_id", "row_blob", "HEADER"])
+def test_byte_flipped_snapshot_is_detected(tmp_path, array):
+    cx = _cx(tmp_path / "store")
+    _fill(cx, 30)
+    _ready(cx)
+    want = _answer(cx, near="deploy key rotation")
+    path = cx.store.path / snapshot.SNAPSHOT_NAME
+    header, start = snapshot._header_of(path)
+    offset = 100 if array == "HEADER" else start + header["arrays"][array]["offset"] + 3
+    _flip(path, offset)
+    assert cx.store.snapshot_problem() is not None
+    assert _answer(cx, near="deploy key rotation") == want
+    assert cx.healthcheck(probe=False)["snapshot"]["state"] != "current"
+    cx.reindex()  # the next fold replaces it
+    assert cx.store.snapshot_problem() is None and snapshot.state(cx.store.path) == "current"
+    assert _answer(cx, near="deploy key rotation") == want
+
+
+def test_a_copied_store_bypasses_its_snapshot_until_the_next_fold(tmp_path):
+    """A copy has another database file (inode): its snapshot is not trusted until rebuilt there."""
+    cx = _cx(tmp_path / "orig")
+    _fill(cx, 20)
+    _ready(cx)
+    want = _answer(cx, near="deploy key rotation")
+    shutil.copytree(tmp_path / "orig", tmp_path / "copy")
+    copy = _cx(tmp_path / "copy")
+    _flip(copy.store.path / snapshot.SNAPSHOT_NAME, 5000)
+    assert snapshot.state(copy.store.path) == "stale"
+    assert _answer(copy, near="deploy key rotation") == want
+    copy.reindex()
+    assert snapshot.state(copy.store.path) == "current"
+    assert _answer(copy, near="deploy key rotation") == want
+
+
+def test_replaced_database_is_detected(tmp_path):
+    """A database file swapped in by something that does not bump the generation (a copy by hand)."""
+    a, b = _cx(tmp_path / "a"), _cx(tmp_path / "b")
+    _fill(a, 20)
+    b.write("fact", "store b holds one memory about deploy keys")
+    _ready(a)
+    os.replace(b.store.path / "cortex.duckdb", a.store.path / "cortex.duckdb")
+    assert snapshot.state(a.store.path) == "stale"
+    assert [h["text"] for h in _answer(a, near="deploy key")] == ["store b holds one memory about deploy keys"]
+
+
+# -- every change is seen by the next find -------------------------------------------------------------
+def _ids(hits):
+    return [h["id"] for h in hits]
+
+
+def test_every_kind_of_change_is_visible_to_the_next_find(tmp_path):
+    store = tmp_path / "store"
+    cx = _cx(store)
+    uris = _fill(cx, 30)
+    ids = [u.rsplit("/", 1)[1] for u in uris]
+    _ready(cx)
+
+    def check(**q):
+        got = _answer(cx, **q)
+        assert got == _from_duckdb(cx, **q)
+        cx.reindex()  # and once the snapshot holds the change, the same answer from it
+        assert snapshot.state(store) == "current"
+        assert _answer(cx, **q) == got
+        return got
+
+    new = cx.write("fact", "xylophone tuning schedule").uri.rsplit("/", 1)[1]
+    assert snapshot.state(store) == "stale"
+    assert _ids(check(near="xylophone tuning"))[0] == new
+
+    cx.update(new, "marimba tuning schedule")
+    assert snapshot.state(store) == "stale"
+    assert _ids(check(near="marimba"))[0] == new
+    assert all(h["text"] != "xylophone tuning schedule" for h in check(near="xylophone"))
+
+    cx.forget(new, reason="wrong")
+    assert snapshot.state(store) == "stale"
+    assert new not in _ids(check(near="marimba tuning"))
+    cx.unforget(new)
+    assert new in _ids(check(near="marimba tuning"))
+
+    cx.tag(ids[3], add=["rare-tag"])
+    assert _ids(check(near="deploy", tags=["rare-tag"])) == [ids[3]]
+    cx.tag(ids[3], remove=["rare-tag"])
+    assert _ids(check(near="deploy", tags=["rare-tag"])) == []
+
+    bob = _cx(store, "bob")
+    assert ids[4] not in _ids(_answer(bob, k=50))
+    cx.head(ids[4], importance=10, visibility="public")
+    check()
+    assert ids[4] in _ids(_answer(bob, k=50))
+
+    cx.attest("ship-it", "success", [uris[5], uris[6]])
+    assert snapshot.state(store) == "stale"
+    check()
+    check(near="deploy key")
+
+    import io
+    import orjson
+
+    lines = b"".join(orjson.dumps({"type": "fact", "text": f"imported okapi fact {i}"}) + b"\n" for i in range(5))
+    cx.import_jsonl(io.BytesIO(lines))
+    assert len([h for h in check(near="okapi") if "okapi" in h["text"]]) == 5
+
+
+def test_restore_replace_and_merge_are_visible_to_the_next_find(tmp_path):
+    store = tmp_path / "store"
+    cx = _cx(store)
+    _fill(cx, 20)
+    _ready(cx)
+    bundle = cx.backup(dest=tmp_path / "bundles").path
+    later = cx.write("fact", "written after the backup: narwhal").uri.rsplit("/", 1)[1]
+    _ready(cx)
+    assert _ids(_answer(cx, near="narwhal"))[0] == later
+    cx.restore(bundle, mode="replace", force=True)
+    assert later not in _ids(_answer(cx, near="narwhal"))
+    assert _answer(cx, near="narwhal") == _from_duckdb(cx, near="narwhal") if snapshot.state(store) == "current" \
+        else True
+
+    other = _cx(tmp_path / "other")
+    other.write("fact", "a memory from the other store: pangolin", visibility="public")
+    other_bundle = other.backup(dest=tmp_path / "other-bundles").path
+    _ready(cx)
+    cx.restore(other_bundle, mode="merge")
+    hits = _answer(cx, near="pangolin")
+    assert hits and hits[0]["text"] == "a memory from the other store: pangolin"
+
+
+def test_backup_leaves_the_snapshot_out(tmp_path):
+    cx = _cx(tmp_path / "store")
+    _fill(cx, 5)
+    _ready(cx)
+    result = cx.backup(dest=tmp_path / "bundles")
+    names = [p.name for p in Path(result.path).rglob("*")] if Path(result.path).is_dir() else []
+    assert not any("snapshot" in n or n == snapshot.GEN_NAME for n in names)
+    raw = Path(result.path).read_bytes() if Path(result.path).is_file() else b""
+    assert snapshot.MAGIC not in raw
+
+
+# -- killed writers -------------------------------------------------------------------------------------
+def test_sigkill_between_commit_and_clean_mark(store):
+    """The writer dies right after its COMMIT, before marking the generation clean: the generation
+    stays dirty, and the next find reads DuckDB and sees the write."""
+    cx = _cx(store)
+    _fill(cx, 20)
+    _ready(cx)
+    script = textwrap.dedent(f"""
+        import os, signal
+        from cortexctl import Cortex
+        from cortexctl.store import snapshot
+        snapshot.mark_clean = lambda *a: os.kill(os.getpid(), signal.SIGKILL)
+        Cortex(store={str(store)!r}, actor="alice").write("fact", "the wombat survived the kill")
+    """)
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, timeout=120)
+    assert proc.returncode == -signal.SIGKILL
+    assert snapshot.read_gen(store)[2] is False  # dirty
+    assert snapshot.state(store) == "stale"
+    hits = _answer(cx, near="wombat survived")
+    assert hits and hits[0]["text"] == "the wombat survived the kill"
+    _ready(cx)  # the next fold makes a clean generation and a current snapshot holding the write
+    assert _answer(cx, near="wombat survived")[0]["text"] == "the wombat survived the kill"
+
+
+def test_sigkill_at_random_moments_of_writes_and_folds(store):
+    """Writers (with folds) killed at varying moments: every time, find answers as DuckDB does."""
+    import time
+
+    cx = _cx(store)
+    _fill(cx, 10)
+    _ready(cx)
+    script = textwrap.dedent(f"""
+        import sys
+        from cortexctl import Cortex
+        cx = Cortex(store={str(store)!r}, actor="alice")
+        i = int(sys.argv[1])
+        while True:
+            cx.write("fact", f"kill round memory {{i}} deploy key")
+            if i % 3 == 0:
+                cx.reindex()
+            i += 1
+            print(i, flush=True)
+    """)
+    for round_, delay in enumerate((0.05, 0.17, 0.31, 0.6)):
+        proc = subprocess.Popen([sys.executable, "-c", script, str(round_ * 1000)], stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE)
+        assert proc.stdout.readline(), proc.stderr.read()
+        time.sleep(delay)
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait()
+        proc.stdout.close()
+        proc.stderr.close()
+        for q in ({"near": "kill round memory deploy key", "k": 20}, {"k": 20}):
+            assert _answer(cx, **q) == _from_duckdb(cx, **q) if (store / snapshot.SNAPSHOT_NAME).exists() \
+                else True
+
+
+# -- a randomized corpus ------------------------------------------------------------------------------
+memory = st.tuples(
+    st.lists(st.sampled_from(WORDS), min_size=1, max_size=6),
+    st.sampled_from(["fact", "event", "preference", "goal"]),
+    st.lists(st.sampled_from(["a", "b", "c"]), max_size=2, unique=True),
+    st.sampled_from(["alice", "bob"]),
+    st.sampled_from(["private", "public"]),
+    st.integers(1, 10),
+)
+
+
+@settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    memories=st.lists(memory, min_size=1, max_size=25),
+    forget=st.sets(st.integers(0, 24), max_size=4),
+    queries=st.lists(st.tuples(st.lists(st.sampled_from(WORDS), min_size=0, max_size=3),
+                               st.sampled_from([(), ("fact",), ("event", "goal")]),
+                               st.sampled_from([(), ("a",), ("a", "b")]),
+                               st.integers(1, 12), st.booleans()), min_size=1, max_size=4),
+)
+def test_property_same_answers_with_and_without_the_snapshot(tmp_path_factory, memories, forget, queries):
+    store = tmp_path_factory.mktemp("prop") / "store"
+    by = {"alice": _cx(store, "alice"), "bob": _cx(store, "bob")}
+    uris = []
+    for words, type_, tags, actor, vis, imp in memories:
+        uris.append(by[actor].write(type_, " ".join(words), tags=tags, visibility=vis, importance=imp).uri)
+    for i in forget:
+        if i < len(uris):
+            actor = memories[i][3]
+            by[actor].forget(uris[i], reason="test")
+    by["alice"].reindex()
+    assert snapshot.state(store) == "current"
+    for words, types, tags, k, tomb in queries:
+        q = {"types": list(types), "tags": list(tags), "k": k, "include_tombstoned": tomb}
+        if words:
+            q["near"] = " ".join(words)
+        for cx in by.values():
+            assert _answer(cx, **q) == _from_duckdb(cx, **q)
+
+
+def test_verify_is_not_confused_by_the_snapshot(store):
+    """The snapshot is a cache: verify checks the store, whatever state the snapshot is in."""
+    cx = _cx(store)
+    _fill(cx, 10)
+    _ready(cx)
+    assert cx.verify().ok
+    cx.write("fact", "one more")
+    assert snapshot.state(store) == "stale" and cx.verify().ok
+    _ready(cx)
+    path = store / snapshot.SNAPSHOT_NAME
+    header, start = snapshot._header_of(path)
+    _flip(path, start + header["arrays"]["h_conf"]["offset"])
+    assert cx.store.snapshot_problem() is not None
+    assert cx.verify().ok
+
+
+def test_a_builder_killed_midway_leaves_the_old_snapshot_and_its_temp_file_is_cleared(store):
+    cx = _cx(store)
+    _fill(cx, 10)
+    _ready(cx)
+    cx.write("fact", "the okapi written before the killed fold")
+    script = textwrap.dedent(f"""
+        import os, signal
+        from cortexctl import Cortex
+        from cortexctl.store import snapshot
+        def die(path, *a):
+            open(str(path.parent / ".cortex.snapshot.killed.tmp"), "wb").write(b"partial")
+            os.kill(os.getpid(), signal.SIGKILL)
+        snapshot.write = die
+        Cortex(store={str(store)!r}, actor="alice").reindex()
+    """)
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, timeout=120)
+    assert proc.returncode == -signal.SIGKILL
+    assert snapshot.state(store) == "stale"
+    assert _answer(cx, near="okapi")[0]["text"] == "the okapi written before the killed fold"
+    _ready(cx)
+    assert not list(store.glob(".cortex.snapshot.*.tmp"))
+    assert _answer(cx, near="okapi")[0]["text"] == "the okapi written before the killed fold"
