@@ -16,7 +16,15 @@ or the export form, which carries every version and the head as stored::
                    "provenance", "forms": {"short", "medium"}, "forms_override", "hash"}]}
 
 Every line is checked before anything is written. A file with any bad line is
-rejected whole, with every bad line reported, unless ``skip_invalid``. Good
+rejected whole, with every bad line reported, unless ``skip_invalid``.
+
+A memory whose ID the store already holds is a bad line, unless
+``skip_existing`` and the stored memory has the same content: the same owner
+and the same versions (as many, and each version's hash equal, in order; the
+hash covers the type and the data). Such a line is skipped and counted, and
+the stored memory is left as it is (its head fields, tombstone and salience
+included). With ``skip_existing``, the same ID with other content is still a
+bad line (a conflict), reported like any other. Good
 records are then written in batches, one transaction each (heads, versions,
 frames and one journal entry per memory); the store is released between
 batches so that a concurrent reader waits at most one batch. A killed import
@@ -269,6 +277,7 @@ class _Spill:
         self._files: list[str] = []
         self._last: list[Prepared] | None = None
         self.bad_lines: set[int] = set()  # lines dropped after their chunk was prepared (IDs seen twice or taken)
+        self.existing = 0  # of those, lines skipped as already in the store (skip_existing)
 
     def push(self, chunk: list[Prepared]) -> None:
         if self._last is not None:
@@ -322,13 +331,33 @@ def _parse_line(raw: bytes) -> Any:
         raise InvalidData(f"not valid JSON ({str(exc).split(':')[0]})") from None
 
 
+def _conflict(p: Prepared, stored: tuple[str, list[bytes]] | None) -> str | None:
+    """Why line ``p`` is not the memory the store holds under its ID (None when it is the same)."""
+    if stored is None:
+        return None
+    owner, hashes = stored
+    id_ = p.head["id"]
+    if owner != p.head["actor"]:
+        return f"memory {id_} already exists in the store with another owner"
+    mine = [v["hash"] for v in p.versions]
+    if len(mine) != len(hashes):
+        return (f"memory {id_} already exists in the store with other content "
+                f"({len(hashes)} version{'s' if len(hashes) != 1 else ''} stored, {len(mine)} in the line)")
+    for v, (a, b) in enumerate(zip(mine, hashes), 1):
+        if a != b:
+            return f"memory {id_} already exists in the store with other content (version {v} differs)"
+    return None
+
+
 def read_prepared(
     ctx: Context, source: IO[bytes], *, keep_actors: bool = False, chunk_size: int = DEFAULT_BATCH,
+    skip_existing: bool = False,
 ) -> tuple[_Spill, list[LineProblem], int, int]:
     """The checking pass: every line parsed and checked, chunk by chunk.
 
     Returns the prepared chunks (spilled to disk past the first), every problem
     in line order, the number of non-blank lines and the number of good memories.
+    Lines skipped as already in the store (``skip_existing``) are in ``spill.existing``.
     Nothing per memory is kept in memory past its chunk but its ID and line
     (two numpy columns), for finding IDs that appear twice in the file.
     """
@@ -337,6 +366,7 @@ def read_prepared(
     now = ctx.clock()
     problems: list[LineProblem] = []
     bad_lines: set[int] = set()
+    existing: set[int] = set()  # lines whose memory the store already holds as it is
     total = 0
     id_cols: list = []
     line_cols: list = []
@@ -346,14 +376,24 @@ def read_prepared(
         if not chunk:
             return
         ids = [p.head["id"] for p in chunk]
+        stored: dict = {}
         try:
             with ctx.storage.reading() as tx:
                 taken = tx.existing_ids(ids)
+                if taken and skip_existing:
+                    stored = tx.stored_hashes(sorted(taken))
         except NoStore:
             taken = set()
         for p in chunk:
             if p.head["id"] in taken:
-                problems.append(LineProblem(p.line, f"memory {p.head['id']} already exists in the store"))
+                if skip_existing:
+                    why = _conflict(p, stored.get(p.head["id"], ("", [])))
+                    if why is None:
+                        existing.add(p.line)
+                        continue
+                else:
+                    why = f"memory {p.head['id']} already exists in the store"
+                problems.append(LineProblem(p.line, why))
                 bad_lines.add(p.line)
         id_cols.append(np.array(ids, dtype="S26"))
         line_cols.append(np.array([p.line for p in chunk], dtype=np.int64))
@@ -391,16 +431,17 @@ def read_prepared(
             for j in np.flatnonzero(~starts):
                 first = group[j]
                 line = int(lines[order[j]])
-                if line not in bad_lines:
+                if line not in bad_lines and line not in existing:
                     problems.append(LineProblem(
                         line, f"id {sids[j].decode()} appears again (first on line {int(lines[order[first]])})"))
                     bad_lines.add(line)
-            good -= len(bad_lines)
+            good -= len(bad_lines) + len(existing)
     except BaseException:
         spill.close()
         raise
     problems.sort(key=lambda p: p.line)
-    spill.bad_lines = bad_lines
+    spill.bad_lines = bad_lines | existing
+    spill.existing = len(existing)
     return spill, problems, total, good
 
 
@@ -409,6 +450,7 @@ def import_jsonl(
     source: IO[bytes],
     *,
     skip_invalid: bool = False,
+    skip_existing: bool = False,
     keep_actors: bool = False,
     batch_size: int = DEFAULT_BATCH,
     progress: Callable[[int, int], None] | None = None,
@@ -421,11 +463,14 @@ def import_jsonl(
     """
     if isinstance(batch_size, bool) or not isinstance(batch_size, int) or not 1 <= batch_size <= 1_000_000:
         raise UsageError(f"batch_size must be from 1 to 1000000 (got {batch_size!r})", field="batch_size")
-    spill, problems, total, n_good = read_prepared(ctx, source, keep_actors=keep_actors, chunk_size=batch_size)
+    spill, problems, total, n_good = read_prepared(ctx, source, keep_actors=keep_actors, chunk_size=batch_size,
+                                                   skip_existing=skip_existing)
     try:
         if problems and not skip_invalid:
             raise ImportRejected(problems, total)
-        return _write_chunks(ctx, spill, problems, n_good, batch_size, progress)
+        report = _write_chunks(ctx, spill, problems, n_good, batch_size, progress)
+        report.existing = spill.existing
+        return report
     finally:
         spill.close()
 
@@ -465,7 +510,8 @@ def _write_chunks(ctx: Context, spill: _Spill, problems: list[LineProblem], n_go
                 # Earlier batches are committed: say exactly what is in the store now.
                 err.message = (f"{err.message}; import stopped after {done} of {n_good} memories "
                                f"(lines 1-{last_line} are imported)")
-                err.hint = f"import the rest from line {batch[0].line} on, e.g. tail -n +{batch[0].line} FILE"
+                err.hint = (f"import the rest from line {batch[0].line} on, e.g. tail -n +{batch[0].line} FILE, "
+                            "or the whole file again, skipping the memories already in")
             raise
         if stored is not None:
             builder.add(*stored)

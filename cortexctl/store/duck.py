@@ -54,6 +54,9 @@ class DuckTx:
     def existing_ids(self, ids: Sequence[str]) -> set[str]:
         return records.head_exists(self.con, ids)
 
+    def stored_hashes(self, ids: Sequence[str]) -> dict[str, tuple[str, list[bytes]]]:
+        return records.stored_hashes(self.con, ids)
+
     def versions(self, id_: str, version: int | None = None) -> list[dict]:
         return records.versions_of(self.con, id_, version)
 

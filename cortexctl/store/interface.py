@@ -117,6 +117,9 @@ class Tx(Protocol):
     def existing_ids(self, ids: Sequence[str]) -> set[str]:
         """Which of ``ids`` exist, whoever owns them."""
 
+    def stored_hashes(self, ids: Sequence[str]) -> dict[str, tuple[str, list[bytes]]]:
+        """For each of ``ids`` that exists, whoever owns it: (owner, every version's hash, oldest first)."""
+
     def versions(self, id_: str, version: int | None = None) -> list[dict]:
         """Every version of a memory, oldest first; or only ``version`` ([] when it has none)."""
 

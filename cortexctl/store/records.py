@@ -171,6 +171,20 @@ def head_exists(con, ids: Iterable[str]) -> set[str]:
     return found
 
 
+def stored_hashes(con, ids: Iterable[str]) -> dict[str, tuple[str, list[bytes]]]:
+    """id -> (owner, every version's hash in version order) for those of ``ids`` that exist."""
+    ids = list(ids)
+    out: dict[str, tuple[str, list[bytes]]] = {}
+    for i in range(0, len(ids), 10000):
+        chunk = ids[i : i + 10000]
+        rows = con.execute(
+            "SELECT h.id, any_value(h.actor), list(v.hash ORDER BY v.version) FROM heads h"
+            " JOIN versions v ON v.id = h.id WHERE list_contains(?, h.id) AND list_contains(?, v.id)"
+            " GROUP BY h.id", [chunk, chunk]).fetchall()
+        out.update((r[0], (r[1], [bytes(b) for b in r[2]])) for r in rows)
+    return out
+
+
 def versions_of(con, id_: str, version: int | None = None) -> list[dict]:
     cols = ", ".join(VERSION_COLUMNS)
     if version is None:
