@@ -106,6 +106,10 @@ class Prepared:
     versions: list[dict]
     line: int = 0
     text: str = ""  # the current version's search text
+    # Made in the checking pass (see ``_finish_chunk``); None: made in the writing pass.
+    payload: bytes | None = None  # the journal entry's payload
+    terms: list[int] | None = None  # the postings' term IDs
+    vector: Any = None  # the built-in embedder's vector (a float32 row)
 
 
 def _time(value: Any, field: str) -> datetime:
@@ -279,19 +283,25 @@ class _Spill:
         self.bad_lines: set[int] = set()  # lines dropped after their chunk was prepared (IDs seen twice or taken)
         self.existing = 0  # of those, lines skipped as already in the store (skip_existing)
 
-    def push(self, chunk: list[Prepared]) -> None:
-        if self._last is not None:
-            import pickle
+    def directory(self) -> str:
+        """The private temp directory (0700), made on first use."""
+        if self._dir is None:
             import tempfile
 
-            if self._dir is None:
-                self._dir = tempfile.mkdtemp(prefix=".import-", dir=self._near)  # 0700
-            name = os.path.join(self._dir, f"{len(self._files):08d}.pickle")
-            fd = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-            with os.fdopen(fd, "wb") as fh:
-                pickle.dump(self._last, fh, protocol=pickle.HIGHEST_PROTOCOL)
-            self._files.append(name)
+            self._dir = tempfile.mkdtemp(prefix=".import-", dir=self._near)
+        return self._dir
+
+    def push(self, chunk: list[Prepared]) -> None:
+        if self._last is not None:
+            self._files.append(_dump_chunk(self._last, self.directory(), len(self._files)))
         self._last = chunk
+
+    def push_file(self, name: str) -> None:
+        """A chunk a worker process wrote (``_dump_chunk``), next in file order."""
+        if self._last is not None:
+            self.push([])  # keep file order: what was held in memory goes to disk first
+            self._last = None
+        self._files.append(name)
 
     def __iter__(self):
         import pickle
@@ -316,6 +326,16 @@ class _Spill:
             self._dir = None
 
 
+def _dump_chunk(chunk: list[Prepared], directory: str, number: int) -> str:
+    import pickle
+
+    name = os.path.join(directory, f"{number:08d}.pickle")
+    fd = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "wb") as fh:
+        pickle.dump(chunk, fh, protocol=pickle.HIGHEST_PROTOCOL)
+    return name
+
+
 def _parse_line(raw: bytes) -> Any:
     import orjson
 
@@ -331,15 +351,15 @@ def _parse_line(raw: bytes) -> Any:
         raise InvalidData(f"not valid JSON ({str(exc).split(':')[0]})") from None
 
 
-def _conflict(p: Prepared, stored: tuple[str, list[bytes]] | None) -> str | None:
-    """Why line ``p`` is not the memory the store holds under its ID (None when it is the same)."""
+def _conflict(key: tuple, stored: tuple[str, list[bytes]] | None) -> str | None:
+    """Why the line of ``key`` (see ``_keys``) is not the memory the store holds under its ID
+    (None when it is the same)."""
     if stored is None:
         return None
     owner, hashes = stored
-    id_ = p.head["id"]
-    if owner != p.head["actor"]:
+    id_, _, mine_owner, mine = key
+    if owner != mine_owner:
         return f"memory {id_} already exists in the store with another owner"
-    mine = [v["hash"] for v in p.versions]
     if len(mine) != len(hashes):
         return (f"memory {id_} already exists in the store with other content "
                 f"({len(hashes)} version{'s' if len(hashes) != 1 else ''} stored, {len(mine)} in the line)")
@@ -347,6 +367,79 @@ def _conflict(p: Prepared, stored: tuple[str, list[bytes]] | None) -> str | None
         if a != b:
             return f"memory {id_} already exists in the store with other content (version {v} differs)"
     return None
+
+
+def _keys(chunk: list[Prepared]) -> list[tuple]:
+    """What the parent needs of each prepared line: (id, line, owner, version hashes)."""
+    return [(p.head["id"], p.line, p.head["actor"], [v["hash"] for v in p.versions]) for p in chunk]
+
+
+def _prepare_lines(lines: list[tuple[int, bytes]], actor: str, now: datetime, keep_actors: bool,
+                   dim: int | None) -> tuple[list[Prepared], list[LineProblem]]:
+    """Parse and check numbered raw lines; the good ones get their extras (``_finish_chunk``)."""
+    chunk: list[Prepared] = []
+    problems: list[LineProblem] = []
+    for n, raw in lines:
+        try:
+            p = prepare(_parse_line(raw), actor, now, keep_actors=keep_actors)
+        except CortexError as exc:
+            problems.append(LineProblem(n, exc.message))
+            continue
+        p.line = n
+        chunk.append(p)
+    _finish_chunk(chunk, dim)
+    return chunk, problems
+
+
+def _finish_chunk(chunk: list[Prepared], dim: int | None) -> None:
+    """What the writing pass would otherwise make per memory, made here where it can run on
+    every core: the journal payload, the postings' term IDs and, for the built-in embedder
+    (``dim``), the vector of each live memory. An endpoint is never called from here."""
+    from cortexctl.memory.terms import text_terms
+
+    for p in chunk:
+        p.payload = write_payload(p.head, p.versions)
+        p.terms = text_terms(p.text)
+    if dim is not None:
+        from cortexctl.embed.hashing import embed
+
+        live = [p for p in chunk if p.head["tombstoned_at"] is None]
+        if live:
+            matrix = embed([p.text for p in live], dim)
+            for p, row in zip(live, matrix):
+                p.vector = row.copy()  # its own 1.5 KB, not a view that pickles the whole matrix
+
+
+def _worker_init() -> None:  # pragma: no cover - runs in the worker processes
+    """A worker dies with the import (Linux), and leaves Ctrl-C to it."""
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+
+
+def _worker_chunk(lines: list[tuple[int, bytes]], actor: str, now: datetime, keep_actors: bool,
+                  dim: int | None, directory: str, number: int):  # pragma: no cover - in the workers
+    """One chunk in a worker: prepared, spilled to its own file; returns what the parent keeps."""
+    chunk, problems = _prepare_lines(lines, actor, now, keep_actors, dim)
+    name = _dump_chunk(chunk, directory, number) if chunk else None
+    return _keys(chunk), problems, name
+
+
+POOL_MIN_CHUNK = 2000  # lines per worker job, at least (a job costs a few ms of pickling and IPC)
+POOL_AHEAD = 2  # jobs queued per worker: bounds the raw lines held in memory
+
+
+def _workers() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
 
 
 def read_prepared(
@@ -360,6 +453,10 @@ def read_prepared(
     Lines skipped as already in the store (``skip_existing``) are in ``spill.existing``.
     Nothing per memory is kept in memory past its chunk but its ID and line
     (two numpy columns), for finding IDs that appear twice in the file.
+
+    A file of more than one chunk is prepared by worker processes, one per core,
+    each writing its prepared chunks to the temp directory itself; this process
+    reads the lines, hands them out in order and checks the IDs against the store.
     """
     import numpy as np
 
@@ -371,11 +468,18 @@ def read_prepared(
     id_cols: list = []
     line_cols: list = []
     spill = _Spill(getattr(ctx.storage, "path", None))
+    try:
+        from cortexctl.embed.hashing import HashEmbedder
 
-    def finish(chunk: list[Prepared]) -> None:
-        if not chunk:
+        embedder = ctx.embedder
+        dim = embedder.dim if type(embedder) is HashEmbedder else None  # vectors made with the file's check
+    except CortexError:
+        dim = None  # a misconfigured endpoint: the writing pass reports it, as before
+
+    def check(keys: list[tuple]) -> None:
+        if not keys:
             return
-        ids = [p.head["id"] for p in chunk]
+        ids = [k[0] for k in keys]
         stored: dict = {}
         try:
             with ctx.storage.reading() as tx:
@@ -384,43 +488,80 @@ def read_prepared(
                     stored = tx.stored_hashes(sorted(taken))
         except NoStore:
             taken = set()
-        for p in chunk:
-            if p.head["id"] in taken:
+        for k in keys:
+            id_, line = k[0], k[1]
+            if id_ in taken:
                 if skip_existing:
-                    why = _conflict(p, stored.get(p.head["id"], ("", [])))
+                    why = _conflict(k, stored.get(id_, ("", [])))
                     if why is None:
-                        existing.add(p.line)
+                        existing.add(line)
                         continue
                 else:
-                    why = f"memory {p.head['id']} already exists in the store"
-                problems.append(LineProblem(p.line, why))
-                bad_lines.add(p.line)
+                    why = f"memory {id_} already exists in the store"
+                problems.append(LineProblem(line, why))
+                bad_lines.add(line)
         id_cols.append(np.array(ids, dtype="S26"))
-        line_cols.append(np.array([p.line for p in chunk], dtype=np.int64))
-        spill.push(chunk)
+        line_cols.append(np.array([k[1] for k in keys], dtype=np.int64))
 
-    try:
-        chunk: list[Prepared] = []
+    def numbered():
+        nonlocal total
         for n, raw in enumerate(source, 1):
             if not raw.strip():
                 continue
             total += 1
-            try:
-                p = prepare(_parse_line(raw), ctx.actor, now, keep_actors=keep_actors)
-            except CortexError as exc:
-                problems.append(LineProblem(n, exc.message))
-                continue
-            p.line = n
-            chunk.append(p)
-            if len(chunk) >= chunk_size:
-                finish(chunk)
-                chunk = []
-        finish(chunk)
-        chunk = []
+            yield n, raw
+
+    pool = None
+    try:
+        lines_iter = numbered()
+        job = max(chunk_size, POOL_MIN_CHUNK)
+        first = list(_take(lines_iter, job))
+        more = list(_take(lines_iter, 1))
+        workers = _workers()
+        if not more or workers < 2:
+            # One chunk (or one core): in this process, the newest chunk kept in memory.
+            pending = first + more
+            while pending:
+                chunk, bad = _prepare_lines(pending[:chunk_size], ctx.actor, now, keep_actors, dim)
+                problems.extend(bad)
+                check(_keys(chunk))
+                spill.push(chunk)
+                pending = pending[chunk_size:]
+                if not pending:
+                    pending = list(_take(lines_iter, job))
+        else:
+            import multiprocessing
+            from concurrent.futures import ProcessPoolExecutor
+
+            directory = spill.directory()
+            method = "fork" if "fork" in multiprocessing.get_all_start_methods() else None
+            pool = ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context(method),
+                                       initializer=_worker_init)
+            queue: list = []
+            number = 0
+
+            def collect(future) -> None:
+                keys, bad, name = future.result()
+                problems.extend(bad)
+                check(keys)
+                if name is not None:
+                    spill.push_file(name)
+
+            lines = first + more
+            while lines:
+                queue.append(pool.submit(_worker_chunk, lines, ctx.actor, now, keep_actors, dim, directory, number))
+                number += 1
+                if len(queue) > POOL_AHEAD * workers:
+                    collect(queue.pop(0))
+                lines = list(_take(lines_iter, job))
+            while queue:
+                collect(queue.pop(0))
+            pool.shutdown(wait=True)
+            pool = None
         good = sum(len(c) for c in line_cols)
         if good:
             ids = np.concatenate(id_cols)
-            lines = np.concatenate(line_cols)
+            lines_col = np.concatenate(line_cols)
             id_cols.clear()
             line_cols.clear()
             order = np.argsort(ids, kind="stable")  # lines increase within equal IDs
@@ -429,20 +570,28 @@ def read_prepared(
             starts[1:] = sids[1:] != sids[:-1]
             group = np.maximum.accumulate(np.where(starts, np.arange(len(sids)), 0))  # each one's first
             for j in np.flatnonzero(~starts):
-                first = group[j]
-                line = int(lines[order[j]])
+                first_at = group[j]
+                line = int(lines_col[order[j]])
                 if line not in bad_lines and line not in existing:
                     problems.append(LineProblem(
-                        line, f"id {sids[j].decode()} appears again (first on line {int(lines[order[first]])})"))
+                        line, f"id {sids[j].decode()} appears again (first on line {int(lines_col[order[first_at]])})"))
                     bad_lines.add(line)
             good -= len(bad_lines) + len(existing)
     except BaseException:
+        if pool is not None:
+            pool.shutdown(wait=True, cancel_futures=True)
         spill.close()
         raise
     problems.sort(key=lambda p: p.line)
     spill.bad_lines = bad_lines | existing
     spill.existing = len(existing)
     return spill, problems, total, good
+
+
+def _take(it, n: int):
+    import itertools
+
+    return itertools.islice(it, n)
 
 
 def import_jsonl(
@@ -577,17 +726,26 @@ def _ready_batch(ctx: Context, batch: list[Prepared], warnings: list[str]) -> _R
 
     now = ctx.clock()
     warned_at = len(warnings)
-    entries = [("write", now, ctx.actor, p.head["id"], write_payload(p.head, p.versions)) for p in batch]
+    entries = [("write", now, ctx.actor, p.head["id"],
+                p.payload if p.payload is not None else write_payload(p.head, p.versions)) for p in batch]
     live = [p for p in batch if p.head["tombstoned_at"] is None]
     vectors = None
     if live and not warnings:
-        try:
-            vectors = semantic.embed_versions(
-                ctx.embedder, [(p.head["id"], p.head["current_version"], p.text) for p in live])
-        except (ProviderUnreachable, ConfigError) as exc:
-            warnings.append(f"embedding pending: {exc.message}")
-            warned_at = len(warnings)
-    postings = [(p.head["id"], text_terms(p.text)) for p in batch]
+        if all(p.vector is not None for p in live):  # made by the checking pass (the built-in embedder)
+            import numpy as np
+
+            vectors = ([p.head["id"] for p in live], [p.head["current_version"] for p in live],
+                       np.vstack([p.vector for p in live]))
+        else:
+            try:
+                vectors = semantic.embed_versions(
+                    ctx.embedder, [(p.head["id"], p.head["current_version"], p.text) for p in live])
+            except (ProviderUnreachable, ConfigError) as exc:
+                warnings.append(f"embedding pending: {exc.message}")
+                warned_at = len(warnings)
+    postings = [(p.head["id"], p.terms if p.terms is not None else text_terms(p.text)) for p in batch]
+    for p in batch:
+        p.vector = p.payload = p.terms = None  # held by the batch's rows from here on
     return _Ready(entries, postings, len(live), vectors, warned_at)
 
 
