@@ -514,13 +514,17 @@ def read_prepared(
     pool = None
     try:
         lines_iter = numbered()
-        job = max(chunk_size, POOL_MIN_CHUNK)
+        job = chunk_size * -(-POOL_MIN_CHUNK // chunk_size)  # whole batches, so batches stay whole
         first = list(_take(lines_iter, job))
         more = list(_take(lines_iter, 1))
+        if more:
+            import itertools
+
+            lines_iter = itertools.chain(more, lines_iter)
         workers = _workers()
         if not more or workers < 2:
             # One chunk (or one core): in this process, the newest chunk kept in memory.
-            pending = first + more
+            pending = first
             while pending:
                 chunk, bad = _prepare_lines(pending[:chunk_size], ctx.actor, now, keep_actors, dim)
                 problems.extend(bad)
@@ -547,7 +551,7 @@ def read_prepared(
                 if name is not None:
                     spill.push_file(name)
 
-            lines = first + more
+            lines = first
             while lines:
                 queue.append(pool.submit(_worker_chunk, lines, ctx.actor, now, keep_actors, dim, directory, number))
                 number += 1
