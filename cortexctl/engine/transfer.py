@@ -647,6 +647,9 @@ def _write_chunks(ctx: Context, spill: _Spill, problems: list[LineProblem], n_go
         from cortexctl.engine import semantic
 
         builder = semantic.IndexBuilder(ctx)  # the index grows in the background, batch by batch
+        # The checking pass made the vectors, postings and payloads: this thread only reads chunks
+        # back and hands them on, so the index may use every core beside DuckDB's writer.
+        builder.threads = _workers()
     writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="cortexctl-import")
     running = None  # (future, batch) of the batch being committed
 
