@@ -94,6 +94,11 @@ def insert_memories(con, heads: list[dict], versions: list[dict]) -> None:
     bulk_insert(con, "frames", ("id", "verb", "kind", "ref"), frames)
 
 
+def defer_compaction(con) -> None:
+    """No row-group merging ("vacuum") at this database's next checkpoint, which is its close."""
+    con.execute("SET max_vacuum_tasks = 0")
+
+
 def insert_version(con, version: dict) -> None:
     bulk_insert(con, "versions", VERSION_COLUMNS, [version])
 
