@@ -1,14 +1,16 @@
 #!/usr/bin/env python3
 """HNSW build parameters: recall@10 against exact search, and build time, per setting.
 
-    python bench/hnsw_params.py [--memories 100000] [--queries 200] [--settings 16:64,16:128,32:64]
+    python bench/hnsw_params.py [--memories 100000] [--queries 200] [--settings 16:64,16:128,32:64:f32]
                                 [--search 256,512,1024]
 
 Embeds N memories of find_bench.py's corpus with the built-in hash embedder, builds one usearch
-index per connectivity:expansion_add setting (f32, cosine, every core), and prints each build's
+index per connectivity:expansion_add[:dtype] setting (cosine, every core; the dtype cortexctl
+builds with unless one is given), and prints each build's
 wall time (and its ratio to the first setting's, timed in the same run) and its recall@10 over
 noisy stored vectors at each search expansion of --search (with the time a search takes). Recall is counted as
-in find_bench.py: a hit when its similarity reaches the exact 10th best. Nothing is asserted.
+in find_bench.py: a hit when its similarity (computed exactly from the f32 vectors, whatever the
+index's dtype) reaches the exact 10th best. Nothing is asserted.
 """
 
 from __future__ import annotations
@@ -53,21 +55,26 @@ def main() -> int:
     print(f"{len(mat)} vectors, {mat.shape[1]}-d; cortexctl searches at expansion {hnsw.expansion_for(len(mat))}")
     first = None
     for setting in args.settings.split(","):
-        conn, exp_add = (int(x) for x in setting.split(":"))
-        index = Index(ndim=mat.shape[1], metric=hnsw.METRIC, dtype=hnsw.DTYPE, connectivity=conn,
+        parts = setting.split(":")
+        conn, exp_add = int(parts[0]), int(parts[1])
+        dtype = parts[2] if len(parts) > 2 else hnsw.DTYPE
+        index = Index(ndim=mat.shape[1], metric=hnsw.METRIC, dtype=dtype, connectivity=conn,
                       expansion_add=exp_add, expansion_search=hnsw.expansion_for(len(mat)))
         t0 = time.perf_counter()
         index.add(keys, mat)
         dt = time.perf_counter() - t0
         first = first or dt
-        print(f"connectivity {conn:3d} expansion_add {exp_add:4d}: build {dt:7.1f} s = {dt / first:4.2f}x")
+        print(f"connectivity {conn:3d} expansion_add {exp_add:4d} {dtype}: build {dt:7.1f} s = {dt / first:4.2f}x"
+              f"  ({len(mat) / dt:.0f} vectors/s, {index.memory_usage / len(mat):.0f} bytes/vector in memory)",
+              flush=True)
         for exp_search in (int(x) for x in args.search.split(",")):
             index.expansion_search = exp_search
             hits = 0
             t0 = time.perf_counter()
             for q, kk in zip(qs, kth):
                 found = index.search(q, 10)
-                hits += int(np.sum((1 - found.distances) >= kk - 1e-5))
+                exact = mat[np.asarray(found.keys, dtype=np.int64) - 1] @ q  # not the index's own (f16) figures
+                hits += int(np.sum(exact >= kk - 1e-5))
             ms = 1000 * (time.perf_counter() - t0) / len(qs)
             print(f"    expansion_search {exp_search:5d}: recall@10 {hits / (10 * len(qs)):.4f}  ({ms:.2f} ms a search)")
     return 0

@@ -5,7 +5,7 @@ from __future__ import annotations
 from cortexctl.cli.spec import ACTOR, COMMON, QUIET, STORE, WAIT, Argument, Command, Option
 
 
-def import_(config, *, file, skip_invalid, keep_actors, batch_size, quiet, store, actor, wait, json, jsonl) -> None:
+def import_(config, *, file, skip_invalid, skip_existing, keep_actors, batch_size, quiet, store, actor, wait, json, jsonl) -> None:
     from pathlib import Path
 
     from cortexctl.cli.common import open_cortex, readable_stdin
@@ -15,7 +15,7 @@ def import_(config, *, file, skip_invalid, keep_actors, batch_size, quiet, store
     out = Output(json=json, jsonl=jsonl, quiet=quiet)
     cx = open_cortex(config, store, actor, wait)
     if file == "-":
-        report = _run(cx, readable_stdin("import"), out, skip_invalid, keep_actors, batch_size)
+        report = _run(cx, readable_stdin("import"), out, skip_invalid, skip_existing, keep_actors, batch_size)
     else:
         path = Path(file)
         if path.is_dir():
@@ -27,7 +27,7 @@ def import_(config, *, file, skip_invalid, keep_actors, batch_size, quiet, store
         except OSError as exc:
             raise UsageError(f"{path}: cannot be read ({exc.strerror})") from None
         with fh:
-            report = _run(cx, fh, out, skip_invalid, keep_actors, batch_size)
+            report = _run(cx, fh, out, skip_invalid, skip_existing, keep_actors, batch_size)
     for w in report.warnings:
         out.warn(w)
     if out.machine:
@@ -36,14 +36,16 @@ def import_(config, *, file, skip_invalid, keep_actors, batch_size, quiet, store
     for p in report.problems:
         out.warn(f"skipped {p}")
     out.line(f"imported {report.imported} memories in {report.batches} batch{'es' if report.batches != 1 else ''}"
+             + (f"; skipped {report.existing} already in the store" if report.existing else "")
              + (f"; skipped {report.skipped} invalid lines" if report.skipped else ""))
     if report.pending:
         out.hint(f"{report.pending} memories wait for their embedding; run: cortexctl reindex")
 
 
-def _run(cx, source, out, skip_invalid: bool, keep_actors: bool, batch_size: int):
+def _run(cx, source, out, skip_invalid: bool, skip_existing: bool, keep_actors: bool, batch_size: int):
     with out.progress("importing") as progress:
-        return cx.import_jsonl(source, skip_invalid=skip_invalid, keep_actors=keep_actors, batch_size=batch_size,
+        return cx.import_jsonl(source, skip_invalid=skip_invalid, skip_existing=skip_existing,
+                               keep_actors=keep_actors, batch_size=batch_size,
                                progress=progress)
 
 
@@ -69,6 +71,9 @@ COMMANDS = [
         options=(
             Option("skip_invalid", ("--skip-invalid",), "Import the good lines, report the bad.", type=bool,
                    default=False),
+            Option("skip_existing", ("--skip-existing",),
+                   "Skip lines whose memory the store holds with the same content (a re-run, a re-import).",
+                   type=bool, default=False),
             Option("keep_actors", ("--keep-actors",), "Keep lines owned by other actors as theirs (else refused).",
                    type=bool, default=False),
             Option("batch_size", ("--batch-size",), "Memories per transaction.", type=int, default=5000,
@@ -80,14 +85,21 @@ Optional keys: data, tags, frames, importance, visibility, confidence, actor,
 session, created_at, forms, id. Lines written by export (with "versions")
 are read back as they were. A line whose "actor" is not you is refused
 unless --keep-actors (an operator loading other agents' memories). Every line is checked first: any bad line rejects
-the whole file (each one is reported) unless --skip-invalid. Memories are
+the whole file (each one is reported) unless --skip-invalid. A memory whose
+ID the store already holds is a bad line; with --skip-existing it is skipped
+(and counted) when the stored memory has the same owner and the same versions
+(each version's hash equal, in order), and the stored one is kept as it is,
+head fields included. The same ID with other content is a conflict, reported
+and handled like any bad line. Memories are
 written in batches of --batch-size, each one transaction (with its
 postings and vectors); the store is released between batches, and the index
 file is brought up to date once at the end. When the embedding endpoint
 fails, memories are imported all the same and wait for `reindex`.""",
         examples=("cortexctl import memories.jsonl", "some-tool | cortexctl import - --skip-invalid --json",
-                  "cortexctl import team-dump.jsonl --keep-actors"),
-        exits=(0, 2, 4, 7, 10), exit_notes={10: "invalid lines (nothing imported)"},
+                  "cortexctl import team-dump.jsonl --keep-actors",
+                  "cortexctl import memories.jsonl --skip-existing"),
+        exits=(0, 2, 4, 7, 10),
+        exit_notes={10: "invalid lines or conflicts with stored memories (nothing imported)"},
     ),
     Command(
         ("export",), "Dump every memory you can see as JSONL.", export,

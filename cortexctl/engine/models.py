@@ -290,11 +290,13 @@ class ImportReport:
     pending: int = 0  # imported memories waiting for their embedding
     warnings: list[str] = field(default_factory=list)
     index: dict | None = None  # what was done to the index file
+    existing: int = 0  # lines skipped because the store holds that memory as it is (skip_existing)
 
     def to_json(self) -> dict:
         return {
             "imported": self.imported,
             "skipped": self.skipped,
+            "skipped_existing": self.existing,
             "batches": self.batches,
             "problems": [p.to_json() for p in self.problems],
             "first_seq": self.first_seq,

@@ -247,7 +247,7 @@ class IndexBuilder:
         self.base: IndexRecord | None = None
         self.index = None
         self.broken = False
-        self.threads = 1  # while the import's own thread works, the worker takes one core
+        self.threads = 1  # cores for adding (the import sets it; the adding thread itself is one)
         self.added: list[tuple[int, list[str], list[int]]] = []  # (first key, ids, versions)
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="cortexctl-index")
         self._jobs: list = []

@@ -110,6 +110,12 @@ class Tx(Protocol):
     def insert_version(self, version: dict) -> None:
         """One more version of an existing memory."""
 
+    def defer_compaction(self) -> None:
+        """Leave the storage this transaction writes as it is written, not merged with earlier
+        writes' when the store is next closed: a bulk load defers it for most of its batches and
+        lets every few of them (and its last) compact what came before. Changes nothing that is
+        stored; a backend that has nothing to defer does nothing."""
+
     def update_head(self, id_: str, fields: dict[str, Any]) -> None:
         """Set these head fields (frames included, with their index)."""
 
@@ -121,6 +127,9 @@ class Tx(Protocol):
 
     def existing_ids(self, ids: Sequence[str]) -> set[str]:
         """Which of ``ids`` exist, whoever owns them."""
+
+    def stored_hashes(self, ids: Sequence[str]) -> dict[str, tuple[str, list[bytes]]]:
+        """For each of ``ids`` that exists, whoever owns it: (owner, every version's hash, oldest first)."""
 
     def versions(self, id_: str, version: int | None = None) -> list[dict]:
         """Every version of a memory, oldest first; or only ``version`` ([] when it has none)."""

@@ -94,6 +94,11 @@ def insert_memories(con, heads: list[dict], versions: list[dict]) -> None:
     bulk_insert(con, "frames", ("id", "verb", "kind", "ref"), frames)
 
 
+def defer_compaction(con) -> None:
+    """No row-group merging ("vacuum") at this database's next checkpoint, which is its close."""
+    con.execute("SET max_vacuum_tasks = 0")
+
+
 def insert_version(con, version: dict) -> None:
     bulk_insert(con, "versions", VERSION_COLUMNS, [version])
 
@@ -169,6 +174,20 @@ def head_exists(con, ids: Iterable[str]) -> set[str]:
         rows = con.execute("SELECT id FROM heads WHERE list_contains(?, id)", [chunk]).fetchall()
         found.update(r[0] for r in rows)
     return found
+
+
+def stored_hashes(con, ids: Iterable[str]) -> dict[str, tuple[str, list[bytes]]]:
+    """id -> (owner, every version's hash in version order) for those of ``ids`` that exist."""
+    ids = list(ids)
+    out: dict[str, tuple[str, list[bytes]]] = {}
+    for i in range(0, len(ids), 10000):
+        chunk = ids[i : i + 10000]
+        rows = con.execute(
+            "SELECT h.id, any_value(h.actor), list(v.hash ORDER BY v.version) FROM heads h"
+            " JOIN versions v ON v.id = h.id WHERE list_contains(?, h.id) AND list_contains(?, v.id)"
+            " GROUP BY h.id", [chunk, chunk]).fetchall()
+        out.update((r[0], (r[1], [bytes(b) for b in r[2]])) for r in rows)
+    return out
 
 
 def versions_of(con, id_: str, version: int | None = None) -> list[dict]:

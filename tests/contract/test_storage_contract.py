@@ -141,6 +141,29 @@ def test_inserting_a_memory_whose_id_is_taken_is_an_integrity_error(storage):
         assert tx.count_heads() == 1
 
 
+def test_stored_hashes_give_each_existing_memorys_owner_and_hashes_in_version_order(storage):
+    put(storage, memory(1, versions=3), memory(2, actor="bob"))
+    with storage.reading() as tx:
+        got = tx.stored_hashes([ident(1), ident(2), ident(9)])
+    assert got == {
+        ident(1): ("alice", [bytes([1, 1]) * 16, bytes([1, 2]) * 16, bytes([1, 3]) * 16]),
+        ident(2): ("bob", [bytes([2, 1]) * 16]),
+    }
+
+
+def test_deferring_compaction_changes_nothing_that_is_stored(storage):
+    for n in range(1, 4):
+        with storage.transaction() as tx:
+            tx.defer_compaction()
+            tx.insert_memories(*(lambda h, vs: ([h], vs))(*memory(n)))
+    with storage.transaction() as tx:
+        tx.insert_memories(*(lambda h, vs: ([h], vs))(*memory(4)))
+    with storage.reading() as tx:
+        assert tx.existing_ids([ident(n) for n in range(1, 6)]) == {ident(n) for n in range(1, 5)}
+        assert sorted(h["id"] for h in tx.heads_by_ids([ident(n) for n in range(1, 5)], "alice")) == [
+            ident(n) for n in range(1, 5)]
+
+
 def test_a_new_version_and_head_update_move_the_current_version(storage):
     head, versions = memory(1, type_=GOAL)
     put(storage, (head, versions))
