@@ -497,8 +497,9 @@ def _exact(tx: Tx, filters: Filters, model, dim, q, n, *, store=None) -> list[tu
     """The ``n`` nearest of every candidate's vector, compared one by one (ties by ID).
 
     A backend that knows the candidates' vector keys cheaply (the search snapshot) gives
-    those, and the vectors come from the trusted index file, which holds the same float32
-    vectors; otherwise, or when the file does not cover them, the store hands the vectors."""
+    those, and the vectors come from the trusted index file when it holds the same float32
+    vectors (an f32 file); otherwise, or when the file does not cover them, the store hands
+    the vectors."""
     import numpy as np
 
     got = tx.vector_keys_for(filters, model) if store is not None else None
@@ -512,7 +513,8 @@ def _exact(tx: Tx, filters: Filters, model, dim, q, n, *, store=None) -> list[tu
             from cortexctl.index import hnsw
 
             index = hnsw.open_view(index_path(store), hnsw.Fingerprint.from_json(rec.fingerprint))
-            mat = None if index is None else hnsw.vectors(index, keys)
+            # only an f32 file holds the store's own vectors; an f16 one would round the similarities
+            mat = None if index is None or not hnsw.lossless(index) else hnsw.vectors(index, keys)
     if mat is None:
         ids, mat = tx.vectors_for(filters, model, dim)
     if not len(ids):

@@ -176,9 +176,15 @@ def search(index, query, count: int):
     return np.asarray(m.keys, dtype=np.uint64), 1.0 - np.asarray(m.distances, dtype=np.float32)
 
 
+def lossless(index) -> bool:
+    """True when the index keeps its vectors as given (f32), so ``vectors`` returns the very vectors
+    the store holds; an f16 index (the default) returns them rounded."""
+    return "F32" in str(index.dtype).upper()
+
+
 def vectors(index, keys):
-    """The stored vectors of these keys (float32, one row each; every key must be in the index).
-    The index keeps them as given (f32), so they are the very vectors the store holds."""
+    """The stored vectors of these keys (float32, one row each; every key must be in the index);
+    rounded as the index keeps them unless ``lossless(index)``."""
     import numpy as np
 
     if not len(keys):

@@ -89,9 +89,18 @@ def test_answers_match_duckdb(store, q):
     assert got == _from_duckdb(cx, **q)
 
 
-def test_current_snapshot_spares_duckdb(store):
+def test_current_snapshot_spares_duckdb(store, tmp_path):
+    # Past EXACT_MAX, so the semantic lane searches the index: an exact search of a small store
+    # reads the store's own f32 vectors from DuckDB (an f16 index file only holds them rounded).
+    import io
+    import json
+
+    from cortexctl.engine.semantic import EXACT_MAX
+
     cx = _cx(store)
-    _fill(cx, 10)
+    lines = "".join(json.dumps({"type": "fact", "text": f"deploy key note {i} of {WORDS[i % len(WORDS)]}"}) + "\n"
+                    for i in range(EXACT_MAX + 100))
+    cx.import_jsonl(io.BytesIO(lines.encode()))
     _ready(cx)
     script = textwrap.dedent(f"""
         import sys, traceback
