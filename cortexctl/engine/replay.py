@@ -36,10 +36,12 @@ KINDS = ("write", "update", "update_head", "tombstone", "attest", "learn_weights
 
 
 def _row(plain: dict) -> dict:
-    return {
-        k: (_EPOCH + timedelta(microseconds=v) if k in TIME_FIELDS and isinstance(v, int) else v)
-        for k, v in plain.items()
-    }
+    row = {**plain}
+    for k in TIME_FIELDS:
+        v = row.get(k)
+        if isinstance(v, int):
+            row[k] = _EPOCH + timedelta(microseconds=v)
+    return row
 
 
 def _doc(seq: int, payload: bytes) -> dict:

@@ -7,9 +7,23 @@ from typing import Iterator
 from cortexctl.store.records import HEAD_COLUMNS, VERSION_COLUMNS, _dicts
 
 
-def version_hash_rows(con, batch: int = 10000) -> Iterator[list[tuple]]:
-    """(id, version, type, data, hash) of every version, in batches."""
-    cur = con.execute("SELECT id, version, type, data, hash FROM versions ORDER BY id, version")
+def _id_range(column: str, after: str | None, upto: str | None) -> tuple[str, list]:
+    """A WHERE clause for ``after < column <= upto`` (either end open when None)."""
+    parts, params = [], []
+    if after is not None:
+        parts.append(f"{column} > ?")
+        params.append(after)
+    if upto is not None:
+        parts.append(f"{column} <= ?")
+        params.append(upto)
+    return (" AND ".join(parts) or "true"), params
+
+
+def version_hash_rows(con, batch: int = 10000, after: str | None = None,
+                      upto: str | None = None) -> Iterator[list[tuple]]:
+    """(id, version, type, data, hash) of every version (of IDs in ``(after, upto]``), in batches."""
+    where, params = _id_range("id", after, upto)
+    cur = con.execute(f"SELECT id, version, type, data, hash FROM versions WHERE {where} ORDER BY id, version", params)
     while True:
         rows = cur.fetchmany(batch)
         if not rows:
@@ -110,19 +124,33 @@ def count_heads(con) -> int:
     return con.execute("SELECT count(*) FROM heads").fetchall()[0][0]
 
 
-def by_memory(con, batch: int = 5000) -> Iterator[tuple[list[tuple], list[dict], list[dict]]]:
+_MEMORY_IDS_SQL = f"SELECT ref AS id FROM journal WHERE {_MEMORY_KINDS_SQL} UNION SELECT id FROM heads"
+
+
+def memory_batch_ends(con, batch: int = 5000) -> list[str]:
+    """The last ID of each full run of ``batch`` memory IDs (those ``by_memory`` yields), in order."""
+    return [r[0] for r in con.execute(
+        f"SELECT id FROM (SELECT id, row_number() OVER (ORDER BY id) AS n FROM ({_MEMORY_IDS_SQL}))"
+        f" WHERE n % {int(batch)} = 0 ORDER BY id").fetchall()]
+
+
+def by_memory(con, batch: int = 5000, after: str | None = None,
+              upto: str | None = None) -> Iterator[tuple[list[tuple], list[dict], list[dict]]]:
     """Journal entries (ref, seq, kind, payload), heads and versions, for runs of memory IDs in order.
 
     IDs come from the heads and from the journal alike, so a head with no journal
-    entry and a journal entry with no head both show up.
+    entry and a journal entry with no head both show up. ``after`` and ``upto``
+    bound the IDs to ``(after, upto]``; runs start right after ``after``, so a run
+    boundary of ``memory_batch_ends`` splits the whole into the very same runs.
     """
-    last = ""
+    last = "" if after is None else after
     hcols = ", ".join(HEAD_COLUMNS)
     vcols = ", ".join(VERSION_COLUMNS)
+    bound, bound_params = ("", []) if upto is None else (" AND id <= ?", [upto])
     while True:
         ids = [r[0] for r in con.execute(
-            f"SELECT id FROM (SELECT ref AS id FROM journal WHERE {_MEMORY_KINDS_SQL} UNION SELECT id FROM heads)"
-            f" WHERE id > ? ORDER BY id LIMIT {int(batch)}", [last]).fetchall()]
+            f"SELECT id FROM ({_MEMORY_IDS_SQL})"
+            f" WHERE id > ?{bound} ORDER BY id LIMIT {int(batch)}", [last, *bound_params]).fetchall()]
         if not ids:
             return
         lo, hi = ids[0], ids[-1]
