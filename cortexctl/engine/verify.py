@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING
 
 from cortexctl.engine import replay, salience, semantic
 from cortexctl.engine.models import Problem, VerifyReport
-from cortexctl.errors import CortexError, IntegrityError, NotFound
+from cortexctl.errors import CortexError, IntegrityError, NotFound, UsageError
 from cortexctl.memory import codec
 from cortexctl.memory.ids import memory_uri
 from cortexctl.store.interface import NoStore, Tx
@@ -60,6 +60,8 @@ def verify(ctx: Context, jobs: int | None = None) -> VerifyReport:
     ranges in up to ``jobs`` processes (None or 0: the setting ``verify.jobs``, else one per
     CPU); findings are merged in ID order, so the report is the same for any ``jobs``."""
     store = ctx.storage
+    if jobs is not None and (isinstance(jobs, bool) or not isinstance(jobs, int) or not 0 <= jobs <= 256):
+        raise UsageError(f"jobs must be a whole number from 0 (one per CPU) to 256, not {jobs!r}", field="jobs")
     if not jobs:
         jobs = ctx.settings.values.get("verify.jobs") or default_jobs()
     try:
