@@ -164,10 +164,11 @@ def test_damage_in_the_middle_is_reported_by_a_worker_exactly_as_in_one_process(
     one = _found(cx.verify(jobs=1))
     assert one == [
         ("hash", "hash does not match the stored data (corrupt or tampered)", memory_uri(ids[6], 1)),
+        ("replay", "version 1 field hash differs from the journal", memory_uri(ids[6])),
         ("replay", "head field importance is 9 but the journal says 5", memory_uri(mid)),
         ("replay", "version 2 field data differs from the journal", memory_uri(mid)),
         ("replay", "version 2 field hash differs from the journal", memory_uri(mid)),
-        ("replay", "head field access_count is 40 but the journal says 2", memory_uri(ids[8])),
+        ("replay", "head field access_count is 40 but the journal says 1", memory_uri(ids[8])),
         ("lexical", "lexical postings do not match the current text", memory_uri(mid)),
         ("lexical", "lexical postings do not match the current text", memory_uri(ids[9])),
         ("vectors", "vector of model hash-v1/384 has the wrong length", memory_uri(ids[10], 1)),
