@@ -340,11 +340,12 @@ def _expected_terms(type_code: int, data: bytes) -> list[int]:
     if _TEXT is None:
         from cortexctl.memory import schema
         from cortexctl.memory.terms import text_terms
-        from cortexctl.memory.types import type_name
+        from cortexctl.memory.types import TYPE_NAMES, type_name
 
-        _TEXT = (schema.search_text, text_terms, type_name)
-    search_text, text_terms, type_name = _TEXT
-    return text_terms(search_text(type_name(type_code), codec.decode(data)))
+        _TEXT = (schema.search_text, text_terms, TYPE_NAMES, type_name)
+    search_text, text_terms, names, type_name = _TEXT
+    name = names.get(type_code) or type_name(type_code)  # type_name raises for an unknown code
+    return text_terms(search_text(name, codec.decode(data)))
 
 
 Attests = dict[str, list[tuple[int, int, replay.Attested]]]  # id -> (seq, place among affected, event)

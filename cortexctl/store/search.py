@@ -425,16 +425,17 @@ def lexical_mismatches(con, expected, batch: int = 5000, after: str | None = Non
         h_tf = np.asarray(got["tf"], dtype=np.int64)[mine]
 
         skip = np.zeros(len(rows), dtype=bool)
-        counts = np.zeros(len(rows), dtype=np.int64)
+        sizes: list[int] = []
         flat: list[int] = []
-        for i, (_id, type_code, data) in enumerate(rows):
+        for _id, type_code, data in rows:
             try:
                 tids = expected(type_code, data)
             except Exception:  # undecodable data: the hash check reports it
-                skip[i] = True
-                continue
-            counts[i] = len(tids)
+                skip[len(sizes)] = True
+                tids = ()
+            sizes.append(len(tids))
             flat.extend(tids)
+        counts = np.array(sizes, dtype=np.int64)
         e_mem, e_term, e_tf = _term_runs(np.repeat(np.arange(len(rows), dtype=np.int64), counts),
                                          np.array(flat, dtype=np.int64))
         order = np.lexsort((h_term, h_mem))
