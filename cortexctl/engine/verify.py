@@ -28,6 +28,7 @@ Checks, over every actor's memories:
 from __future__ import annotations
 
 import bisect
+import operator
 import os
 from typing import TYPE_CHECKING
 
@@ -36,7 +37,7 @@ from cortexctl.engine.models import Problem, VerifyReport
 from cortexctl.errors import CortexError, IntegrityError, NotFound, UsageError
 from cortexctl.memory import codec
 from cortexctl.memory.ids import memory_uri
-from cortexctl.store.interface import NoStore, Tx
+from cortexctl.store.interface import HEAD_FIELDS, VERSION_FIELDS, NoStore, Tx
 
 if TYPE_CHECKING:
     from cortexctl.engine.context import Context
@@ -415,11 +416,11 @@ def _replay(tx: Tx, p: _Problems, attested: Attests, factors: dict[int, dict[int
     """Rebuild each memory (ID in ``(after, upto]``) from the journal and compare it with the
     tables; ``factors`` gets each attested memory's salience factors just before each attest.
     The attest events of the memories met are taken out of ``attested``."""
-    for journal, heads, versions in tx.by_memory(batch, after, upto):
+    for journal, heads, versions in tx.by_memory(batch, after, upto, rows=True):
         rebuilt: dict[str, replay.Memory] = {}
         broken: set[str] = set()
         entries = [(ref, seq, kind, payload) for ref, seq, kind, payload in journal]
-        for id_ in {h["id"] for h in heads} | {e[0] for e in entries}:
+        for id_ in {h[0] for h in heads} | {e[0] for e in entries}:
             entries.extend((id_, seq, "attest", (place, event)) for seq, place, event in attested.pop(id_, ()))
         entries.sort(key=lambda e: (e[0], e[1]))
         for ref, seq, kind, payload in entries:
@@ -435,10 +436,10 @@ def _replay(tx: Tx, p: _Problems, attested: Attests, factors: dict[int, dict[int
             except IntegrityError as exc:
                 p.add("replay", exc.message, memory_uri(ref))
                 broken.add(ref)
-        stored_versions: dict[str, dict[int, dict]] = {}
+        stored_versions: dict[str, dict[int, tuple]] = {}
         for v in versions:
-            stored_versions.setdefault(v["id"], {})[v["version"]] = v
-        stored_heads = {h["id"]: h for h in heads}
+            stored_versions.setdefault(v[0], {})[v[1]] = v
+        stored_heads = {h[0]: h for h in heads}
         for id_ in sorted(set(stored_heads) | set(rebuilt) - broken):
             if id_ in broken:
                 continue
@@ -451,13 +452,15 @@ def _replay(tx: Tx, p: _Problems, attested: Attests, factors: dict[int, dict[int
             if head is None:
                 p.add("replay", "the journal wrote this memory but its head is missing", uri)
                 continue
-            if mem.head != head:
-                for field, value in head.items():
+            # a memory equal to its rows as a whole needs no field-by-field comparison
+            if _in_order(_HEAD_ROW, mem.head) != head:
+                for field, value in zip(HEAD_FIELDS, head):
                     if mem.head.get(field) != value:
                         p.add("replay", f"head field {field} is {_show(value)} but the journal says "
                                         f"{_show(mem.head.get(field))}", uri)
             have = stored_versions.get(id_, {})
-            if have == mem.versions:
+            if have.keys() == mem.versions.keys() and all(
+                    _in_order(_VERSION_ROW, mem.versions[n]) == row for n, row in have.items()):
                 continue
             for n in sorted(set(have) | set(mem.versions)):
                 if n not in have:
@@ -465,9 +468,21 @@ def _replay(tx: Tx, p: _Problems, attested: Attests, factors: dict[int, dict[int
                 elif n not in mem.versions:
                     p.add("replay", f"version {n} is in the store but not in the journal", uri)
                 else:
-                    for field, value in have[n].items():
+                    for field, value in zip(VERSION_FIELDS, have[n]):
                         if mem.versions[n].get(field) != value:
                             p.add("replay", f"version {n} field {field} differs from the journal", uri)
+
+
+_HEAD_ROW = operator.itemgetter(*HEAD_FIELDS)
+_VERSION_ROW = operator.itemgetter(*VERSION_FIELDS)
+
+
+def _in_order(get, record) -> tuple | None:
+    """A replayed record's values in column order; None when it lacks a column."""
+    try:
+        return get(record)
+    except (KeyError, TypeError):
+        return None
 
 def _show(value) -> str:
     text = repr(value)

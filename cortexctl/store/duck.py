@@ -272,10 +272,10 @@ class DuckTx:
 
         return integrity.memory_batch_ends(self.con, batch)
 
-    def by_memory(self, batch: int = 5000, after: str | None = None, upto: str | None = None):
+    def by_memory(self, batch: int = 5000, after: str | None = None, upto: str | None = None, rows: bool = False):
         from cortexctl.store import integrity
 
-        return integrity.by_memory(self.con, batch, after, upto)
+        return integrity.by_memory(self.con, batch, after, upto, rows)
 
     def lexical_mismatches(self, expected, after: str | None = None, upto: str | None = None, strays: bool = True):
         return sq.lexical_mismatches(self.con, expected, after=after, upto=upto, strays=strays)

@@ -134,12 +134,13 @@ def memory_batch_ends(con, batch: int = 5000) -> list[str]:
         f" WHERE n % {int(batch)} = 0 ORDER BY id").fetchall()]
 
 
-def by_memory(con, batch: int = 5000, after: str | None = None,
-              upto: str | None = None) -> Iterator[tuple[list[tuple], list[dict], list[dict]]]:
+def by_memory(con, batch: int = 5000, after: str | None = None, upto: str | None = None,
+              rows: bool = False) -> Iterator[tuple[list[tuple], list, list]]:
     """Journal entries (ref, seq, kind, payload), heads and versions, for runs of memory IDs in order.
 
     IDs come from the heads and from the journal alike, so a head with no journal
-    entry and a journal entry with no head both show up. ``after`` and ``upto``
+    entry and a journal entry with no head both show up. ``rows``: heads and versions as
+    tuples in column order rather than dicts. ``after`` and ``upto``
     bound the IDs to ``(after, upto]``; runs start right after ``after``, so a run
     boundary of ``memory_batch_ends`` splits the whole into the very same runs.
     """
@@ -147,6 +148,7 @@ def by_memory(con, batch: int = 5000, after: str | None = None,
     hcols = ", ".join(HEAD_COLUMNS)
     vcols = ", ".join(VERSION_COLUMNS)
     bound, bound_params = ("", []) if upto is None else (" AND id <= ?", [upto])
+    shape = (lambda cur, _columns: cur.fetchall()) if rows else _dicts
     while True:
         ids = [r[0] for r in con.execute(
             f"SELECT id FROM ({_MEMORY_IDS_SQL})"
@@ -158,9 +160,9 @@ def by_memory(con, batch: int = 5000, after: str | None = None,
             f"SELECT ref, seq, kind, payload FROM journal WHERE ref BETWEEN ? AND ? AND {_MEMORY_KINDS_SQL}"
             " ORDER BY ref, seq", [lo, hi]
         ).fetchall()
-        heads = _dicts(con.execute(f"SELECT {hcols} FROM heads WHERE id BETWEEN ? AND ? ORDER BY id", [lo, hi]),
-                       HEAD_COLUMNS)
-        versions = _dicts(con.execute(
+        heads = shape(con.execute(f"SELECT {hcols} FROM heads WHERE id BETWEEN ? AND ? ORDER BY id", [lo, hi]),
+                      HEAD_COLUMNS)
+        versions = shape(con.execute(
             f"SELECT {vcols} FROM versions WHERE id BETWEEN ? AND ? ORDER BY id, version", [lo, hi]), VERSION_COLUMNS)
         yield journal, heads, versions
         last = hi

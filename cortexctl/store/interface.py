@@ -304,10 +304,11 @@ class Tx(Protocol):
         """The last memory ID of every full run of ``by_memory(batch)``, in order: starting
         ``by_memory`` after one of them gives the very same runs as the whole walk."""
 
-    def by_memory(self, batch: int = 5000, after: str | None = None,
-                  upto: str | None = None) -> Iterator[tuple[list[tuple], list[dict], list[dict]]]:
+    def by_memory(self, batch: int = 5000, after: str | None = None, upto: str | None = None,
+                  rows: bool = False) -> Iterator[tuple[list[tuple], list, list]]:
         """Runs of memory IDs in order (of those in ``(after, upto]``): their journal entries
-        (ref, seq, kind, payload), heads and versions."""
+        (ref, seq, kind, payload), heads and versions (dicts, or with ``rows`` tuples in
+        ``HEAD_FIELDS`` / ``VERSION_FIELDS`` order)."""
 
     def lexical_mismatches(self, expected: Callable[[int, bytes], list[int]], after: str | None = None,
                            upto: str | None = None, strays: bool = True) -> Iterator[tuple[str, str]]:
