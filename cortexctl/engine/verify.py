@@ -46,6 +46,7 @@ MAX_PER_CHECK = 100  # problems listed per check before summarizing
 BATCH = 5000  # memories per run of the per-memory checks
 PARALLEL_FROM = 20_000  # memories: below this, starting worker processes costs more than it saves
 CHUNKS_PER_JOB = 4  # ID ranges per worker process, so that a slow range does not hold up the end
+RANGE_RUNS = 20  # runs per ID range at most: a run's queries look at the IDs up to its range's end
 
 
 def default_jobs() -> int:
@@ -100,13 +101,16 @@ class _Problems:
 
 def _verify(tx: Tx, store, model: str, jobs: int) -> VerifyReport:
     attested, learning, wide = _replay_wide(tx)
+    heads = tx.count_heads()
+    parallel = jobs > 1 and heads >= PARALLEL_FROM
     ranges: list[tuple[str | None, str | None]] = [(None, None)]
-    if jobs > 1 and tx.count_heads() >= PARALLEL_FROM:
-        ranges = _ranges(tx.memory_batch_ends(BATCH), jobs * CHUNKS_PER_JOB)
+    if parallel or heads > RANGE_RUNS * BATCH:
+        ends = tx.memory_batch_ends(BATCH)
+        ranges = _ranges(ends, max(-(-(len(ends) + 1) // RANGE_RUNS), jobs * CHUNKS_PER_JOB if parallel else 1))
     parts = _split(attested, ranges)
-    if len(ranges) == 1:
-        results = iter([_check_range(tx, None, None, parts[0], BATCH)])
-        pool = None
+    pool = None
+    if not parallel or len(ranges) == 1:
+        results = (_check_range(tx, after, upto, part, BATCH) for (after, upto), part in zip(ranges, parts))
     else:
         pool = _Workers(min(jobs, len(ranges)))
         results = pool.run([(str(store.path), after, upto, part, BATCH, store.wait)
@@ -139,7 +143,7 @@ def _verify(tx: Tx, store, model: str, jobs: int) -> VerifyReport:
             tail.add("vectors", problem, memory_uri(id_, version))
         for message in semantic.verify_index(tx, store, model):
             tail.add("index", message)
-        memories = tx.count_heads()
+        memories = heads
 
         # the ranges' findings, in ID order
         hashes, memory, lexical = _Problems(), _Problems(), _Problems()

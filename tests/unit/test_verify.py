@@ -151,7 +151,7 @@ def test_a_sound_store_verifies_the_same_with_workers(many):
     assert started == [2]  # jobs=1 checks in this process; jobs=2 started two workers
 
 
-def test_damage_in_the_middle_is_reported_by_a_worker_exactly_as_in_one_process(many, store):
+def test_damage_in_the_middle_is_reported_by_a_worker_exactly_as_in_one_process(many, store, monkeypatch):
     cx, ids, started = many
     mid = ids[7]
     data, digest = _forged(mid)
@@ -175,6 +175,11 @@ def test_damage_in_the_middle_is_reported_by_a_worker_exactly_as_in_one_process(
     ]
     for jobs in (2, 3):
         assert _found(cx.verify(jobs=jobs)) == one
+    assert started == [2, 3]
+    from cortexctl.engine import verify as v
+
+    monkeypatch.setattr(v, "RANGE_RUNS", 2)  # one process going through several ID ranges
+    assert _found(cx.verify(jobs=1)) == one
     assert started == [2, 3]
 
 
