@@ -382,12 +382,14 @@ def lexical_mismatches(con, expected, batch: int = 5000, after: str | None = Non
 
     last = "" if after is None else after
     bound, bound_params = ("", []) if upto is None else (" AND h.id <= ?", [upto])
+    current = con.cursor()  # read once in ID order, cut into runs here (a query per run scans every head)
+    current.execute(
+        "SELECT h.id, v.type, v.data FROM heads h JOIN versions v ON v.id = h.id AND v.version = h.current_version"
+        f" WHERE h.id > ?{bound} ORDER BY h.id", [last, *bound_params])
     while True:
-        rows = con.execute(
-            "SELECT h.id, v.type, v.data FROM heads h JOIN versions v ON v.id = h.id AND v.version = h.current_version"
-            f" WHERE h.id > ?{bound} ORDER BY h.id LIMIT ?", [last, *bound_params, batch]
-        ).fetchall()
+        rows = current.fetchmany(batch)
         if not rows:
+            current.close()
             break
         lo, hi = rows[0][0], rows[-1][0]
         at = {r[0]: i for i, r in enumerate(rows)}
