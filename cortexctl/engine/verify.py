@@ -45,7 +45,7 @@ if TYPE_CHECKING:
 MAX_PER_CHECK = 100  # problems listed per check before summarizing
 BATCH = 5000  # memories per run of the per-memory checks
 PARALLEL_FROM = 20_000  # memories: below this, starting worker processes costs more than it saves
-CHUNKS_PER_JOB = 4  # ID ranges per worker process, so that a slow range does not hold up the end
+CHUNKS_PER_JOB = 1  # ID ranges per worker at least (each range costs a scan of every table it reads)
 RANGE_RUNS = 20  # runs per ID range at most: a run's queries look at the IDs up to its range's end
 
 
@@ -232,7 +232,8 @@ class _Workers:
                                        stdout=subprocess.PIPE, env=env) for _ in range(n)]
 
     def run(self, tasks: list[tuple]):
-        """Yield each task's result in task order, the tasks spread over the workers."""
+        """Hand the workers their first tasks; returns an iterator of each task's result in task
+        order, the other tasks given to whichever worker is free."""
         import pickle
         import selectors
 
@@ -248,9 +249,14 @@ class _Workers:
                 proc.stdin.flush()
                 busy[proc] = k
 
-        for proc in self.procs:
+        for proc in self.procs:  # now, not on the first result asked for: the caller works meanwhile
             sel.register(proc.stdout, selectors.EVENT_READ, proc)
             give(proc)
+        return self._results(tasks, results, busy, sel, give)
+
+    def _results(self, tasks, results, busy, sel, give):
+        import pickle
+
         nxt = 0
         try:
             while nxt < len(tasks):
