@@ -386,22 +386,19 @@ def lexical_mismatches(con, expected, batch: int = 5000, after: str | None = Non
     current.execute(
         "SELECT h.id, v.type, v.data FROM heads h JOIN versions v ON v.id = h.id AND v.version = h.current_version"
         f" WHERE h.id > ?{bound} ORDER BY h.id", [last, *bound_params])
-    from cortexctl.store.integrity import _Stream
-
-    docs_of = _Stream(con, f"SELECT id, doc, len FROM lex_docs WHERE id > ?{bound.replace('h.id', 'id')}"
-                           " ORDER BY id, doc", [last, *bound_params])
     while True:
         rows = current.fetchmany(batch)
         if not rows:
             current.close()
-            docs_of.close()
             break
         lo, hi = rows[0][0], rows[-1][0]
         at = {r[0]: i for i, r in enumerate(rows)}
         chosen: dict[int, int] = {}  # row -> its postings document (the last, when there are more)
         stored_len = np.full(len(rows), -1, dtype=np.int64)
         seen: set[str] = set()
-        for id_, doc, ln in docs_of.between(lo, hi):
+        for id_, doc, ln in con.execute(
+            "SELECT id, doc, len FROM lex_docs WHERE id BETWEEN ? AND ? ORDER BY id, doc", [lo, hi]
+        ).fetchall():
             if id_ in seen:
                 yield id_, "more than one postings document"
             seen.add(id_)
@@ -410,11 +407,10 @@ def lexical_mismatches(con, expected, batch: int = 5000, after: str | None = Non
                 chosen[i] = int(doc)
                 stored_len[i] = int(ln)
         doc_of = {d: i for i, d in chosen.items()}
-        if doc_of:  # postings by a range of doc numbers (zone maps skip the rest), then only these docs
-            got = con.execute("SELECT doc, term, tf FROM lex_postings WHERE doc BETWEEN ? AND ?",
-                              [min(doc_of), max(doc_of)]).fetchnumpy()
-        else:
-            got = {"doc": [], "term": [], "tf": []}
+        got = con.execute(
+            "SELECT p.doc, p.term, p.tf FROM lex_docs d JOIN lex_postings p ON p.doc = d.doc"
+            " WHERE d.id BETWEEN ? AND ?", [lo, hi]
+        ).fetchnumpy()
         docs = np.asarray(got["doc"], dtype=np.int64)
         if doc_of:
             keys = np.fromiter(doc_of, dtype=np.int64, count=len(doc_of))
