@@ -35,6 +35,7 @@ ENV_EMBED_DIMENSIONS = "CORTEXCTL_EMBED_DIMENSIONS"
 ENV_EMBED_PROVIDER = "CORTEXCTL_EMBED_PROVIDER"
 ENV_CHAT_BASE_URL = "CORTEXCTL_CHAT_BASE_URL"
 ENV_CHAT_MODEL = "CORTEXCTL_CHAT_MODEL"
+ENV_VERIFY_JOBS = "CORTEXCTL_VERIFY_JOBS"
 ENV_NO_COLOR = "NO_COLOR"
 
 # key path -> environment variable
@@ -48,6 +49,7 @@ ENV_NAMES: dict[str, str] = {
     "embedding.provider": ENV_EMBED_PROVIDER,
     "chat.base_url": ENV_CHAT_BASE_URL,
     "chat.model": ENV_CHAT_MODEL,
+    "verify.jobs": ENV_VERIFY_JOBS,
 }
 
 DEFAULTS: dict[str, Any] = {
@@ -83,6 +85,9 @@ DEFAULTS: dict[str, Any] = {
         "min_pattern_successes": 3,
         "rules": None,  # None: the built-in inviolable rules (engine/pager.py, README)
     },
+    "verify": {
+        "jobs": 0,  # worker processes for verify (and restore, merge, drill); 0: one per CPU
+    },
 }
 
 # key path -> (python type(s), rule text)
@@ -111,6 +116,7 @@ _RULES: dict[str, tuple[tuple[type, ...], str]] = {
     "pager.retrieval_top_k": ((int,), "must be a whole number from 1 to 1000"),
     "pager.min_pattern_successes": ((int,), "must be a whole number from 1 to 1000000"),
     "pager.rules": ((list,), "must be a list of 1 to 50 non-empty texts"),
+    "verify.jobs": ((int,), "must be a whole number from 0 (one per CPU) to 256"),
 }
 
 
@@ -130,7 +136,7 @@ def _flatten(tree: dict, prefix: str = "") -> dict[str, Any]:
     out = {}
     for k, v in tree.items():
         path = f"{prefix}{k}"
-        if isinstance(v, dict) and path in ("embedding", "chat", "backup", "pager"):
+        if isinstance(v, dict) and path in ("embedding", "chat", "backup", "pager", "verify"):
             out.update(_flatten(v, path + "."))
         else:
             out[path] = v
@@ -180,6 +186,8 @@ def _check(path: str, value: Any, source: str) -> Any:
         bad = True
     if not bad and path.startswith("pager.") and isinstance(value, int):
         bad = not 1 <= value <= (1000 if path.endswith("top_k") else 1_000_000)
+    if not bad and path == "verify.jobs" and not 0 <= value <= 256:
+        bad = True
     if not bad and path == "pager.rules":
         bad = not 1 <= len(value) <= 50 or not all(isinstance(r, str) and r.strip() for r in value)
     if not bad and isinstance(value, str) and (not value.strip() or not _is_utf8(value) or "\x00" in value):
@@ -283,7 +291,7 @@ def load(
         if raw is None or raw == "":
             continue
         value: Any = raw
-        if path == "wait" or path.endswith("dimensions"):
+        if path == "wait" or path.endswith(("dimensions", "jobs")):
             try:
                 value = float(raw) if path == "wait" else int(raw)
             except ValueError:

@@ -2,16 +2,16 @@
 
 from __future__ import annotations
 
-from cortexctl.cli.spec import COMMON, Command
+from cortexctl.cli.spec import COMMON, Command, Option
 
 
-def verify(config, *, store, actor, wait, json, jsonl) -> None:
+def verify(config, *, jobs, store, actor, wait, json, jsonl) -> None:
     from cortexctl.cli.common import open_cortex
     from cortexctl.cli.output import Output
     from cortexctl.errors import IntegrityError
 
     out = Output(json=json, jsonl=jsonl)
-    report = open_cortex(config, store, actor, wait).verify()
+    report = open_cortex(config, store, actor, wait).verify(jobs=jobs)
     if out.machine:
         out.emit(report.to_json())
     else:
@@ -27,11 +27,20 @@ def verify(config, *, store, actor, wait, json, jsonl) -> None:
 COMMANDS = [
     Command(
         ("verify",), "Check the store's integrity.", verify,
-        options=COMMON,
+        options=(
+            Option("jobs", ("--jobs", "-j"), "Worker processes for the per-memory checks (0: one per CPU).",
+                   type=int, metavar="N", env="CORTEXCTL_VERIFY_JOBS"),
+            *COMMON,
+        ),
         notes="""Recomputes every version hash, checks every head against its latest version,
-the frame index against the heads, and the journal for gaps. Reports every
-problem and exits 7 if there is one.""",
-        examples=("cortexctl verify", "cortexctl verify --json --store /var/lib/agent/brain"),
+the frame index against the heads, and the journal for gaps; replays the
+journal and compares every memory, the lexical postings and the vectors.
+Reports every problem and exits 7 if there is one. On a large store the
+per-memory checks are split by memory ID across --jobs worker processes (like
+make -j; default: the setting verify.jobs, else one per CPU); the report is
+the same whatever the number.""",
+        examples=("cortexctl verify", "cortexctl verify --json --store /var/lib/agent/brain",
+                  "cortexctl verify --jobs 1"),
         exits=(0, 3, 4, 7), exit_notes={3: "no store", 7: "problems found"},
     ),
 ]

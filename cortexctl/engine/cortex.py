@@ -250,10 +250,11 @@ class Cortex:
 
         return export_jsonl(self.context, sink, **kwargs)
 
-    def verify(self):
+    def verify(self, *, jobs: int | None = None):
+        """Prove the store sound (SPEC §3); ``jobs`` worker processes (None: the setting ``verify.jobs``)."""
         from cortexctl.engine.verify import verify
 
-        return verify(self.context)
+        return verify(self.context, jobs)
 
     def healthcheck(self, *, probe: bool = True) -> dict:
         """The healthcheck payload (SPEC §12); ``probe=False`` skips the embedding endpoint's probe."""

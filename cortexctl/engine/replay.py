@@ -35,11 +35,25 @@ TIME_FIELDS = {"created_at", "updated_at", "tombstoned_at", "last_used"}
 KINDS = ("write", "update", "update_head", "tombstone", "attest", "learn_weights", "checkpoint", "unforget")
 
 
+_TIMES: dict[int, datetime] = {}  # recent conversions: a memory's times are mostly one and the same
+
+
+def _time(v: int) -> datetime:
+    t = _TIMES.get(v)
+    if t is None:
+        if len(_TIMES) >= 4096:
+            _TIMES.clear()
+        t = _TIMES[v] = _EPOCH + timedelta(microseconds=v)
+    return t
+
+
 def _row(plain: dict) -> dict:
-    return {
-        k: (_EPOCH + timedelta(microseconds=v) if k in TIME_FIELDS and isinstance(v, int) else v)
-        for k, v in plain.items()
-    }
+    row = {**plain}
+    for k in TIME_FIELDS:
+        v = row.get(k)
+        if isinstance(v, int):
+            row[k] = _time(v)
+    return row
 
 
 def _doc(seq: int, payload: bytes) -> dict:

@@ -95,10 +95,15 @@ def _rules(w, rules):
     return w
 
 
+# The last letters of every suffix the steps below look at: a word ending in anything
+# else (a digit, most often) matches no step and is its own stem.
+_SUFFIX_ENDS = frozenset("sdgylirnmectu")
+
+
 @functools.lru_cache(maxsize=200_000)
 def stem(w):
     """Porter (1980) stemmer, steps 1a-5b. Words over MAX_STEM characters are left as they are."""
-    if len(w) <= 2 or len(w) > MAX_STEM:
+    if len(w) <= 2 or len(w) > MAX_STEM or w[-1] not in _SUFFIX_ENDS:
         return w
     if w.endswith(("sses", "ies")):                                   # 1a
         w = w[:-2]
@@ -174,6 +179,13 @@ def words(text: str) -> list[str]:
 _WORD = re.compile(r"\w+")
 
 
+@functools.lru_cache(maxsize=500_000)
+def _word_id(raw):
+    """The term ID of one raw word of lowercased text, or None for a stopword."""
+    t = _term(raw)
+    return None if t is None else term_id(t)
+
+
 def text_terms(text: str) -> list[int]:
     """The term IDs of ``text`` in order, repeats kept (what the postings count)."""
-    return [term_id(t) for t in terms(text)]
+    return [i for i in map(_word_id, WORD_RE.findall(text.lower())) if i is not None]

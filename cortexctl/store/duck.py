@@ -237,10 +237,10 @@ class DuckTx:
         return feedback.all_checkpoints(self.con)
 
     # -- integrity (verify) ---------------------------------------------------------------------
-    def version_hashes(self, batch: int = 10000):
+    def version_hashes(self, batch: int = 10000, after: str | None = None, upto: str | None = None):
         from cortexctl.store import integrity
 
-        return integrity.version_hash_rows(self.con, batch)
+        return integrity.version_hash_rows(self.con, batch, after, upto)
 
     def head_version_mismatches(self) -> list[tuple]:
         from cortexctl.store import integrity
@@ -282,13 +282,21 @@ class DuckTx:
 
         return integrity.entries_of(self.con, tuple(kinds), batch)
 
-    def by_memory(self, batch: int = 5000):
+    def memory_batch_ends(self, batch: int = 5000) -> list[str]:
         from cortexctl.store import integrity
 
-        return integrity.by_memory(self.con, batch)
+        return integrity.memory_batch_ends(self.con, batch)
 
-    def lexical_mismatches(self, expected):
-        return sq.lexical_mismatches(self.con, expected)
+    def by_memory(self, batch: int = 5000, after: str | None = None, upto: str | None = None, rows: bool = False):
+        from cortexctl.store import integrity
+
+        return integrity.by_memory(self.con, batch, after, upto, rows)
+
+    def lexical_mismatches(self, expected, after: str | None = None, upto: str | None = None, strays: bool = True):
+        return sq.lexical_mismatches(self.con, expected, after=after, upto=upto, strays=strays)
+
+    def stray_postings(self):
+        return sq.stray_postings(self.con)
 
     def vector_problems(self):
         return sq.vector_problems(self.con)

@@ -7,9 +7,23 @@ from typing import Iterator
 from cortexctl.store.records import HEAD_COLUMNS, VERSION_COLUMNS, _dicts
 
 
-def version_hash_rows(con, batch: int = 10000) -> Iterator[list[tuple]]:
-    """(id, version, type, data, hash) of every version, in batches."""
-    cur = con.execute("SELECT id, version, type, data, hash FROM versions ORDER BY id, version")
+def _id_range(column: str, after: str | None, upto: str | None) -> tuple[str, list]:
+    """A WHERE clause for ``after < column <= upto`` (either end open when None)."""
+    parts, params = [], []
+    if after is not None:
+        parts.append(f"{column} > ?")
+        params.append(after)
+    if upto is not None:
+        parts.append(f"{column} <= ?")
+        params.append(upto)
+    return (" AND ".join(parts) or "true"), params
+
+
+def version_hash_rows(con, batch: int = 10000, after: str | None = None,
+                      upto: str | None = None) -> Iterator[list[tuple]]:
+    """(id, version, type, data, hash) of every version (of IDs in ``(after, upto]``), in batches."""
+    where, params = _id_range("id", after, upto)
+    cur = con.execute(f"SELECT id, version, type, data, hash FROM versions WHERE {where} ORDER BY id, version", params)
     while True:
         rows = cur.fetchmany(batch)
         if not rows:
@@ -110,29 +124,98 @@ def count_heads(con) -> int:
     return con.execute("SELECT count(*) FROM heads").fetchall()[0][0]
 
 
-def by_memory(con, batch: int = 5000) -> Iterator[tuple[list[tuple], list[dict], list[dict]]]:
+_MEMORY_IDS_SQL = f"SELECT ref AS id FROM journal WHERE {_MEMORY_KINDS_SQL} UNION SELECT id FROM heads"
+
+
+def memory_batch_ends(con, batch: int = 5000) -> list[str]:
+    """The last ID of each full run of ``batch`` memory IDs (those ``by_memory`` yields), in order."""
+    return [r[0] for r in con.execute(
+        f"SELECT id FROM (SELECT id, row_number() OVER (ORDER BY id) AS n FROM ({_MEMORY_IDS_SQL}))"
+        f" WHERE n % {int(batch)} = 0 ORDER BY id").fetchall()]
+
+
+def by_memory(con, batch: int = 5000, after: str | None = None, upto: str | None = None,
+              rows: bool = False) -> Iterator[tuple[list[tuple], list, list]]:
     """Journal entries (ref, seq, kind, payload), heads and versions, for runs of memory IDs in order.
 
     IDs come from the heads and from the journal alike, so a head with no journal
-    entry and a journal entry with no head both show up.
+    entry and a journal entry with no head both show up. ``rows``: heads and versions as
+    tuples in column order rather than dicts. ``after`` and ``upto``
+    bound the IDs to ``(after, upto]``; runs start right after ``after``, so a run
+    boundary of ``memory_batch_ends`` splits the whole into the very same runs.
+
+    Each table is read once, in ID order, by a query of its own (a cursor each), and cut
+    into runs here: a query per run would scan the whole table for every run.
     """
-    last = ""
+    last = "" if after is None else after
     hcols = ", ".join(HEAD_COLUMNS)
     vcols = ", ".join(VERSION_COLUMNS)
-    while True:
-        ids = [r[0] for r in con.execute(
-            f"SELECT id FROM (SELECT ref AS id FROM journal WHERE {_MEMORY_KINDS_SQL} UNION SELECT id FROM heads)"
-            f" WHERE id > ? ORDER BY id LIMIT {int(batch)}", [last]).fetchall()]
-        if not ids:
-            return
-        lo, hi = ids[0], ids[-1]
-        journal = con.execute(
-            f"SELECT ref, seq, kind, payload FROM journal WHERE ref BETWEEN ? AND ? AND {_MEMORY_KINDS_SQL}"
-            " ORDER BY ref, seq", [lo, hi]
-        ).fetchall()
-        heads = _dicts(con.execute(f"SELECT {hcols} FROM heads WHERE id BETWEEN ? AND ? ORDER BY id", [lo, hi]),
-                       HEAD_COLUMNS)
-        versions = _dicts(con.execute(
-            f"SELECT {vcols} FROM versions WHERE id BETWEEN ? AND ? ORDER BY id, version", [lo, hi]), VERSION_COLUMNS)
-        yield journal, heads, versions
-        last = hi
+    bound, bound_params = ("", []) if upto is None else (" AND {col} <= ?", [upto])
+    ids = _Stream(con, f"SELECT id FROM ({_MEMORY_IDS_SQL}) WHERE id > ?{bound.format(col='id')} ORDER BY id",
+                  [last, *bound_params])
+    journal = _Stream(con, f"SELECT ref, seq, kind, payload FROM journal WHERE ref > ?{bound.format(col='ref')}"
+                           f" AND {_MEMORY_KINDS_SQL} ORDER BY ref, seq", [last, *bound_params])
+    heads = _Stream(con, f"SELECT {hcols} FROM heads WHERE id > ?{bound.format(col='id')} ORDER BY id",
+                    [last, *bound_params])
+    versions = _Stream(con, f"SELECT {vcols} FROM versions WHERE id > ?{bound.format(col='id')} ORDER BY id, version",
+                       [last, *bound_params])
+    try:
+        while True:
+            run = [r[0] for r in ids.take_n(batch)]
+            if not run:
+                return
+            lo, hi = run[0], run[-1]
+            got_h = heads.between(lo, hi)
+            got_v = versions.between(lo, hi)
+            if not rows:
+                got_h = [dict(zip(HEAD_COLUMNS, r)) for r in got_h]
+                got_v = [dict(zip(VERSION_COLUMNS, r)) for r in got_v]
+            yield journal.between(lo, hi), got_h, got_v
+    finally:
+        for stream in (ids, journal, heads, versions):
+            stream.close()
+
+
+class _Stream:
+    """The rows of one query, in key (first column) order, taken a run at a time."""
+
+    def __init__(self, con, sql: str, params: list, chunk: int = 2000) -> None:
+        self.cur = con.cursor()
+        self.cur.execute(sql, params)
+        self.chunk = chunk
+        self.rows: list[tuple] = []
+        self.at = 0
+        self.done = False
+
+    def _peek(self) -> tuple | None:
+        if self.at >= len(self.rows):
+            if self.done:
+                return None
+            self.rows, self.at = self.cur.fetchmany(self.chunk), 0
+            if not self.rows:
+                self.done = True
+                return None
+        return self.rows[self.at]
+
+    def take_n(self, n: int) -> list[tuple]:
+        out: list[tuple] = []
+        while len(out) < n and self._peek() is not None:
+            k = min(n - len(out), len(self.rows) - self.at)
+            out.extend(self.rows[self.at:self.at + k])
+            self.at += k
+        return out
+
+    def between(self, lo: str, hi: str) -> list[tuple]:
+        """The rows whose key is in [lo, hi]; rows before lo are passed over."""
+        out: list[tuple] = []
+        while (row := self._peek()) is not None and row[0] <= hi:
+            if row[0] >= lo:
+                out.append(row)
+            self.at += 1
+        return out
+
+    def close(self) -> None:
+        try:
+            self.cur.close()
+        except Exception:  # closing a finished cursor twice
+            pass

@@ -291,8 +291,10 @@ class Tx(Protocol):
         """(actor, intent, step) -> checkpoint row."""
 
     # -- integrity (verify) ---------------------------------------------------------------------
-    def version_hashes(self, batch: int = 10000) -> Iterator[list[tuple]]:
-        """(id, version, type code, data, hash) of every version, in batches."""
+    def version_hashes(self, batch: int = 10000, after: str | None = None,
+                       upto: str | None = None) -> Iterator[list[tuple]]:
+        """(id, version, type code, data, hash) of every version, in batches, in (id, version) order;
+        ``after``/``upto`` keep the IDs in ``(after, upto]`` (None: that end is open)."""
 
     def head_version_mismatches(self) -> list[tuple]:
         """(id, current version, version count, latest, why) of heads that disagree with their versions."""
@@ -319,11 +321,23 @@ class Tx(Protocol):
     def journal_entries(self, kinds: Sequence[str], batch: int = 10000) -> Iterator[tuple]:
         """(seq, kind, ts, actor, ref, payload) of the entries of these kinds, in sequence order."""
 
-    def by_memory(self, batch: int = 5000) -> Iterator[tuple[list[tuple], list[dict], list[dict]]]:
-        """Runs of memory IDs in order: their journal entries (ref, seq, kind, payload), heads and versions."""
+    def memory_batch_ends(self, batch: int = 5000) -> list[str]:
+        """The last memory ID of every full run of ``by_memory(batch)``, in order: starting
+        ``by_memory`` after one of them gives the very same runs as the whole walk."""
 
-    def lexical_mismatches(self, expected: Callable[[int, bytes], list[int]]) -> Iterator[tuple[str, str]]:
-        """(id, problem) for every memory whose postings are not ``expected(type code, data)``."""
+    def by_memory(self, batch: int = 5000, after: str | None = None, upto: str | None = None,
+                  rows: bool = False) -> Iterator[tuple[list[tuple], list, list]]:
+        """Runs of memory IDs in order (of those in ``(after, upto]``): their journal entries
+        (ref, seq, kind, payload), heads and versions (dicts, or with ``rows`` tuples in
+        ``HEAD_FIELDS`` / ``VERSION_FIELDS`` order)."""
+
+    def lexical_mismatches(self, expected: Callable[[int, bytes], list[int]], after: str | None = None,
+                           upto: str | None = None, strays: bool = True) -> Iterator[tuple[str, str]]:
+        """(id, problem) for every memory (ID in ``(after, upto]``) whose postings are not
+        ``expected(type code, data)``; ``strays`` adds ``stray_postings()`` at the end."""
+
+    def stray_postings(self) -> Iterator[tuple[str, str]]:
+        """(id, problem) for postings of memories that do not exist."""
 
     def vector_problems(self) -> Iterator[tuple[str, int, str]]:
         """(id, version, problem) for vectors cut short or not of their memory's current version."""

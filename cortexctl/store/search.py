@@ -367,39 +367,113 @@ def doc_terms(con, docs: Sequence[int]) -> dict[int, tuple[dict[int, int], int]]
     return out
 
 
-def lexical_mismatches(con, expected, batch: int = 5000):
-    """(id, problem) for every memory whose postings are not ``expected(type, data)``'s terms."""
-    last = ""
+def lexical_mismatches(con, expected, batch: int = 5000, after: str | None = None, upto: str | None = None,
+                       strays: bool = True):
+    """(id, problem) for every memory whose postings are not ``expected(type, data)``'s terms.
+
+    ``after`` and ``upto`` bound the memories to IDs in ``(after, upto]``; ``strays``
+    adds the postings of memories that do not exist (see ``stray_postings``). Each
+    run of ``batch`` memories is compared as a whole: the expected terms and the
+    stored postings become sorted (memory, term, tf) arrays, compared column by
+    column, so a memory is named when its term count, any term or any frequency
+    differs, or when its document length does.
+    """
+    import numpy as np
+
+    last = "" if after is None else after
+    bound, bound_params = ("", []) if upto is None else (" AND h.id <= ?", [upto])
+    current = con.cursor()  # read once in ID order, cut into runs here (a query per run scans every head)
+    current.execute(
+        "SELECT h.id, v.type, v.data FROM heads h JOIN versions v ON v.id = h.id AND v.version = h.current_version"
+        f" WHERE h.id > ?{bound} ORDER BY h.id", [last, *bound_params])
     while True:
-        rows = con.execute(
-            "SELECT h.id, v.type, v.data FROM heads h JOIN versions v ON v.id = h.id AND v.version = h.current_version"
-            " WHERE h.id > ? ORDER BY h.id LIMIT ?", [last, batch]
-        ).fetchall()
+        rows = current.fetchmany(batch)
         if not rows:
+            current.close()
             break
-        ids = [r[0] for r in rows]
-        have: dict[str, tuple[int, dict[int, int]]] = {}
-        for id_, ln, terms_, tfs in con.execute(
-            "SELECT d.id, any_value(d.len), list(p.term), list(p.tf) FROM lex_docs d"
-            " LEFT JOIN lex_postings p ON p.doc = d.doc WHERE d.id BETWEEN ? AND ? GROUP BY d.id, d.doc",
-            [ids[0], ids[-1]],
+        lo, hi = rows[0][0], rows[-1][0]
+        at = {r[0]: i for i, r in enumerate(rows)}
+        chosen: dict[int, int] = {}  # row -> its postings document (the last, when there are more)
+        stored_len = np.full(len(rows), -1, dtype=np.int64)
+        seen: set[str] = set()
+        for id_, doc, ln in con.execute(
+            "SELECT id, doc, len FROM lex_docs WHERE id BETWEEN ? AND ? ORDER BY id, doc", [lo, hi]
         ).fetchall():
-            if id_ in have:
+            if id_ in seen:
                 yield id_, "more than one postings document"
-            have[id_] = (int(ln), {int(t): int(f) for t, f in zip(terms_ or [], tfs or []) if t is not None})
-        for id_, type_code, data in rows:
+            seen.add(id_)
+            i = at.get(id_)
+            if i is not None:
+                chosen[i] = int(doc)
+                stored_len[i] = int(ln)
+        doc_of = {d: i for i, d in chosen.items()}
+        got = con.execute(
+            "SELECT p.doc, p.term, p.tf FROM lex_docs d JOIN lex_postings p ON p.doc = d.doc"
+            " WHERE d.id BETWEEN ? AND ?", [lo, hi]
+        ).fetchnumpy()
+        docs = np.asarray(got["doc"], dtype=np.int64)
+        if doc_of:
+            keys = np.fromiter(doc_of, dtype=np.int64, count=len(doc_of))
+            vals = np.fromiter(doc_of.values(), dtype=np.int64, count=len(doc_of))
+            order = np.argsort(keys)
+            keys, vals = keys[order], vals[order]
+            pos = np.minimum(np.searchsorted(keys, docs), len(keys) - 1)
+            mine = keys[pos] == docs
+            h_mem = vals[pos][mine]
+        else:
+            mine = np.zeros(len(docs), dtype=bool)
+            h_mem = np.zeros(0, dtype=np.int64)
+        h_term = np.asarray(got["term"], dtype=np.int64)[mine]
+        h_tf = np.asarray(got["tf"], dtype=np.int64)[mine]
+
+        skip = np.zeros(len(rows), dtype=bool)
+        sizes: list[int] = []
+        flat: list[int] = []
+        for _id, type_code, data in rows:
             try:
                 tids = expected(type_code, data)
             except Exception:  # undecodable data: the hash check reports it
+                skip[len(sizes)] = True
+                tids = ()
+            sizes.append(len(tids))
+            flat.extend(tids)
+        counts = np.array(sizes, dtype=np.int64)
+        e_mem, e_term, e_tf = _term_runs(np.repeat(np.arange(len(rows), dtype=np.int64), counts),
+                                         np.array(flat, dtype=np.int64))
+        order = np.lexsort((h_term, h_mem))
+        h_mem, h_term, h_tf = h_mem[order], h_term[order], h_tf[order]
+
+        n = len(rows)
+        same = np.bincount(e_mem, minlength=n) == np.bincount(h_mem, minlength=n)
+        se, sh = same[e_mem], same[h_mem]
+        differ = (e_term[se] != h_term[sh]) | (e_tf[se] != h_tf[sh])
+        bad = ~same | (stored_len != counts)
+        bad[e_mem[se][differ]] = True
+        for i in np.flatnonzero(bad | (stored_len < 0)):
+            if skip[i]:
                 continue
-            want = (len(tids), dict(Counter(tids)))
-            got = have.get(id_)
-            if got is None:
-                yield id_, "no lexical postings"
-            elif got != want:
-                yield id_, "lexical postings do not match the current text"
-        last = ids[-1]
-    for (id_,) in con.execute("SELECT id FROM lex_docs WHERE id NOT IN (SELECT id FROM heads)").fetchall():
+            yield rows[i][0], ("no lexical postings" if stored_len[i] < 0 else "lexical postings do not match the current text")
+        last = hi
+    if strays:
+        yield from stray_postings(con)
+
+
+def _term_runs(mem, terms):
+    """Sorted (memory, term, count) runs of the (memory, term) pairs given."""
+    import numpy as np
+
+    if not len(terms):
+        return mem, terms, terms
+    order = np.lexsort((terms, mem))
+    mem, terms = mem[order], terms[order]
+    start = np.flatnonzero(np.r_[True, (mem[1:] != mem[:-1]) | (terms[1:] != terms[:-1])])
+    tf = np.diff(np.r_[start, len(terms)])
+    return mem[start], terms[start], tf
+
+
+def stray_postings(con):
+    """(id, problem) for the postings documents of memories that do not exist."""
+    for (id_,) in con.execute("SELECT id FROM lex_docs WHERE id NOT IN (SELECT id FROM heads) ORDER BY id").fetchall():
         yield id_, "lexical postings for a memory that does not exist"
 
 

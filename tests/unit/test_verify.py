@@ -6,6 +6,7 @@ import pytest
 
 from cortexctl import Cortex
 from cortexctl.memory import codec
+from cortexctl.memory.ids import memory_uri
 from tests.conftest import assert_clean_error, run_sql
 
 
@@ -108,3 +109,105 @@ def test_verify_catches_damage_to_the_search_tables(built, store, case):
     problems = [p for p in cx.verify().problems if p.check == check]
     assert problems and message in problems[0].message, cx.verify().problems
     assert problems[0].ref.startswith(f"cortex://m/{ids['a']}")
+
+
+# -- the per-memory checks split across worker processes -----------------------------------------
+@pytest.fixture
+def many(store, monkeypatch):
+    """A store of 14 memories (updates, a forget, attests across them) checked in runs of 2,
+    so that every worker's range holds several runs."""
+    from cortexctl.engine import verify as v
+
+    cx = Cortex(store=store, actor="alice")
+    ids = [cx.write("fact", f"memory number {i} about painting walls", tags=[f"t{i % 3}"]).id for i in range(14)]
+    for i in (3, 7, 11):
+        cx.update(ids[i], f"memory number {i} about painted rooms, second version")
+    cx.forget(ids[12], reason="old")
+    cx.attest("decorate", "success", [f"cortex://m/{i}" for i in ids[2:9]])
+    cx.attest("decorate", "failure", [f"cortex://m/{i}" for i in ids[5:11]], reason="factual_error")
+    monkeypatch.setattr(v, "BATCH", 2)
+    monkeypatch.setattr(v, "PARALLEL_FROM", 0)
+    started = []
+    real = v._Workers
+
+    class Counting(real):
+        def __init__(self, n):
+            started.append(n)
+            super().__init__(n)
+
+    monkeypatch.setattr(v, "_Workers", Counting)
+    return cx, ids, started
+
+
+def _found(report):
+    return [(p.check, p.message, p.ref) for p in report.problems]
+
+
+def test_a_sound_store_verifies_the_same_with_workers(many):
+    cx, _ids, started = many
+    one, two = cx.verify(jobs=1), cx.verify(jobs=2)
+    assert one.ok and two.ok, (_found(one), _found(two))
+    assert (one.memories, one.versions, one.journal) == (two.memories, two.versions, two.journal) == (14, 17, 22)
+    assert started == [2]  # jobs=1 checks in this process; jobs=2 started two workers
+
+
+def test_damage_in_the_middle_is_reported_by_a_worker_exactly_as_in_one_process(many, store, monkeypatch):
+    cx, ids, started = many
+    mid = ids[7]
+    data, digest = _forged(mid)
+    run_sql(store, "UPDATE versions SET hash = '\\x00'::BLOB WHERE id = ? AND version = 1", [ids[6]])
+    run_sql(store, "UPDATE heads SET importance = 9 WHERE id = ?", [mid])
+    run_sql(store, "UPDATE versions SET data = ?, hash = ? WHERE id = ? AND version = 2", [data, digest, mid])
+    run_sql(store, "UPDATE heads SET access_count = 40 WHERE id = ?", [ids[8]])
+    run_sql(store, "DELETE FROM lex_postings WHERE doc = (SELECT doc FROM lex_docs WHERE id = ?)", [ids[9]])
+    run_sql(store, "UPDATE vectors SET vec = vec[1:10] WHERE id = ?", [ids[10]])
+    one = _found(cx.verify(jobs=1))
+    assert one == [
+        ("hash", "hash does not match the stored data (corrupt or tampered)", memory_uri(ids[6], 1)),
+        ("replay", "version 1 field hash differs from the journal", memory_uri(ids[6])),
+        ("replay", "head field importance is 9 but the journal says 5", memory_uri(mid)),
+        ("replay", "version 2 field data differs from the journal", memory_uri(mid)),
+        ("replay", "version 2 field hash differs from the journal", memory_uri(mid)),
+        ("replay", "head field access_count is 40 but the journal says 1", memory_uri(ids[8])),
+        ("lexical", "lexical postings do not match the current text", memory_uri(mid)),
+        ("lexical", "lexical postings do not match the current text", memory_uri(ids[9])),
+        ("vectors", "vector of model hash-v1/384 has the wrong length", memory_uri(ids[10], 1)),
+    ]
+    for jobs in (2, 3):
+        assert _found(cx.verify(jobs=jobs)) == one
+    assert started == [2, 3]
+    from cortexctl.engine import verify as v
+
+    monkeypatch.setattr(v, "RANGE_RUNS", 2)  # one process going through several ID ranges
+    assert _found(cx.verify(jobs=1)) == one
+    assert started == [2, 3]
+
+
+def test_findings_do_not_depend_on_the_number_of_workers_when_the_journal_is_damaged(many, store, cli):
+    cx, ids, _started = many
+    run_sql(store, "DELETE FROM journal WHERE seq = 5")  # a gap, and memory 4 never written
+    run_sql(store, "UPDATE journal SET payload = 'junk'::BLOB WHERE seq = 9")
+    run_sql(store, "INSERT INTO heads SELECT * REPLACE ('01ZZZZZZZZZZZZZZZZZZZZZZZZ' AS id) FROM heads WHERE id = ?",
+            [ids[1]])
+    one = cx.verify(jobs=1)
+    assert not one.ok and {p.check for p in one.problems} >= {"journal", "replay"}
+    assert _found(cx.verify(jobs=2)) == _found(one)
+    r = cli("verify", "--jobs", "2")
+    assert r.code == 7 and "failed verification" in r.err
+
+
+def test_problems_merged_from_ranges_are_summarized_as_if_found_in_one_pass(monkeypatch):
+    from cortexctl.engine import verify as v
+
+    monkeypatch.setattr(v, "MAX_PER_CHECK", 3)
+    found = [("hash", f"h{i}") for i in range(5)] + [("replay", f"r{i}") for i in range(2)]
+    whole = v._Problems()
+    for check, message in found + found:
+        whole.add(check, message)
+    merged = v._Problems()
+    for part in (found[:4], found[4:] + found[:1], found[1:]):
+        p = v._Problems()
+        for check, message in part:
+            p.add(check, message)
+        merged.extend(p)
+    assert merged.close() == whole.close()
