@@ -88,14 +88,21 @@ VERSION_KEYS = {"version", "data", "created_at", "created_by", "confidence", "pr
                 "forms_override", "hash", "uri"}
 
 
+ALREADY_STORED = "already exists in the store"  # the problem of a line whose ID the store holds
+
+
 class ImportRejected(InvalidData):
     """A file with bad lines, rejected whole; ``problems`` lists every one."""
 
     def __init__(self, problems: list[LineProblem], total: int) -> None:
         n = len(problems)
+        if problems and all(p.message.endswith(ALREADY_STORED) for p in problems):  # a re-run import
+            hint, field = "pass skip_existing to skip the memories the store already holds", "skip_existing"
+        else:
+            hint, field = "fix the lines above, or pass skip_invalid to import the rest", "skip_invalid"
         super().__init__(
             f"import rejected: {n} of {total} line{'s' if total != 1 else ''} invalid; nothing was imported",
-            hint="fix the lines above, or pass skip_invalid to import the rest", field="skip_invalid",
+            hint=hint, field=field,
         )
         self.problems = problems
 
@@ -507,7 +514,7 @@ def read_prepared(
                         existing.add(line)
                         continue
                 else:
-                    why = f"memory {id_} already exists in the store"
+                    why = f"memory {id_} {ALREADY_STORED}"
                 problems.append(LineProblem(line, why))
                 bad_lines.add(line)
         id_cols.append(np.array(ids, dtype="S26"))
@@ -786,7 +793,7 @@ def _commit_batch(ctx: Context, batch: list[Prepared], ready: _Ready,
             tx.defer_compaction()
         taken = tx.existing_ids([p.head["id"] for p in batch])
         if taken:
-            clash = [LineProblem(p.line, f"memory {p.head['id']} already exists in the store")
+            clash = [LineProblem(p.line, f"memory {p.head['id']} {ALREADY_STORED}")
                      for p in batch if p.head["id"] in taken]
             raise ImportRejected(clash, len(batch))
         tx.insert_memories([p.head for p in batch], [v for p in batch for v in p.versions])

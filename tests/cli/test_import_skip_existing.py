@@ -49,6 +49,15 @@ def test_without_skip_existing_the_same_file_is_still_rejected_whole(tmp_path, c
     r = cli("import", str(dump))
     assert r.code == 10 and r.err.count("already exists in the store") == 10, r
     assert store_state(store) == before
+    assert r.err.splitlines()[-1].endswith("(pass --skip-existing to skip the memories the store already holds)")
+
+
+def test_a_rejection_with_other_bad_lines_points_to_skip_invalid(tmp_path, cli, store):
+    _varied_store(Cortex(store=store, actor="alice"))
+    dump = tmp_path / "dump.jsonl"
+    dump.write_text(cli("export").out + '{"type": "fact"}\n')
+    r = cli("import", str(dump))
+    assert r.code == 10 and "pass --skip-invalid" in r.err.splitlines()[-1], r
 
 
 def test_new_lines_are_imported_beside_the_skipped_ones_and_the_store_verifies(tmp_path, cli, store):
