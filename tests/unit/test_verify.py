@@ -211,3 +211,17 @@ def test_problems_merged_from_ranges_are_summarized_as_if_found_in_one_pass(monk
             p.add(check, message)
         merged.extend(p)
     assert merged.close() == whole.close()
+
+
+@pytest.mark.parametrize("args, env, says", [
+    (("--jobs", "-1"), None, "--jobs must be a whole number from 0"),
+    (("--jobs", "257"), None, "--jobs must be a whole number from 0"),
+    (("--jobs", "abc"), None, "--jobs"),
+    ((), {"CORTEXCTL_VERIFY_JOBS": "x"}, "CORTEXCTL_VERIFY_JOBS"),
+    ((), {"CORTEXCTL_VERIFY_JOBS": "100000"}, "CORTEXCTL_VERIFY_JOBS"),
+])
+def test_a_bad_worker_count_is_one_usage_line_and_nothing_is_checked(cli, store, args, env, says):
+    Cortex(store=store, actor="alice").write("fact", "alpha")
+    r = cli("verify", *args, env=env)
+    assert_clean_error(r, 2)
+    assert says in r.err, r
