@@ -18,7 +18,12 @@ from typing import Any, Iterator, Sequence
 
 # -- vectors ---------------------------------------------------------------------
 def next_vector_key(con) -> int:
-    return int(con.execute("SELECT coalesce(max(key), 0) + 1 FROM vectors").fetchall()[0][0])
+    """Above every key given so far, live or dropped: a dropped key may still be in the index
+    file, so a new vector never takes it (keys dropped before the last fold are cleared, and the
+    index's record then ends below them)."""
+    return int(con.execute(
+        "SELECT greatest((SELECT coalesce(max(key), 0) FROM vectors),"
+        " (SELECT coalesce(max(key), 0) FROM vectors_dropped)) + 1").fetchall()[0][0])
 
 
 def insert_vectors(con, ids: Sequence[str], versions: Sequence[int], model: str, matrix) -> int:

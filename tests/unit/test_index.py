@@ -168,6 +168,22 @@ def test_writes_go_to_the_delta_and_a_grown_delta_is_folded(big):
     assert _state(cx) == "ok"
 
 
+def test_updating_the_last_indexed_memory_never_reuses_its_vector_key(tmp_path):
+    # The index file holds the old version's vector under its key; a new vector under the same
+    # key would put the index out of step with the store (and match the old text).
+    cx = Cortex(store=tmp_path / "s", actor="alice")
+    cx.write("fact", "alpha bravo")
+    last = cx.write("fact", "zulu yankee").id
+    cx.reindex()
+    assert _state(cx) == "ok"
+    cx.update(last, "charlie delta")
+    assert _state(cx) == "ok"
+    with cx.store.reading() as tx:
+        keys = [k for k, _, _ in tx.vectors_of_keys(range(1, 10), cx.embedder.model)]
+        assert len(keys) == len(set(keys)) == 2 and set(keys).isdisjoint(tx.dropped_keys(cx.embedder.model))
+    assert_store_verifies(tmp_path / "s")
+
+
 def test_an_atomic_save_under_a_process_that_is_searching(big):
     cx = Cortex(store=big, actor="alice")
     reader = textwrap.dedent(f"""
