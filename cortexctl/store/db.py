@@ -212,7 +212,7 @@ class Store:
                 self._held = False
 
     @contextmanager
-    def write(self) -> Iterator[object]:
+    def write(self, *, deadline: float | None = None) -> Iterator[object]:
         """A read-write connection under the writer lock; the schema is made current.
 
         The caller runs its own transaction (``BEGIN`` ... ``COMMIT``).
@@ -222,7 +222,8 @@ class Store:
         self._create_dir()
         old_umask = os.umask(0o077)
         try:
-            deadline = self._deadline()  # one --wait for the lock and the file together
+            if deadline is None:
+                deadline = self._deadline()  # one --wait for the lock and the file together
             with self.exclusive() if not self._held else _nothing():
                 con = self._connect(read_only=False, deadline=deadline)
                 with self._session(con, after=self.tighten):
@@ -244,23 +245,32 @@ class Store:
     @contextmanager
     def transaction(self) -> Iterator[DuckTx]:
         """A ``DuckTx`` in one transaction: committed at the end, rolled back when the block raises."""
+        from cortexctl.store import snapshot
         from cortexctl.store.duck import DuckTx
 
-        with self.write() as con:
-            con.execute("BEGIN")
-            try:
-                yield DuckTx(con)
-            except BaseException:
+        deadline = self._deadline()
+        with self.exclusive(wait=max(deadline - time.monotonic(), 0.0)):  # the lock until the delta is written
+            start = snapshot.delta_start(self.path) if self.db_path.is_file() else None
+            with self.write(deadline=deadline) as con:
+                con.execute("BEGIN")
+                tx = DuckTx(con)
                 try:
-                    con.execute("ROLLBACK")
-                except Exception:  # a broken connection: closing it discards the transaction anyway
-                    pass
-                raise
-            from cortexctl.store import snapshot
-
-            token, counter = snapshot.mark_dirty(self.path)  # on disk before the commit is
-            con.execute("COMMIT")
-            snapshot.mark_clean(self.path, token, counter)
+                    yield tx
+                except BaseException:
+                    try:
+                        con.execute("ROLLBACK")
+                    except Exception:  # a broken connection: closing it discards the transaction anyway
+                        pass
+                    raise
+                token, counter = snapshot.mark_dirty(self.path)  # on disk before the commit is
+                con.execute("COMMIT")
+                snapshot.mark_clean(self.path, token, counter)
+                try:  # what changed, as the search snapshot's delta; a cache: never fails the write
+                    got = snapshot.collect_delta(con, start, tx.touched)
+                except Exception:  # noqa: BLE001
+                    got = None
+            if start is not None:
+                snapshot.write_delta(self, start, got, token, counter)  # the file's identity is final once closed
 
     # -- the search snapshot (store/snapshot.py) ---------------------------------------------
     @contextmanager
@@ -271,12 +281,18 @@ class Store:
         self.check_path()
         if not self.exists():
             raise NoStore(f"no store at {self.path}")
-        snap = snapshot.open_current(self.path)
-        if snap is None:
+        pair = snapshot.open_current(self.path)
+        if pair is None:
             with self.reading() as tx:
                 yield tx
             return
-        tx = snapshot.SnapshotTx(snap, self)
+        try:
+            tx = snapshot.SnapshotTx(pair[0], self, pair[1])
+        except BaseException:
+            for snap in pair:
+                if snap is not None:
+                    snap.close()
+            raise
         try:
             yield tx
         except Exception as exc:

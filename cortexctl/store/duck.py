@@ -19,11 +19,22 @@ from cortexctl.store.interface import HEAD_FIELDS, Filters, Scoring
 class DuckTx:
     """One DuckDB connection seen through ``interface.Tx`` (the caller owns BEGIN/COMMIT)."""
 
-    __slots__ = ("con", "_where")
+    __slots__ = ("con", "_where", "touched")
 
     def __init__(self, con) -> None:
         self.con = con
         self._where: dict[Filters, tuple[str, list[Any]]] = {}
+        # The memories whose rows this transaction changed, for the search snapshot's delta
+        # (store/snapshot.py); None after a change that is not one memory's (a model dropped, a
+        # bundle attached): the snapshot then waits for the next fold.
+        self.touched: set[str] | None = set()
+
+    def _touch(self, ids) -> None:
+        if self.touched is not None:
+            self.touched.update(ids)
+
+    def _touch_all(self) -> None:
+        self.touched = None
 
     def _sql(self, filters: Filters) -> tuple[str, list[Any]]:
         got = self._where.get(filters)
@@ -37,6 +48,8 @@ class DuckTx:
 
     # -- heads and versions ---------------------------------------------------------
     def insert_memories(self, heads: list[dict], versions: list[dict]) -> None:
+        self._touch(h["id"] for h in heads)
+        self._touch(v["id"] for v in versions)
         records.insert_memories(self.con, heads, versions)
 
     def defer_compaction(self) -> None:
@@ -46,9 +59,11 @@ class DuckTx:
         records.defer_compaction(self.con)
 
     def insert_version(self, version: dict) -> None:
+        self._touch([version["id"]])
         records.insert_version(self.con, version)
 
     def update_head(self, id_: str, fields: dict[str, Any]) -> None:
+        self._touch([id_])
         records.update_head(self.con, id_, fields)
 
     def heads_by_ids(self, ids: Sequence[str], actor: str, fields: Sequence[str] = HEAD_FIELDS) -> list[dict]:
@@ -83,6 +98,7 @@ class DuckTx:
     def bump(self, ids: Sequence[str], *, access: int, citations: int, at: datetime) -> None:
         from cortexctl.store import feedback
 
+        self._touch(ids)
         feedback.bump(self.con, ids, access=access, citations=citations, at=at)
 
     # -- journal --------------------------------------------------------------------------
@@ -118,9 +134,11 @@ class DuckTx:
 
     # -- lexical postings ----------------------------------------------------------------------
     def add_postings(self, docs) -> None:
+        self._touch(i for i, _ in docs)
         sq.lex_add(self.con, docs)
 
     def replace_postings(self, id_: str, term_ids: Sequence[int]) -> None:
+        self._touch([id_])
         sq.lex_replace(self.con, id_, term_ids)
 
     def doc_count(self) -> int:
@@ -143,18 +161,22 @@ class DuckTx:
 
     # -- vectors ----------------------------------------------------------------------------------
     def insert_vectors(self, ids: Sequence[str], versions: Sequence[int], model: str, matrix) -> int:
+        self._touch(ids)
         return sq.insert_vectors(self.con, ids, versions, model, matrix)
 
     def model_dim(self, model: str) -> int | None:
         return sq.model_dim(self.con, model)
 
     def drop_vectors(self, id_: str, *, model: str | None = None) -> None:
+        self._touch([id_])
         sq.drop_vectors(self.con, id_, model=model)
 
     def drop_model(self, model: str) -> int:
+        self._touch_all()
         return sq.drop_model(self.con, model)
 
     def drop_other_models(self, model: str) -> int:
+        self._touch_all()
         return sq.drop_other_models(self.con, model)
 
     def maybe_pending(self, model: str) -> bool:
@@ -179,6 +201,7 @@ class DuckTx:
         return sq.dropped_keys(self.con, model)
 
     def clear_dropped(self, model: str | None = None) -> None:
+        self._touch_all()
         sq.clear_dropped(self.con, model)
 
     def iter_vectors(self, model: str, dim: int, *, after: int = 0, batch: int = 50_000):
@@ -325,6 +348,7 @@ class DuckTx:
     def attach_bundle(self, files: dict) -> None:
         from cortexctl.store import bundle
 
+        self._touch_all()
         bundle.attach_members(self.con, files)
 
     def bundle_plan(self):

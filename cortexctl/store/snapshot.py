@@ -51,6 +51,7 @@ from typing import Any, Sequence
 from cortexctl.store.interface import Filters, Scoring, SnapshotUnusable
 
 SNAPSHOT_NAME = "cortex.snapshot"
+DELTA_NAME = "cortex.snapdelta"
 GEN_NAME = "cortex.gen"
 MAGIC = b"CXSNAP01"
 FORMAT = 2
@@ -58,6 +59,7 @@ BLOCK = 1 << 14  # bytes per checksummed block
 ALIGN = 64
 EPOCH = datetime(1970, 1, 1)
 BUILD_BATCH = 10_000  # rows read at a time while building
+DELTA_MAX = 2_000  # memories a delta holds; past that, find reads DuckDB until the next fold
 
 
 # -- the generation file ---------------------------------------------------------------------
@@ -221,6 +223,7 @@ def _header_of(path: Path) -> tuple[dict, int] | None:
         if len(body) != hlen or zlib.crc32(body) != hcrc:
             return None
         header = json.loads(body)
+        header["_crc"] = hcrc
         start = -(-(24 + hlen) // ALIGN) * ALIGN
         if header.get("format") != FORMAT or header.get("block") != BLOCK \
                 or size != start + int(header["data_bytes"]):
@@ -231,14 +234,28 @@ def _header_of(path: Path) -> tuple[dict, int] | None:
 
 
 def state(store_path: Path) -> str:
-    """"current", "missing", "stale" or "damaged" (header only: blocks are checked when read)."""
+    """"current", "missing", "stale" or "damaged" (header only: blocks are checked when read).
+    A snapshot with a current delta is current."""
     path = store_path / SNAPSHOT_NAME
     if not path.exists():
         return "missing"
     got = _header_of(path)
     if got is None:
         return "damaged"
-    return "current" if _stamp_ok(store_path, got[0]) else "stale"
+    return "current" if _stamp_ok(store_path, got[0]) or _delta_header(store_path, got[0]) else "stale"
+
+
+def _mark(header: dict) -> list:
+    """What a delta names its base by: the base's stamp and header CRC."""
+    return [header.get("token"), header.get("counter"), header.get("_crc")]
+
+
+def _delta_header(store_path: Path, base: dict) -> tuple[dict, int] | None:
+    """The delta's (header, data start) when it is current and built on ``base``."""
+    got = _header_of(store_path / DELTA_NAME)
+    if got is None or got[0].get("base") != _mark(base) or not _stamp_ok(store_path, got[0]):
+        return None
+    return got
 
 
 def _stamp_ok(store_path: Path, header: dict) -> bool:
@@ -250,15 +267,7 @@ def _stamp_ok(store_path: Path, header: dict) -> bool:
         and header.get("db") == db_identity(store_path)
 
 
-def open_current(store_path: Path) -> Snapshot | None:
-    """The snapshot when it is current for the store (see the module docstring), else None."""
-    path = store_path / SNAPSHOT_NAME
-    got = _header_of(path)
-    if got is None:
-        return None
-    header, start = got
-    if not _stamp_ok(store_path, header):
-        return None
+def _map(path: Path, header: dict, start: int) -> Snapshot | None:
     import numpy as np
 
     try:
@@ -273,6 +282,30 @@ def open_current(store_path: Path) -> Snapshot | None:
     return Snapshot(path, header, mm, start, crcs)
 
 
+def open_current(store_path: Path) -> tuple[Snapshot, Snapshot | None] | None:
+    """(snapshot, None) when the snapshot is current for the store (see the module docstring),
+    (snapshot, delta) when a current delta completes it, else None."""
+    path = store_path / SNAPSHOT_NAME
+    got = _header_of(path)
+    if got is None:
+        return None
+    header, start = got
+    delta = None
+    if not _stamp_ok(store_path, header):
+        d = _delta_header(store_path, header)
+        if d is None:
+            return None
+        delta = _map(store_path / DELTA_NAME, *d)
+        if delta is None:
+            return None
+    base = _map(path, header, start)
+    if base is None:
+        if delta is not None:
+            delta.close()
+        return None
+    return base, delta
+
+
 def check_whole(store_path: Path) -> str | None:
     """For verify and healthcheck: None when the snapshot is absent, stale (a cache not yet
     refreshed) or sound; otherwise what is wrong with it. Reads every block."""
@@ -282,23 +315,28 @@ def check_whole(store_path: Path) -> str | None:
     got = _header_of(path)
     if got is None:
         return f"search snapshot {SNAPSHOT_NAME}: truncated or damaged header (rebuilt by the next fold or reindex)"
-    snap = open_current(store_path)
-    if snap is None:
+    pair = open_current(store_path)
+    if pair is None:
         return None
     try:
-        snap._check(0, int(got[0]["data_bytes"]))
+        for snap in pair:
+            if snap is not None:
+                snap._check(0, int(snap.header["data_bytes"]))
     except SnapshotUnusable as exc:
         return f"{exc.message} (rebuilt by the next fold or reindex)"
     finally:
-        snap.close()
+        for snap in pair:
+            if snap is not None:
+                snap.close()
     return None
 
 
 def remove(store_path: Path) -> None:
-    try:
-        os.unlink(store_path / SNAPSHOT_NAME)
-    except FileNotFoundError:
-        pass
+    for name in (SNAPSHOT_NAME, DELTA_NAME):
+        try:
+            os.unlink(store_path / name)
+        except FileNotFoundError:
+            pass
 
 
 # -- building ------------------------------------------------------------------------------------
@@ -325,18 +363,23 @@ def _us(t: datetime | None) -> int | None:
     return None if t is None else (t - EPOCH) // timedelta(microseconds=1)
 
 
-def collect(con) -> tuple[dict, dict]:
-    """Everything the snapshot holds, read from an open connection: (arrays, header extras)."""
+def collect(con, ids: Sequence[str] | None = None) -> tuple[dict, dict]:
+    """Everything the snapshot holds, read from an open connection: (arrays, header extras).
+
+    With ``ids``, the rows of those memories alone (a delta): their heads, current data, docs,
+    postings and vectors (with the vectors themselves); no dropped keys."""
     import numpy as np
 
     from cortexctl.store import feedback
 
     import orjson
 
+    only = [sorted(ids)] if ids is not None else []
+    where = " WHERE id IN (SELECT unnest(?::VARCHAR[]))" if ids is not None else ""
     cur = con.execute(
         "SELECT id, type, actor, visibility, epoch_us(tombstoned_at), session, current_version, epoch_us(updated_at),"
         " epoch(greatest(updated_at, last_used)), importance, access_count, citations, confidence,"
-        " tags, frames, short, medium FROM heads ORDER BY id"
+        f" tags, frames, short, medium FROM heads{where} ORDER BY id", only
     )
     actors: dict = {}
     sessions: dict = {None: -1}
@@ -391,8 +434,10 @@ def collect(con) -> tuple[dict, dict]:
 
     dtype = np.zeros(n, dtype=np.int16) - 1
     blobs: list[bytes] = [b""] * n
+    both = " WHERE h.id IN (SELECT unnest(?::VARCHAR[])) AND v.id IN (SELECT unnest(?::VARCHAR[]))" if ids is not None else ""
     cur = con.execute(
         "SELECT h.id, v.type, v.data FROM heads h JOIN versions v ON v.id = h.id AND v.version = h.current_version"
+        + both, only * 2
     )
     while True:
         data = cur.fetchmany(BUILD_BATCH)
@@ -406,14 +451,18 @@ def collect(con) -> tuple[dict, dict]:
     a["d_off"], a["d_blob"] = _blob(blobs)
     del data, blobs
 
-    ld = con.execute("SELECT doc, id, len FROM lex_docs ORDER BY doc").fetchnumpy()
+    ld = con.execute(f"SELECT doc, id, len FROM lex_docs{where} ORDER BY doc", only).fetchnumpy()
     a["ld_doc"] = np.asarray(ld["doc"], dtype=np.uint64)
     ld_ids = [str(i) for i in ld["id"]]
     a["ld_id"] = np.array([i.encode("ascii") for i in ld_ids], dtype="S26") if ld_ids else np.zeros(0, "S26")
     a["ld_row"] = np.array([row_of.get(i, -1) for i in ld_ids], dtype=np.int64)
     a["ld_len"] = np.asarray(ld["len"], dtype=np.uint32)
 
-    p = con.execute("SELECT term, doc, tf FROM lex_postings").fetchnumpy()
+    if ids is None:
+        p = con.execute("SELECT term, doc, tf FROM lex_postings").fetchnumpy()
+    else:
+        p = con.execute("SELECT term, doc, tf FROM lex_postings WHERE doc IN (SELECT unnest(?::UBIGINT[]))",
+                        [[int(d) for d in a["ld_doc"]]]).fetchnumpy()
     term = np.asarray(p["term"], dtype=np.int64)
     doc = np.asarray(p["doc"], dtype=np.uint64)
     tf = np.asarray(p["tf"], dtype=np.uint16)
@@ -429,7 +478,8 @@ def collect(con) -> tuple[dict, dict]:
     a["f_term"], a["f_tf"] = term[order], tf[order]
     del p, term, doc, tf, order
 
-    v = con.execute("SELECT key, id, version, model, dim FROM vectors ORDER BY key").fetchnumpy()
+    v = con.execute(f"SELECT key, id, version, model, dim{', vec' if ids is not None else ''} FROM vectors{where}"
+                    " ORDER BY key", only).fetchnumpy()
     models: dict = {}
     a["v_key"] = np.asarray(v["key"], dtype=np.uint64)
     a["v_id"] = np.array([str(i).encode("ascii") for i in v["id"]], dtype="S26") if len(v["key"]) else np.zeros(0, "S26")
@@ -439,17 +489,30 @@ def collect(con) -> tuple[dict, dict]:
     dims: dict[str, int] = {}
     for m, d in zip(v["model"], v["dim"]):
         dims.setdefault(str(m), int(d))
+    if ids is not None:
+        vecs = [bytes(x) for x in v["vec"]]
+        a["v_vec"] = np.frombuffer(b"".join(vecs), dtype="<f4").copy()
+        a["v_voff"] = np.zeros(len(vecs) + 1, dtype=np.int64)  # where each vector starts in v_vec
+        np.cumsum([len(x) // 4 for x in vecs], out=a["v_voff"][1:])
     del v
-    vd = con.execute("SELECT key, model FROM vectors_dropped ORDER BY key").fetchall()
+    vd = con.execute("SELECT key, model FROM vectors_dropped ORDER BY key").fetchall() if ids is None else []
     a["vd_key"] = np.array([r[0] for r in vd], dtype=np.uint64)
     a["vd_model"] = np.array(_codes([r[1] for r in vd], models), dtype=np.int32)
 
     counts: dict[str, list[int]] = {}
-    for code, m in enumerate(models):
-        live = a["v_key"][a["v_model"] == code]
-        dropped = a["vd_key"][a["vd_model"] == code]
-        counts[m] = [int(len(live)), int(live.max()) if len(live) else 0, int(len(dropped)),
-                     int(dropped.max()) if len(dropped) else 0]
+    if ids is None:
+        for code, m in enumerate(models):
+            live = a["v_key"][a["v_model"] == code]
+            dropped = a["vd_key"][a["vd_model"] == code]
+            counts[m] = [int(len(live)), int(live.max()) if len(live) else 0, int(len(dropped)),
+                         int(dropped.max()) if len(dropped) else 0]
+    else:  # the whole store's, as the base holds them
+        dims = {}
+        for m, n, top, d in con.execute("SELECT model, count(*), max(key), min(dim) FROM vectors GROUP BY model").fetchall():
+            counts[m] = [int(n), int(top), 0, 0]
+            dims[m] = int(d)
+        for m, n, top in con.execute("SELECT model, count(*), max(key) FROM vectors_dropped GROUP BY model").fetchall():
+            counts.setdefault(m, [0, 0, 0, 0])[2:] = [int(n), int(top)]
     extras = {
         "vector_counts": counts,  # model -> [live, highest live key, dropped, highest dropped key]
         "actors": list(actors), "sessions": [s for s in sessions if s is not None], "tags": list(tags),
@@ -505,11 +568,7 @@ def build(store) -> dict:
     path = store.path
     if not store.db_path.is_file():
         return {"action": "none", "memories": 0}
-    for left in path.glob(f".{SNAPSHOT_NAME}.*.tmp"):  # from a builder killed midway (we hold the lock)
-        try:
-            left.unlink()
-        except OSError:
-            pass
+    _clear_temps(path)
     gen = read_gen(path)
     if gen is None or not gen[2]:  # missing, or left dirty by a killed writer: start a clean generation
         token, counter = mark_dirty(path)
@@ -522,7 +581,119 @@ def build(store) -> dict:
         arrays, extras = collect(con)
     stamp = {"token": gen[0], "counter": gen[1], "schema_version": _schema_version(), "db": db_identity(path)}
     write(path / SNAPSHOT_NAME, arrays, extras, stamp)
+    _unlink(path / DELTA_NAME)
     return {"action": "build", "memories": int(len(arrays["h_id"]))}
+
+
+def _unlink(path: Path) -> None:
+    try:
+        path.unlink()
+    except OSError:
+        pass
+
+
+def _clear_temps(store_path: Path) -> None:
+    """Temp files of a builder or writer killed midway (the caller holds the writer lock)."""
+    for name in (SNAPSHOT_NAME, DELTA_NAME):
+        for left in store_path.glob(f".{name}.*.tmp"):
+            _unlink(left)
+
+
+# -- the delta: what writers changed since the build ------------------------------------------
+def delta_start(store_path: Path) -> dict | None:
+    """Before a writer's transaction (under the writer lock): what its delta will build on, or
+    None when no snapshot is current (the writer then leaves it to the next fold)."""
+    import numpy as np
+
+    try:
+        got = _header_of(store_path / SNAPSHOT_NAME)
+        if got is None:
+            return None
+        base = got[0]
+        c = base.get("vector_counts", {})
+        top = max([max(v[1], v[3]) for v in c.values()] or [0])
+        start = {"base": _mark(base), "base_top": int(top), "ids": set(), "x_doc": np.zeros(0, np.uint64)}
+        if _stamp_ok(store_path, base):
+            return start
+        d = _delta_header(store_path, base)
+        if d is None:
+            return None
+        delta = _map(store_path / DELTA_NAME, *d)
+        if delta is None:
+            return None
+        try:
+            start["ids"] = {b.decode() for b in delta.whole("x_id").tolist()}
+            start["x_doc"] = np.array(delta.whole("x_doc"))
+        finally:
+            delta.close()
+        return start
+    except (SnapshotUnusable, OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def collect_delta(con, start: dict | None, touched: set[str] | None) -> tuple[dict, dict] | None:
+    """After the writer's COMMIT, on its connection: the delta's arrays for the memories it and the
+    writers before it since the build touched, or None when the snapshot is left to the next fold
+    (no current snapshot, a change the delta cannot follow, or more than DELTA_MAX memories)."""
+    import numpy as np
+
+    if start is None or touched is None:
+        return None
+    ids = start["ids"] | touched
+    if len(ids) > DELTA_MAX:
+        return None
+    arrays, extras = collect(con, ids)
+    arrays["x_id"] = _ids_bytes(sorted(ids))
+    # every vector key given since the build, live or dropped (keys only grow: see search.next_vector_key)
+    rows = con.execute("SELECT key, model FROM vectors WHERE key > ? UNION ALL"
+                       " SELECT key, model FROM vectors_dropped WHERE key > ?", [start["base_top"]] * 2).fetchall()
+    models = {m: i for i, m in enumerate(extras["models"])}
+    arrays["n_key"] = np.array([r[0] for r in rows], dtype=np.uint64)
+    arrays["n_model"] = np.array(_codes([r[1] for r in rows], models), dtype=np.int32)
+    extras["models"] = list(models)
+    return arrays, extras
+
+
+def write_delta(store, start: dict | None, got: tuple[dict, dict] | None, token: str, counter: int) -> None:
+    """After the writer closed its connection (the file's identity is final), still under the
+    writer lock: write the delta stamped with the writer's generation, or remove a delta that
+    no longer holds. Never fails the write: a delta not written only sends find to DuckDB."""
+    import numpy as np
+
+    path = store.path
+    try:
+        _clear_temps(path)
+        if start is None or got is None:
+            _unlink(path / DELTA_NAME)
+            return
+        arrays, extras = got
+        base_got = _header_of(path / SNAPSHOT_NAME)
+        if base_got is None or _mark(base_got[0]) != start["base"]:
+            _unlink(path / DELTA_NAME)
+            return
+        base = _map(path / SNAPSHOT_NAME, *base_got)
+        if base is None:
+            _unlink(path / DELTA_NAME)
+            return
+        try:  # the docs the base holds for memories newly in the delta, which find leaves out of the base
+            new = sorted(set(i.decode() for i in arrays["x_id"].tolist()) - start["ids"])
+            docs = start["x_doc"]
+            if new:
+                rows, _ = _Part(base)._rows(new)
+                if len(rows):
+                    dead = np.zeros(max(int(base.header["arrays"]["h_id"]["shape"][0]), 1), dtype=np.bool_)
+                    dead[rows] = True
+                    ld_row = base.whole("ld_row")
+                    hit = (ld_row >= 0) & dead[np.where(ld_row >= 0, ld_row, 0)]
+                    docs = np.union1d(docs, base.whole("ld_doc")[hit])
+        finally:
+            base.close()
+        arrays["x_doc"] = np.asarray(docs, dtype=np.uint64)
+        extras["base"] = start["base"]
+        stamp = {"token": token, "counter": counter, "schema_version": _schema_version(), "db": db_identity(path)}
+        write(path / DELTA_NAME, arrays, extras, stamp)
+    except Exception:  # noqa: BLE001 - a cache: find reads DuckDB until the next fold
+        _unlink(path / DELTA_NAME)
 
 
 # -- answering find ------------------------------------------------------------------------------
@@ -545,66 +716,60 @@ def _salience_exact(recent: float, importance: int, access: int, citations: int,
             + w_acc * access / (access + 5.0) + w_cit * citations / (citations + 3.0) + w_conf * confidence)
 
 
-class SnapshotTx:
-    """The read-only ``Tx`` of ``find``, answered from a current snapshot; anything it does not hold
-    is read from DuckDB, opened on first need (``_duck``)."""
+class _Part:
+    """One snapshot file as find reads it: the base, less the memories a delta holds (``dead``),
+    or the delta itself."""
 
-    def __init__(self, snap: Snapshot, store) -> None:
-        self.snap, self.store = snap, store
-        self._stack: ExitStack | None = None
-        self._tx = None
+    def __init__(self, snap: Snapshot, dead_ids: Sequence[str] = (), dead_docs=None) -> None:
+        self.snap, self.h = snap, snap.header
+        self.n = int(snap.header["arrays"]["h_id"]["shape"][0])
+        self.dead_ids = frozenset(dead_ids)
+        self.dead_docs = dead_docs if dead_docs is not None and len(dead_docs) else None
+        self._dead_rows = None
         self._masks: dict = {}
-        self._n = int(snap.header["arrays"]["h_id"]["shape"][0])
-
-    def close(self) -> None:
-        if self._stack is not None:
-            self._stack.close()
-        self.snap.close()
-
-    # -- DuckDB for the rest -----------------------------------------------------------------
-    def _duck(self):
-        if self._tx is None:
-            from cortexctl.store.duck import DuckTx
-
-            stack = ExitStack()
-            con = stack.enter_context(self.store.read())
-            self._stack = stack
-            if not _stamp_ok(self.store.path, self.snap.header):
-                raise SnapshotUnusable("the store changed during the search")
-            self._tx = DuckTx(con)
-        return self._tx
-
-    def __getattr__(self, name: str):
-        if name.startswith("_"):
-            raise AttributeError(name)
-        return getattr(self._duck(), name)
 
     # -- heads --------------------------------------------------------------------------------
-    def _rows(self, ids: Sequence[str]):
+    def dead_rows(self):
+        """Bool array of the rows a delta overrides (None when there are none)."""
+        import numpy as np
+
+        if not self.dead_ids:
+            return None
+        if self._dead_rows is None:
+            rows, _ = self._rows(sorted(self.dead_ids), alive=False)
+            self._dead_rows = np.zeros(self.n, dtype=np.bool_)
+            self._dead_rows[rows] = True
+        return self._dead_rows
+
+    def count(self) -> int:
+        d = self.dead_rows()
+        return self.n - (int(d.sum()) if d is not None else 0)
+
+    def _rows(self, ids: Sequence[str], *, alive: bool = True):
         """(rows in the heads arrays, the IDs found) of these IDs."""
         import numpy as np
 
+        if alive and self.dead_ids:
+            ids = [i for i in ids if i not in self.dead_ids]
         want = _ids_bytes(list(ids))
-        if not len(want) or not self._n:
+        if not len(want) or not self.n:
             return np.zeros(0, np.int64), []
         h_id = self.snap.raw("h_id")
         pos = np.searchsorted(h_id, want)
-        pos = np.minimum(pos, self._n - 1)
+        pos = np.minimum(pos, self.n - 1)
         got = self.snap.take("h_id", pos)
         hit = got == want
         rows = pos[hit].astype(np.int64)
         return rows, [i for i, h in zip(ids, hit.tolist()) if h]
 
-    def _mask(self, filters: Filters):
-        """Which heads pass ``filters`` (bool array); None for frame filters (DuckDB answers)."""
+    def mask(self, filters: Filters):
+        """Which heads pass ``filters`` (bool array)."""
         import numpy as np
 
-        if filters.frames:
-            return None
         got = self._masks.get(filters)
         if got is not None:
             return got
-        s, h = self.snap, self.snap.header
+        s, h = self.snap, self.h
         codes = {a: i for i, a in enumerate(h["actors"])}
         me = codes.get(filters.actor, -2)
         m = (s.whole("h_actor") == me) | s.whole("h_public")
@@ -618,34 +783,27 @@ class SnapshotTx:
         if filters.tags:
             tcodes = {t: i for i, t in enumerate(h["tags"])}
             off, code = s.whole("tag_off"), s.whole("tag_code")
-            owner = np.repeat(np.arange(self._n), np.diff(off))
+            owner = np.repeat(np.arange(self.n), np.diff(off))
             for t in dict.fromkeys(filters.tags):
                 c = tcodes.get(t)
-                has = np.zeros(self._n, dtype=np.bool_)
+                has = np.zeros(self.n, dtype=np.bool_)
                 if c is not None:
                     has[owner[code == c]] = True
                 m &= has
+        dead = self.dead_rows()
+        if dead is not None:
+            m &= ~dead
         self._masks[filters] = m
         return m
 
-    def count_heads(self, filters: Filters | None = None) -> int:
-        if filters is None:
-            return self._n
-        m = self._mask(filters)
-        if m is None:
-            return self._duck().count_heads(filters)
-        return int(m.sum())
-
     def passing(self, ids: Sequence[str], filters: Filters) -> dict[str, int]:
-        m = self._mask(filters)
-        if m is None:
-            return self._duck().passing(ids, filters)
+        m = self.mask(filters)
         rows, found = self._rows(ids)
         ok = m[rows].tolist()
         cur = self.snap.take("h_cur", rows).tolist()
         return {i: int(c) for i, o, c in zip(found, ok, cur) if o}
 
-    def _salience_rows(self, rows, scoring: Scoring) -> list[float]:
+    def salience_rows(self, rows, scoring: Scoring) -> list[float]:
         s = self.snap
         now = _us(scoring.now) / 1e6
         cols = [s.take(n, rows).tolist() for n in ("h_recent", "h_importance", "h_access", "h_cit", "h_conf", "h_tomb")]
@@ -653,24 +811,18 @@ class SnapshotTx:
                 for r, i, a, c, f, t in zip(*cols)]
 
     def candidates(self, ids: Sequence[str], filters: Filters, scoring: Scoring) -> dict[str, tuple[int, bool, float]]:
-        m = self._mask(filters)
-        if m is None:
-            return self._duck().candidates(ids, filters, scoring)
+        m = self.mask(filters)
         rows, found = self._rows(ids)
         ok = m[rows].tolist()
         cur = self.snap.take("h_cur", rows).tolist()
-        sal = self._salience_rows(rows, scoring)
+        sal = self.salience_rows(rows, scoring)
         return {i: (int(c), bool(o), s) for i, c, o, s in zip(found, cur, ok, sal)}
 
-    def top_salience(self, filters: Filters, scoring: Scoring, limit: int) -> list[tuple[str, float]]:
-        """As the database orders them (salience, then later update, then higher ID, all
-        descending): an approximate vectorised salience picks the contenders, the exact one ranks them."""
+    def top_salience(self, filters: Filters, scoring: Scoring, limit: int) -> list[tuple[float, int, str]]:
+        """The ``limit`` best as (exact salience, updated, ID), best first; see SnapshotTx.top_salience."""
         import numpy as np
 
-        m = self._mask(filters)
-        if m is None:
-            return self._duck().top_salience(filters, scoring, limit)
-        rows = np.flatnonzero(m)
+        rows = np.flatnonzero(self.mask(filters))
         if not len(rows) or limit <= 0:
             return []
         s = self.snap
@@ -685,19 +837,12 @@ class SnapshotTx:
             cut = np.partition(-approx, limit - 1)[limit - 1] * -1
             keep = approx >= cut - 1e-9 * max(1.0, abs(cut))
             rows = rows[keep]
-        exact = self._salience_rows(rows, scoring)
+        exact = self.salience_rows(rows, scoring)
         updated = s.take("h_updated", rows).tolist()
         ids = [b.decode() for b in s.take("h_id", rows).tolist()]
-        ranked = sorted(zip(exact, updated, ids), reverse=True)[:limit]
-        return [(i, sal) for sal, _, i in ranked]
-
-    def weights(self, actor: str) -> tuple[float, ...] | None:
-        w = self.snap.header["weights"].get(actor)
-        return None if w is None else tuple(float(x) for x in w)
+        return sorted(zip(exact, updated, ids), reverse=True)[:limit]
 
     def result_rows(self, ids: Sequence[str], form: str) -> dict[str, dict]:
-        if form not in ("short", "medium"):
-            raise ValueError(form)
         rows, found = self._rows(ids)
         out: dict[str, dict] = {}
         for i, r in zip(found, rows.tolist()):
@@ -722,8 +867,16 @@ class SnapshotTx:
         return out
 
     # -- postings ---------------------------------------------------------------------------
+    def _live_docs(self, docs):
+        """Bool array: which of ``docs`` a delta does not override."""
+        import numpy as np
+
+        if self.dead_docs is None or not len(docs):
+            return np.ones(len(docs), dtype=np.bool_)
+        return ~np.isin(docs, self.dead_docs)
+
     def doc_count(self) -> int:
-        return int(self.snap.header["arrays"]["ld_doc"]["shape"][0])
+        return int(self.h["arrays"]["ld_doc"]["shape"][0]) - (len(self.dead_docs) if self.dead_docs is not None else 0)
 
     def _term_spans(self, terms: Sequence[int]) -> list[tuple[int, int, int]]:
         import numpy as np
@@ -746,17 +899,23 @@ class SnapshotTx:
         spans = self._term_spans(terms)
         if not spans:
             return {"term": np.zeros(0, np.int64), "doc": np.zeros(0, np.uint64), "tf": np.zeros(0, np.uint16)}
-        return {
+        out = {
             "term": np.concatenate([np.full(hi - lo, t, dtype=np.int64) for t, lo, hi in spans]),
             "doc": np.concatenate([self.snap.span("p_doc", lo, hi) for _, lo, hi in spans]),
             "tf": np.concatenate([self.snap.span("p_tf", lo, hi) for _, lo, hi in spans]),
         }
+        if self.dead_docs is not None:
+            keep = self._live_docs(out["doc"])
+            out = {k: v[keep] for k, v in out.items()}
+        return out
 
     def _doc_pos(self, docs: Sequence[int], name: str):
         import numpy as np
 
         arr = self.snap.raw(name)
         want = np.asarray([int(d) for d in docs], dtype=np.uint64)
+        if self.dead_docs is not None:
+            want = want[self._live_docs(want)]
         if not len(arr) or not len(want):
             return want, np.zeros(0, np.int64), np.zeros(0, np.bool_)
         pos = np.minimum(np.searchsorted(arr, want), len(arr) - 1)
@@ -777,8 +936,9 @@ class SnapshotTx:
         row = s.whole("ld_row")
         has = row >= 0
         r = np.where(has, row, 0)
-        seen = (s.whole("h_actor")[r] == code) | s.whole("h_public")[r] if self._n else np.zeros(len(row), np.bool_)
-        return s.whole("ld_doc")[has & ~seen]
+        seen = (s.whole("h_actor")[r] == code) | s.whole("h_public")[r] if self.n else np.zeros(len(row), np.bool_)
+        docs = s.whole("ld_doc")[has & ~seen]
+        return docs[self._live_docs(docs)] if self.dead_docs is not None else docs
 
     def term_df(self, terms: Sequence[int], hidden) -> dict[int, int]:
         import numpy as np
@@ -786,6 +946,8 @@ class SnapshotTx:
         out: dict[int, int] = {}
         for t, lo, hi in self._term_spans(terms):
             docs = self.snap.span("p_doc", lo, hi)
+            if self.dead_docs is not None:
+                docs = docs[self._live_docs(docs)]
             c = int(len(docs) - (np.isin(docs, hidden, kind="table").sum() if len(hidden) and len(docs) else 0))
             if c:
                 out[t] = c
@@ -803,21 +965,12 @@ class SnapshotTx:
         return out
 
     # -- vectors -------------------------------------------------------------------------------
-    def _model_code(self, model: str) -> int:
-        return {m: i for i, m in enumerate(self.snap.header["models"])}.get(model, -2)
-
-    def model_dim(self, model: str) -> int | None:
-        return self.snap.header["dims"].get(model)
-
-    def vector_stats(self, model: str) -> tuple[int, int, int | None]:
-        live, top, _, _ = self.snap.header["vector_counts"].get(model, (0, 0, 0, 0))
-        return int(live), int(top), self.model_dim(model)
+    def model_code(self, model: str) -> int:
+        return {m: i for i, m in enumerate(self.h["models"])}.get(model, -2)
 
     def covered(self, model: str, max_key: int) -> int:
-        live, top, dropped, top_dropped = self.snap.header["vector_counts"].get(model, (0, 0, 0, 0))
-        if max_key >= max(top, top_dropped):
-            return int(live + dropped)
-        c = self._model_code(model)
+        """Live and dropped keys of ``model`` up to ``max_key`` that this file holds."""
+        c = self.model_code(model)
         live = (self.snap.whole("v_model") == c) & (self.snap.whole("v_key") <= max_key)
         dropped = (self.snap.whole("vd_model") == c) & (self.snap.whole("vd_key") <= max_key)
         return int(live.sum() + dropped.sum())
@@ -832,35 +985,203 @@ class SnapshotTx:
         pos = np.minimum(np.searchsorted(v_key, want), len(v_key) - 1)
         hit = self.snap.take("v_key", pos) == want
         pos = pos[hit]
-        hit_m = self.snap.take("v_model", pos) == self._model_code(model)
+        hit_m = self.snap.take("v_model", pos) == self.model_code(model)
         pos = pos[hit_m]
         return [(int(k), i.decode(), int(v)) for k, i, v in zip(
             self.snap.take("v_key", pos).tolist(), self.snap.take("v_id", pos).tolist(),
-            self.snap.take("v_ver", pos).tolist())]
+            self.snap.take("v_ver", pos).tolist()) if i.decode() not in self.dead_ids]
 
     def vector_keys_for(self, filters: Filters, model: str):
         import numpy as np
 
-        m = self._mask(filters)
-        if m is None:
-            return None
+        m = self.mask(filters)
         s = self.snap
         row = s.whole("v_row")
-        sel = (s.whole("v_model") == self._model_code(model)) & (row >= 0)
+        sel = (s.whole("v_model") == self.model_code(model)) & (row >= 0)
         r = np.where(sel, row, 0)
-        sel &= m[r] & (s.whole("v_ver") == s.whole("h_cur")[r]) if self._n else sel
+        sel &= m[r] & (s.whole("v_ver") == s.whole("h_cur")[r]) if self.n else sel
         pos = np.flatnonzero(sel)
         return [b.decode() for b in s.take("v_id", pos).tolist()], s.take("v_key", pos)
 
-    def vectors_after(self, model: str, after: int, dim: int):
+    def vectors_after(self, model: str, after: int):
+        """Positions in the vector arrays of ``model``'s vectors with a key above ``after``."""
         import numpy as np
 
         v_key = self.snap.raw("v_key")
         start = int(np.searchsorted(v_key, np.uint64(after), side="right"))
-        if not (self.snap.span("v_model", start, len(v_key)) == self._model_code(model)).any():
+        sel = self.snap.span("v_model", start, len(v_key)) == self.model_code(model)
+        pos = start + np.flatnonzero(sel)
+        if self.dead_ids and len(pos):
+            ids = self.snap.take("v_id", pos).tolist()
+            pos = pos[[i.decode() not in self.dead_ids for i in ids]]
+        return pos
+
+
+class SnapshotTx:
+    """The read-only ``Tx`` of ``find``, answered from a current snapshot and its delta (what
+    writers changed since the build: those memories are answered from the delta, the rest from
+    the snapshot); anything they do not hold is read from DuckDB, opened on first need (``_duck``)."""
+
+    def __init__(self, snap: Snapshot, store, delta: Snapshot | None = None) -> None:
+        self.snap, self.store, self.delta = snap, store, delta
+        self._stack: ExitStack | None = None
+        self._tx = None
+        if delta is None:
+            self.parts = [_Part(snap)]
+        else:
+            dead = [b.decode() for b in delta.whole("x_id").tolist()]
+            self.parts = [_Part(snap, dead, delta.whole("x_doc")), _Part(delta)]
+        self.top = (delta or snap).header  # the stamp checked, and the store-wide numbers
+
+    def close(self) -> None:
+        if self._stack is not None:
+            self._stack.close()
+        self.snap.close()
+        if self.delta is not None:
+            self.delta.close()
+
+    # -- DuckDB for the rest -----------------------------------------------------------------
+    def _duck(self):
+        if self._tx is None:
+            from cortexctl.store.duck import DuckTx
+
+            stack = ExitStack()
+            con = stack.enter_context(self.store.read())
+            self._stack = stack
+            if not _stamp_ok(self.store.path, self.top):
+                raise SnapshotUnusable("the store changed during the search")
+            self._tx = DuckTx(con)
+        return self._tx
+
+    def __getattr__(self, name: str):
+        if name.startswith("_"):
+            raise AttributeError(name)
+        return getattr(self._duck(), name)
+
+    def _merged(self, method: str, *args) -> dict:
+        out: dict = {}
+        for p in self.parts:
+            out.update(getattr(p, method)(*args))
+        return out
+
+    # -- heads --------------------------------------------------------------------------------
+    def count_heads(self, filters: Filters | None = None) -> int:
+        if filters is None:
+            return sum(p.count() for p in self.parts)
+        if filters.frames:
+            return self._duck().count_heads(filters)
+        return sum(int(p.mask(filters).sum()) for p in self.parts)
+
+    def passing(self, ids: Sequence[str], filters: Filters) -> dict[str, int]:
+        if filters.frames:
+            return self._duck().passing(ids, filters)
+        return self._merged("passing", ids, filters)
+
+    def candidates(self, ids: Sequence[str], filters: Filters, scoring: Scoring) -> dict[str, tuple[int, bool, float]]:
+        if filters.frames:
+            return self._duck().candidates(ids, filters, scoring)
+        return self._merged("candidates", ids, filters, scoring)
+
+    def top_salience(self, filters: Filters, scoring: Scoring, limit: int) -> list[tuple[str, float]]:
+        """As the database orders them (salience, then later update, then higher ID, all
+        descending): an approximate vectorised salience picks the contenders, the exact one ranks them."""
+        if filters.frames:
+            return self._duck().top_salience(filters, scoring, limit)
+        ranked = sorted((x for p in self.parts for x in p.top_salience(filters, scoring, limit)), reverse=True)
+        return [(i, sal) for sal, _, i in ranked[:limit]]
+
+    def weights(self, actor: str) -> tuple[float, ...] | None:
+        w = self.top["weights"].get(actor)
+        return None if w is None else tuple(float(x) for x in w)
+
+    def result_rows(self, ids: Sequence[str], form: str) -> dict[str, dict]:
+        if form not in ("short", "medium"):
+            raise ValueError(form)
+        return self._merged("result_rows", ids, form)
+
+    def search_data(self, ids: Sequence[str]) -> dict[str, tuple[int, bytes]]:
+        return self._merged("search_data", ids)
+
+    # -- postings ---------------------------------------------------------------------------
+    def doc_count(self) -> int:
+        return sum(p.doc_count() for p in self.parts)
+
+    def postings_of(self, terms: Sequence[int]):
+        import numpy as np
+
+        got = [p.postings_of(terms) for p in self.parts]
+        return got[0] if len(got) == 1 else {k: np.concatenate([g[k] for g in got]) for k in got[0]}
+
+    def doc_ids(self, docs: Sequence[int]) -> dict[int, str]:
+        return self._merged("doc_ids", docs)
+
+    def hidden_docs(self, actor: str):
+        import numpy as np
+
+        got = [p.hidden_docs(actor) for p in self.parts]
+        return got[0] if len(got) == 1 else np.concatenate(got)
+
+    def term_df(self, terms: Sequence[int], hidden) -> dict[int, int]:
+        out: dict[int, int] = {}
+        for p in self.parts:
+            for t, c in p.term_df(terms, hidden).items():
+                out[t] = out.get(t, 0) + c
+        return out
+
+    def doc_terms(self, docs: Sequence[int]) -> dict[int, tuple[dict[int, int], int]]:
+        return self._merged("doc_terms", docs)
+
+    # -- vectors -------------------------------------------------------------------------------
+    def model_dim(self, model: str) -> int | None:
+        return self.top["dims"].get(model)
+
+    def vector_stats(self, model: str) -> tuple[int, int, int | None]:
+        live, top, _, _ = self.top["vector_counts"].get(model, (0, 0, 0, 0))
+        return int(live), int(top), self.model_dim(model)
+
+    def covered(self, model: str, max_key: int) -> int:
+        import numpy as np
+
+        live, top, dropped, top_dropped = self.top["vector_counts"].get(model, (0, 0, 0, 0))
+        if max_key >= max(top, top_dropped):
+            return int(live + dropped)
+        n = self.parts[0].covered(model, max_key)  # the base's keys; drops since only moved some of them
+        if self.delta is not None:  # and the keys given since the build
+            d = self.parts[1]
+            n += int(((d.snap.whole("n_model") == d.model_code(model)) & (d.snap.whole("n_key") <= max_key)).sum())
+        return n
+
+    def vectors_of_keys(self, keys: Sequence[int], model: str) -> list[tuple[int, str, int]]:
+        return [x for p in self.parts for x in p.vectors_of_keys(keys, model)]
+
+    def vector_keys_for(self, filters: Filters, model: str):
+        import numpy as np
+
+        if filters.frames:
+            return None
+        got = [p.vector_keys_for(filters, model) for p in self.parts]
+        if len(got) == 1:
+            return got[0]
+        return got[0][0] + got[1][0], np.concatenate([got[0][1], got[1][1]])
+
+    def vectors_after(self, model: str, after: int, dim: int):
+        import numpy as np
+
+        if len(self.parts[0].vectors_after(model, after)):  # the build's own delta: DuckDB has the vectors
+            return self._duck().vectors_after(model, after, dim)
+        if self.delta is None:
             return [], [], np.zeros((0, dim), dtype=np.float32)
-        return self._duck().vectors_after(model, after, dim)
+        d = self.parts[1]
+        pos = d.vectors_after(model, after)
+        if not len(pos):
+            return [], [], np.zeros((0, dim), dtype=np.float32)
+        off, flat = d.snap.whole("v_voff"), d.snap.whole("v_vec")
+        if not (off[pos + 1] - off[pos] == dim).all():
+            return self._duck().vectors_after(model, after, dim)
+        mat = np.stack([flat[off[p]:off[p] + dim] for p in pos.tolist()])
+        return ([b.decode() for b in d.snap.take("v_id", pos).tolist()],
+                [int(v) for v in d.snap.take("v_ver", pos).tolist()], np.array(mat, dtype=np.float32))
 
 
-__all__ = ["SNAPSHOT_NAME", "GEN_NAME", "SnapshotTx", "build", "open_current", "state", "check_whole",
-           "mark_dirty", "mark_clean", "read_gen", "remove"]
+__all__ = ["SNAPSHOT_NAME", "DELTA_NAME", "GEN_NAME", "SnapshotTx", "build", "open_current", "state", "check_whole",
+           "mark_dirty", "mark_clean", "read_gen", "remove", "delta_start", "collect_delta", "write_delta"]

@@ -113,14 +113,25 @@ def test_current_snapshot_spares_duckdb(store, tmp_path):
 
         sys.meta_path.insert(0, Tell())
         from cortexctl.cli.app import main
-        code = main(["find", "--near", "deploy key", "--store", {str(store)!r}, "--json"])
+        code = main(["find", "--near", sys.argv[1], "--store", {str(store)!r}, "--json"])
         assert "duckdb" not in sys.modules, "duckdb was imported"
         sys.exit(code)
     """)
     assert snapshot.state(store) == "current"
-    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    proc = subprocess.run([sys.executable, "-c", script, "deploy key"], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, (snapshot.state(store), proc.stderr)
     assert '"results"' in proc.stdout
+    # after writes of every kind, the delta answers for the memories they changed: still no DuckDB
+    new = cx.write("fact", "deploy key of the walrus colony").id
+    cx.update(new, "deploy key of the walrus colony, rotated")
+    hits = cx.find(FindQuery(near="deploy key", k=3))
+    cx.attest("rotate", "success", [h.uri for h in hits[:2]])
+    cx.tag(hits[2].id, add=["walrus"])
+    assert (store / snapshot.DELTA_NAME).exists() and snapshot.state(store) == "current"
+    proc = subprocess.run([sys.executable, "-c", script, "walrus colony rotated"], capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode == 0, (snapshot.state(store), proc.stderr)
+    assert json.loads(proc.stdout)["results"][0]["id"] == new
 
 
 # -- never trusted blindly ---------------------------------------------------------------------------
@@ -129,6 +140,8 @@ def test_stale_snapshot_is_bypassed_and_refreshed_by_the_next_fold(store):
     _fill(cx, 20)
     _ready(cx)
     uri = cx.write("fact", "zanzibar quokka migration plan").uri
+    assert snapshot.state(store) == "current"  # through the delta the write left
+    os.unlink(store / snapshot.DELTA_NAME)
     assert snapshot.state(store) == "stale"
     assert [h["id"] for h in _answer(cx, near="zanzibar quokka")][:1] == [uri.rsplit("/", 1)[1]]
     _ready(cx)
@@ -232,25 +245,24 @@ def test_every_kind_of_change_is_visible_to_the_next_find(tmp_path):
     ids = [u.rsplit("/", 1)[1] for u in uris]
     _ready(cx)
 
+    asked = []
+
     def check(**q):
+        # answered through the delta, which grows with every change since the build ...
+        assert snapshot.state(store) == "current" and (store / snapshot.DELTA_NAME).exists()
         got = _answer(cx, **q)
         assert got == _from_duckdb(cx, **q)
-        cx.reindex()  # and once the snapshot holds the change, the same answer from it
-        assert snapshot.state(store) == "current"
-        assert _answer(cx, **q) == got
+        asked.append(q)
         return got
 
     new = cx.write("fact", "xylophone tuning schedule").uri.rsplit("/", 1)[1]
-    assert snapshot.state(store) == "stale"
     assert _ids(check(near="xylophone tuning"))[0] == new
 
     cx.update(new, "marimba tuning schedule")
-    assert snapshot.state(store) == "stale"
     assert _ids(check(near="marimba"))[0] == new
     assert all(h["text"] != "xylophone tuning schedule" for h in check(near="xylophone"))
 
     cx.forget(new, reason="wrong")
-    assert snapshot.state(store) == "stale"
     assert new not in _ids(check(near="marimba tuning"))
     cx.unforget(new)
     assert new in _ids(check(near="marimba tuning"))
@@ -267,16 +279,23 @@ def test_every_kind_of_change_is_visible_to_the_next_find(tmp_path):
     assert ids[4] in _ids(_answer(bob, k=50))
 
     cx.attest("ship-it", "success", [uris[5], uris[6]])
-    assert snapshot.state(store) == "stale"
     check()
     check(near="deploy key")
+
+    # ... and once a build holds them all, the same answers from the snapshot alone
+    for q in asked:
+        want = _from_duckdb(cx, **q)
+        cx.reindex()
+        assert snapshot.state(store) == "current" and not (store / snapshot.DELTA_NAME).exists()
+        assert _answer(cx, **q) == want
 
     import io
     import orjson
 
     lines = b"".join(orjson.dumps({"type": "fact", "text": f"imported okapi fact {i}"}) + b"\n" for i in range(5))
     cx.import_jsonl(io.BytesIO(lines))
-    assert len([h for h in check(near="okapi") if "okapi" in h["text"]]) == 5
+    assert snapshot.state(store) == "current"  # an import ends with a fold, which rebuilds
+    assert len([h for h in _answer(cx, near="okapi") if "okapi" in h["text"]]) == 5
 
 
 def test_restore_replace_and_merge_are_visible_to_the_next_find(tmp_path):
@@ -370,6 +389,82 @@ def test_sigkill_at_random_moments_of_writes_and_folds(store):
                 else True
 
 
+def test_a_writer_killed_before_its_delta_leaves_nothing_to_trust_wrongly(store):
+    """The writer dies after its COMMIT and clean mark, before writing the delta: the delta on disk
+    is an earlier generation's, so find reads DuckDB (and sees the write) until the next fold."""
+    cx = _cx(store)
+    _fill(cx, 20)
+    _ready(cx)
+    cx.write("fact", "an earlier write, held by the delta")
+    assert snapshot.state(store) == "current"
+    script = textwrap.dedent(f"""
+        import os, signal
+        from cortexctl import Cortex
+        from cortexctl.store import snapshot
+        snapshot.write_delta = lambda *a: os.kill(os.getpid(), signal.SIGKILL)
+        Cortex(store={str(store)!r}, actor="alice").write("fact", "the numbat survived the kill")
+    """)
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, timeout=120)
+    assert proc.returncode == -signal.SIGKILL
+    assert snapshot.read_gen(store)[2] is True and snapshot.state(store) == "stale"
+    hits = _answer(cx, near="numbat survived")
+    assert hits and hits[0]["text"] == "the numbat survived the kill"
+    cx.write("fact", "a later write")  # a writer builds no delta on a stale one
+    assert snapshot.state(store) == "stale"
+    assert _answer(cx, near="numbat survived") == _from_duckdb(cx, near="numbat survived")
+    _ready(cx)
+    assert _answer(cx, near="numbat survived")[0]["text"] == "the numbat survived the kill"
+
+
+@pytest.mark.parametrize("array", ["x_id", "x_doc", "h_actor", "p_doc", "v_vec", "HEADER"])
+def test_byte_flipped_delta_is_detected(tmp_path, array):
+    cx = _cx(tmp_path / "store")
+    uris = _fill(cx, 30)
+    _ready(cx)
+    cx.update(uris[2], "deploy key rotation moved to the vault")
+    cx.write("fact", "deploy key rotation checklist")
+    want = _answer(cx, near="deploy key rotation")
+    path = cx.store.path / snapshot.DELTA_NAME
+    header, start = snapshot._header_of(path)
+    offset = 100 if array == "HEADER" else start + header["arrays"][array]["offset"] + 3
+    _flip(path, offset)
+    assert cx.store.snapshot_problem() is not None or array == "HEADER"
+    assert _answer(cx, near="deploy key rotation") == want
+    assert _from_duckdb(cx, near="deploy key rotation") == want
+    cx.reindex()
+    assert cx.store.snapshot_problem() is None and snapshot.state(cx.store.path) == "current"
+    assert _answer(cx, near="deploy key rotation") == want
+
+
+def test_a_delta_of_an_earlier_snapshot_is_bypassed(store):
+    """A delta names the snapshot it completes: put back beside a rebuilt one, it is not used."""
+    cx = _cx(store)
+    _fill(cx, 20)
+    _ready(cx)
+    cx.write("fact", "the quokka census")
+    old = (store / snapshot.DELTA_NAME).read_bytes()
+    _ready(cx)
+    assert not (store / snapshot.DELTA_NAME).exists()
+    cx.write("fact", "the okapi census")
+    (store / snapshot.DELTA_NAME).write_bytes(old)
+    assert snapshot.state(store) == "stale"
+    assert [h["text"] for h in _answer(cx, near="okapi census")][:1] == ["the okapi census"]
+
+
+def test_more_than_a_deltas_worth_of_changes_waits_for_the_next_fold(store, monkeypatch):
+    monkeypatch.setattr(snapshot, "DELTA_MAX", 3)
+    cx = _cx(store)
+    uris = _fill(cx, 20)
+    _ready(cx)
+    cx.attest("ship-it", "success", uris[:3])
+    assert snapshot.state(store) == "current"
+    cx.attest("ship-it", "success", uris[3:5])  # five memories since the build
+    assert snapshot.state(store) == "stale" and not (store / snapshot.DELTA_NAME).exists()
+    assert _answer(cx, k=5) == _from_duckdb(cx, k=5)
+    _ready(cx)
+    assert _answer(cx, k=5) == _from_duckdb(cx, k=5)
+
+
 # -- a randomized corpus ------------------------------------------------------------------------------
 memory = st.tuples(
     st.lists(st.sampled_from(WORDS), min_size=1, max_size=6),
@@ -389,18 +484,29 @@ memory = st.tuples(
                                st.sampled_from([(), ("fact",), ("event", "goal")]),
                                st.sampled_from([(), ("a",), ("a", "b")]),
                                st.integers(1, 12), st.booleans()), min_size=1, max_size=4),
+    built=st.integers(1, 25),
+    updates=st.lists(st.tuples(st.integers(0, 24), st.lists(st.sampled_from(WORDS), min_size=1, max_size=3)),
+                     max_size=3),
 )
-def test_property_same_answers_with_and_without_the_snapshot(tmp_path_factory, memories, forget, queries):
+def test_property_same_answers_with_and_without_the_snapshot(tmp_path_factory, memories, forget, queries, built,
+                                                              updates):
+    # the snapshot is built after the first ``built`` memories; what follows is answered by its delta
     store = tmp_path_factory.mktemp("prop") / "store"
     by = {"alice": _cx(store, "alice"), "bob": _cx(store, "bob")}
     uris = []
-    for words, type_, tags, actor, vis, imp in memories:
+    for n, (words, type_, tags, actor, vis, imp) in enumerate(memories):
+        if n == built:
+            by["alice"].reindex()
         uris.append(by[actor].write(type_, " ".join(words), tags=tags, visibility=vis, importance=imp).uri)
+    if built >= len(memories):
+        by["alice"].reindex()
+    for i, words in updates:
+        if i < len(uris):
+            by[memories[i][3]].update(uris[i], " ".join(words))
     for i in forget:
         if i < len(uris):
             actor = memories[i][3]
             by[actor].forget(uris[i], reason="test")
-    by["alice"].reindex()
     assert snapshot.state(store) == "current"
     for words, types, tags, k, tomb in queries:
         q = {"types": list(types), "tags": list(tags), "k": k, "include_tombstoned": tomb}
@@ -417,6 +523,8 @@ def test_verify_is_not_confused_by_the_snapshot(store):
     _ready(cx)
     assert cx.verify().ok
     cx.write("fact", "one more")
+    assert snapshot.state(store) == "current" and cx.verify().ok  # through a delta
+    os.unlink(store / snapshot.DELTA_NAME)
     assert snapshot.state(store) == "stale" and cx.verify().ok
     _ready(cx)
     path = store / snapshot.SNAPSHOT_NAME
