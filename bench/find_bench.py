@@ -18,7 +18,12 @@ bench/cold_start.py, each made distinct by a few words of detail) with
   when its similarity reaches the exact 10th best, so ties among identical
   memories do not count against the index).
 
---million uses 1,000,000 memories. Nothing is asserted: it is a report.
+--writes N first makes N changes of the kinds an agent makes (write, update,
+attest, tag, one command each) with the snapshot moved aside, then N more with
+it in place after a `reindex` (so that they leave its delta), and reports the
+median time of each kind of command both ways; the finds then run against the
+snapshot and its delta. --million uses 1,000,000 memories. Nothing is asserted:
+it is a report.
 """
 
 from __future__ import annotations
@@ -127,6 +132,41 @@ def _rare_tag(store: Path, n: int) -> list[str] | None:
     return tags
 
 
+def changes(cortexctl: str, env: dict, store: Path, snap: Path, aside: Path, n: int) -> dict:
+    """Median seconds of each kind of change, made n times without the snapshot (moved aside:
+    no delta to write) and then n times with it (each leaves the delta), in that order."""
+    import subprocess
+
+    def run(*argv: str) -> tuple[float, str]:
+        t0 = time.perf_counter()
+        out = subprocess.run([cortexctl, *argv, "--store", str(store)], env=env, capture_output=True, text=True)
+        if out.returncode:
+            raise SystemExit(out.stderr)
+        return time.perf_counter() - t0, out.stdout
+
+    got: dict = {}
+    for with_snapshot in (False, True):
+        if with_snapshot:
+            os.rename(aside, snap)
+            log("reindex (rebuilds the snapshot) ...")
+            run("reindex")
+        else:
+            os.rename(snap, aside)
+        times: dict[str, list[float]] = {"write": [], "update": [], "attest": [], "tag": []}
+        for i in range(n):
+            dt, out = run("write", "fact", f"bench change {i} {'with' if with_snapshot else 'without'} the snapshot",
+                          "--json")
+            times["write"].append(dt)
+            id_ = json.loads(out)["id"]
+            times["update"].append(run("update", id_, f"bench change {i}, updated")[0])
+            times["attest"].append(run("attest", "--intent", f"bench-{i}", "--outcome", "success", id_)[0])
+            times["tag"].append(run("tag", id_, "--add", "bench")[0])
+        got["with_snapshot" if with_snapshot else "without_snapshot"] = {
+            k: statistics.median(v) for k, v in times.items()}
+    got["delta_bytes"] = (store / "cortex.snapdelta").stat().st_size if (store / "cortex.snapdelta").exists() else 0
+    return got
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--memories", type=int, default=100_000)
@@ -138,6 +178,9 @@ def main() -> int:
     ap.add_argument("--store", type=Path, help="reuse a store built by an earlier --keep run (skips the import)")
     ap.add_argument("--no-ab", action="store_true",
                     help="time find only as the store is (by default, with and without its search snapshot)")
+    ap.add_argument("--writes", type=int, default=0,
+                    help="make this many changes (write, update, attest, tag) without and then with the snapshot "
+                         "before timing find, so that find reads the snapshot's delta")
     args = ap.parse_args()
     n = 1_000_000 if args.million else args.memories
     cortexctl = find_cortexctl(None)
@@ -175,6 +218,8 @@ def main() -> int:
     floor_cmd = [py, "-c", "import numpy, duckdb, usearch.index"]
     snap = store / "cortex.snapshot"
     aside = store.parent / "cortex.snapshot.aside"
+    if args.writes:
+        result["writes"] = changes(cortexctl, env, store, snap, aside, args.writes)
     variants = [("", [])]
     rare_tag = _rare_tag(store, n)
     if rare_tag:
@@ -216,6 +261,13 @@ def main() -> int:
         print(json.dumps(result, indent=2))
     else:
         print(f"store: {n} memories (hash embedder, {result['hnsw']['vectors']} vectors)")
+        if "writes" in result:
+            w = result["writes"]
+            for kind in w["without_snapshot"]:
+                a, b = w["without_snapshot"][kind], w["with_snapshot"][kind]
+                print(f"{kind + ' (one command)':<20} {1000 * b:8.1f} ms leaving the delta, {1000 * a:8.1f} ms without a "
+                      f"snapshot = {b / a:.2f}x")
+            print(f"delta after {args.writes} rounds: {w['delta_bytes']} bytes; the finds below read it")
         if "import" in result:
             imp = result["import"]
             print(f"import:           {imp['per_second']:8.0f} memories/s  ({imp['seconds']:.1f} s, "

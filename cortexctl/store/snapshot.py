@@ -31,6 +31,22 @@ DuckDB as it always did. The next fold of the index (``FOLD_AT`` new vectors,
 the end of an import, ``reindex``) writes a new one: built under the writer
 lock into a temp file, fsynced and renamed over the old one.
 
+**The delta** ``cortex.snapdelta`` keeps the snapshot useful between folds. A
+``DuckTx`` records which memories it changed (``touched``); after its COMMIT and
+clean mark, still on its connection and under the writer lock, the writer reads
+the rows of every memory changed since the build (the previous delta's and its
+own: heads, current data, docs, postings, vectors with their values) and, once
+its connection is closed and the database file's identity is final, writes
+them in the snapshot's own format, stamped like a snapshot with its generation,
+and naming the snapshot it completes (its stamp and header CRC). ``find`` then
+answers those memories from the delta and every other from the snapshot (their
+rows, docs and vectors there count as gone); the store-wide numbers (vector
+counts, dimensions, learned weights) come from the delta. A writer builds a
+delta only on a current snapshot or delta, so a writer killed before writing
+its delta leaves the store bypassing both until the next fold; a change that is
+not one memory's (``touched`` is None: a model's vectors dropped, a bundle
+attached) or more than ``DELTA_MAX`` memories removes the delta instead.
+
 Anything the snapshot does not hold (frame filters, the full form, vectors
 for an exact search, memories newer than the index file) is read from DuckDB,
 opened on first need; if the store moved on meanwhile, the read is refused
@@ -603,12 +619,12 @@ def _clear_temps(store_path: Path) -> None:
 def delta_start(store_path: Path) -> dict | None:
     """Before a writer's transaction (under the writer lock): what its delta will build on, or
     None when no snapshot is current (the writer then leaves it to the next fold)."""
-    import numpy as np
-
     try:
         got = _header_of(store_path / SNAPSHOT_NAME)
         if got is None:
             return None
+        import numpy as np  # only with a snapshot: a small store's writes stay without it
+
         base = got[0]
         c = base.get("vector_counts", {})
         top = max([max(v[1], v[3]) for v in c.values()] or [0])
@@ -635,10 +651,10 @@ def collect_delta(con, start: dict | None, touched: set[str] | None) -> tuple[di
     """After the writer's COMMIT, on its connection: the delta's arrays for the memories it and the
     writers before it since the build touched, or None when the snapshot is left to the next fold
     (no current snapshot, a change the delta cannot follow, or more than DELTA_MAX memories)."""
-    import numpy as np
-
     if start is None or touched is None:
         return None
+    import numpy as np
+
     ids = start["ids"] | touched
     if len(ids) > DELTA_MAX:
         return None
