@@ -145,6 +145,9 @@ def changes(cortexctl: str, env: dict, store: Path, snap: Path, aside: Path, n: 
         return time.perf_counter() - t0, out.stdout
 
     got: dict = {}
+    if not snap.exists():
+        log("reindex (builds the snapshot) ...")
+        run("reindex")
     for with_snapshot in (False, True):
         if with_snapshot:
             os.rename(aside, snap)

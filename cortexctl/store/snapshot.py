@@ -623,17 +623,18 @@ def delta_start(store_path: Path) -> dict | None:
         got = _header_of(store_path / SNAPSHOT_NAME)
         if got is None:
             return None
-        import numpy as np  # only with a snapshot: a small store's writes stay without it
-
         base = got[0]
+        current = _stamp_ok(store_path, base)
+        d = None if current else _delta_header(store_path, base)
+        if not current and d is None:
+            return None
+        import numpy as np  # only with a current snapshot: other writes stay without it
+
         c = base.get("vector_counts", {})
         top = max([max(v[1], v[3]) for v in c.values()] or [0])
         start = {"base": _mark(base), "base_top": int(top), "ids": set(), "x_doc": np.zeros(0, np.uint64)}
-        if _stamp_ok(store_path, base):
+        if current:
             return start
-        d = _delta_header(store_path, base)
-        if d is None:
-            return None
         delta = _map(store_path / DELTA_NAME, *d)
         if delta is None:
             return None
