@@ -263,7 +263,8 @@ def main() -> int:
     if args.json:
         print(json.dumps(result, indent=2))
     else:
-        print(f"store: {n} memories (hash embedder, {result['hnsw']['vectors']} vectors)")
+        print(f"store: {'as given' if args.store else f'{n} memories'} (hash embedder, "
+              f"{result['hnsw']['vectors']} vectors)")
         if "writes" in result:
             w = result["writes"]
             for kind in w["without_snapshot"]:
