@@ -224,7 +224,29 @@ class Snapshot:
 
 
 def _header_of(path: Path) -> tuple[dict, int] | None:
-    """(header, data start) when the file's magic, header CRC and length are right."""
+    """(header, data start) when the file's magic, header CRC, format and length are right."""
+    got = _raw_header(path)
+    if got is None:
+        return None
+    header, start, size = got
+    try:
+        if header.get("format") != FORMAT or header.get("block") != BLOCK \
+                or size != start + int(header["data_bytes"]):
+            return None
+    except (ValueError, KeyError, TypeError):
+        return None
+    return header, start
+
+
+def _other_format(path: Path) -> bool:
+    """A sound header of another format (a snapshot written by another version of cortexctl): out of
+    date, not damaged."""
+    got = _raw_header(path)
+    return got is not None and got[0].get("format") != FORMAT
+
+
+def _raw_header(path: Path) -> tuple[dict, int, int] | None:
+    """(header, data start, file size) when the file's magic and header CRC are right."""
     try:
         with open(path, "rb") as fh:
             head = fh.read(24)
@@ -239,12 +261,10 @@ def _header_of(path: Path) -> tuple[dict, int] | None:
         if len(body) != hlen or zlib.crc32(body) != hcrc:
             return None
         header = json.loads(body)
-        header["_crc"] = hcrc
-        start = -(-(24 + hlen) // ALIGN) * ALIGN
-        if header.get("format") != FORMAT or header.get("block") != BLOCK \
-                or size != start + int(header["data_bytes"]):
+        if not isinstance(header, dict):
             return None
-        return header, start
+        header["_crc"] = hcrc
+        return header, -(-(24 + hlen) // ALIGN) * ALIGN, size
     except (OSError, ValueError, KeyError, TypeError):
         return None
 
@@ -257,7 +277,7 @@ def state(store_path: Path) -> str:
         return "missing"
     got = _header_of(path)
     if got is None:
-        return "damaged"
+        return "stale" if _other_format(path) else "damaged"
     return "current" if _stamp_ok(store_path, got[0]) or _delta_header(store_path, got[0]) else "stale"
 
 
@@ -330,6 +350,8 @@ def check_whole(store_path: Path) -> str | None:
         return None
     got = _header_of(path)
     if got is None:
+        if _other_format(path):
+            return None  # written by another version: rebuilt by the next fold, like a stale one
         return f"search snapshot {SNAPSHOT_NAME}: truncated or damaged header (rebuilt by the next fold or reindex)"
     pair = open_current(store_path)
     if pair is None:

@@ -206,6 +206,31 @@ def test_byte_flipped_snapshot_is_detected(tmp_path, array):
     assert _answer(cx, near="deploy key rotation") == want
 
 
+def test_a_snapshot_of_another_format_is_stale_not_damaged(tmp_path):
+    """A snapshot written by another version of cortexctl is out of date, like a stale one: find
+    reads DuckDB, verify and healthcheck find nothing wrong, and the next fold rebuilds it."""
+    import json
+    import zlib
+
+    cx = _cx(tmp_path / "store")
+    _fill(cx, 20)
+    _ready(cx)
+    want = _answer(cx, near="deploy key rotation")
+    path = cx.store.path / snapshot.SNAPSHOT_NAME
+    raw = path.read_bytes()
+    hlen = int.from_bytes(raw[8:16], "little")
+    header = json.loads(raw[24:24 + hlen])
+    header["format"] = snapshot.FORMAT + 1
+    body = json.dumps(header, separators=(",", ":")).encode()
+    assert len(body) == hlen
+    path.write_bytes(raw[:8] + raw[8:16] + zlib.crc32(body).to_bytes(8, "little") + body + raw[24 + hlen:])
+    assert snapshot.state(cx.store.path) == "stale" and cx.store.snapshot_problem() is None
+    assert cx.verify().ok
+    assert _answer(cx, near="deploy key rotation") == want
+    cx.reindex()
+    assert snapshot.state(cx.store.path) == "current"
+
+
 def test_a_copied_store_bypasses_its_snapshot_until_the_next_fold(tmp_path):
     """A copy has another database file (inode): its snapshot is not trusted until rebuilt there."""
     cx = _cx(tmp_path / "orig")
