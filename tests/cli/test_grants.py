@@ -314,3 +314,39 @@ def test_a_backup_restored_keeps_its_grants_and_a_merge_adds_them(cli, store, tm
     r = cli("find", "--near", "orchid", "--store", str(other), "--actor", "bob", "--json")
     assert {h["id"] for h in r.json()["results"]} == {ids["fact_ops"], ids["goal_ops"]}
     assert_store_verifies(other)
+
+
+def test_sessions_pinned_compact_and_attest_follow_the_grants_too(cli, store):
+    assert cli("session", "add", "--session", "s1", "--prompt", "orchid p", "--thought", "t", "--response", "r").code == 0
+    turn = cli("find", "--session", "s1", "--json").json()["results"][0]["id"]
+    assert cli("head", turn, "--visibility", "scoped").code == 0
+    rule = cli("write", "constraint", "orchid never deploy on friday", "--set", "strength=hard",
+               "--visibility", "scoped", "--tag", "ops").out.strip().rsplit("/", 1)[1]
+    secret = cli("write", "constraint", "orchid never say the vault code", "--set", "strength=hard",
+                 "--tag", "ops").out.strip().rsplit("/", 1)[1]
+
+    def seen() -> dict:
+        sessions = cli("session", "list", "--actor", "bob", "--json").json()["sessions"]
+        shown = cli("session", "show", "s1", "--actor", "bob", "--json")
+        pinned = cli("pinned", "--goal", "x", "--actor", "bob", "--json").json()
+        hard = {c["ref"] for c in pinned["hard_constraints"]}
+        compact = cli("compact", "--intent", "i", "--step", "1", "--budget-tokens", "4000", rule, secret,
+                      "--actor", "bob", "--json")
+        attest = cli("attest", "--intent", "i", "--outcome", "success", rule, secret, "--actor", "bob", "--json")
+        return {"sessions": [s["session"] for s in sessions], "show": shown.code, "hard": hard,
+                "compact": compact.code, "attest": attest.json()["affected"] if attest.code == 0 else attest.code}
+
+    got = seen()
+    assert got["sessions"] == [] and got["show"] == 3 and got["hard"] == set() and got["compact"] == 3
+    assert cli("grant", "bob", "--tag", "ops").code == 0  # the rule, not the turn (tagged turn)
+    got = seen()
+    assert got["sessions"] == [] and got["hard"] == {rule} and got["compact"] == 3  # the secret stays unseen
+    assert cli("grant", "bob", "--type", "event").code == 0
+    got = seen()
+    assert got["sessions"] == ["s1"] and got["show"] == 0 and got["hard"] == {rule}
+    r = cli("compact", "--intent", "i", "--step", "2", "--budget-tokens", "4000", rule, "--actor", "bob", "--json")
+    assert r.code == 0, r
+    r = cli("attest", "--intent", "j", "--outcome", "success", rule, secret, "--actor", "bob", "--json")
+    assert r.code == 0, r
+    assert [a.rsplit("/", 1)[1] for a in r.json()["affected"]] == [rule]
+    assert_store_verifies(store)
