@@ -160,10 +160,10 @@ class Tx(Protocol):
     def update_head(self, id_: str, fields: dict[str, Any]) -> None:
         """Set these head fields (frames included, with their index)."""
 
-    def heads_by_ids(self, ids: Sequence[str], actor: str, fields: Sequence[str] = HEAD_FIELDS) -> list[dict]:
+    def heads_by_ids(self, ids: Sequence[str], actor: "str | Viewer", fields: Sequence[str] = HEAD_FIELDS) -> list[dict]:
         """The heads of these full IDs that ``actor`` may see, with ``fields``."""
 
-    def heads_by_prefix(self, prefix: str, actor: str, limit: int = 6) -> list[dict]:
+    def heads_by_prefix(self, prefix: str, actor: "str | Viewer", limit: int = 6) -> list[dict]:
         """Up to ``limit`` visible heads whose ID starts with ``prefix``, in ID order (a full ID matches itself)."""
 
     def existing_ids(self, ids: Sequence[str]) -> set[str]:
@@ -184,7 +184,7 @@ class Tx(Protocol):
     def count_heads(self, filters: Filters | None = None) -> int:
         """How many memories pass ``filters`` (every memory without them)."""
 
-    def iter_visible(self, actor: str, batch: int = 2000) -> Iterator[tuple[dict, list[dict]]]:
+    def iter_visible(self, actor: "str | Viewer", batch: int = 2000) -> Iterator[tuple[dict, list[dict]]]:
         """Every head ``actor`` may see, with all its versions, in ID order."""
 
     def bump(self, ids: Sequence[str], *, access: int, citations: int, at: datetime) -> None:
@@ -211,7 +211,7 @@ class Tx(Protocol):
     def candidates(self, ids: Sequence[str], filters: Filters, scoring: Scoring) -> dict[str, tuple[int, bool, float]]:
         """For each of these memories, in one lookup: (current version, passes ``filters``, salience)."""
 
-    def sessions(self, actor: str, turn_tag: str, summary_tag: str) -> list[dict]:
+    def sessions(self, actor: "str | Viewer", turn_tag: str, summary_tag: str) -> list[dict]:
         """Each session holding a live memory ``actor`` can see, latest activity first:
         {session, turns (live memories tagged ``turn_tag``), first (earliest creation),
         last (latest update), summary (the ID of a live memory tagged ``summary_tag``, or None)}."""
@@ -238,7 +238,7 @@ class Tx(Protocol):
     def doc_ids(self, docs: Sequence[int]) -> dict[int, str]:
         """Doc number -> memory ID."""
 
-    def hidden_docs(self, actor: str) -> Any:
+    def hidden_docs(self, actor: "str | Viewer") -> Any:
         """The doc numbers (numpy array) of memories ``actor`` may not see."""
 
     def term_df(self, terms: Sequence[int], hidden: Any) -> dict[int, int]:
