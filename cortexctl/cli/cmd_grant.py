@@ -54,7 +54,8 @@ def revoke(config, *, grant_id, store, actor, wait, json, jsonl) -> None:
 COMMANDS = [
     Command(
         ("grant",), "Let a sub-agent see your scoped memories, or list grants.", grant,
-        arguments=(Argument("subagent", "SUBAGENT", "The sub-agent's actor name, or list to list grants."),),
+        arguments=(Argument("subagent", "SUBAGENT", "The sub-agent's actor name, or list to list grants.",
+                            complete=complete.grant_subagent),),
         options=(
             Option("types", ("--type",), "Only memories of this type (repeatable; any type when none).", many=True,
                    metavar="TYPE", complete=complete.memory_types),
