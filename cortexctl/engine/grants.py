@@ -16,7 +16,9 @@ cannot change G's memories (changes stay their owner's: exit 8).
 
 Each grant and revocation is one journal entry (``grant``, ``revoke``; the payload is
 the grant row, times as integer microseconds), replayed by ``verify`` against the
-``grants`` table.
+``grants`` table. What a sub-agent sees is resolved once per view of the store by
+``Context.viewer`` (the live grants it holds, as ``interface.Viewer`` scopes), which
+every read that decides visibility passes to the store.
 """
 
 from __future__ import annotations
@@ -32,7 +34,6 @@ from cortexctl.errors import NotFound, UsageError
 from cortexctl.memory import codec
 from cortexctl.memory.ids import new_id
 from cortexctl.memory.types import MAX_NAME_CHARS, type_code, type_name
-from cortexctl.store.interface import Scope, Tx
 
 if TYPE_CHECKING:
     from cortexctl.engine.context import Context
@@ -159,11 +160,5 @@ def list_grants(ctx: Context) -> list[Grant]:
     return [grant_of(r, now) for r in rows]
 
 
-def scopes(tx: Tx, actor: str, now: datetime) -> tuple[Scope, ...]:
-    """What the live grants ``actor`` holds at ``now`` let it see (``interface.Scope``)."""
-    return tuple((g["granter"], tuple(g["types"]), tuple(g["tags"])) for g in tx.live_grants(actor, now)
-                 if g["granter"] != actor)
-
-
-__all__ = ["Grant", "grant", "revoke", "list_grants", "scopes", "parse_duration", "check_subagent",
+__all__ = ["Grant", "grant", "revoke", "list_grants", "parse_duration", "check_subagent",
            "grant_payload", "revoke_payload", "grant_of"]
