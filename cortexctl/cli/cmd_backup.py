@@ -53,7 +53,9 @@ def restore(config, *, path, mode, force, force_topology_mismatch, dry_run, conf
         what = f"{a['heads']} memories, {a['versions']} versions, {a['journal']} journal entries"
     else:
         what = (f"{a['memories']} memories added, {a['versions']} versions added, "
-                f"{a['updated_memories']} memories moved ahead, {a['checkpoints']} checkpoints added")
+                f"{a['updated_memories']} memories moved ahead, {a['checkpoints']} checkpoints added"
+                + (f", {a['grants']} grants added" if a.get("grants") else "")
+                + (f", {a['revocations']} grants revoked" if a.get("revocations") else ""))
     verb = "would restore" if dry_run else "restored"
     out.line(f"{verb} ({result.mode}) into {result.target}: {what}"
              + ("" if dry_run or result.verified is None else "; verify ok"))
@@ -151,7 +153,8 @@ refused with exit 7 and nothing written.
 
 merge: memories the store lacks are added; versions are unioned by (id,
 version); the same (id, version) with another hash is a conflict, reported,
-and the local memory is kept; checkpoints the store lacks are added; learned
+and the local memory is kept; checkpoints and grants the store lacks are
+added, and grants the bundle has revoked are revoked; learned
 weights stay the store's. Journal entries are appended for what changed, so
 restoring the same bundle twice changes nothing the second time. Into an empty
 store, the bundle is restored as it is.

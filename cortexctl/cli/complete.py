@@ -51,3 +51,8 @@ def frames(values: dict[str, Any], incomplete: str) -> list[str]:
     if sep and verb in VERBS:
         return _starting([f"{verb}:{k}" for k in OBJ_KINDS], incomplete)
     return _starting(VERBS, incomplete)
+
+
+def grant_subagent(values: dict[str, Any], incomplete: str) -> list[str]:
+    """``list`` (``grant list``); a sub-agent's name is the user's to type."""
+    return _starting(("list",), incomplete)

@@ -23,6 +23,7 @@ MODULES = (
     "cmd_session",
     "cmd_consolidate",
     "cmd_compact",
+    "cmd_grant",
     "cmd_transfer",
     "cmd_reindex",
     "cmd_verify",

@@ -36,7 +36,7 @@ from cortexctl.memory.ids import parse_ref
 from cortexctl.engine.refs import NO_VERSION, look_up
 from cortexctl.engine.rows import micros
 from cortexctl.memory.types import check_label
-from cortexctl.store.interface import SALIENCE_FIELDS, Tx
+from cortexctl.store.interface import SALIENCE_FIELDS, Tx, Viewer
 
 if TYPE_CHECKING:
     from cortexctl.engine.context import Context
@@ -82,7 +82,7 @@ def attest(ctx: Context, intent: str, outcome: str, cited: Iterable[str], *, rea
                 f"attest for intent {intent!r} is over its rate limit ({RATE:g}/s, burst {BURST:g})",
                 hint="wait a second and try again",
             )
-        affected, skipped, heads = _resolve(tx, actor, parsed)
+        affected, skipped, heads = _resolve(tx, ctx.viewer, parsed)
         delta = salience.citations_delta(outcome, reason)
         access = 1 if outcome == salience.SUCCESS else 0
         profile = salience.profile([salience.factors(heads[i], now) for i in affected])
@@ -119,7 +119,7 @@ def _shown(text: object) -> str:
     return text if len(text) <= MAX_SHOWN else text[: MAX_SHOWN - 1] + "…"
 
 
-def _resolve(tx: Tx, actor: str, parsed: dict) -> tuple[list[str], list[tuple[str, str]], dict[str, dict]]:
+def _resolve(tx: Tx, actor: str | Viewer, parsed: dict) -> tuple[list[str], list[tuple[str, str]], dict[str, dict]]:
     """(affected IDs in citation order, skipped (citation, why), heads of the affected)."""
     affected: list[str] = []
     skipped: list[tuple[str, str]] = []

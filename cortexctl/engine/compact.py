@@ -93,7 +93,7 @@ def compact(ctx: Context, intent: str, step: str, budget_tokens: int, in_context
     actor = ctx.actor
     with ctx.transaction(existing=True) as tx:
         now = ctx.clock()
-        found = look_up(tx, actor, parsed)
+        found = look_up(tx, ctx.viewer, parsed)
         heads: dict[str, dict] = {}
         order: list[str] = []
         dropped: list[tuple[str, str]] = []
@@ -232,7 +232,7 @@ def kept_forms(ctx: Context, record: Checkpoint) -> list[tuple[str, str | None]]
     with ctx.reading() as tx:
         for uri in record.kept:
             try:
-                head = resolve(tx, ctx.actor, uri)
+                head = resolve(tx, ctx.viewer, uri)
             except (NotFound, AmbiguousRef):
                 out.append((uri, None))
                 continue

@@ -15,7 +15,7 @@ from typing import Callable, Iterator
 
 from cortexctl.engine.rows import utcnow
 from cortexctl.errors import NotFound
-from cortexctl.store.interface import NoStore, Storage, Tx
+from cortexctl.store.interface import NoStore, Storage, Tx, Viewer
 
 
 class Context:
@@ -28,6 +28,33 @@ class Context:
         self.storage = storage
         self.clock = clock  # now, as the naive UTC datetime the store keeps
         self._embedder = embedder
+        self._open: list[list] = []  # [tx, its Viewer or None] of the views open, innermost last
+
+    def viewer_for(self, tx: Tx) -> Viewer:
+        """Who the acting actor is to ``tx``: its name and the scopes of the live grants it holds
+        now (``engine/grants.py``; expiry read against ``clock``)."""
+        now = self.clock()
+        return Viewer(self.actor, tuple((g["granter"], tuple(g["types"]), tuple(g["tags"]))
+                                        for g in tx.live_grants(self.actor, now) if g["granter"] != self.actor))
+
+    @property
+    def viewer(self) -> Viewer:
+        """``viewer_for`` the innermost view open through this context (read once per view);
+        the actor alone when none is open."""
+        for entry in reversed(self._open):
+            if entry[0] is not None:
+                if entry[1] is None:
+                    entry[1] = self.viewer_for(entry[0])
+                return entry[1]
+        return Viewer(self.actor)
+
+    @contextmanager
+    def _seeing(self, tx) -> Iterator:
+        self._open.append([tx, None])
+        try:
+            yield tx
+        finally:
+            self._open.pop()
 
     @property
     def embedder(self):
@@ -61,7 +88,7 @@ class Context:
         """A write transaction; with ``existing``, NotFound when there is no store yet (none is made)."""
         if existing:
             self.require_store()
-        with self.storage.transaction() as tx:
+        with self.storage.transaction() as tx, self._seeing(tx):
             yield tx
 
     @contextmanager
@@ -69,7 +96,7 @@ class Context:
         """A read-only view, or None when there is no store yet: for a writer that looks before it
         writes (its write then creates the store)."""
         try:
-            with self.storage.reading() as tx:
+            with self.storage.reading() as tx, self._seeing(tx):
                 yield tx
         except NoStore:
             yield None
@@ -79,7 +106,7 @@ class Context:
         """A read-only view for find, which the search snapshot may answer (``Storage.searching``);
         NotFound ("no store at ...") when there is no store."""
         try:
-            with self.storage.searching() as tx:
+            with self.storage.searching() as tx, self._seeing(tx):
                 yield tx
         except NoStore:
             raise self.no_store() from None
@@ -88,7 +115,7 @@ class Context:
     def reading(self) -> Iterator[Tx]:
         """A read-only view; NotFound ("no store at ...") when there is no store."""
         try:
-            with self.storage.reading() as tx:
+            with self.storage.reading() as tx, self._seeing(tx):
                 yield tx
         except NoStore:
             raise self.no_store() from None

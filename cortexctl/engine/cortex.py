@@ -239,6 +239,26 @@ class Cortex:
 
         return load(self.context, intent, step)
 
+    # -- scoped grants for sub-agents ----------------------------------------------
+    def grant(self, subagent: str, *, types: Iterable[str] = (), tags: Iterable[str] = (),
+              expires: str | None = None):
+        """Let ``subagent`` see the acting actor's scoped memories this scope covers (SPEC §5)."""
+        from cortexctl.engine import grants
+
+        return grants.grant(self.context, subagent, types=types, tags=tags, expires=expires)
+
+    def grants(self):
+        """The grants the acting actor gave and those it holds (revoked and expired included)."""
+        from cortexctl.engine import grants
+
+        return grants.list_grants(self.context)
+
+    def revoke(self, grant_id: str):
+        """Take back one of the acting actor's live grants (its ID or a unique start of it)."""
+        from cortexctl.engine import grants
+
+        return grants.revoke(self.context, grant_id)
+
     # -- bulk and checks ----------------------------------------------------------
     def import_jsonl(self, source, **kwargs):
         from cortexctl.engine.transfer import import_jsonl

@@ -41,7 +41,7 @@ salience lane runs and results come in salience order.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from cortexctl.engine.models import FindHit, FindQuery, Note
@@ -49,7 +49,7 @@ from cortexctl.memory import codec
 from cortexctl.memory.forms import count_tokens
 from cortexctl.memory.terms import term_id, terms, words
 from cortexctl.memory.types import type_name as stored_type
-from cortexctl.store.interface import Filters, Scoring, Tx
+from cortexctl.store.interface import Filters, Scoring, Tx, Viewer
 
 if TYPE_CHECKING:
     from cortexctl.engine.context import Context
@@ -170,12 +170,13 @@ def _search_in(view, ctx: Context, query: FindQuery, filters: Filters, qvec, war
 
     n = max(query.k * 3, MIN_CANDIDATES)
     with view() as tx:
+        filters = replace(filters, scopes=ctx.viewer.scopes)  # the live grants the actor holds, now
         score = scoring(tx, ctx.actor, ctx.clock())
         if query.near is None:
             ranked = [Candidate(i, ["salience"], salience=s) for i, s in tx.top_salience(filters, score, query.k)]
             hits = _hits(tx, ranked, query)
             if not hits:
-                _no_visible_memory(tx, ctx.actor, warnings)
+                _no_visible_memory(tx, filters.viewer, warnings)
             return hits
         heads = Heads(tx, filters, score)
         nearest: list[tuple[str, float]] = []
@@ -188,7 +189,7 @@ def _search_in(view, ctx: Context, query: FindQuery, filters: Filters, qvec, war
             if note:
                 warnings.append(note)
 
-        lexical = lexical_lane(tx, query.near, heads, n, between=semantic_lane, actor=ctx.actor)
+        lexical = lexical_lane(tx, query.near, heads, n, between=semantic_lane, actor=filters.viewer)
         salient = tx.top_salience(filters, score, n)
         cands = fuse(lexical, nearest, salient)
         missing = [c.id for c in cands.values() if "salience" not in c.lanes]
@@ -201,7 +202,7 @@ def _search_in(view, ctx: Context, query: FindQuery, filters: Filters, qvec, war
         for h in hits:
             h.matched = "lexical" in h.lanes or tier.get(h.id, 0) > 0 or (h.similarity or 0.0) >= floor
         if not hits:
-            _no_visible_memory(tx, ctx.actor, warnings)
+            _no_visible_memory(tx, filters.viewer, warnings)
         return hits
 
 
@@ -254,7 +255,7 @@ def filtered_top(tx: Tx, docs, scores, heads: Heads, n: int, ids_of: dict[int, s
     return out[:n]
 
 
-def lexical_lane(tx: Tx, text: str, heads: Heads, n: int, between=None, *, actor: str) -> list[tuple[str, float]]:
+def lexical_lane(tx: Tx, text: str, heads: Heads, n: int, between=None, *, actor: str | Viewer) -> list[tuple[str, float]]:
     """BM25, then one pass of pseudo-relevance feedback (module docstring).
 
     ``between()`` runs once the first pass is scored and its best candidates
@@ -371,9 +372,10 @@ def by_phrase(tx: Tx, ranked: list[Candidate], near: str) -> list[Candidate]:
     return sorted(head, key=lambda c: (-c.tier, -c.score, c.id)) + ranked[PHRASE_WINDOW:]
 
 
-def _no_visible_memory(tx: Tx, actor: str, warnings: list[str]) -> None:
+def _no_visible_memory(tx: Tx, viewer: Viewer, warnings: list[str]) -> None:
     """When the actor sees no memory at all in a store that holds some: say so (no counts)."""
-    if tx.count_heads() and not tx.count_heads(Filters(actor=actor, include_tombstoned=True)):
+    actor = viewer.actor
+    if tx.count_heads() and not tx.count_heads(Filters(actor=actor, include_tombstoned=True, scopes=viewer.scopes)):
         warnings.append(f"actor {actor!r} sees no memories in this store: other actors' memories are "
                         "private to them (is --actor right?)")
 

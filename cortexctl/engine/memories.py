@@ -193,7 +193,7 @@ def update(
     conf = None if confidence is None else check_confidence(confidence, error=UsageError)
     parse_ref(ref)
     with ctx.transaction(existing=True) as tx:
-        head = resolve(tx, ctx.actor, ref)
+        head = resolve(tx, ctx.viewer, ref)
         check_owner(head, ctx.actor)
         if head["tombstoned_at"] is not None:
             raise Tombstoned(
@@ -240,7 +240,7 @@ def update(
 
 def _change_head(ctx: Context, ref: str, change) -> HeadResult:
     with ctx.transaction(existing=True) as tx:
-        head = resolve(tx, ctx.actor, ref)
+        head = resolve(tx, ctx.viewer, ref)
         check_owner(head, ctx.actor)
         fields = change(head)
         fields = {k: v for k, v in fields.items() if v != head[k]}
@@ -341,7 +341,7 @@ def show(ctx: Context, ref: str, *, version: int | None = None) -> Memory:
     if want is not None and want < 1:
         raise UsageError(f"version must be 1 or more (got {want})", field="version")
     with ctx.reading() as tx:
-        head = resolve(tx, ctx.actor, ref)
+        head = resolve(tx, ctx.viewer, ref)
         n = want or head["current_version"]
         rows = tx.versions(head["id"], n)
         if not rows:
@@ -353,7 +353,7 @@ def history(ctx: Context, ref: str) -> list[VersionInfo]:
     """Every version of a memory, oldest first."""
     parse_ref(ref)
     with ctx.reading() as tx:
-        head = resolve(tx, ctx.actor, ref)
+        head = resolve(tx, ctx.viewer, ref)
         rows = tx.versions(head["id"])
     return [
         VersionInfo(

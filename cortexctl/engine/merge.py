@@ -8,6 +8,10 @@
 - The same (id, version) with another hash is a conflict: reported, and the memory
   is left as it is here (none of the bundle's versions of it are added).
 - A checkpoint the store does not have is added with a ``checkpoint`` entry.
+- A grant the store does not have is added with a ``grant`` entry (and a ``revoke``
+  entry when the bundle has it revoked); a grant both have that the bundle has
+  revoked and this store has not is revoked here (a ``revoke`` entry). A revocation
+  on either side stays.
 - Learned weights stay this store's: they are learned from its own journal of
   attests (restore --mode replace takes the bundle's).
 
@@ -44,6 +48,7 @@ MERGED_TABLES = {
     "vectors": "made by the active embedder after the merge",
     "learned_weights": "this store's stay",
     "checkpoints": "union by (actor, intent, step); this store's kept",
+    "grants": "union by id; a revocation on either side stays",
 }
 BATCH = 2000
 _HEAD_KEEP = ("id", "type", "actor", "session", "created_at", "current_version", "short", "medium", "confidence")
@@ -92,9 +97,14 @@ def _merge(ctx: Context, b: Opened, result: RestoreResult, *, dry_run: bool) -> 
         clashing = {id_ for id_, _ in conflicts}
         ahead = [(id_, mine, theirs) for id_, mine, theirs in ahead if id_ not in clashing]
         missing_cps = tx.bundle_missing_checkpoints()
+        have_grants = tx.all_grants()
+        new_grants = [g for g in tx.bundle_grants() if g["id"] not in have_grants]
+        revoked_there = [g for g in tx.bundle_grants() if g["id"] in have_grants and g["revoked_at"] is not None
+                         and have_grants[g["id"]]["revoked_at"] is None]
         result.conflicts = [{"id": id_, "version": v, "kept": "local"} for id_, v in conflicts]
         result.added = {"memories": len(new), "versions": 0, "updated_memories": len(ahead),
-                        "checkpoints": len(missing_cps)}
+                        "checkpoints": len(missing_cps), "grants": len(new_grants),
+                        "revocations": len(revoked_there) + sum(g["revoked_at"] is not None for g in new_grants)}
         now = ctx.clock()
         for start in range(0, len(new), BATCH):
             chunk = new[start:start + BATCH]
@@ -121,8 +131,23 @@ def _merge(ctx: Context, b: Opened, result: RestoreResult, *, dry_run: bool) -> 
                 seq = tx.append_journal([("checkpoint", row["created_at"], row["actor"],
                                           f"{row['intent']}/{row['step']}", row["record"])])
                 tx.put_checkpoint({**row, "seq": seq})
+            _merge_grants(tx, new_grants, revoked_there)
         if dry_run:
             raise _DryRun()
+
+
+def _merge_grants(tx, new: list[dict], revoked: list[dict]) -> None:
+    """Add the bundle's grants this store lacks and the revocations it has not seen, each with
+    its journal entry, stamped with the grant's (or the revocation's) own time and actor."""
+    from cortexctl.engine.grants import grant_payload, revoke_payload
+
+    for g in new:
+        tx.insert_grant({**g, "revoked_at": None, "revoked_by": None})
+        tx.append_journal([("grant", g["created_at"], g["granter"], g["id"], grant_payload(g))])
+    for g in [*(g for g in new if g["revoked_at"] is not None), *revoked]:
+        tx.revoke_grant(g["id"], at=g["revoked_at"], by=g["revoked_by"])
+        tx.append_journal([("revoke", g["revoked_at"], g["revoked_by"], g["id"],
+                            revoke_payload(g["id"], g["revoked_at"], g["revoked_by"]))])
 
 
 class _DryRun(Exception):

@@ -13,12 +13,12 @@ from typing import Any, Sequence
 
 from cortexctl.errors import AmbiguousRef, NotFound, Refused
 from cortexctl.memory.ids import parse_ref
-from cortexctl.store.interface import HEAD_FIELDS, Tx
+from cortexctl.store.interface import HEAD_FIELDS, Tx, Viewer
 
 MISSING, AMBIGUOUS, NO_VERSION = "missing", "ambiguous", "no such version"
 
 
-def look_up(tx: Tx, actor: str, refs: dict[str, Any], fields: Sequence[str] = HEAD_FIELDS) -> dict[str, dict | str]:
+def look_up(tx: Tx, actor: str | Viewer, refs: dict[str, Any], fields: Sequence[str] = HEAD_FIELDS) -> dict[str, dict | str]:
     """Each parsed reference's visible head (with ``fields``), or why there is none:
     MISSING, AMBIGUOUS, or NO_VERSION for a version URI past the memory's latest version.
     Full IDs are looked up together, in one query."""
@@ -57,7 +57,7 @@ def short_refs(tx: Tx, ids: Sequence[str]) -> dict[str, str]:
     return out
 
 
-def resolve(tx: Tx, actor: str, text: str) -> dict:
+def resolve(tx: Tx, actor: str | Viewer, text: str) -> dict:
     """The one visible head ``text`` names; NotFound or AmbiguousRef otherwise."""
     ref = parse_ref(text)
     heads = tx.heads_by_prefix(ref.id_or_prefix, actor)

@@ -16,6 +16,9 @@ recomputed here from the weights replay has reached, the stamped rate and profil
 and the outcome of the attest it pairs with; the stamped profile is checked against
 the factors of the replayed memories at the attest's time. ``checkpoint`` entries carry the
 checkpoint record itself; the latest for each (actor, intent, step) is the stored one.
+``Grants`` replays ``grant`` entries (the grant row: id, granter, subagent, type codes,
+tags, created and expiry times) and ``revoke`` entries (id, revoked_at, revoked_by):
+the result is the ``grants`` table, revoked rows included.
 
 Times in payloads are integer microseconds since the epoch (UTC).
 """
@@ -32,7 +35,8 @@ from cortexctl.memory.types import MAX_COUNT
 
 _EPOCH = datetime(1970, 1, 1)
 TIME_FIELDS = {"created_at", "updated_at", "tombstoned_at", "last_used"}
-KINDS = ("write", "update", "update_head", "tombstone", "attest", "learn_weights", "checkpoint", "unforget")
+KINDS = ("write", "update", "update_head", "tombstone", "attest", "learn_weights", "checkpoint", "unforget",
+         "grant", "revoke")
 
 
 _TIMES: dict[int, datetime] = {}  # recent conversions: a memory's times are mostly one and the same
@@ -201,3 +205,34 @@ class Learning:
 
 def fmt_weights(weights) -> str:
     return "(" + ", ".join(f"{w:.17g}" for w in weights) + ")"
+
+
+class Grants:
+    """The grants table as the journal's grant and revoke entries make it."""
+
+    def __init__(self) -> None:
+        self.rows: dict[str, dict] = {}
+        self.problems: list[str] = []
+
+    def apply(self, seq: int, kind: str, payload: bytes) -> None:
+        doc = _doc(seq, payload)
+        try:
+            if kind == "grant":
+                row = {"id": str(doc["id"]), "granter": str(doc["granter"]), "subagent": str(doc["subagent"]),
+                       "types": [int(t) for t in doc["types"]], "tags": [str(t) for t in doc["tags"]],
+                       "created_at": _time(int(doc["created_at"])),
+                       "expires_at": None if doc["expires_at"] is None else _time(int(doc["expires_at"])),
+                       "revoked_at": None, "revoked_by": None}
+                if row["id"] in self.rows:
+                    self.problems.append(f"journal entry {seq} grants {row['id']} a second time")
+                self.rows[row["id"]] = row
+            elif kind == "revoke":
+                row = self.rows.get(str(doc["id"]))
+                if row is None:
+                    self.problems.append(f"journal entry {seq} revokes grant {doc['id']}, which was never granted")
+                    return
+                if row["revoked_at"] is not None:
+                    self.problems.append(f"journal entry {seq} revokes grant {doc['id']} a second time")
+                row["revoked_at"], row["revoked_by"] = _time(int(doc["revoked_at"])), str(doc["revoked_by"])
+        except (KeyError, TypeError, ValueError):
+            raise IntegrityError(f"journal entry {seq} ({kind}) is not a whole grant record") from None

@@ -52,9 +52,10 @@ def _session_memories(tx, ctx: Context, session: str, tag: str) -> list[dict]:
     """Live heads of the session with ``tag`` that the actor can see, oldest first."""
     from cortexctl.engine.find import scoring
 
-    filters = Filters(actor=ctx.actor, types=(type_code("event"),), tags=(tag,), session=session)
+    filters = Filters(actor=ctx.actor, types=(type_code("event"),), tags=(tag,), session=session,
+                      scopes=ctx.viewer.scopes)
     ids = [i for i, _ in tx.top_salience(filters, scoring(tx, ctx.actor, ctx.clock()), MAX_TURNS)]
-    heads = tx.heads_by_ids(ids, ctx.actor)
+    heads = tx.heads_by_ids(ids, ctx.viewer)
     return sorted(heads, key=lambda h: (h["created_at"], h["id"]))
 
 
@@ -114,7 +115,7 @@ def listing(ctx: Context) -> list[dict]:
     from cortexctl.engine.models import iso
 
     with ctx.reading() as tx:
-        rows = tx.sessions(ctx.actor, TURN_TAG, SUMMARY_TAG)
+        rows = tx.sessions(ctx.viewer, TURN_TAG, SUMMARY_TAG)
     return [{"session": r["session"], "turns": r["turns"], "first": iso(r["first"]), "last": iso(r["last"]),
              "summarized": r["summary"] is not None,
              "summary": memory_uri(r["summary"]) if r["summary"] else None} for r in rows]

@@ -870,7 +870,7 @@ def export_jsonl(ctx: Context, sink: IO[bytes] | str | os.PathLike) -> int:
     count = 0
     try:
         with ctx.storage.reading() as tx:
-            for head, versions in tx.iter_visible(ctx.actor):
+            for head, versions in tx.iter_visible(ctx.viewer_for(tx)):
                 sink.write(orjson.dumps(export_record(head, versions)) + b"\n")
                 count += 1
     except NoStore:

@@ -22,7 +22,10 @@ Checks, over every actor's memories:
 - replaying the learn_weights entries reproduces every actor's learned weights
   bit for bit, each EMA step recomputed (the first divergence is named by its
   journal entry), and the latest checkpoint entry of each (actor, intent, step)
-  is the stored checkpoint record.
+  is the stored checkpoint record;
+- replaying the grant and revoke entries rebuilds the grants table row for row
+  (a grant added, edited, un-revoked or deleted behind the journal's back is a
+  finding of check "grants").
 """
 
 from __future__ import annotations
@@ -369,9 +372,13 @@ def _replay_wide(tx: Tx) -> tuple[Attests, replay.Learning, _Problems]:
     attested: Attests = {}
     learning = replay.Learning()
     checkpoints: dict[tuple[str, str, str], tuple[int, object, bytes]] = {}
-    for seq, kind, ts, actor, ref, payload in tx.journal_entries(("attest", "learn_weights", "checkpoint")):
+    grants = replay.Grants()
+    for seq, kind, ts, actor, ref, payload in tx.journal_entries(("attest", "learn_weights", "checkpoint",
+                                                                  "grant", "revoke")):
         try:
-            if kind == "attest":
+            if kind in ("grant", "revoke"):
+                grants.apply(seq, kind, payload)
+            elif kind == "attest":
                 learning.attest(seq, None)  # a learn_weights entry after an unreadable attest says so
                 doc, ids, event = replay.attest_events(seq, payload)
                 learning.attest(seq, doc)
@@ -409,6 +416,18 @@ def _replay_wide(tx: Tx) -> tuple[Attests, replay.Learning, _Problems]:
             p.add("checkpoints", f"{label} is in the store but not in the journal")
         elif (row["seq"], row["created_at"], row["record"]) != want:
             p.add("checkpoints", f"{label} differs from journal entry {want[0]}")
+    for message in grants.problems:
+        p.add("grants", message)
+    stored_grants = tx.all_grants()
+    for id_ in sorted(set(stored_grants) | set(grants.rows)):
+        row, want = stored_grants.get(id_), grants.rows.get(id_)
+        if row is None:
+            p.add("grants", f"grant {id_} is in the journal but missing from the store")
+        elif want is None:
+            p.add("grants", f"grant {id_} is in the store but not in the journal")
+        elif row != want:
+            differ = ", ".join(k for k in want if row.get(k) != want[k])
+            p.add("grants", f"grant {id_} differs from the journal ({differ})")
     return attested, learning, p
 
 

@@ -47,10 +47,10 @@ def live_of_type(tx: Tx, ctx: Context, type_name: str, *, tags: Iterable[str] = 
     (head with id/actor/access_count, decoded current data with ``_confidence``)."""
     from cortexctl.engine.find import scoring
 
-    filters = Filters(actor=ctx.actor, types=(type_code(type_name),), tags=tuple(tags))
+    filters = Filters(actor=ctx.actor, types=(type_code(type_name),), tags=tuple(tags), scopes=ctx.viewer.scopes)
     top = tx.top_salience(filters, scoring(tx, ctx.actor, ctx.clock()), limit)
     ids = [i for i, _ in top]
-    heads = {h["id"]: h for h in tx.heads_by_ids(ids, ctx.actor)}
+    heads = {h["id"]: h for h in tx.heads_by_ids(ids, filters.viewer)}
     versions = tx.current_versions(ids)
     out = []
     for i in ids:

@@ -322,3 +322,19 @@ def bundle_missing_checkpoints(con, fields: Sequence[str]) -> list[dict]:
         " ON c.actor = b.actor AND c.intent = b.intent AND c.step = b.step ORDER BY b.actor, b.intent, b.step"
     ).fetchall()
     return [dict(zip(fields, r)) for r in rows]
+
+
+def bundle_grants(con) -> list[dict]:
+    """Every grant row of the attached bundle ([] for a bundle from before grants)."""
+    from cortexctl.store.interface import GRANT_FIELDS
+
+    if not con.execute("SELECT count(*) FROM duckdb_views() WHERE view_name = 'bundle_grants'").fetchall()[0][0]:
+        return []
+    cols = ", ".join(_quote(f) for f in GRANT_FIELDS)
+    rows = con.execute(f"SELECT {cols} FROM bundle_grants ORDER BY id").fetchall()
+    out = []
+    for r in rows:
+        row = dict(zip(GRANT_FIELDS, r))
+        row["types"], row["tags"] = [int(t) for t in row["types"]], [str(t) for t in row["tags"]]
+        out.append(row)
+    return out

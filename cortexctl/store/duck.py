@@ -13,7 +13,7 @@ from typing import Any, Sequence
 
 from cortexctl.store import records
 from cortexctl.store import search as sq
-from cortexctl.store.interface import HEAD_FIELDS, Filters, Scoring
+from cortexctl.store.interface import HEAD_FIELDS, Filters, Scoring, Viewer
 
 
 class DuckTx:
@@ -66,10 +66,10 @@ class DuckTx:
         self._touch([id_])
         records.update_head(self.con, id_, fields)
 
-    def heads_by_ids(self, ids: Sequence[str], actor: str, fields: Sequence[str] = HEAD_FIELDS) -> list[dict]:
+    def heads_by_ids(self, ids: Sequence[str], actor: str | Viewer, fields: Sequence[str] = HEAD_FIELDS) -> list[dict]:
         return records.heads_by_ids(self.con, ids, actor, fields)
 
-    def heads_by_prefix(self, prefix: str, actor: str, limit: int = 6) -> list[dict]:
+    def heads_by_prefix(self, prefix: str, actor: str | Viewer, limit: int = 6) -> list[dict]:
         return records.heads_by_prefix(self.con, prefix, actor, limit)
 
     def existing_ids(self, ids: Sequence[str]) -> set[str]:
@@ -92,7 +92,7 @@ class DuckTx:
             return records.count_heads(self.con)
         return records.count_heads(self.con, *self._sql(filters))
 
-    def iter_visible(self, actor: str, batch: int = 2000):
+    def iter_visible(self, actor: str | Viewer, batch: int = 2000):
         return records.iter_visible(self.con, actor, batch)
 
     def bump(self, ids: Sequence[str], *, access: int, citations: int, at: datetime) -> None:
@@ -123,7 +123,7 @@ class DuckTx:
         where, params = self._sql(filters)
         return records.candidate_rows(self.con, ids, where, params, self._scoring(scoring))
 
-    def sessions(self, actor: str, turn_tag: str, summary_tag: str) -> list[dict]:
+    def sessions(self, actor: str | Viewer, turn_tag: str, summary_tag: str) -> list[dict]:
         return records.sessions(self.con, actor, turn_tag, summary_tag)
 
     def result_rows(self, ids: Sequence[str], form: str) -> dict[str, dict]:
@@ -150,7 +150,7 @@ class DuckTx:
     def doc_ids(self, docs: Sequence[int]) -> dict[int, str]:
         return sq.doc_ids(self.con, docs)
 
-    def hidden_docs(self, actor: str):
+    def hidden_docs(self, actor: str | Viewer):
         return sq.hidden_docs(self.con, actor)
 
     def term_df(self, terms: Sequence[int], hidden) -> dict[int, int]:
@@ -258,6 +258,34 @@ class DuckTx:
         from cortexctl.store import feedback
 
         return feedback.all_checkpoints(self.con)
+
+    # -- scoped grants ------------------------------------------------------------------------
+    # A grant changes no memory's rows: the snapshot's delta keeps every memory, and its header
+    # (rewritten after every committing write) carries the grants anew.
+    def live_grants(self, subagent: str, now: datetime) -> list[dict]:
+        from cortexctl.store import grants
+
+        return grants.live_grants(self.con, subagent, now)
+
+    def grants_of(self, actor: str) -> list[dict]:
+        from cortexctl.store import grants
+
+        return grants.grants_of(self.con, actor)
+
+    def insert_grant(self, row: dict) -> None:
+        from cortexctl.store import grants
+
+        grants.insert_grant(self.con, row)
+
+    def revoke_grant(self, id_: str, *, at: datetime, by: str) -> None:
+        from cortexctl.store import grants
+
+        grants.revoke_grant(self.con, id_, at=at, by=by)
+
+    def all_grants(self) -> dict[str, dict]:
+        from cortexctl.store import grants
+
+        return grants.all_grants(self.con)
 
     # -- integrity (verify) ---------------------------------------------------------------------
     def version_hashes(self, batch: int = 10000, after: str | None = None, upto: str | None = None):
@@ -374,6 +402,11 @@ class DuckTx:
         from cortexctl.store.interface import CHECKPOINT_FIELDS
 
         return bundle.bundle_missing_checkpoints(self.con, CHECKPOINT_FIELDS)
+
+    def bundle_grants(self) -> list[dict]:
+        from cortexctl.store import bundle
+
+        return bundle.bundle_grants(self.con)
 
 
 __all__ = ["DuckTx"]

@@ -48,6 +48,17 @@ MEMORY_KINDS = ("write", "update", "update_head", "tombstone", "unforget")  # jo
 
 JournalEntry = tuple[str, datetime, str, "str | None", bytes]  # (kind, at, actor, ref, payload)
 FrameFilter = tuple[str, "str | None", "str | None"]  # (verb, kind or None, ref or None)
+# What one live grant lets its sub-agent see: (granter, type codes, tags). It covers a memory of
+# the granter's with visibility ``scoped`` whose type is one of the codes (any when none) and that
+# carries at least one of the tags (any tags, or none, when no tag is given).
+Scope = tuple[str, tuple[int, ...], tuple[str, ...]]
+GRANT_FIELDS = ("id", "granter", "subagent", "types", "tags", "created_at", "expires_at",
+                "revoked_at", "revoked_by")
+
+
+def _scopes(scopes) -> tuple[Scope, ...]:
+    return tuple(sorted((str(g), tuple(sorted(int(t) for t in types)), tuple(sorted(str(t) for t in tags)))
+                        for g, types, tags in scopes))
 
 
 class NoStore(CortexError):
@@ -63,11 +74,33 @@ class SnapshotUnusable(CortexError):
 
 
 @dataclass(frozen=True)
+class Viewer:
+    """Who looks at the store: ``actor``, and the scopes of the live grants it holds (resolved by
+    the engine at its clock's now). It sees its own memories, public ones, and the ``scoped``
+    memories of a granter that one of ``scopes`` covers (see ``Scope``); never another's private."""
+
+    actor: str
+    scopes: tuple[Scope, ...] = ()
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "scopes", _scopes(self.scopes))
+
+
+def viewer_of(who: "str | Viewer | Filters") -> Viewer:
+    """A method's ``actor`` argument (a name alone sees no grant's scope) as a ``Viewer``."""
+    if isinstance(who, Viewer):
+        return who
+    if isinstance(who, Filters):
+        return Viewer(who.actor, who.scopes)
+    return Viewer(who)
+
+
+@dataclass(frozen=True)
 class Filters:
     """Which memories a search may return: those ``actor`` may see (their own and public
-    ones), of one of ``types`` (type codes), holding every one of ``tags``, matching every
-    frame filter, of ``session`` when given, and not forgotten unless ``include_tombstoned``.
-    Empty means any."""
+    ones, and the scoped ones that one of ``scopes`` covers), of one of ``types`` (type codes),
+    holding every one of ``tags``, matching every frame filter, of ``session`` when given, and
+    not forgotten unless ``include_tombstoned``. Empty means any."""
 
     actor: str
     types: tuple[int, ...] = ()
@@ -75,11 +108,17 @@ class Filters:
     frames: tuple[FrameFilter, ...] = ()
     include_tombstoned: bool = False
     session: str | None = None  # only memories of this session
+    scopes: tuple[Scope, ...] = ()  # the live grants ``actor`` holds (``Viewer``)
 
     def __post_init__(self) -> None:  # tuples, so that a Filters is hashable whatever it was given
         object.__setattr__(self, "types", tuple(self.types))
         object.__setattr__(self, "tags", tuple(self.tags))
         object.__setattr__(self, "frames", tuple(tuple(f) for f in self.frames))
+        object.__setattr__(self, "scopes", _scopes(self.scopes))
+
+    @property
+    def viewer(self) -> Viewer:
+        return Viewer(self.actor, self.scopes)
 
     @property
     def narrow(self) -> bool:
@@ -101,6 +140,8 @@ class Tx(Protocol):
     """One transaction (or, from ``Storage.reading``, one read-only view) on a store.
 
     Valid only inside the ``with`` block that gave it; so are the iterators it returns.
+    Every ``actor`` that decides what may be seen takes a name or a ``Viewer`` (a name alone
+    holds no grant).
     """
 
     # -- heads and versions ---------------------------------------------------------
@@ -119,10 +160,10 @@ class Tx(Protocol):
     def update_head(self, id_: str, fields: dict[str, Any]) -> None:
         """Set these head fields (frames included, with their index)."""
 
-    def heads_by_ids(self, ids: Sequence[str], actor: str, fields: Sequence[str] = HEAD_FIELDS) -> list[dict]:
+    def heads_by_ids(self, ids: Sequence[str], actor: "str | Viewer", fields: Sequence[str] = HEAD_FIELDS) -> list[dict]:
         """The heads of these full IDs that ``actor`` may see, with ``fields``."""
 
-    def heads_by_prefix(self, prefix: str, actor: str, limit: int = 6) -> list[dict]:
+    def heads_by_prefix(self, prefix: str, actor: "str | Viewer", limit: int = 6) -> list[dict]:
         """Up to ``limit`` visible heads whose ID starts with ``prefix``, in ID order (a full ID matches itself)."""
 
     def existing_ids(self, ids: Sequence[str]) -> set[str]:
@@ -143,7 +184,7 @@ class Tx(Protocol):
     def count_heads(self, filters: Filters | None = None) -> int:
         """How many memories pass ``filters`` (every memory without them)."""
 
-    def iter_visible(self, actor: str, batch: int = 2000) -> Iterator[tuple[dict, list[dict]]]:
+    def iter_visible(self, actor: "str | Viewer", batch: int = 2000) -> Iterator[tuple[dict, list[dict]]]:
         """Every head ``actor`` may see, with all its versions, in ID order."""
 
     def bump(self, ids: Sequence[str], *, access: int, citations: int, at: datetime) -> None:
@@ -170,7 +211,7 @@ class Tx(Protocol):
     def candidates(self, ids: Sequence[str], filters: Filters, scoring: Scoring) -> dict[str, tuple[int, bool, float]]:
         """For each of these memories, in one lookup: (current version, passes ``filters``, salience)."""
 
-    def sessions(self, actor: str, turn_tag: str, summary_tag: str) -> list[dict]:
+    def sessions(self, actor: "str | Viewer", turn_tag: str, summary_tag: str) -> list[dict]:
         """Each session holding a live memory ``actor`` can see, latest activity first:
         {session, turns (live memories tagged ``turn_tag``), first (earliest creation),
         last (latest update), summary (the ID of a live memory tagged ``summary_tag``, or None)}."""
@@ -197,7 +238,7 @@ class Tx(Protocol):
     def doc_ids(self, docs: Sequence[int]) -> dict[int, str]:
         """Doc number -> memory ID."""
 
-    def hidden_docs(self, actor: str) -> Any:
+    def hidden_docs(self, actor: "str | Viewer") -> Any:
         """The doc numbers (numpy array) of memories ``actor`` may not see."""
 
     def term_df(self, terms: Sequence[int], hidden: Any) -> dict[int, int]:
@@ -266,6 +307,23 @@ class Tx(Protocol):
 
     def vectors_after(self, model: str, after: int, dim: int) -> tuple[list[str], list[int], Any]:
         """(ids, versions, matrix) of ``model``'s vectors with a key above ``after``."""
+
+    # -- scoped grants ---------------------------------------------------------------------
+    def live_grants(self, subagent: str, now: datetime) -> list[dict]:
+        """The grants (``GRANT_FIELDS``) ``subagent`` holds that are neither revoked nor expired at
+        ``now`` (expired means ``expires_at <= now``), in ID order."""
+
+    def grants_of(self, actor: str) -> list[dict]:
+        """Every grant ``actor`` gave or holds, revoked and expired ones included, in ID order."""
+
+    def insert_grant(self, row: dict) -> None:
+        """Store a new grant (``GRANT_FIELDS``); a taken ID is an IntegrityError."""
+
+    def revoke_grant(self, id_: str, *, at: datetime, by: str) -> None:
+        """Mark a grant revoked at ``at`` by ``by``."""
+
+    def all_grants(self) -> dict[str, dict]:
+        """id -> grant row, every grant."""
 
     # -- learned weights, rate buckets, checkpoints ------------------------------------------------
     def weights(self, actor: str) -> tuple[float, ...] | None:
@@ -377,6 +435,9 @@ class Tx(Protocol):
     def bundle_missing_checkpoints(self) -> list[dict]:
         """The bundle's checkpoints whose (actor, intent, step) this store has not."""
 
+    def bundle_grants(self) -> list[dict]:
+        """Every grant row of the attached bundle (none for a bundle from before grants)."""
+
 
 class Storage(Protocol):
     """A store at a path: opened per operation, for as short a time as it can be."""
@@ -416,6 +477,6 @@ class Storage(Protocol):
         absent or merely stale."""
 
 
-__all__ = ["Storage", "Tx", "Filters", "Scoring", "NoStore", "HEAD_FIELDS", "VERSION_FIELDS",
+__all__ = ["Storage", "Tx", "Filters", "Viewer", "Scope", "viewer_of", "GRANT_FIELDS", "Scoring", "NoStore", "HEAD_FIELDS", "VERSION_FIELDS",
            "SALIENCE_FIELDS", "SnapshotUnusable", "JOURNAL_FIELDS", "WEIGHT_FIELDS", "CHECKPOINT_FIELDS", "MEMORY_KINDS",
            "JournalEntry"]

@@ -149,6 +149,17 @@ def m003_salience(con) -> None:
     )
 
 
+@migration(4)
+def m004_grants(con) -> None:
+    """Scoped grants for sub-agents: who granted whom which scope, until when, and its
+    revocation (rows are kept when revoked: the journal replays them as they are)."""
+    con.execute(
+        "CREATE TABLE grants (id VARCHAR PRIMARY KEY, granter VARCHAR NOT NULL, subagent VARCHAR NOT NULL,"
+        " types UTINYINT[] NOT NULL, tags VARCHAR[] NOT NULL, created_at TIMESTAMP NOT NULL,"
+        " expires_at TIMESTAMP, revoked_at TIMESTAMP, revoked_by VARCHAR)"
+    )
+
+
 def _version(con) -> int:
     """The store's schema version; 0 for a file with no cortexctl tables yet."""
     import duckdb

@@ -11,7 +11,7 @@ from datetime import datetime
 from typing import Any, Iterable, Sequence
 
 from cortexctl.errors import IntegrityError
-from cortexctl.store.interface import HEAD_FIELDS, JOURNAL_FIELDS, SALIENCE_FIELDS, VERSION_FIELDS, Filters
+from cortexctl.store.interface import HEAD_FIELDS, JOURNAL_FIELDS, SALIENCE_FIELDS, VERSION_FIELDS, Filters, viewer_of
 
 HEAD_COLUMNS = HEAD_FIELDS
 VERSION_COLUMNS = VERSION_FIELDS
@@ -27,17 +27,26 @@ _SQL_TYPES = {
     "hash": "BLOB", "created_by": "VARCHAR", "confidence": "DOUBLE", "provenance": "VARCHAR",
     "forms_override": "BOOLEAN", "seq": "UBIGINT", "kind": "VARCHAR", "ts": "TIMESTAMP",
     "ref": "VARCHAR", "payload": "BLOB", "verb": "VARCHAR",
+    "granter": "VARCHAR", "subagent": "VARCHAR", "types": "UTINYINT[]", "expires_at": "TIMESTAMP",
+    "revoked_at": "TIMESTAMP", "revoked_by": "VARCHAR",
 }
 
 
 # -- visibility ----------------------------------------------------------------
-def visible_sql(alias: str = "h") -> str:
-    """The one visibility rule, as SQL over a heads alias; binds one parameter, the actor.
+def visible_sql(who, alias: str = "h") -> tuple[str, list[Any]]:
+    """The one visibility rule, as SQL over a heads alias, with its parameters; ``who`` is an
+    actor's name or an ``interface.Viewer``.
 
-    Private and scoped memories are their owner's; public ones everyone's.
-    (Scoped grants to sub-agents extend this rule when they are added.)
+    Private and scoped memories are their owner's; public ones everyone's; and a scoped memory
+    is also seen by a sub-agent holding a live grant whose scope covers it (``grants.scopes_sql``).
     """
-    return f"({alias}.actor = ? OR {alias}.visibility = 'public')"
+    from cortexctl.store.grants import scopes_sql
+
+    viewer = viewer_of(who)
+    scoped, params = scopes_sql(alias, viewer.scopes)
+    if not scoped:
+        return f"({alias}.actor = ? OR {alias}.visibility = 'public')", [viewer.actor]
+    return f"({alias}.actor = ? OR {alias}.visibility = 'public' OR {scoped})", [viewer.actor, *params]
 
 
 # -- bulk insert ---------------------------------------------------------------
@@ -137,15 +146,16 @@ def _dicts(cur, columns: Sequence[str]) -> list[dict]:
 def heads_by_prefix(con, prefix: str, actor: str, limit: int = 6) -> list[dict]:
     """Visible heads whose ID starts or ends with ``prefix`` (a full ID matches itself)."""
     cols = ", ".join(f"h.{c}" for c in HEAD_COLUMNS)
+    seen, seen_params = visible_sql(actor)
     if len(prefix) == 26:
         cur = con.execute(
-            f"SELECT {cols} FROM heads h WHERE h.id = ? AND {visible_sql()}", [prefix, actor]
+            f"SELECT {cols} FROM heads h WHERE h.id = ? AND {seen}", [prefix, *seen_params]
         )
     else:
         cur = con.execute(
-            f"SELECT {cols} FROM heads h WHERE (starts_with(h.id, ?) OR ends_with(h.id, ?)) AND {visible_sql()}"
+            f"SELECT {cols} FROM heads h WHERE (starts_with(h.id, ?) OR ends_with(h.id, ?)) AND {seen}"
             f" ORDER BY h.id LIMIT {int(limit)}",
-            [prefix, prefix, actor],
+            [prefix, prefix, *seen_params],
         )
     return _dicts(cur, HEAD_COLUMNS)
 
@@ -159,7 +169,8 @@ def heads_by_ids(con, ids: Sequence[str], actor: str, columns: Sequence[str] = H
     if not ids:
         return []
     cols = ", ".join(f"h.{c}" for c in columns)
-    cur = con.execute(f"SELECT {cols} FROM heads h WHERE h.id IN {id_list(ids)} AND {visible_sql()}", [actor])
+    seen, seen_params = visible_sql(actor)
+    cur = con.execute(f"SELECT {cols} FROM heads h WHERE h.id IN {id_list(ids)} AND {seen}", seen_params)
     return _dicts(cur, columns)
 
 
@@ -221,8 +232,8 @@ def current_data(con, current: dict[str, int]) -> dict[str, tuple[int, bytes]]:
 
 def filter_sql(filters: Filters) -> tuple[str, list[Any]]:
     """find's filters as one SQL condition over a heads alias ``h``, with its parameters."""
-    where = [visible_sql()]
-    params: list[Any] = [filters.actor]
+    seen, params = visible_sql(filters.viewer)
+    where = [seen]
     if not filters.include_tombstoned:
         where.append("h.tombstoned_at IS NULL")
     if filters.types:
@@ -337,12 +348,13 @@ def result_rows(con, ids: Sequence[str], form: str) -> dict[str, dict]:
 def iter_visible(con, actor: str, batch: int = 2000):
     """Every visible head with all its versions, in ID order, batch by batch."""
     cols = ", ".join(f"h.{c}" for c in HEAD_COLUMNS)
+    seen, seen_params = visible_sql(actor)
     last = ""
     while True:
         heads = _dicts(
             con.execute(
-                f"SELECT {cols} FROM heads h WHERE h.id > ? AND {visible_sql()} ORDER BY h.id LIMIT {batch}",
-                [last, actor],
+                f"SELECT {cols} FROM heads h WHERE h.id > ? AND {seen} ORDER BY h.id LIMIT {batch}",
+                [last, *seen_params],
             ),
             HEAD_COLUMNS,
         )
@@ -391,14 +403,15 @@ def ref_counts(con, parts: Sequence[str]) -> dict[str, int]:
 
 def sessions(con, actor: str, turn_tag: str, summary_tag: str) -> list[dict]:
     """Each session with a live memory ``actor`` can see: turns, first and last activity, summary ID."""
+    seen, seen_params = visible_sql(actor)
     rows = con.execute(
         f"""SELECT h.session,
                    count(*) FILTER (WHERE list_contains(h.tags, ?)),
                    min(h.created_at), max(h.updated_at),
                    max(h.id) FILTER (WHERE list_contains(h.tags, ?))
             FROM heads h
-            WHERE h.session IS NOT NULL AND h.tombstoned_at IS NULL AND {visible_sql()}
+            WHERE h.session IS NOT NULL AND h.tombstoned_at IS NULL AND {seen}
             GROUP BY h.session ORDER BY max(h.updated_at) DESC, h.session""",
-        [turn_tag, summary_tag, actor],
+        [turn_tag, summary_tag, *seen_params],
     ).fetchall()
     return [{"session": r[0], "turns": int(r[1]), "first": r[2], "last": r[3], "summary": r[4]} for r in rows]

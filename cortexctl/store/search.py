@@ -339,10 +339,10 @@ def hidden_docs(con, actor: str):
     them out, so scores reveal nothing of another actor's private words."""
     import numpy as np
 
-    got = con.execute(
-        "SELECT d.doc FROM lex_docs d JOIN heads h ON h.id = d.id WHERE NOT (h.actor = ? OR h.visibility = 'public')",
-        [actor],
-    ).fetchnumpy()
+    from cortexctl.store.records import visible_sql
+
+    seen, params = visible_sql(actor)
+    got = con.execute(f"SELECT d.doc FROM lex_docs d JOIN heads h ON h.id = d.id WHERE NOT {seen}", params).fetchnumpy()
     return np.asarray(got["doc"], dtype=np.uint64)
 
 

@@ -49,6 +49,14 @@ its delta leaves the store bypassing both until the next fold; a change that is
 not one memory's (``touched`` is None: a model's vectors dropped, a bundle
 attached) or more than ``DELTA_MAX`` memories removes the delta instead.
 
+**Visibility** is decided from the arrays as DuckDB decides it in SQL (``records.visible_sql``):
+a head is seen by its owner (``h_actor``), by everyone when public (``h_public``), and when scoped
+(``h_scoped``) by a sub-agent one of whose live grants covers it; the grants are carried in the
+header (``grants``: those not revoked, store-wide, with their expiry) like the learned weights, so a
+delta's header has them anew after every write, a grant or a revocation included (which touch no
+memory's rows). A file without ``h_scoped`` (built before grants) answers actors holding no grant
+and raises ``SnapshotUnusable`` for one that holds some: find then reads DuckDB.
+
 Anything the snapshot does not hold (frame filters, the full form, vectors
 for an exact search, memories newer than the index file) is read from DuckDB,
 opened on first need; if the store moved on meanwhile, the read is refused
@@ -67,7 +75,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any, Sequence
 
-from cortexctl.store.interface import Filters, Scoring, SnapshotUnusable
+from cortexctl.store.interface import Filters, Scoring, SnapshotUnusable, Viewer, viewer_of
 
 SNAPSHOT_NAME = "cortex.snapshot"
 DELTA_NAME = "cortex.snapdelta"
@@ -431,6 +439,9 @@ class _StoreRows:
 
         return {k: list(w["weights"]) for k, w in feedback.all_weights(self.con).items()}
 
+    def grants(self) -> list:
+        return _grants_extra(self.con)
+
     store_wide = None  # vector counts and dimensions: from the arrays themselves
 
 
@@ -470,6 +481,9 @@ class _DeltaRows:
     def weights(self) -> dict:
         return self.doc["weights"]
 
+    def grants(self) -> list:
+        return self.doc["grants"]
+
 
 def collect(con) -> tuple[dict, dict]:
     """Everything the snapshot holds, read from an open connection: (arrays, header extras)."""
@@ -485,7 +499,7 @@ def _arrays(src) -> tuple[dict, dict]:
     actors: dict = {}
     sessions: dict = {None: -1}
     tags: dict = {}
-    cols = ("h_id", "h_type", "h_actor", "h_public", "h_tomb", "h_session", "h_cur", "h_updated", "h_recent",
+    cols = ("h_id", "h_type", "h_actor", "h_public", "h_scoped", "h_tomb", "h_session", "h_cur", "h_updated", "h_recent",
             "h_importance", "h_access", "h_cit", "h_conf", "tag_len", "tag_code")
     parts: dict[str, list] = {c: [] for c in cols}
     # the result rows go straight into one buffer: orjson's bytes keep a 4 KiB allocation each, which
@@ -498,6 +512,7 @@ def _arrays(src) -> tuple[dict, dict]:
         p["h_type"].append(np.array([r[1] for r in rows], dtype=np.uint8))
         p["h_actor"].append(np.array(_codes([r[2] for r in rows], actors), dtype=np.int32))
         p["h_public"].append(np.array([r[3] == "public" for r in rows], dtype=np.bool_))
+        p["h_scoped"].append(np.array([r[3] == "scoped" for r in rows], dtype=np.bool_))
         p["h_tomb"].append(np.array([r[4] is not None for r in rows], dtype=np.bool_))
         p["h_session"].append(np.array([sessions.setdefault(r[5], len(sessions) - 1) for r in rows], dtype=np.int32))
         p["h_cur"].append(np.array([r[6] for r in rows], dtype=np.uint32))
@@ -520,14 +535,15 @@ def _arrays(src) -> tuple[dict, dict]:
         a[c] = np.concatenate(parts[c]) if parts[c] else empty.get(c, np.zeros(0, np.int64))
     del parts
     n = len(a["h_id"])
-    for c, dt in (("h_type", np.uint8), ("h_actor", np.int32), ("h_public", np.bool_), ("h_tomb", np.bool_),
+    for c, dt in (("h_type", np.uint8), ("h_actor", np.int32), ("h_public", np.bool_), ("h_scoped", np.bool_),
+                  ("h_tomb", np.bool_),
                   ("h_session", np.int32), ("h_cur", np.uint32), ("h_updated", np.int64), ("h_recent", np.float64),
                   ("h_importance", np.uint8), ("h_access", np.uint64), ("h_cit", np.uint64), ("h_conf", np.float64),
                   ("tag_code", np.int32)):
         a[c] = a[c].astype(dt, copy=False)
     a["tag_off"] = np.zeros(n + 1, dtype=np.int64)
     np.cumsum(a.pop("tag_len"), out=a["tag_off"][1:])
-    order = ["h_id", "h_type", "h_actor", "h_public", "h_tomb", "h_session", "h_cur", "h_updated", "h_recent",
+    order = ["h_id", "h_type", "h_actor", "h_public", "h_scoped", "h_tomb", "h_session", "h_cur", "h_updated", "h_recent",
              "h_importance", "h_access", "h_cit", "h_conf", "tag_off", "tag_code"]
     a = {c: a[c] for c in order}
     a["row_off"] = np.zeros(len(row_ends) + 1, dtype=np.int64)
@@ -604,9 +620,19 @@ def _arrays(src) -> tuple[dict, dict]:
     extras = {
         "vector_counts": counts,  # model -> [live, highest live key, dropped, highest dropped key]
         "actors": list(actors), "sessions": [s for s in sessions if s is not None], "tags": list(tags),
-        "models": list(models), "dims": dims, "weights": src.weights(),
+        "models": list(models), "dims": dims, "weights": src.weights(), "grants": src.grants(),
     }
     return a, extras
+
+
+def _grants_extra(con) -> list[list]:
+    """The grants not revoked, store-wide, as the header carries them (like the learned weights:
+    a delta's header has them anew after every write, grants and revocations included):
+    [id, granter, subagent, type codes, tags, created_at µs, expires_at µs or None]."""
+    from cortexctl.store import grants
+
+    return [[g["id"], g["granter"], g["subagent"], g["types"], g["tags"], _us(g["created_at"]), _us(g["expires_at"])]
+            for g in grants.all_grants(con).values() if g["revoked_at"] is None]
 
 
 def write(path: Path, arrays: dict, extras: dict, stamp: dict) -> None:
@@ -787,6 +813,7 @@ def collect_delta(con, start: dict | None, touched: set[str] | None) -> dict | N
         "vectors": [[k, i, v, m, d, b64(bytes(x)).decode()] for k, i, v, m, d, x in vectors],
         "new_keys": [list(r) for r in new_keys], "vector_counts": counts, "dims": dims,
         "weights": {k: list(w["weights"]) for k, w in feedback.all_weights(con).items()},
+        "grants": _grants_extra(con),
     }
 
 
@@ -931,9 +958,7 @@ class _Part:
         if got is not None:
             return got
         s, h = self.snap, self.h
-        codes = {a: i for i, a in enumerate(h["actors"])}
-        me = codes.get(filters.actor, -2)
-        m = (s.whole("h_actor") == me) | s.whole("h_public")
+        m = self.seen(filters.viewer).copy()
         if not filters.include_tombstoned:
             m &= ~s.whole("h_tomb")
         if filters.types:
@@ -941,20 +966,58 @@ class _Part:
         if filters.session is not None:
             sess = {v: i for i, v in enumerate(h["sessions"])}.get(filters.session, -2)
             m &= s.whole("h_session") == sess
-        if filters.tags:
-            tcodes = {t: i for i, t in enumerate(h["tags"])}
-            off, code = s.whole("tag_off"), s.whole("tag_code")
-            owner = np.repeat(np.arange(self.n), np.diff(off))
-            for t in dict.fromkeys(filters.tags):
-                c = tcodes.get(t)
-                has = np.zeros(self.n, dtype=np.bool_)
-                if c is not None:
-                    has[owner[code == c]] = True
-                m &= has
+        for t in dict.fromkeys(filters.tags):
+            m &= self.has_any_tag((t,))
         dead = self.dead_rows()
         if dead is not None:
             m &= ~dead
         self._masks[filters] = m
+        return m
+
+    def has_any_tag(self, tags: Sequence[str]):
+        """Which heads carry at least one of ``tags`` (bool array)."""
+        import numpy as np
+
+        s = self.snap
+        tcodes = {t: i for i, t in enumerate(self.h["tags"])}
+        want = [tcodes[t] for t in tags if t in tcodes]
+        has = np.zeros(self.n, dtype=np.bool_)
+        if want:
+            off, code = s.whole("tag_off"), s.whole("tag_code")
+            owner = np.repeat(np.arange(self.n), np.diff(off))
+            has[owner[np.isin(code, np.array(want, dtype=np.int32))]] = True
+        return has
+
+    def seen(self, viewer: Viewer):
+        """Which heads ``viewer`` may see (bool array; a delta's overrides not taken out): its own,
+        the public ones, and the scoped ones of a granter that one of its live grants covers.
+        SnapshotUnusable for a viewer holding grants when the file does not record which heads are
+        scoped (built by a cortexctl before grants): find then answers from DuckDB."""
+        import numpy as np
+
+        key = ("seen", viewer)
+        got = self._masks.get(key)
+        if got is not None:
+            return got
+        s, h = self.snap, self.h
+        codes = {a: i for i, a in enumerate(h["actors"])}
+        actor = s.whole("h_actor")
+        m = (actor == codes.get(viewer.actor, -2)) | s.whole("h_public")
+        if viewer.scopes:
+            if "h_scoped" not in h["arrays"]:
+                raise SnapshotUnusable("the search snapshot does not record scoped memories (built before grants)")
+            scoped = s.whole("h_scoped")
+            for granter, types, tags in viewer.scopes:
+                g = codes.get(granter)
+                if g is None:
+                    continue
+                c = scoped & (actor == g)
+                if types:
+                    c &= np.isin(s.whole("h_type"), np.array(types, dtype=np.int64))
+                if tags:
+                    c &= self.has_any_tag(tags)
+                m = m | c
+        self._masks[key] = m
         return m
 
     def passing(self, ids: Sequence[str], filters: Filters) -> dict[str, int]:
@@ -1089,15 +1152,14 @@ class _Part:
         ids = self.snap.take("ld_id", pos[hit]).tolist()
         return {int(d): i.decode() for d, i in zip(want[hit].tolist(), ids)}
 
-    def hidden_docs(self, actor: str):
+    def hidden_docs(self, actor: str | Viewer):
         import numpy as np
 
         s = self.snap
-        code = {a: i for i, a in enumerate(s.header["actors"])}.get(actor, -2)
         row = s.whole("ld_row")
         has = row >= 0
         r = np.where(has, row, 0)
-        seen = (s.whole("h_actor")[r] == code) | s.whole("h_public")[r] if self.n else np.zeros(len(row), np.bool_)
+        seen = self.seen(viewer_of(actor))[r] if self.n else np.zeros(len(row), np.bool_)
         docs = s.whole("ld_doc")[has & ~seen]
         return docs[self._live_docs(docs)] if self.dead_docs is not None else docs
 
@@ -1256,6 +1318,22 @@ class SnapshotTx:
         w = self.top["weights"].get(actor)
         return None if w is None else tuple(float(x) for x in w)
 
+    def live_grants(self, subagent: str, now: datetime) -> list[dict]:
+        """From the header, as the learned weights (DuckDB for a snapshot built before grants)."""
+        got = self.top.get("grants")
+        if got is None:
+            return self._duck().live_grants(subagent, now)
+        at = _us(now)
+        out = []
+        for id_, granter, sub, types, tags, created, expires in got:
+            if sub != subagent or (expires is not None and expires <= at):
+                continue
+            out.append({"id": id_, "granter": granter, "subagent": sub, "types": list(types), "tags": list(tags),
+                        "created_at": EPOCH + timedelta(microseconds=created),
+                        "expires_at": None if expires is None else EPOCH + timedelta(microseconds=expires),
+                        "revoked_at": None, "revoked_by": None})
+        return sorted(out, key=lambda g: g["id"])
+
     def result_rows(self, ids: Sequence[str], form: str) -> dict[str, dict]:
         if form not in ("short", "medium"):
             raise ValueError(form)
@@ -1277,7 +1355,7 @@ class SnapshotTx:
     def doc_ids(self, docs: Sequence[int]) -> dict[int, str]:
         return self._merged("doc_ids", docs)
 
-    def hidden_docs(self, actor: str):
+    def hidden_docs(self, actor: str | Viewer):
         import numpy as np
 
         got = [p.hidden_docs(actor) for p in self.parts]

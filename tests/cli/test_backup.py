@@ -110,7 +110,8 @@ def test_merging_the_same_bundle_twice_changes_nothing_the_second_time(cx, cli, 
     for _ in range(2):
         run = cli("restore", str(path), "--mode", "merge", "--json")
         assert run.code == 0, run
-        assert run.json()["added"] == {"memories": 0, "versions": 0, "updated_memories": 0, "checkpoints": 0}
+        assert run.json()["added"] == {"memories": 0, "versions": 0, "updated_memories": 0, "checkpoints": 0,
+                                         "grants": 0, "revocations": 0}
         assert run.json()["verified"] is True
     assert _export(cli, cx.store.path) == before
 

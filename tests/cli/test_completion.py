@@ -73,3 +73,8 @@ def test_declared_choices_are_still_offered(cli):
 def test_completion_touches_no_store(cli, store):
     offered(cli, "cortexctl write ")
     assert not store.exists()
+
+
+def test_grant_offers_list_and_its_type_option_every_memory_type(cli):
+    assert bash_offered(cli, "cortexctl grant l") == ["list"]
+    assert offered(cli, "cortexctl grant bob --type ") == list(TYPES)

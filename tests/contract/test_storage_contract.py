@@ -13,7 +13,7 @@ import pytest
 
 from cortexctl.errors import CortexError, UsageError
 from cortexctl.memory.types import MAX_COUNT
-from cortexctl.store.interface import HEAD_FIELDS, SALIENCE_FIELDS, Filters, NoStore, Scoring, Storage, Tx
+from cortexctl.store.interface import HEAD_FIELDS, SALIENCE_FIELDS, Filters, NoStore, Scoring, Storage, Tx, Viewer
 from tests.contract.conftest import FACT, GOAL, T0, ident, memory, put
 
 WEIGHTS = (0.2, 0.2, 0.2, 0.2, 0.2)
@@ -562,10 +562,59 @@ def test_sessions_count_turns_and_name_the_summary_and_a_session_filter_narrows(
         assert tx.count_heads(Filters("alice", session="s1", tags=("turn",))) == 2
 
 
+def grant_id(n: int) -> str:
+    return f"01G{n:023d}"
+
+
+def grant(n: int, granter: str, subagent: str, *, types=(), tags=(), expires=None, at=T0) -> dict:
+    """A grant row as the engine hands it to ``Tx.insert_grant``."""
+    return {"id": grant_id(n), "granter": granter, "subagent": subagent, "types": list(types), "tags": list(tags),
+            "created_at": at, "expires_at": expires, "revoked_at": None, "revoked_by": None}
+
+
+def test_grants_are_stored_listed_revoked_and_live_until_they_expire(storage):
+    with storage.transaction() as tx:
+        tx.insert_grant(grant(1, "alice", "bob", types=(FACT,), tags=("ops",), expires=T0 + timedelta(hours=2)))
+        tx.insert_grant(grant(2, "alice", "carol"))
+        tx.insert_grant(grant(3, "carol", "bob"))
+    with storage.transaction() as tx:
+        tx.revoke_grant(grant_id(3), at=T0 + timedelta(minutes=5), by="carol")
+    with pytest.raises(CortexError), storage.transaction() as tx:
+        tx.insert_grant(grant(1, "x", "y"))
+    with storage.reading() as tx:
+        assert [g["id"] for g in tx.live_grants("bob", T0 + timedelta(hours=1))] == [grant_id(1)]
+        assert tx.live_grants("bob", T0 + timedelta(hours=2)) == []  # expired at its expiry
+        assert tx.live_grants("bob", T0 + timedelta(hours=1))[0] == grant(
+            1, "alice", "bob", types=(FACT,), tags=("ops",), expires=T0 + timedelta(hours=2))
+        assert [g["id"] for g in tx.grants_of("carol")] == [grant_id(2), grant_id(3)]
+        assert [g["id"] for g in tx.grants_of("alice")] == [grant_id(1), grant_id(2)]
+        every = tx.all_grants()
+        assert every[grant_id(3)]["revoked_at"] == T0 + timedelta(minutes=5)
+        assert every[grant_id(3)]["revoked_by"] == "carol" and len(every) == 3
+
+
+def test_a_viewers_scopes_show_the_granters_scoped_memories_they_cover_and_never_private_ones(storage):
+    put(storage, memory(1, visibility="scoped", tags=("ops",)), memory(2, visibility="private", tags=("ops",)),
+        memory(3, visibility="scoped", tags=("dev",)), memory(4, visibility="scoped", type_=GOAL, tags=("ops",)),
+        memory(5, actor="carol", visibility="scoped", tags=("ops",)), memory(6, visibility="public"))
+    bob = Viewer("bob", (("alice", (FACT,), ("ops", "x")),))
+    with storage.reading() as tx:
+        seen = {h["id"] for h in tx.heads_by_ids([ident(i) for i in range(1, 7)], bob)}
+        assert seen == {ident(1), ident(6)}
+        assert {h["id"] for h, _ in tx.iter_visible(bob)} == {ident(1), ident(6)}
+        assert [h["id"] for h in tx.heads_by_prefix(ident(2), bob)] == []
+        assert [h["id"] for h in tx.heads_by_prefix(ident(1), bob)] == [ident(1)]
+        assert tx.count_heads(Filters("bob", scopes=bob.scopes)) == 2
+        assert tx.count_heads(Filters("bob")) == 1  # without the scopes: the public one alone
+        anything = Viewer("bob", (("alice", (), ()),))
+        assert {h["id"] for h, _ in tx.iter_visible(anything)} == {ident(1), ident(3), ident(4), ident(6)}
+
+
 def test_searching_answers_as_reading_does_from_a_current_snapshot_and_after_a_change(storage):
     """``searching()`` may answer from the search snapshot: the same answers as ``reading()``,
     whether the snapshot is current, missing or out of date."""
-    mems = [memory(i, actor="alice" if i % 3 else "bob", visibility="public" if i % 4 == 0 else "private",
+    mems = [memory(i, actor="alice" if i % 3 else "bob",
+                   visibility="public" if i % 4 == 0 else "scoped" if i % 4 == 2 or i % 7 == 1 else "private",
                    type_=FACT if i % 2 else GOAL, tags=("a",) if i % 3 == 0 else ("a", "b") if i % 5 == 0 else (),
                    importance=1 + i % 9, at=T0 + timedelta(minutes=i), tombstoned=i == 7, versions=1 + i % 2)
             for i in range(1, 21)]
@@ -576,19 +625,30 @@ def test_searching_answers_as_reading_does_from_a_current_snapshot_and_after_a_c
         tx.insert_vectors([ident(i) for i in range(1, 21)], [1 + i % 2 for i in range(1, 21)], "m", mat)
         tx.set_weights("alice", (0.3, 0.2, 0.2, 0.2, 0.1), seq=1, at=T0)
         tx.bump([ident(2), ident(3)], access=2, citations=1, at=T0 + timedelta(hours=3))
+        tx.insert_grant(grant(1, "alice", "carol", tags=("a",), expires=T0 + timedelta(days=3)))
+        tx.insert_grant(grant(2, "bob", "carol", types=(GOAL,)))
+        tx.insert_grant(grant(3, "alice", "bob", expires=T0 + timedelta(days=1)))  # expired at the query's now
+        tx.insert_grant(grant(4, "alice", "dave"))
+        tx.revoke_grant(grant_id(4), at=T0 + timedelta(hours=1), by="alice")
     ids = [ident(i) for i in range(0, 23)]  # 0, 21 and 22 do not exist
-    score = Scoring(T0 + timedelta(days=2, microseconds=7), 86400.0 * 7, (0.3, 0.2, 0.2, 0.2, 0.1))
+    now = T0 + timedelta(days=2, microseconds=7)
+    score = Scoring(now, 86400.0 * 7, (0.3, 0.2, 0.2, 0.2, 0.1))
     filters = [Filters(actor="alice"), Filters(actor="bob", types=(FACT,)), Filters(actor="alice", tags=("a", "b")),
-               Filters(actor="alice", include_tombstoned=True), Filters(actor="carol")]
+               Filters(actor="alice", include_tombstoned=True), Filters(actor="carol"),
+               Filters(actor="carol", scopes=(("alice", (), ("a",)), ("bob", (GOAL,), ()))),
+               Filters(actor="bob", scopes=(("alice", (FACT, GOAL), ("a", "b")),), include_tombstoned=True),
+               Filters(actor="dave", scopes=(("alice", (), ()),), tags=("a",)),
+               Filters(actor="alice", scopes=(("bob", (FACT,), ()), ("nobody", (), ())))]
 
     def answers(view) -> list:
         with view() as tx:
             out: list = [tx.doc_count(), tx.count_heads(), tx.weights("alice"), tx.weights("bob"),
                          tx.model_dim("m"), tx.vector_stats("m"), tx.covered("m", 20), tx.covered("m", 5),
                          sorted(tx.vectors_of_keys([1, 5, 19, 20, 99], "m")), tx.search_data(ids),
-                         tx.result_rows(ids, "short"), tx.result_rows(ids, "medium")]
+                         tx.result_rows(ids, "short"), tx.result_rows(ids, "medium"),
+                         *(tx.live_grants(a, now) for a in ("alice", "bob", "carol", "dave"))]
             for f in filters:
-                hidden = tx.hidden_docs(f.actor)
+                hidden = tx.hidden_docs(f.viewer)
                 post = tx.postings_of([0, 1, 2, 3, 10, 11, 12, 99])
                 out += [tx.count_heads(f), tx.passing(ids, f), tx.candidates(ids, f, score),
                         tx.top_salience(f, score, 7), sorted(hidden.tolist()),
@@ -620,4 +680,9 @@ def test_searching_answers_as_reading_does_from_a_current_snapshot_and_after_a_c
         tx.update_head(ident(4), {"tags": ["b"], "importance": 9})
         tx.bump([ident(5), ident(30)], access=3, citations=2, at=T0 + timedelta(hours=5))
         tx.update_head(ident(6), {"tombstoned_at": T0 + timedelta(hours=6)})
+    assert answers(storage.searching) == answers(storage.reading)
+    with storage.transaction() as tx:  # grants given and revoked on top of the delta, and a head made scoped
+        tx.insert_grant(grant(5, "bob", "dave", tags=("b",)))
+        tx.revoke_grant(grant_id(1), at=T0 + timedelta(hours=7), by="alice")
+        tx.update_head(ident(8), {"visibility": "scoped", "tags": ["a"]})
     assert answers(storage.searching) == answers(storage.reading)

@@ -10,7 +10,7 @@ import signal
 import subprocess
 import sys
 import textwrap
-from datetime import datetime
+from datetime import datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -501,9 +501,31 @@ memory = st.tuples(
     st.sampled_from(["fact", "event", "preference", "goal"]),
     st.lists(st.sampled_from(["a", "b", "c"]), max_size=2, unique=True),
     st.sampled_from(["alice", "bob"]),
-    st.sampled_from(["private", "public"]),
+    st.sampled_from(["private", "public", "scoped"]),
     st.integers(1, 10),
 )
+# (granter, sub-agent, types, tags, state): a grant given as the memories are written
+grant_spec = st.tuples(
+    st.sampled_from(["alice", "bob"]),
+    st.sampled_from(["bob", "carol"]),
+    st.sampled_from([(), ("fact",), ("event", "goal")]),
+    st.sampled_from([(), ("a",), ("b", "c")]),
+    st.sampled_from(["live", "expired", "revoked"]),
+)
+
+
+def _give(cx: Cortex, subagent: str, types, tags, state: str) -> None:
+    """A grant that is live, expired or revoked at NOW (the clock every find reads)."""
+    if state == "expired":
+        cx.context.clock = lambda: NOW - timedelta(hours=2)
+        try:
+            cx.grant(subagent, types=types, tags=tags, expires="30m")
+        finally:
+            cx.context.clock = lambda: NOW
+        return
+    g = cx.grant(subagent, types=types, tags=tags, expires="1h" if state == "live" else None)
+    if state == "revoked":
+        cx.revoke(g.id)
 
 
 @settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -517,16 +539,21 @@ memory = st.tuples(
     built=st.integers(1, 25),
     updates=st.lists(st.tuples(st.integers(0, 24), st.lists(st.sampled_from(WORDS), min_size=1, max_size=3)),
                      max_size=3),
+    grants=st.lists(st.tuples(st.integers(0, 25), grant_spec), max_size=4),
 )
 def test_property_same_answers_with_and_without_the_snapshot(tmp_path_factory, memories, forget, queries, built,
-                                                              updates):
-    # the snapshot is built after the first ``built`` memories; what follows is answered by its delta
+                                                              updates, grants):
+    # the snapshot is built after the first ``built`` memories; what follows is answered by its delta;
+    # grants (live, expired and revoked; before and after the build) let bob and carol see scoped ones
     store = tmp_path_factory.mktemp("prop") / "store"
-    by = {"alice": _cx(store, "alice"), "bob": _cx(store, "bob")}
+    by = {"alice": _cx(store, "alice"), "bob": _cx(store, "bob"), "carol": _cx(store, "carol")}
     uris = []
     for n, (words, type_, tags, actor, vis, imp) in enumerate(memories):
         if n == built:
             by["alice"].reindex()
+        for at, (granter, subagent, g_types, g_tags, state) in grants:
+            if at == n and granter != subagent:
+                _give(by[granter], subagent, g_types, g_tags, state)
         uris.append(by[actor].write(type_, " ".join(words), tags=tags, visibility=vis, importance=imp).uri)
     if built >= len(memories):
         by["alice"].reindex()

@@ -50,7 +50,7 @@ def test_an_older_store_is_migrated_forward_when_opened(cx, store):
     con.execute("DROP TABLE heads; DROP TABLE versions; DROP TABLE frames; DROP TABLE journal;")
     con.execute("DROP TABLE meta; DROP TABLE schema_migrations;")
     con.execute("DROP TABLE vectors; DROP TABLE vectors_dropped; DROP TABLE lex_docs; DROP TABLE lex_postings;")
-    con.execute("DROP TABLE learned_weights; DROP TABLE rate_buckets; DROP TABLE checkpoints;")
+    con.execute("DROP TABLE learned_weights; DROP TABLE rate_buckets; DROP TABLE checkpoints; DROP TABLE grants;")
     con.close()
     assert cx.find(FindQuery()) == []  # a reader migrates to the current schema
     assert cx.write("fact", "again").uri != uri
@@ -61,7 +61,7 @@ def test_a_store_from_before_the_search_tables_gets_postings_and_then_vectors(cx
     # Make it a schema-1 store: no search tables, no record of migration 2.
     con = duckdb.connect(str(store / DB_NAME))
     con.execute("DROP TABLE vectors; DROP TABLE vectors_dropped; DROP TABLE lex_docs; DROP TABLE lex_postings;")
-    con.execute("DROP TABLE learned_weights; DROP TABLE rate_buckets; DROP TABLE checkpoints;")
+    con.execute("DROP TABLE learned_weights; DROP TABLE rate_buckets; DROP TABLE checkpoints; DROP TABLE grants;")
     con.execute("ALTER TABLE heads DROP COLUMN confidence")
     con.execute("DELETE FROM schema_migrations WHERE number >= 2")
     con.execute("UPDATE meta SET value = '1' WHERE key = 'schema_version'")
@@ -94,9 +94,9 @@ def test_a_store_from_before_salience_gets_head_confidence_and_verifies(cx, stor
     sure = cx.write("fact", "a checked fact").uri
     # Make it a schema-2 store: no head confidence, no weights, buckets or checkpoints.
     con = duckdb.connect(str(store / DB_NAME))
-    con.execute("DROP TABLE learned_weights; DROP TABLE rate_buckets; DROP TABLE checkpoints;")
+    con.execute("DROP TABLE learned_weights; DROP TABLE rate_buckets; DROP TABLE checkpoints; DROP TABLE grants;")
     con.execute("ALTER TABLE heads DROP COLUMN confidence")
-    con.execute("DELETE FROM schema_migrations WHERE number = 3")
+    con.execute("DELETE FROM schema_migrations WHERE number >= 3")
     con.execute("UPDATE meta SET value = '2' WHERE key = 'schema_version'")
     con.close()
     assert cx.verify().ok  # opening migrates; the replay derives each head's confidence
@@ -107,3 +107,18 @@ def test_a_store_from_before_salience_gets_head_confidence_and_verifies(cx, stor
         con.close()
     assert got == {low.rsplit("/", 1)[1]: 0.5, sure.rsplit("/", 1)[1]: 1.0}
     assert cx.attest("i", "success", [low, sure]).affected
+
+
+def test_a_store_from_before_grants_gets_an_empty_grants_table_and_verifies(cx, store):
+    uri = cx.write("fact", "kept across the migration", visibility="scoped").uri
+    con = duckdb.connect(str(store / DB_NAME))
+    con.execute("DROP TABLE grants")
+    con.execute("DELETE FROM schema_migrations WHERE number = 4")
+    con.execute("UPDATE meta SET value = '3' WHERE key = 'schema_version'")
+    con.close()
+    assert cx.grants() == []  # opening migrates
+    assert cx.verify().ok
+    cx.grant("helper")
+    from cortexctl import Cortex
+
+    assert Cortex(store=store, actor="helper").show(uri).uri == uri

@@ -286,3 +286,23 @@ def test_a_bad_worker_count_is_one_usage_line_and_nothing_is_checked(cli, store,
     r = cli("verify", *args, env=env)
     assert_clean_error(r, 2)
     assert says in r.err, r
+
+
+@pytest.mark.parametrize("tamper, message", [
+    ("UPDATE journal SET payload = ? WHERE kind = 'revoke'", "was never granted"),
+    ("UPDATE journal SET payload = 'junk'::BLOB WHERE kind = 'grant'", "does not decode"),
+    ("UPDATE grants SET subagent = 'mallory'", "differs from the journal (subagent)"),
+])
+def test_grants_replay_from_the_journal_and_a_disagreement_is_found(store, tamper, message):
+    cx = Cortex(store=store, actor="alice")
+    cx.write("fact", "orchid", visibility="scoped")
+    g = cx.grant("bob", types=["fact"], tags=["ops"], expires="1d")
+    cx.revoke(g.id)
+    cx.grant("carol")
+    assert cx.verify().ok
+    params = [codec.encode({"id": "01M85AWENDS9KJ2ARCZC6N5RNP", "revoked_at": 0, "revoked_by": "x"})] \
+        if "?" in tamper else []
+    run_sql(store, tamper, params)
+    report = cx.verify()
+    assert not report.ok
+    assert any(message in p.message for p in report.problems), report.problems

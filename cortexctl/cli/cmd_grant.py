@@ -1,0 +1,105 @@
+"""grant, grant list and revoke: scoped visibility for sub-agents."""
+
+from __future__ import annotations
+
+from cortexctl.cli import complete
+from cortexctl.cli.spec import COMMON, Argument, Command, Option
+
+
+def _rows(grants) -> list[tuple]:
+    from cortexctl.engine.models import iso
+
+    return [(g.id, g.granter, g.subagent, ",".join(g.types) or "any", ",".join(g.tags) or "any",
+             iso(g.expires_at) or "never", g.state) for g in grants]
+
+
+def grant(config, *, subagent, types, tags, expires, store, actor, wait, json, jsonl) -> None:
+    from cortexctl.cli.common import open_cortex
+    from cortexctl.cli.output import Output
+    from cortexctl.errors import UsageError
+
+    out = Output(json=json, jsonl=jsonl)
+    cx = open_cortex(config, store, actor, wait)
+    if subagent == "list":
+        if types or tags or expires is not None:
+            raise UsageError("grant list takes no --type, --tag or --expires")
+        grants = cx.grants()
+        if out.machine:
+            out.emit_many((g.to_json() for g in grants), lambda docs: {"count": len(docs), "grants": docs})
+            return
+        if not grants:
+            out.hint(f"actor {cx.actor!r} has given no grant and holds none")
+            return
+        out.table(["id", "granter", "subagent", "types", "tags", "expires", "state"], _rows(grants))
+        return
+    got = cx.grant(subagent, types=types, tags=tags, expires=expires)
+    if out.machine:
+        out.emit(got.to_json())
+    else:
+        out.line(got.id)
+
+
+def revoke(config, *, grant_id, store, actor, wait, json, jsonl) -> None:
+    from cortexctl.cli.common import open_cortex
+    from cortexctl.cli.output import Output
+
+    out = Output(json=json, jsonl=jsonl)
+    got = open_cortex(config, store, actor, wait).revoke(grant_id)
+    if out.machine:
+        out.emit(got.to_json())
+    else:
+        out.line(f"revoked {got.id} (granted to {got.subagent})")
+
+
+COMMANDS = [
+    Command(
+        ("grant",), "Let a sub-agent see your scoped memories, or list grants.", grant,
+        arguments=(Argument("subagent", "SUBAGENT", "The sub-agent's actor name, or list to list grants.",
+                            complete=complete.grant_subagent),),
+        options=(
+            Option("types", ("--type",), "Only memories of this type (repeatable; any type when none).", many=True,
+                   metavar="TYPE", complete=complete.memory_types),
+            Option("tags", ("--tag",), "Only memories carrying this tag (repeatable: any one of them; any "
+                   "tags when none).", many=True, metavar="TAG"),
+            Option("expires", ("--expires",), "End the grant after this long: 30m, 2h, 7d or 2w (default: "
+                   "until revoked).", metavar="DURATION"),
+            *COMMON,
+        ),
+        notes="""A grant from the acting actor (the granter) lets SUBAGENT, acting as
+--actor SUBAGENT, see every memory that is the granter's, has visibility
+scoped, is of one of the --type values (any type when none is given) and
+carries at least one of the --tag values (any tags when none is given). It
+sees them in every command (find's every lane, show, history, export,
+context, pinned, patterns, compact, session), beside its own and the public
+memories; it never sees the granter's private memories, and it cannot change
+the granter's memories (exit 8). A grant lasts until revoke, or until
+--expires has passed, read against the clock at each command. Prints the
+grant's ID (--json: the grant).
+
+grant list prints the grants the acting actor gave and those it holds,
+revoked and expired ones included, with their state (live, expired or
+revoked); list is therefore not a sub-agent name. Grants and revocations are
+journaled, carried in backups and replayed by verify.""",
+        examples=("cortexctl write fact \"Staging DB is db-stg-2\" --visibility scoped --tag ops",
+                  "cortexctl grant researcher --tag ops --expires 2h",
+                  "cortexctl grant reviewer --type fact --type pattern",
+                  "cortexctl find --near \"staging db\" --actor researcher",
+                  "cortexctl grant list --json"),
+        exits=(0, 2, 3, 4),
+        exit_notes={2: "usage error: a bad sub-agent name, --type or --expires, or a grant to yourself",
+                    3: "no store at the path (grant list)"},
+    ),
+    Command(
+        ("revoke",), "Take back a grant you gave.", revoke,
+        arguments=(Argument("grant_id", "GRANT_ID", "The grant's ID (grant list shows it) or a unique start of "
+                            "it, 6 characters or more."),),
+        options=COMMON,
+        notes="""Revokes one live grant the acting actor gave: from this command on, the
+sub-agent no longer sees the memories it covered. The grant stays listed
+(grant list) as revoked. To end every grant to one sub-agent, revoke each
+ID grant list shows for it.""",
+        examples=("cortexctl revoke 01JD3KX2M4Q8R5T7V9W1Y3Z5A7", "cortexctl revoke 01JD3KX2 --json"),
+        exits=(0, 2, 3, 4),
+        exit_notes={3: "the acting actor gave no live grant of that ID (unknown, another's, or revoked)"},
+    ),
+]
