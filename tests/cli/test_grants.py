@@ -137,8 +137,8 @@ def test_a_snapshot_without_the_scoped_array_sends_a_grant_holder_to_duckdb(stor
     ids = _setup(store, "by tag")
     real_collect = snapshot.collect
 
-    def old_collect(con, ids_=None):
-        arrays, extras = real_collect(con, ids_)
+    def old_collect(con):
+        arrays, extras = real_collect(con)
         arrays.pop("h_scoped")
         return arrays, extras
 
