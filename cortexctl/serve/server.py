@@ -340,9 +340,9 @@ def build(cx: Cortex) -> MCPServer:
                 known = tool.parameters.get("properties", {})
                 unknown = sorted(set(args) - set(known))
                 if unknown:
-                    return _failed(f"bad arguments to {tool.name}: unknown argument {', '.join(unknown)} "
-                                   f"(it takes {', '.join(known) or 'none'})",
-                                   {"error": "usage", "message": "unknown argument", "exit_code": 2})
+                    line = (f"bad arguments to {tool.name}: unknown argument {', '.join(unknown)} "
+                            f"(it takes {', '.join(known) or 'none'})")
+                    return _failed(line, {"error": "usage", "message": line, "exit_code": 2})
                 try:
                     tool.fn_metadata.validate_arguments(args)
                 except ValidationError as exc:
