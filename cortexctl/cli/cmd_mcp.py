@@ -53,7 +53,7 @@ def mcp(config, *, transport, listen, allow_remote, store, actor, wait) -> None:
     from cortexctl.engine.cortex import Cortex
     from cortexctl.serve.server import serve
 
-    serve(Cortex(settings=settings), transport=transport, host=host, port=port, token=token)
+    serve(Cortex(settings=settings, resident=True), transport=transport, host=host, port=port, token=token)
 
 
 COMMANDS = [
