@@ -39,6 +39,8 @@ def served(tmp_path_factory, chat):
     env = isolated_env(root / "home", **chat.env())
     with McpServer(root / "store", env=env) as server:
         server.env = env
+        # the store exists whichever of the module's tests a worker runs first (only writes make one)
+        ok(server.call("write", {"type": "fact", "text": "The mcp tests made this store"}))
         yield server
 
 
