@@ -204,3 +204,11 @@ def test_a_shell_write_goes_through_while_the_server_runs_and_the_server_sees_it
     found = ok(served.call("find", {"near": "written from a shell", "tags": ["shell"]}))
     assert [r["uri"] for r in found["results"]] == [run.out.strip()]
     assert cli(served, "verify").code == 0
+
+
+def test_a_backup_goes_through_while_the_server_runs(served, tmp_path):
+    ok(served.call("write", {"type": "fact", "text": "Backed up while served"}))
+    run = cli(served, "backup", "--dest", tmp_path / "bundles", "--quiet", "--wait", "2")
+    assert run.code == 0, run
+    assert [p.name.startswith("backup-") for p in (tmp_path / "bundles").iterdir()] == [True]
+    ok(served.call("write", {"type": "fact", "text": "Written after the backup"}))
