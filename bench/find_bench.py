@@ -145,6 +145,9 @@ def changes(cortexctl: str, env: dict, store: Path, snap: Path, aside: Path, n: 
         return time.perf_counter() - t0, out.stdout
 
     got: dict = {}
+    if not snap.exists():
+        log("reindex (builds the snapshot) ...")
+        run("reindex")
     for with_snapshot in (False, True):
         if with_snapshot:
             os.rename(aside, snap)
@@ -260,7 +263,8 @@ def main() -> int:
     if args.json:
         print(json.dumps(result, indent=2))
     else:
-        print(f"store: {n} memories (hash embedder, {result['hnsw']['vectors']} vectors)")
+        print(f"store: {'as given' if args.store else f'{n} memories'} (hash embedder, "
+              f"{result['hnsw']['vectors']} vectors)")
         if "writes" in result:
             w = result["writes"]
             for kind in w["without_snapshot"]:

@@ -429,9 +429,11 @@ def _replay(tx: Tx, p: _Problems, attested: Attests, factors: dict[int, dict[int
     for journal, heads, versions in tx.by_memory(batch, after, upto, rows=True):
         rebuilt: dict[str, replay.Memory] = {}
         broken: set[str] = set()
-        entries = [(ref, seq, kind, payload) for ref, seq, kind, payload in journal]
-        for id_ in {h[0] for h in heads} | {e[0] for e in entries}:
-            entries.extend((id_, seq, "attest", (place, event)) for seq, place, event in attested.pop(id_, ()))
+        entries = list(journal)  # (ref, seq, kind, payload)
+        if attested:  # the run's attest events: look up whichever is fewer, the run's IDs or the events' IDs
+            run = {h[0] for h in heads} | {e[0] for e in entries}
+            for id_ in (run if len(run) <= len(attested) else [i for i in attested if i in run]):
+                entries.extend((id_, seq, "attest", (place, event)) for seq, place, event in attested.pop(id_, ()))
         entries.sort(key=lambda e: (e[0], e[1]))
         for ref, seq, kind, payload in entries:
             if ref in broken:

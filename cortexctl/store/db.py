@@ -272,8 +272,7 @@ class Store:
                     got = snapshot.collect_delta(con, start, tx.touched)
                 except Exception:  # noqa: BLE001
                     got = None
-            if start is not None:
-                snapshot.write_delta(self, start, got, token, counter)  # the file's identity is final once closed
+            snapshot.write_delta(self, start, got, token, counter)  # the file's identity is final once closed
 
     # -- the search snapshot (store/snapshot.py) ---------------------------------------------
     @contextmanager
@@ -292,9 +291,7 @@ class Store:
         try:
             tx = snapshot.SnapshotTx(pair[0], self, pair[1])
         except BaseException:
-            for snap in pair:
-                if snap is not None:
-                    snap.close()
+            pair[0].close()
             raise
         try:
             yield tx

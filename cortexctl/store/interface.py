@@ -334,7 +334,8 @@ class Tx(Protocol):
     def lexical_mismatches(self, expected: Callable[[int, bytes], list[int]], after: str | None = None,
                            upto: str | None = None, strays: bool = True) -> Iterator[tuple[str, str]]:
         """(id, problem) for every memory (ID in ``(after, upto]``) whose postings are not
-        ``expected(type code, data)``; ``strays`` adds ``stray_postings()`` at the end."""
+        ``expected(type code, data)``; ``strays`` adds ``stray_postings()`` at the
+        end. A call reads the range's postings once: ask for whole ranges, not memory by memory."""
 
     def stray_postings(self) -> Iterator[tuple[str, str]]:
         """(id, problem) for postings of memories that do not exist."""

@@ -377,90 +377,174 @@ def lexical_mismatches(con, expected, batch: int = 5000, after: str | None = Non
     """(id, problem) for every memory whose postings are not ``expected(type, data)``'s terms.
 
     ``after`` and ``upto`` bound the memories to IDs in ``(after, upto]``; ``strays``
-    adds the postings of memories that do not exist (see ``stray_postings``). Each
-    run of ``batch`` memories is compared as a whole: the expected terms and the
-    stored postings become sorted (memory, term, tf) arrays, compared column by
-    column, so a memory is named when its term count, any term or any frequency
-    differs, or when its document length does.
+    adds the postings of memories that do not exist (see ``stray_postings``). The
+    expected terms and the stored postings become sorted (memory, term, tf) arrays,
+    compared column by column, so a memory is named when its term count, any term or
+    any frequency differs, or when its document length does.
+
+    The range is read once: its current texts by one cursor (``batch`` rows at a time,
+    each memory's postings document and length beside its text) and all its postings by
+    one query. Only when the range's ``lex_docs`` rows repeat a memory ID or a doc number
+    (damage: ``add_postings`` gives each memory one fresh doc number) does it fall back to
+    one pair of queries per run of ``batch`` memories (``_lexical_runs``), whose findings
+    (``more than one postings document`` among them) are those of that walk.
     """
-    import numpy as np
-
-    last = "" if after is None else after
-    bound, bound_params = ("", []) if upto is None else (" AND h.id <= ?", [upto])
-    current = con.cursor()  # read once in ID order, cut into runs here (a query per run scans every head)
-    current.execute(
-        "SELECT h.id, v.type, v.data FROM heads h JOIN versions v ON v.id = h.id AND v.version = h.current_version"
-        f" WHERE h.id > ?{bound} ORDER BY h.id", [last, *bound_params])
-    while True:
-        rows = current.fetchmany(batch)
-        if not rows:
-            current.close()
-            break
-        lo, hi = rows[0][0], rows[-1][0]
-        at = {r[0]: i for i, r in enumerate(rows)}
-        chosen: dict[int, int] = {}  # row -> its postings document (the last, when there are more)
-        stored_len = np.full(len(rows), -1, dtype=np.int64)
-        seen: set[str] = set()
-        for id_, doc, ln in con.execute(
-            "SELECT id, doc, len FROM lex_docs WHERE id BETWEEN ? AND ? ORDER BY id, doc", [lo, hi]
-        ).fetchall():
-            if id_ in seen:
-                yield id_, "more than one postings document"
-            seen.add(id_)
-            i = at.get(id_)
-            if i is not None:
-                chosen[i] = int(doc)
-                stored_len[i] = int(ln)
-        doc_of = {d: i for i, d in chosen.items()}
-        got = con.execute(
-            "SELECT p.doc, p.term, p.tf FROM lex_docs d JOIN lex_postings p ON p.doc = d.doc"
-            " WHERE d.id BETWEEN ? AND ?", [lo, hi]
-        ).fetchnumpy()
-        docs = np.asarray(got["doc"], dtype=np.int64)
-        if doc_of:
-            keys = np.fromiter(doc_of, dtype=np.int64, count=len(doc_of))
-            vals = np.fromiter(doc_of.values(), dtype=np.int64, count=len(doc_of))
-            order = np.argsort(keys)
-            keys, vals = keys[order], vals[order]
-            pos = np.minimum(np.searchsorted(keys, docs), len(keys) - 1)
-            mine = keys[pos] == docs
-            h_mem = vals[pos][mine]
-        else:
-            mine = np.zeros(len(docs), dtype=bool)
-            h_mem = np.zeros(0, dtype=np.int64)
-        h_term = np.asarray(got["term"], dtype=np.int64)[mine]
-        h_tf = np.asarray(got["tf"], dtype=np.int64)[mine]
-
-        skip = np.zeros(len(rows), dtype=bool)
-        sizes: list[int] = []
-        flat: list[int] = []
-        for _id, type_code, data in rows:
-            try:
-                tids = expected(type_code, data)
-            except Exception:  # undecodable data: the hash check reports it
-                skip[len(sizes)] = True
-                tids = ()
-            sizes.append(len(tids))
-            flat.extend(tids)
-        counts = np.array(sizes, dtype=np.int64)
-        e_mem, e_term, e_tf = _term_runs(np.repeat(np.arange(len(rows), dtype=np.int64), counts),
-                                         np.array(flat, dtype=np.int64))
-        order = np.lexsort((h_term, h_mem))
-        h_mem, h_term, h_tf = h_mem[order], h_term[order], h_tf[order]
-
-        n = len(rows)
-        same = np.bincount(e_mem, minlength=n) == np.bincount(h_mem, minlength=n)
-        se, sh = same[e_mem], same[h_mem]
-        differ = (e_term[se] != h_term[sh]) | (e_tf[se] != h_tf[sh])
-        bad = ~same | (stored_len != counts)
-        bad[e_mem[se][differ]] = True
-        for i in np.flatnonzero(bad | (stored_len < 0)):
-            if skip[i]:
-                continue
-            yield rows[i][0], ("no lexical postings" if stored_len[i] < 0 else "lexical postings do not match the current text")
-        last = hi
+    where, params = _range("id", after, upto)
+    n, ids, docs = con.execute(
+        f"SELECT count(*), count(DISTINCT id), count(DISTINCT doc) FROM lex_docs WHERE {where}", params
+    ).fetchall()[0]
+    if n == ids == docs:
+        yield from _lexical_range(con, expected, batch, after, upto)
+    else:
+        yield from _lexical_runs(con, expected, batch, after, upto)
     if strays:
         yield from stray_postings(con)
+
+
+def _range(column: str, after: str | None, upto: str | None) -> tuple[str, list]:
+    """A WHERE clause for ``after < column <= upto`` (either end open when None)."""
+    parts, params = [f"{column} > ?"], ["" if after is None else after]
+    if upto is not None:
+        parts.append(f"{column} <= ?")
+        params.append(upto)
+    return " AND ".join(parts), params
+
+
+_CURRENT = ("SELECT h.id, v.type, v.data{more} FROM heads h"
+            " JOIN versions v ON v.id = h.id AND v.version = h.current_version{join} WHERE {where} ORDER BY h.id")
+
+
+def _expected_runs(expected, rows, sizes: list[int], flat: list[int], skip: list[int]) -> None:
+    """Append each row's expected terms to ``flat`` and their count to ``sizes``; the rows
+    whose data does not decode (the hash check reports them) go to ``skip``."""
+    base = len(sizes)
+    for i, row in enumerate(rows):
+        try:
+            tids = expected(row[1], row[2])
+        except Exception:  # undecodable data: the hash check reports it
+            skip.append(base + i)
+            tids = ()
+        sizes.append(len(tids))
+        flat.extend(tids)
+
+
+def _mismatched(sizes: list[int], flat: list[int], skip: list[int], stored_len, h_mem, h_term, h_tf):
+    """The rows (in order) whose stored postings (``h_*``: row, term, tf, any order) or
+    document length (``stored_len``, -1 for none) are not their expected terms."""
+    import numpy as np
+
+    n = len(sizes)
+    counts = np.array(sizes, dtype=np.int64)
+    e_mem = np.repeat(np.arange(n, dtype=np.int64), counts)
+    e_term = np.array(flat, dtype=np.int64)
+    e_mem, e_term, e_tf = _term_runs(e_mem, e_term)
+    order = np.lexsort((h_term, h_mem))
+    h_mem, h_term, h_tf = h_mem[order], h_term[order], h_tf[order]
+    same = np.bincount(e_mem, minlength=n) == np.bincount(h_mem, minlength=n)
+    se, sh = same[e_mem], same[h_mem]
+    differ = (e_term[se] != h_term[sh]) | (e_tf[se] != h_tf[sh])
+    bad = ~same | (stored_len != counts) | (stored_len < 0)
+    bad[e_mem[se][differ]] = True
+    if skip:
+        bad[np.array(skip, dtype=np.int64)] = False
+    return np.flatnonzero(bad)
+
+
+def _problem(stored_len: int) -> str:
+    return "no lexical postings" if stored_len < 0 else "lexical postings do not match the current text"
+
+
+def _lexical_range(con, expected, batch: int, after: str | None, upto: str | None):
+    """``lexical_mismatches`` over a range whose ``lex_docs`` rows have distinct IDs and doc numbers:
+    the range's postings by one query (kept as arrays in doc order), its current texts by one
+    cursor, each run of ``batch`` memories compared with its documents' slices of the arrays."""
+    import numpy as np
+
+    where, params = _range("id", after, upto)
+    got = con.execute(
+        f"SELECT doc, term, tf FROM lex_postings WHERE doc IN (SELECT doc FROM lex_docs WHERE {where})", params
+    ).fetchnumpy()
+    p_doc = np.asarray(got["doc"], dtype=np.int64)
+    p_term = np.asarray(got["term"], dtype=np.int64)
+    p_tf = np.asarray(got["tf"], dtype=np.int64)
+    if len(p_doc) > 1 and not (p_doc[1:] >= p_doc[:-1]).all():  # they mostly come in doc order already
+        order = np.argsort(p_doc, kind="stable")
+        p_doc, p_term, p_tf = p_doc[order], p_term[order], p_tf[order]
+    where, params = _range("h.id", after, upto)
+    current = con.cursor()
+    current.execute(_CURRENT.format(more=", d.doc, d.len", join=" LEFT JOIN lex_docs d ON d.id = h.id",
+                                    where=where), params)
+    try:
+        while rows := current.fetchmany(batch):
+            docs = np.array([-1 if r[3] is None else r[3] for r in rows], dtype=np.int64)
+            stored_len = np.array([-1 if r[4] is None else r[4] for r in rows], dtype=np.int64)
+            first = np.searchsorted(p_doc, docs, "left")
+            n_post = np.searchsorted(p_doc, docs, "right") - first
+            n_post[docs < 0] = 0
+            h_mem = np.repeat(np.arange(len(rows), dtype=np.int64), n_post)
+            take = np.repeat(first - np.cumsum(n_post) + n_post, n_post) + np.arange(len(h_mem), dtype=np.int64)
+            sizes: list[int] = []
+            flat: list[int] = []
+            skip: list[int] = []
+            _expected_runs(expected, rows, sizes, flat, skip)
+            for i in _mismatched(sizes, flat, skip, stored_len, h_mem, p_term[take], p_tf[take]).tolist():
+                yield rows[i][0], _problem(stored_len[i])
+    finally:
+        current.close()
+
+
+def _lexical_runs(con, expected, batch: int, after: str | None, upto: str | None):
+    """``lexical_mismatches`` one run of ``batch`` memories at a time, a pair of queries each:
+    for a range whose ``lex_docs`` rows repeat an ID or a doc number."""
+    import numpy as np
+
+    where, params = _range("h.id", after, upto)
+    current = con.cursor()  # read once in ID order, cut into runs here (a query per run scans every head)
+    current.execute(_CURRENT.format(more="", join="", where=where), params)
+    try:
+        while rows := current.fetchmany(batch):
+            lo, hi = rows[0][0], rows[-1][0]
+            at = {r[0]: i for i, r in enumerate(rows)}
+            chosen: dict[int, int] = {}  # row -> its postings document (the last, when there are more)
+            stored_len = np.full(len(rows), -1, dtype=np.int64)
+            seen: set[str] = set()
+            for id_, doc, ln in con.execute(
+                "SELECT id, doc, len FROM lex_docs WHERE id BETWEEN ? AND ? ORDER BY id, doc", [lo, hi]
+            ).fetchall():
+                if id_ in seen:
+                    yield id_, "more than one postings document"
+                seen.add(id_)
+                i = at.get(id_)
+                if i is not None:
+                    chosen[i] = int(doc)
+                    stored_len[i] = int(ln)
+            doc_of = {d: i for i, d in chosen.items()}
+            got = con.execute(
+                "SELECT p.doc, p.term, p.tf FROM lex_docs d JOIN lex_postings p ON p.doc = d.doc"
+                " WHERE d.id BETWEEN ? AND ?", [lo, hi]
+            ).fetchnumpy()
+            docs = np.asarray(got["doc"], dtype=np.int64)
+            if doc_of:
+                keys = np.fromiter(doc_of, dtype=np.int64, count=len(doc_of))
+                vals = np.fromiter(doc_of.values(), dtype=np.int64, count=len(doc_of))
+                order = np.argsort(keys)
+                keys, vals = keys[order], vals[order]
+                pos = np.minimum(np.searchsorted(keys, docs), len(keys) - 1)
+                mine = keys[pos] == docs
+                h_mem = vals[pos][mine]
+            else:
+                mine = np.zeros(len(docs), dtype=bool)
+                h_mem = np.zeros(0, dtype=np.int64)
+            h_term = np.asarray(got["term"], dtype=np.int64)[mine]
+            h_tf = np.asarray(got["tf"], dtype=np.int64)[mine]
+            sizes: list[int] = []
+            flat: list[int] = []
+            skip: list[int] = []
+            _expected_runs(expected, rows, sizes, flat, skip)
+            for i in _mismatched(sizes, flat, skip, stored_len, h_mem, h_term, h_tf).tolist():
+                yield rows[i][0], _problem(stored_len[i])
+    finally:
+        current.close()
 
 
 def _term_runs(mem, terms):

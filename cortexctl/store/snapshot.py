@@ -37,11 +37,13 @@ clean mark, still on its connection and under the writer lock, the writer reads
 the rows of every memory changed since the build (the previous delta's and its
 own: heads, current data, docs, postings, vectors with their values) and, once
 its connection is closed and the database file's identity is final, writes
-them in the snapshot's own format, stamped like a snapshot with its generation,
-and naming the snapshot it completes (its stamp and header CRC). ``find`` then
-answers those memories from the delta and every other from the snapshot (their
-rows, docs and vectors there count as gone); the store-wide numbers (vector
-counts, dimensions, learned weights) come from the delta. A writer builds a
+them as plain rows (JSON with a CRC: the writer never loads numpy), stamped like
+a snapshot with its generation, and naming the snapshot it completes (its stamp
+and header CRC). ``find`` makes the delta's arrays (``_arrays``, as a build
+does) and answers those memories from them and every other from the snapshot
+(their rows, docs and vectors there count as gone); the store-wide numbers
+(vector counts, dimensions, the keys given since the build, learned weights)
+come from the delta. A writer builds a
 delta only on a current snapshot or delta, so a writer killed before writing
 its delta leaves the store bypassing both until the next fold; a change that is
 not one memory's (``touched`` is None: a model's vectors dropped, a bundle
@@ -55,6 +57,7 @@ opened on first need; if the store moved on meanwhile, the read is refused
 
 from __future__ import annotations
 
+import base64
 import json
 import mmap
 import os
@@ -227,7 +230,29 @@ class Snapshot:
 
 
 def _header_of(path: Path) -> tuple[dict, int] | None:
-    """(header, data start) when the file's magic, header CRC and length are right."""
+    """(header, data start) when the file's magic, header CRC, format and length are right."""
+    got = _raw_header(path)
+    if got is None:
+        return None
+    header, start, size = got
+    try:
+        if header.get("format") != FORMAT or header.get("block") != BLOCK \
+                or size != start + int(header["data_bytes"]):
+            return None
+    except (ValueError, KeyError, TypeError):
+        return None
+    return header, start
+
+
+def _other_format(path: Path) -> bool:
+    """A sound header of another format (a snapshot written by another version of cortexctl): out of
+    date, not damaged."""
+    got = _raw_header(path)
+    return got is not None and got[0].get("format") != FORMAT
+
+
+def _raw_header(path: Path) -> tuple[dict, int, int] | None:
+    """(header, data start, file size) when the file's magic and header CRC are right."""
     try:
         with open(path, "rb") as fh:
             head = fh.read(24)
@@ -242,12 +267,10 @@ def _header_of(path: Path) -> tuple[dict, int] | None:
         if len(body) != hlen or zlib.crc32(body) != hcrc:
             return None
         header = json.loads(body)
-        header["_crc"] = hcrc
-        start = -(-(24 + hlen) // ALIGN) * ALIGN
-        if header.get("format") != FORMAT or header.get("block") != BLOCK \
-                or size != start + int(header["data_bytes"]):
+        if not isinstance(header, dict):
             return None
-        return header, start
+        header["_crc"] = hcrc
+        return header, -(-(24 + hlen) // ALIGN) * ALIGN, size
     except (OSError, ValueError, KeyError, TypeError):
         return None
 
@@ -260,21 +283,13 @@ def state(store_path: Path) -> str:
         return "missing"
     got = _header_of(path)
     if got is None:
-        return "damaged"
-    return "current" if _stamp_ok(store_path, got[0]) or _delta_header(store_path, got[0]) else "stale"
+        return "stale" if _other_format(path) else "damaged"
+    return "current" if _stamp_ok(store_path, got[0]) or _delta_doc(store_path, got[0]) else "stale"
 
 
 def _mark(header: dict) -> list:
     """What a delta names its base by: the base's stamp and header CRC."""
     return [header.get("token"), header.get("counter"), header.get("_crc")]
-
-
-def _delta_header(store_path: Path, base: dict) -> tuple[dict, int] | None:
-    """The delta's (header, data start) when it is current and built on ``base``."""
-    got = _header_of(store_path / DELTA_NAME)
-    if got is None or got[0].get("base") != _mark(base) or not _stamp_ok(store_path, got[0]):
-        return None
-    return got
 
 
 def _stamp_ok(store_path: Path, header: dict) -> bool:
@@ -289,8 +304,8 @@ def _stamp_ok(store_path: Path, header: dict) -> bool:
 def _map(path: Path, header: dict, start: int, cache: dict | None = None) -> Snapshot | None:
     """The file mapped, for the header read from it. With ``cache`` (a resident process's), the
     mapping made last for this path is given again while the file is the same one (inode, size,
-    mtime and header CRC): snapshot and delta files are only ever replaced whole (written beside
-    and renamed), so a kept mapping keeps the blocks it has checked."""
+    mtime and header CRC): a snapshot file is only ever replaced whole (written beside and
+    renamed), so a kept mapping keeps the blocks it has checked."""
     import numpy as np
 
     key = None
@@ -321,9 +336,10 @@ def _map(path: Path, header: dict, start: int, cache: dict | None = None) -> Sna
     return snap
 
 
-def open_current(store_path: Path, cache: dict | None = None) -> tuple[Snapshot, Snapshot | None] | None:
+def open_current(store_path: Path, cache: dict | None = None) -> tuple[Snapshot, dict | None] | None:
     """(snapshot, None) when the snapshot is current for the store (see the module docstring),
-    (snapshot, delta) when a current delta completes it, else None. ``cache``: see ``_map``."""
+    (snapshot, the delta's document) when a current delta completes it, else None. ``cache``:
+    the snapshot's mapping kept between calls by a resident process (see ``_map``)."""
     path = store_path / SNAPSHOT_NAME
     got = _header_of(path)
     if got is None:
@@ -331,18 +347,11 @@ def open_current(store_path: Path, cache: dict | None = None) -> tuple[Snapshot,
     header, start = got
     delta = None
     if not _stamp_ok(store_path, header):
-        d = _delta_header(store_path, header)
-        if d is None:
-            return None
-        delta = _map(store_path / DELTA_NAME, *d, cache=cache)
+        delta = _delta_doc(store_path, header)
         if delta is None:
             return None
     base = _map(path, header, start, cache=cache)
-    if base is None:
-        if delta is not None:
-            delta.close()
-        return None
-    return base, delta
+    return None if base is None else (base, delta)
 
 
 def check_whole(store_path: Path) -> str | None:
@@ -353,20 +362,21 @@ def check_whole(store_path: Path) -> str | None:
         return None
     got = _header_of(path)
     if got is None:
+        if _other_format(path):
+            return None  # written by another version: rebuilt by the next fold, like a stale one
         return f"search snapshot {SNAPSHOT_NAME}: truncated or damaged header (rebuilt by the next fold or reindex)"
+    delta = _delta_problem(store_path)
+    if delta is not None:
+        return f"{delta} (removed by the next write, rebuilt by the next fold or reindex)"
     pair = open_current(store_path)
     if pair is None:
         return None
     try:
-        for snap in pair:
-            if snap is not None:
-                snap._check(0, int(snap.header["data_bytes"]))
+        pair[0]._check(0, int(pair[0].header["data_bytes"]))
     except SnapshotUnusable as exc:
         return f"{exc.message} (rebuilt by the next fold or reindex)"
     finally:
-        for snap in pair:
-            if snap is not None:
-                snap.close()
+        pair[0].close()
     return None
 
 
@@ -402,35 +412,111 @@ def _us(t: datetime | None) -> int | None:
     return None if t is None else (t - EPOCH) // timedelta(microseconds=1)
 
 
-def collect(con, ids: Sequence[str] | None = None) -> tuple[dict, dict]:
-    """Everything the snapshot holds, read from an open connection: (arrays, header extras).
+HEAD_COLUMNS = ("SELECT id, type, actor, visibility, epoch_us(tombstoned_at), session, current_version,"
+                " epoch_us(updated_at), epoch(greatest(updated_at, last_used)), importance, access_count, citations,"
+                " confidence, tags, frames, short, medium FROM heads")
+DATA_QUERY = "SELECT h.id, v.type, v.data FROM heads h JOIN versions v ON v.id = h.id AND v.version = h.current_version"
 
-    With ``ids``, the rows of those memories alone (a delta): their heads, current data, docs,
-    postings and vectors (with the vectors themselves); no dropped keys."""
+
+class _StoreRows:
+    """What a snapshot holds, as rows and columns read from an open DuckDB connection: the whole store."""
+
+    def __init__(self, con) -> None:
+        self.con = con
+
+    def _batches(self, sql: str):
+        cur = self.con.execute(sql)
+        while True:  # in batches, so that building never holds every row as Python objects at once
+            rows = cur.fetchmany(BUILD_BATCH)
+            if not rows:
+                return
+            yield rows
+
+    def heads(self):
+        return self._batches(HEAD_COLUMNS + " ORDER BY id")
+
+    def data(self):
+        return self._batches(DATA_QUERY)
+
+    def lex_docs(self) -> dict:
+        return self.con.execute("SELECT doc, id, len FROM lex_docs ORDER BY doc").fetchnumpy()
+
+    def postings(self) -> dict:
+        return self.con.execute("SELECT term, doc, tf FROM lex_postings").fetchnumpy()
+
+    def vectors(self) -> dict:
+        return self.con.execute("SELECT key, id, version, model, dim FROM vectors ORDER BY key").fetchnumpy()
+
+    def dropped(self) -> list:
+        return self.con.execute("SELECT key, model FROM vectors_dropped ORDER BY key").fetchall()
+
+    def weights(self) -> dict:
+        from cortexctl.store import feedback
+
+        return {k: list(w["weights"]) for k, w in feedback.all_weights(self.con).items()}
+
+    store_wide = None  # vector counts and dimensions: from the arrays themselves
+
+
+class _DeltaRows:
+    """The same, from a delta's document (``collect_delta``): the changed memories' rows, their vectors
+    with their values, and the store-wide numbers."""
+
+    def __init__(self, doc: dict) -> None:
+        self.doc = doc
+        self.store_wide = (doc["vector_counts"], doc["dims"])
+
+    def heads(self):
+        if self.doc["heads"]:
+            yield [tuple(r) for r in self.doc["heads"]]
+
+    def data(self):
+        if self.doc["data"]:
+            yield [(i, t, base64.b64decode(d)) for i, t, d in self.doc["data"]]
+
+    def lex_docs(self) -> dict:
+        rows = self.doc["lex_docs"]
+        return {"doc": [r[0] for r in rows], "id": [r[1] for r in rows], "len": [r[2] for r in rows]}
+
+    def postings(self) -> dict:
+        rows = self.doc["postings"]
+        return {"term": [r[0] for r in rows], "doc": [r[1] for r in rows], "tf": [r[2] for r in rows]}
+
+    def vectors(self) -> dict:
+        rows = self.doc["vectors"]
+        return {"key": [r[0] for r in rows], "id": [r[1] for r in rows], "version": [r[2] for r in rows],
+                "model": [r[3] for r in rows], "dim": [r[4] for r in rows],
+                "vec": [base64.b64decode(r[5]) for r in rows]}
+
+    def dropped(self) -> list:
+        return []
+
+    def weights(self) -> dict:
+        return self.doc["weights"]
+
+
+def collect(con) -> tuple[dict, dict]:
+    """Everything the snapshot holds, read from an open connection: (arrays, header extras)."""
+    return _arrays(_StoreRows(con))
+
+
+def _arrays(src) -> tuple[dict, dict]:
+    """The snapshot's arrays and header extras from a source of rows (``_StoreRows`` or ``_DeltaRows``)."""
     import numpy as np
-
-    from cortexctl.store import feedback
 
     import orjson
 
-    only = [sorted(ids)] if ids is not None else []
-    where = " WHERE id IN (SELECT unnest(?::VARCHAR[]))" if ids is not None else ""
-    cur = con.execute(
-        "SELECT id, type, actor, visibility, epoch_us(tombstoned_at), session, current_version, epoch_us(updated_at),"
-        " epoch(greatest(updated_at, last_used)), importance, access_count, citations, confidence,"
-        f" tags, frames, short, medium FROM heads{where} ORDER BY id", only
-    )
     actors: dict = {}
     sessions: dict = {None: -1}
     tags: dict = {}
     cols = ("h_id", "h_type", "h_actor", "h_public", "h_tomb", "h_session", "h_cur", "h_updated", "h_recent",
             "h_importance", "h_access", "h_cit", "h_conf", "tag_len", "tag_code")
     parts: dict[str, list] = {c: [] for c in cols}
-    row_blobs: list[bytes] = []
-    while True:  # in batches, so that building never holds every row as Python objects at once
-        rows = cur.fetchmany(BUILD_BATCH)
-        if not rows:
-            break
+    # the result rows go straight into one buffer: orjson's bytes keep a 4 KiB allocation each, which
+    # held in a list made the build's peak about 4 KB a memory
+    row_buf = bytearray()
+    row_ends: list[int] = []
+    for rows in src.heads():
         p = parts
         p["h_id"].append(np.array([r[0].encode("ascii") for r in rows], dtype="S26"))
         p["h_type"].append(np.array([r[1] for r in rows], dtype=np.uint8))
@@ -448,8 +534,9 @@ def collect(con, ids: Sequence[str] | None = None) -> tuple[dict, dict]:
         tag_lists = [_codes(list(r[13]), tags) for r in rows]
         p["tag_len"].append(np.array([len(t) for t in tag_lists], dtype=np.int64))
         p["tag_code"].append(np.array([c for t in tag_lists for c in t], dtype=np.int32))
-        row_blobs.extend(orjson.dumps([r[1], r[6], r[13], r[14], r[9], r[3], r[2], r[7], r[4], r[15], r[16]])
-                         for r in rows)
+        for r in rows:
+            row_buf += orjson.dumps([r[1], r[6], r[13], r[14], r[9], r[3], r[2], r[7], r[4], r[15], r[16]])
+            row_ends.append(len(row_buf))
         del rows, tag_lists
     empty = {"h_id": np.zeros(0, "S26")}
     a: dict[str, Any] = {}
@@ -467,41 +554,34 @@ def collect(con, ids: Sequence[str] | None = None) -> tuple[dict, dict]:
     order = ["h_id", "h_type", "h_actor", "h_public", "h_tomb", "h_session", "h_cur", "h_updated", "h_recent",
              "h_importance", "h_access", "h_cit", "h_conf", "tag_off", "tag_code"]
     a = {c: a[c] for c in order}
-    a["row_off"], a["row_blob"] = _blob(row_blobs)
-    del row_blobs
+    a["row_off"] = np.zeros(len(row_ends) + 1, dtype=np.int64)
+    a["row_off"][1:] = row_ends
+    a["row_blob"] = np.frombuffer(bytes(row_buf), dtype=np.uint8)
+    del row_buf, row_ends
     row_of = {i.decode(): k for k, i in enumerate(a["h_id"].tolist())}
 
     dtype = np.zeros(n, dtype=np.int16) - 1
     blobs: list[bytes] = [b""] * n
-    both = " WHERE h.id IN (SELECT unnest(?::VARCHAR[])) AND v.id IN (SELECT unnest(?::VARCHAR[]))" if ids is not None else ""
-    cur = con.execute(
-        "SELECT h.id, v.type, v.data FROM heads h JOIN versions v ON v.id = h.id AND v.version = h.current_version"
-        + both, only * 2
-    )
-    while True:
-        data = cur.fetchmany(BUILD_BATCH)
-        if not data:
-            break
+    for data in src.data():
         for id_, t, d in data:
             k = row_of[id_]
             dtype[k] = t
             blobs[k] = bytes(d)
     a["d_type"] = dtype
     a["d_off"], a["d_blob"] = _blob(blobs)
-    del data, blobs
+    del blobs
 
-    ld = con.execute(f"SELECT doc, id, len FROM lex_docs{where} ORDER BY doc", only).fetchnumpy()
+    ld = src.lex_docs()
     a["ld_doc"] = np.asarray(ld["doc"], dtype=np.uint64)
     ld_ids = [str(i) for i in ld["id"]]
     a["ld_id"] = np.array([i.encode("ascii") for i in ld_ids], dtype="S26") if ld_ids else np.zeros(0, "S26")
     a["ld_row"] = np.array([row_of.get(i, -1) for i in ld_ids], dtype=np.int64)
     a["ld_len"] = np.asarray(ld["len"], dtype=np.uint32)
+    a["h_doc"] = np.full(n, -1, dtype=np.int64)  # each head's doc (-1: none), for a delta's masking
+    has = a["ld_row"] >= 0
+    a["h_doc"][a["ld_row"][has]] = a["ld_doc"][has].astype(np.int64)
 
-    if ids is None:
-        p = con.execute("SELECT term, doc, tf FROM lex_postings").fetchnumpy()
-    else:
-        p = con.execute("SELECT term, doc, tf FROM lex_postings WHERE doc IN (SELECT unnest(?::UBIGINT[]))",
-                        [[int(d) for d in a["ld_doc"]]]).fetchnumpy()
+    p = src.postings()
     term = np.asarray(p["term"], dtype=np.int64)
     doc = np.asarray(p["doc"], dtype=np.uint64)
     tf = np.asarray(p["tf"], dtype=np.uint16)
@@ -517,8 +597,7 @@ def collect(con, ids: Sequence[str] | None = None) -> tuple[dict, dict]:
     a["f_term"], a["f_tf"] = term[order], tf[order]
     del p, term, doc, tf, order
 
-    v = con.execute(f"SELECT key, id, version, model, dim{', vec' if ids is not None else ''} FROM vectors{where}"
-                    " ORDER BY key", only).fetchnumpy()
+    v = src.vectors()
     models: dict = {}
     a["v_key"] = np.asarray(v["key"], dtype=np.uint64)
     a["v_id"] = np.array([str(i).encode("ascii") for i in v["id"]], dtype="S26") if len(v["key"]) else np.zeros(0, "S26")
@@ -528,34 +607,28 @@ def collect(con, ids: Sequence[str] | None = None) -> tuple[dict, dict]:
     dims: dict[str, int] = {}
     for m, d in zip(v["model"], v["dim"]):
         dims.setdefault(str(m), int(d))
-    if ids is not None:
-        vecs = [bytes(x) for x in v["vec"]]
-        a["v_vec"] = np.frombuffer(b"".join(vecs), dtype="<f4").copy()
-        a["v_voff"] = np.zeros(len(vecs) + 1, dtype=np.int64)  # where each vector starts in v_vec
-        np.cumsum([len(x) // 4 for x in vecs], out=a["v_voff"][1:])
+    if "vec" in v:  # a delta's vectors come with their values (newer than the index file)
+        a["v_vec"] = np.frombuffer(b"".join(v["vec"]), dtype="<f4")
+        a["v_voff"] = np.zeros(len(v["vec"]) + 1, dtype=np.int64)  # where each vector starts in v_vec
+        np.cumsum([len(x) // 4 for x in v["vec"]], out=a["v_voff"][1:])
     del v
-    vd = con.execute("SELECT key, model FROM vectors_dropped ORDER BY key").fetchall() if ids is None else []
+    vd = src.dropped()
     a["vd_key"] = np.array([r[0] for r in vd], dtype=np.uint64)
     a["vd_model"] = np.array(_codes([r[1] for r in vd], models), dtype=np.int32)
 
-    counts: dict[str, list[int]] = {}
-    if ids is None:
+    if src.store_wide is not None:
+        counts, dims = src.store_wide
+    else:
+        counts = {}
         for code, m in enumerate(models):
             live = a["v_key"][a["v_model"] == code]
             dropped = a["vd_key"][a["vd_model"] == code]
             counts[m] = [int(len(live)), int(live.max()) if len(live) else 0, int(len(dropped)),
                          int(dropped.max()) if len(dropped) else 0]
-    else:  # the whole store's, as the base holds them
-        dims = {}
-        for m, n, top, d in con.execute("SELECT model, count(*), max(key), min(dim) FROM vectors GROUP BY model").fetchall():
-            counts[m] = [int(n), int(top), 0, 0]
-            dims[m] = int(d)
-        for m, n, top in con.execute("SELECT model, count(*), max(key) FROM vectors_dropped GROUP BY model").fetchall():
-            counts.setdefault(m, [0, 0, 0, 0])[2:] = [int(n), int(top)]
     extras = {
         "vector_counts": counts,  # model -> [live, highest live key, dropped, highest dropped key]
         "actors": list(actors), "sessions": [s for s in sessions if s is not None], "tags": list(tags),
-        "models": list(models), "dims": dims, "weights": {k: list(w["weights"]) for k, w in feedback.all_weights(con).items()},
+        "models": list(models), "dims": dims, "weights": src.weights(),
     }
     return a, extras
 
@@ -639,100 +712,158 @@ def _clear_temps(store_path: Path) -> None:
 
 
 # -- the delta: what writers changed since the build ------------------------------------------
+DELTA_MAGIC = b"CXDELT01"
+
+
+def _delta_doc(store_path: Path, base: dict) -> dict | None:
+    """The delta's document when the file is whole (length, CRC), current and built on ``base``."""
+    import orjson
+
+    try:
+        raw = (store_path / DELTA_NAME).read_bytes()
+    except OSError:
+        return None
+    if len(raw) < 24 or raw[:8] != DELTA_MAGIC or int.from_bytes(raw[8:16], "little") != len(raw) - 24 \
+            or zlib.crc32(raw[24:]) != int.from_bytes(raw[16:24], "little"):
+        return None
+    try:
+        doc = orjson.loads(raw[24:])
+    except orjson.JSONDecodeError:
+        return None
+    if not isinstance(doc, dict) or doc.get("format") != FORMAT or doc.get("base") != _mark(base) \
+            or not _stamp_ok(store_path, doc):
+        return None
+    return doc
+
+
+def _delta_problem(store_path: Path) -> str | None:
+    """What is wrong with the delta file's bytes, if anything (a stale delta is not wrong)."""
+    try:
+        raw = (store_path / DELTA_NAME).read_bytes()
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        return f"search snapshot delta {DELTA_NAME}: {exc.strerror}"
+    if len(raw) < 24 or raw[:8] != DELTA_MAGIC or int.from_bytes(raw[8:16], "little") != len(raw) - 24 \
+            or zlib.crc32(raw[24:]) != int.from_bytes(raw[16:24], "little"):
+        return f"search snapshot delta {DELTA_NAME} is truncated or damaged"
+    return None
+
+
 def delta_start(store_path: Path) -> dict | None:
     """Before a writer's transaction (under the writer lock): what its delta will build on, or
     None when no snapshot is current (the writer then leaves it to the next fold)."""
-    try:
-        got = _header_of(store_path / SNAPSHOT_NAME)
-        if got is None:
-            return None
-        import numpy as np  # only with a snapshot: a small store's writes stay without it
-
-        base = got[0]
-        c = base.get("vector_counts", {})
-        top = max([max(v[1], v[3]) for v in c.values()] or [0])
-        start = {"base": _mark(base), "base_top": int(top), "ids": set(), "x_doc": np.zeros(0, np.uint64)}
-        if _stamp_ok(store_path, base):
-            return start
-        d = _delta_header(store_path, base)
-        if d is None:
-            return None
-        delta = _map(store_path / DELTA_NAME, *d)
-        if delta is None:
-            return None
-        try:
-            start["ids"] = {b.decode() for b in delta.whole("x_id").tolist()}
-            start["x_doc"] = np.array(delta.whole("x_doc"))
-        finally:
-            delta.close()
-        return start
-    except (SnapshotUnusable, OSError, ValueError, KeyError, TypeError):
+    got = _header_of(store_path / SNAPSHOT_NAME)
+    if got is None:
         return None
+    base = got[0]
+    c = base.get("vector_counts", {})
+    try:
+        top = max([max(int(v[1]), int(v[3])) for v in c.values()] or [0])
+    except (TypeError, ValueError, IndexError):
+        return None
+    start = {"base": _mark(base), "base_top": top, "ids": set()}
+    if _stamp_ok(store_path, base):
+        return start
+    doc = _delta_doc(store_path, base)
+    if doc is None:
+        return None
+    start["ids"] = set(doc["ids"])
+    return start
 
 
-def collect_delta(con, start: dict | None, touched: set[str] | None) -> tuple[dict, dict] | None:
-    """After the writer's COMMIT, on its connection: the delta's arrays for the memories it and the
-    writers before it since the build touched, or None when the snapshot is left to the next fold
-    (no current snapshot, a change the delta cannot follow, or more than DELTA_MAX memories)."""
+def collect_delta(con, start: dict | None, touched: set[str] | None) -> dict | None:
+    """After the writer's COMMIT, on its connection: the delta's document, the rows of every memory
+    changed since the build (by this writer and the ones before it), or None when the snapshot is
+    left to the next fold (no current snapshot, a change the delta cannot follow, or more than
+    DELTA_MAX memories). Plain rows as DuckDB gives them, no numpy: a write stays lean; ``find``
+    makes the arrays."""
     if start is None or touched is None:
         return None
-    import numpy as np
-
-    ids = start["ids"] | touched
+    ids = sorted(start["ids"] | touched)
     if len(ids) > DELTA_MAX:
         return None
-    arrays, extras = collect(con, ids)
-    arrays["x_id"] = _ids_bytes(sorted(ids))
+    from cortexctl.store import feedback
+
+    b64 = base64.b64encode
+    only = " IN (SELECT unnest(?::VARCHAR[]))"
+    heads = con.execute(f"{HEAD_COLUMNS} WHERE id{only} ORDER BY id", [ids]).fetchall()
+    data = con.execute(f"{DATA_QUERY} WHERE h.id{only} AND v.id{only}", [ids, ids]).fetchall()
+    docs = con.execute(f"SELECT doc, id, len FROM lex_docs WHERE id{only} ORDER BY doc", [ids]).fetchall()
+    postings = con.execute("SELECT term, doc, tf FROM lex_postings WHERE doc IN (SELECT unnest(?::UBIGINT[]))",
+                           [[d for d, _, _ in docs]]).fetchall()
+    vectors = con.execute(f"SELECT key, id, version, model, dim, vec FROM vectors WHERE id{only} ORDER BY key",
+                          [ids]).fetchall()
+    counts: dict[str, list[int]] = {}
+    dims: dict[str, int] = {}
+    for m, n, top, d in con.execute("SELECT model, count(*), max(key), min(dim) FROM vectors GROUP BY model").fetchall():
+        counts[m] = [int(n), int(top), 0, 0]
+        dims[m] = int(d)
+    for m, n, top in con.execute("SELECT model, count(*), max(key) FROM vectors_dropped GROUP BY model").fetchall():
+        counts.setdefault(m, [0, 0, 0, 0])[2:] = [int(n), int(top)]
     # every vector key given since the build, live or dropped (keys only grow: see search.next_vector_key)
-    rows = con.execute("SELECT key, model FROM vectors WHERE key > ? UNION ALL"
-                       " SELECT key, model FROM vectors_dropped WHERE key > ?", [start["base_top"]] * 2).fetchall()
-    models = {m: i for i, m in enumerate(extras["models"])}
-    arrays["n_key"] = np.array([r[0] for r in rows], dtype=np.uint64)
-    arrays["n_model"] = np.array(_codes([r[1] for r in rows], models), dtype=np.int32)
-    extras["models"] = list(models)
-    return arrays, extras
+    new_keys = con.execute("SELECT key, model FROM vectors WHERE key > ? UNION ALL"
+                           " SELECT key, model FROM vectors_dropped WHERE key > ?", [start["base_top"]] * 2).fetchall()
+    return {
+        "ids": ids, "heads": [list(r) for r in heads],
+        "data": [[i, t, b64(bytes(d)).decode()] for i, t, d in data],
+        "lex_docs": [list(r) for r in docs], "postings": [list(r) for r in postings],
+        "vectors": [[k, i, v, m, d, b64(bytes(x)).decode()] for k, i, v, m, d, x in vectors],
+        "new_keys": [list(r) for r in new_keys], "vector_counts": counts, "dims": dims,
+        "weights": {k: list(w["weights"]) for k, w in feedback.all_weights(con).items()},
+    }
 
 
-def write_delta(store, start: dict | None, got: tuple[dict, dict] | None, token: str, counter: int) -> None:
+def write_delta(store, start: dict | None, doc: dict | None, token: str, counter: int) -> None:
     """After the writer closed its connection (the file's identity is final), still under the
     writer lock: write the delta stamped with the writer's generation, or remove a delta that
     no longer holds. Never fails the write: a delta not written only sends find to DuckDB."""
-    import numpy as np
-
     path = store.path
+    if start is None or doc is None:
+        _unlink(path / DELTA_NAME)
+        return
+    import orjson
+
+    from cortexctl.files import atomic_path
+
     try:
         _clear_temps(path)
-        if start is None or got is None:
+        base = _header_of(path / SNAPSHOT_NAME)
+        if base is None or _mark(base[0]) != start["base"]:
             _unlink(path / DELTA_NAME)
             return
-        arrays, extras = got
-        base_got = _header_of(path / SNAPSHOT_NAME)
-        if base_got is None or _mark(base_got[0]) != start["base"]:
-            _unlink(path / DELTA_NAME)
-            return
-        base = _map(path / SNAPSHOT_NAME, *base_got)
-        if base is None:
-            _unlink(path / DELTA_NAME)
-            return
-        try:  # the docs the base holds for memories newly in the delta, which find leaves out of the base
-            new = sorted(set(i.decode() for i in arrays["x_id"].tolist()) - start["ids"])
-            docs = start["x_doc"]
-            if new:
-                rows, _ = _Part(base)._rows(new)
-                if len(rows):
-                    dead = np.zeros(max(int(base.header["arrays"]["h_id"]["shape"][0]), 1), dtype=np.bool_)
-                    dead[rows] = True
-                    ld_row = base.whole("ld_row")
-                    hit = (ld_row >= 0) & dead[np.where(ld_row >= 0, ld_row, 0)]
-                    docs = np.union1d(docs, base.whole("ld_doc")[hit])
-        finally:
-            base.close()
-        arrays["x_doc"] = np.asarray(docs, dtype=np.uint64)
-        extras["base"] = start["base"]
-        stamp = {"token": token, "counter": counter, "schema_version": _schema_version(), "db": db_identity(path)}
-        write(path / DELTA_NAME, arrays, extras, stamp)
+        body = orjson.dumps({**doc, "format": FORMAT, "base": start["base"], "token": token, "counter": counter,
+                             "schema_version": _schema_version(), "db": db_identity(path)})
+        with atomic_path(path / DELTA_NAME) as tmp:
+            with open(tmp, "wb") as fh:
+                fh.write(DELTA_MAGIC + len(body).to_bytes(8, "little") + zlib.crc32(body).to_bytes(8, "little") + body)
     except Exception:  # noqa: BLE001 - a cache: find reads DuckDB until the next fold
         _unlink(path / DELTA_NAME)
+
+
+class _MemSnap:
+    """A delta's arrays in memory, read through the same calls as a mapped ``Snapshot`` (its bytes
+    were checked whole when the file was read)."""
+
+    def __init__(self, doc: dict) -> None:
+        arrays, extras = _arrays(_DeltaRows(doc))
+        self._a = arrays
+        self.header = {**extras, "arrays": {k: {"shape": list(v.shape)} for k, v in arrays.items()}}
+        self.new_keys = doc["new_keys"]
+
+    def raw(self, name: str):
+        return self._a[name]
+
+    whole = raw
+
+    def span(self, name: str, lo: int, hi: int):
+        return self._a[name][lo:hi]
+
+    def take(self, name: str, rows):
+        return self._a[name][rows]
+
+    def close(self) -> None:
+        self._a = {}
 
 
 # -- answering find ------------------------------------------------------------------------------
@@ -759,13 +890,28 @@ class _Part:
     """One snapshot file as find reads it: the base, less the memories a delta holds (``dead``),
     or the delta itself."""
 
-    def __init__(self, snap: Snapshot, dead_ids: Sequence[str] = (), dead_docs=None) -> None:
+    def __init__(self, snap, dead_ids: Sequence[str] = ()) -> None:
         self.snap, self.h = snap, snap.header
         self.n = int(snap.header["arrays"]["h_id"]["shape"][0])
         self.dead_ids = frozenset(dead_ids)
-        self.dead_docs = dead_docs if dead_docs is not None and len(dead_docs) else None
         self._dead_rows = None
         self._masks: dict = {}
+        self.dead_docs = self._docs_of_dead() if self.dead_ids else None
+
+    def _docs_of_dead(self):
+        """The sorted doc numbers of the rows a delta overrides (None when none)."""
+        import numpy as np
+
+        rows, _ = self._rows(sorted(self.dead_ids), alive=False)
+        if "h_doc" in self.h["arrays"]:
+            docs = self.snap.take("h_doc", rows)
+            docs = docs[docs >= 0].astype(np.uint64)
+        else:  # a snapshot from before h_doc: through doc -> row
+            dead = np.zeros(max(self.n, 1), dtype=np.bool_)
+            dead[rows] = True
+            row = self.snap.whole("ld_row")
+            docs = self.snap.whole("ld_doc")[(row >= 0) & dead[np.where(row >= 0, row, 0)]]
+        return np.unique(docs) if len(docs) else None
 
     # -- heads --------------------------------------------------------------------------------
     def dead_rows(self):
@@ -1061,16 +1207,17 @@ class SnapshotTx:
     writers changed since the build: those memories are answered from the delta, the rest from
     the snapshot); anything they do not hold is read from DuckDB, opened on first need (``_duck``)."""
 
-    def __init__(self, snap: Snapshot, store, delta: Snapshot | None = None) -> None:
-        self.snap, self.store, self.delta = snap, store, delta
+    def __init__(self, snap: Snapshot, store, delta: dict | None = None) -> None:
+        self.snap, self.store = snap, store
         self._stack: ExitStack | None = None
         self._tx = None
-        if delta is None:
+        self.delta = None if delta is None else _MemSnap(delta)
+        if self.delta is None:
             self.parts = [_Part(snap)]
+            self.top = snap.header  # the stamp checked, and the store-wide numbers
         else:
-            dead = [b.decode() for b in delta.whole("x_id").tolist()]
-            self.parts = [_Part(snap, dead, delta.whole("x_doc")), _Part(delta)]
-        self.top = (delta or snap).header  # the stamp checked, and the store-wide numbers
+            self.parts = [_Part(snap, delta["ids"]), _Part(self.delta)]
+            self.top = {**self.delta.header, **{k: delta[k] for k in ("token", "counter", "schema_version", "db")}}
 
     def close(self) -> None:
         if self._stack is not None:
@@ -1186,8 +1333,7 @@ class SnapshotTx:
             return int(live + dropped)
         n = self.parts[0].covered(model, max_key)  # the base's keys; drops since only moved some of them
         if self.delta is not None:  # and the keys given since the build
-            d = self.parts[1]
-            n += int(((d.snap.whole("n_model") == d.model_code(model)) & (d.snap.whole("n_key") <= max_key)).sum())
+            n += sum(1 for k, m in self.delta.new_keys if m == model and k <= max_key)
         return n
 
     def vectors_of_keys(self, keys: Sequence[int], model: str) -> list[tuple[int, str, int]]:

@@ -504,6 +504,21 @@ def test_integrity_queries_name_heads_versions_postings_and_vectors_that_disagre
         assert [(i, v) for i, v, _ in tx.vector_problems()] == [(ident(2), 7)]
 
 
+
+def test_lexical_mismatches_name_only_the_memories_of_the_range_asked_for(storage):
+    put(storage, memory(1), memory(2), memory(3), memory(4))
+    with storage.transaction() as tx:
+        tx.add_postings([(ident(1), [5]), (ident(2), [5, 5]), (ident(3), [6]), (ident(4), [5])])
+    with storage.reading() as tx:
+        # every memory's text should give [5]: 2 has the wrong frequency, 3 the wrong term
+        assert list(tx.lexical_mismatches(lambda t, d: [5], strays=False)) == [
+            (ident(2), "lexical postings do not match the current text"),
+            (ident(3), "lexical postings do not match the current text")]
+        assert [i for i, _ in tx.lexical_mismatches(lambda t, d: [5], after=ident(2), strays=False)] == [ident(3)]
+        assert [i for i, _ in tx.lexical_mismatches(lambda t, d: [5], upto=ident(2), strays=False)] == [ident(2)]
+        assert list(tx.lexical_mismatches(lambda t, d: [5], after=ident(3), upto=ident(4), strays=False)) == []
+
+
 def test_by_memory_gives_each_memorys_journal_head_and_versions_together(storage):
     put(storage, memory(1, versions=2), memory(2))
     with storage.transaction() as tx:
