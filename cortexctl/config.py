@@ -88,6 +88,9 @@ DEFAULTS: dict[str, Any] = {
     "verify": {
         "jobs": 0,  # worker processes for verify (and restore, merge, drill); 0: one per CPU
     },
+    "mcp": {
+        "token_env": "CORTEXCTL_MCP_TOKEN",  # cortexctl mcp --transport http: the bearer token's variable
+    },
 }
 
 # key path -> (python type(s), rule text)
@@ -117,6 +120,7 @@ _RULES: dict[str, tuple[tuple[type, ...], str]] = {
     "pager.min_pattern_successes": ((int,), "must be a whole number from 1 to 1000000"),
     "pager.rules": ((list,), "must be a list of 1 to 50 non-empty texts"),
     "verify.jobs": ((int,), "must be a whole number from 0 (one per CPU) to 256"),
+    "mcp.token_env": ((str,), "must be an environment variable name"),
 }
 
 
@@ -136,7 +140,7 @@ def _flatten(tree: dict, prefix: str = "") -> dict[str, Any]:
     out = {}
     for k, v in tree.items():
         path = f"{prefix}{k}"
-        if isinstance(v, dict) and path in ("embedding", "chat", "backup", "pager", "verify"):
+        if isinstance(v, dict) and path in ("embedding", "chat", "backup", "pager", "verify", "mcp"):
             out.update(_flatten(v, path + "."))
         else:
             out[path] = v

@@ -12,23 +12,19 @@ def find(config, *, near, types, tags, frames, include_tombstoned, k, budget_tok
          verbose, store, actor, wait, json, jsonl) -> None:
     from cortexctl.cli.common import open_cortex
     from cortexctl.cli.output import Output
+    from cortexctl.engine.documents import find_document, split_found
     from cortexctl.engine.models import FindQuery
 
     out = Output(json=json, jsonl=jsonl)
     query = FindQuery(types=types, tags=tags, frames=frames, include_tombstoned=include_tombstoned, k=k, form=form,
                       near=near, budget_tokens=budget_tokens, session=session, summaries=summaries)
-    from cortexctl.engine.models import Note
-
     cx = open_cortex(config, store, actor, wait)
     hits, found = cx.find_with_warnings(query)
-    warnings = [w for w in found if not isinstance(w, Note)]
-    notes = [str(w) for w in found if isinstance(w, Note)]
+    warnings, notes = split_found(found)
     for w in warnings + (notes if verbose else []):
         out.warn(w)
     if out.machine:
-        out.emit_many((h.to_json() for h in hits),
-                      lambda docs: {"count": len(docs), "tokens": sum(h.tokens for h in hits),
-                                    "warnings": warnings, "notes": notes, "results": docs})
+        out.emit_many((h.to_json() for h in hits), lambda docs: find_document(hits, found, docs))
         return
     if out.tty:
         refs = cx.short_refs([h.id for h in hits]) if hits else {}

@@ -35,6 +35,7 @@ ENVIRONMENT = [
      "embedding endpoint settings; no base URL means the built-in hash embedder"),
     ("CORTEXCTL_EMBED_API_KEY", "the embedding API key (the variable embedding.api_key_env names by default)"),
     ("CORTEXCTL_CHAT_BASE_URL, CORTEXCTL_CHAT_MODEL", "chat endpoint settings"),
+    ("CORTEXCTL_MCP_TOKEN", "the bearer token of mcp --transport http (the variable mcp.token_env names by default)"),
     ("CORTEXCTL_DEBUG", "1 shows a traceback on an internal error"),
     ("NO_COLOR", "no colour in terminal output"),
 ]

@@ -33,21 +33,11 @@ def context(config, *, goal, query, budget_tokens, store, actor, wait, json, jso
     _emit(json, jsonl, block, block.warnings)
 
 
-class _Patterns:
-    def __init__(self, goal, found) -> None:
-        self.goal, self.found = goal, found
-
-    def to_json(self) -> dict:
-        return {"goal": self.goal, "count": len(self.found), "patterns": [p.to_json() for p in self.found]}
-
-    def text(self) -> str:
-        return "\n".join(p.text() for p in self.found) if self.found else ""
-
-
 def patterns(config, *, goal, store, actor, wait, json, jsonl) -> None:
     from cortexctl.cli.common import open_cortex
+    from cortexctl.engine.documents import PatternsAnswer
 
-    _emit(json, jsonl, _Patterns(goal, open_cortex(config, store, actor, wait).patterns(goal)))
+    _emit(json, jsonl, PatternsAnswer(goal, open_cortex(config, store, actor, wait).patterns(goal)))
 
 
 JSON_NOTE = "--json is documented in cortexctl(1) and README (fields are only ever added)."

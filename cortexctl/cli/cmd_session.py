@@ -62,10 +62,12 @@ def session_summarize(config, *, session, pending, store, actor, wait, json, jso
     from cortexctl.cli.common import open_cortex
     from cortexctl.cli.output import Output
 
+    from cortexctl.engine.documents import summaries_document
+
     out = Output(json=json, jsonl=jsonl)
     done = open_cortex(config, store, actor, wait).session_summarize(session, pending=pending)
     if out.machine:
-        out.emit_many(iter(done), lambda docs: {"count": len(docs), "summaries": docs})
+        out.emit_many(iter(done), summaries_document)
         return
     for s in done:
         out.line(f"{s['session']} {s['uri']} [{s['category']}] {s['title']}")

@@ -29,6 +29,7 @@ MODULES = (
     "cmd_verify",
     "cmd_backup",
     "cmd_health",
+    "cmd_mcp",
     "cmd_config",
     "cmd_man",
 )

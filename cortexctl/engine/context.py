@@ -22,12 +22,15 @@ class Context:
     """Settings, actor, storage, clock and (built on first use) embedder of one ``Cortex``."""
 
     def __init__(self, settings, storage: Storage, *, clock: Callable[[], datetime] = utcnow,
-                 embedder=None) -> None:
+                 embedder=None, resident: bool = False) -> None:
         self.settings = settings
         self.actor: str = settings.actor
         self.storage = storage
         self.clock = clock  # now, as the naive UTC datetime the store keeps
         self._embedder = embedder
+        # A resident process (``cortexctl mcp``) keeps what is safe between calls here: the index
+        # file's view while the file is the same one (``index.hnsw.open_view``). None: keep nothing.
+        self.resident: dict | None = {} if resident else None
         self._open: list[list] = []  # [tx, its Viewer or None] of the views open, innermost last
 
     def viewer_for(self, tx: Tx) -> Viewer:

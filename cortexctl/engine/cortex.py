@@ -34,9 +34,14 @@ class Cortex:
         wait: float | None = None,
         config: str | os.PathLike | None = None,
         settings: config_mod.Settings | None = None,
+        resident: bool = False,
     ) -> None:
+        """``resident``: for a long-lived process making many calls (``cortexctl mcp``): keep the
+        index file's view and the search snapshot's mapping between calls while they are the same
+        files (each call still opens and closes the store, and sees every other process's writes)."""
         settings = settings or config_mod.load(config_path=config, store=store, actor=actor, wait=wait)
-        self.context = Context(settings, Store(settings.store, wait=settings.wait))
+        self.context = Context(settings, Store(settings.store, wait=settings.wait, resident=resident),
+                               resident=resident)
 
     @property
     def settings(self) -> config_mod.Settings:

@@ -459,11 +459,11 @@ def search(ctx: Context, tx: Tx, query_vec, filters: Filters, n: int, *,
                     f"from {model} have {have} (run: cortexctl reindex)")
     total = tx.count_heads()
     if exact or total <= EXACT_MAX or (filters.narrow and tx.count_heads(filters) <= EXACT_MAX):
-        return _exact(tx, filters, model, dim, q, n, store=None if exact else store), None
+        return _exact(tx, filters, model, dim, q, n, store=None if exact else store, cache=ctx.resident), None
     rec, why = index_state(tx, store, model, dim)
     if why != "ok" or rec is None:
         raise IndexUnusable(why)
-    index = hnsw.open_view(index_path(store), hnsw.Fingerprint.from_json(rec.fingerprint))
+    index = hnsw.open_view(index_path(store), hnsw.Fingerprint.from_json(rec.fingerprint), ctx.resident)
     if index is None:
         raise IndexUnusable("file changed or damaged")
     found: dict[str, float] = {}
@@ -493,7 +493,7 @@ def search(ctx: Context, tx: Tx, query_vec, filters: Filters, n: int, *,
     return ranked, None
 
 
-def _exact(tx: Tx, filters: Filters, model, dim, q, n, *, store=None) -> list[tuple[str, float]]:
+def _exact(tx: Tx, filters: Filters, model, dim, q, n, *, store=None, cache=None) -> list[tuple[str, float]]:
     """The ``n`` nearest of every candidate's vector, compared one by one (ties by ID).
 
     A backend that knows the candidates' vector keys cheaply (the search snapshot) gives
@@ -512,7 +512,7 @@ def _exact(tx: Tx, filters: Filters, model, dim, q, n, *, store=None) -> list[tu
         if why == "ok" and rec is not None and int(keys.max()) <= rec.max_key:
             from cortexctl.index import hnsw
 
-            index = hnsw.open_view(index_path(store), hnsw.Fingerprint.from_json(rec.fingerprint))
+            index = hnsw.open_view(index_path(store), hnsw.Fingerprint.from_json(rec.fingerprint), cache)
             # only an f32 file holds the store's own vectors; an f16 one would round the similarities
             mat = None if index is None or not hnsw.lossless(index) else hnsw.vectors(index, keys)
     if mat is None:

@@ -153,9 +153,28 @@ def _restore(path: Path, expected: Fingerprint, *, view: bool):
     return index
 
 
-def open_view(path: Path, expected: Fingerprint):
-    """The index memory-mapped read-only, or None when the file cannot be trusted."""
-    return _restore(path, expected, view=True)
+def open_view(path: Path, expected: Fingerprint, cache: dict | None = None):
+    """The index memory-mapped read-only, or None when the file cannot be trusted.
+
+    ``cache`` (a resident process's, e.g. ``cortexctl mcp``): the view opened last is kept there
+    and given again while the file is the same one (inode, size and mtime) and the store still
+    expects the same fingerprint. The file is only ever replaced whole (``save_atomic``), never
+    rewritten in place, so a kept view always maps the content that was checked."""
+    if cache is None:
+        return _restore(path, expected, view=True)
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    key = (str(path), st.st_ino, st.st_size, st.st_mtime_ns, expected)
+    kept = cache.get("index_view")
+    if kept is not None and kept[0] == key:
+        return kept[1]
+    cache.pop("index_view", None)
+    index = _restore(path, expected, view=True)
+    if index is not None:
+        cache["index_view"] = (key, index)
+    return index
 
 
 def open_mutable(path: Path, expected: Fingerprint):

@@ -55,8 +55,11 @@ class Store:
     connection, for this room and for tools that inspect the file.
     """
 
-    def __init__(self, path: str | os.PathLike, *, wait: float = DEFAULT_WAIT) -> None:
+    def __init__(self, path: str | os.PathLike, *, wait: float = DEFAULT_WAIT, resident: bool = False) -> None:
         self.path = Path(path).expanduser()
+        # resident: the search snapshot's mappings kept between calls while the files are the same
+        # (``snapshot.open_current``); None keeps nothing.
+        self.maps: dict | None = {} if resident else None
         self.wait = max(0.0, float(wait))
         self.db_path = self.path / DB_NAME
         self.lock_path = self.path / LOCK_NAME
@@ -280,7 +283,7 @@ class Store:
         self.check_path()
         if not self.exists():
             raise NoStore(f"no store at {self.path}")
-        pair = snapshot.open_current(self.path)
+        pair = snapshot.open_current(self.path, self.maps)
         if pair is None:
             with self.reading() as tx:
                 yield tx

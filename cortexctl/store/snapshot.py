@@ -164,8 +164,11 @@ class Snapshot:
         self._crcs = crcs  # one CRC-32 per BLOCK of the data region
         self._ok = np.zeros(len(crcs) + 1, dtype=np.bool_)  # blocks checked so far
         self._arrays: dict[str, Any] = {}
+        self.kept = False  # held by a resident process's cache (``open_current``): close() leaves it open
 
     def close(self) -> None:
+        if self.kept:
+            return
         self._arrays.clear()
         try:
             self._mm.close()
@@ -306,24 +309,45 @@ def _stamp_ok(store_path: Path, header: dict) -> bool:
         and header.get("db") == db_identity(store_path)
 
 
-def _map(path: Path, header: dict, start: int) -> Snapshot | None:
+def _map(path: Path, header: dict, start: int, cache: dict | None = None) -> Snapshot | None:
+    """The file mapped, for the header read from it. With ``cache`` (a resident process's), the
+    mapping made last for this path is given again while the file is the same one (inode, size,
+    mtime and header CRC): a snapshot file is only ever replaced whole (written beside and
+    renamed), so a kept mapping keeps the blocks it has checked."""
     import numpy as np
 
+    key = None
     try:
         fd = os.open(path, os.O_RDONLY)
         try:
+            if cache is not None:
+                st = os.fstat(fd)
+                key = (st.st_ino, st.st_size, st.st_mtime_ns, header["_crc"])
+                kept = cache.get(str(path))
+                if kept is not None and kept[0] == key:
+                    return kept[1]
             mm = mmap.mmap(fd, 0, prot=mmap.PROT_READ)
         finally:
             os.close(fd)
     except (OSError, ValueError):
         return None
+    if cache is not None:
+        cache.pop(str(path), None)
+        if len(mm) < 24 or int.from_bytes(mm[16:24], "little") != header["_crc"]:
+            mm.close()  # replaced between reading the header and opening it: not this call's file
+            return None
     crcs = np.frombuffer(bytes.fromhex(header["crcs"]), dtype="<u4")
-    return Snapshot(path, header, mm, start, crcs)
+    snap = Snapshot(path, header, mm, start, crcs)
+    if cache is not None:
+        snap.kept = True
+        cache[str(path)] = (key, snap)
+    return snap
 
 
-def open_current(store_path: Path) -> tuple[Snapshot, dict | None] | None:
+def open_current(store_path: Path, cache: dict | None = None) -> tuple[Snapshot, dict | None] | None:
     """(snapshot, None) when the snapshot is current for the store (see the module docstring),
-    (snapshot, the delta's document) when a current delta completes it, else None."""
+    (snapshot, the delta's document) when a current delta completes it, else None. ``cache``:
+    the snapshot's mapping kept between calls by a resident process (see ``_map``)."""
     path = store_path / SNAPSHOT_NAME
     got = _header_of(path)
     if got is None:
@@ -334,7 +358,7 @@ def open_current(store_path: Path) -> tuple[Snapshot, dict | None] | None:
         delta = _delta_doc(store_path, header)
         if delta is None:
             return None
-    base = _map(path, header, start)
+    base = _map(path, header, start, cache=cache)
     return None if base is None else (base, delta)
 
 
