@@ -103,3 +103,33 @@ def test_without_the_sdk_mcp_says_how_to_install_it(tmp_path, store):
     assert_clean_error(run, 2)
     assert "pip install 'cortexctl[mcp]'" in run.err
     assert not store.exists()
+
+
+def test_a_sub_agent_server_sees_what_its_grant_covers_and_nothing_private(tmp_path):
+    """`cortexctl mcp --actor SUBAGENT`: the granter's scoped memories a live grant covers reach the
+    sub-agent's find, show and context tools; the granter's private ones and uncovered scoped ones
+    never do, and a revoke takes effect on the server's next call."""
+    store, env = tmp_path / "store", isolated_env(tmp_path / "home")
+
+    def cli(*args):
+        run = run_process(store, *args, "--store", store, env=env, use_store=False)
+        assert run.code == 0, run
+        return run.out
+
+    def write(text, *extra):
+        return orjson.loads(cli("write", "fact", text, "--actor", "alice", "--json", *extra))["id"]
+
+    covered = write("orchid greenhouse watering schedule", "--visibility", "scoped", "--tag", "garden")
+    uncovered = write("orchid tax filing deadline", "--visibility", "scoped", "--tag", "finance")
+    private = write("orchid private diary note", "--tag", "garden")
+    grant = orjson.loads(cli("grant", "helper", "--tag", "garden", "--actor", "alice", "--json"))
+    with McpServer(store, actor="helper", env=env) as helper:
+        found = {r["id"] for r in helper.call("find", {"near": "orchid", "k": 20}).structured_content["results"]}
+        assert found == {covered}
+        assert not helper.call("show", {"ref": covered}).is_error
+        for hidden in (uncovered, private):
+            assert helper.call("show", {"ref": hidden}).is_error
+        context = json.dumps(helper.call("context", {"goal": "orchid"}).structured_content)
+        assert covered in context and uncovered not in context and private not in context
+        cli("revoke", grant["id"], "--actor", "alice")
+        assert helper.call("find", {"near": "orchid", "k": 20}).structured_content["results"] == []
