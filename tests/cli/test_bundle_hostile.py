@@ -20,8 +20,8 @@ from tests.conftest import assert_clean_error, assert_store_verifies
 
 META = "bundle-meta.json"
 MANIFEST = "manifest.json"
-TABLES = ("checkpoints", "frames", "heads", "journal", "learned_weights", "lex_docs", "lex_postings", "vectors",
-          "versions")
+TABLES = ("checkpoints", "frames", "grants", "heads", "journal", "learned_weights", "lex_docs", "lex_postings",
+          "vectors", "versions")
 MEMBERS = (META, MANIFEST) + tuple(f"{t}.parquet" for t in TABLES)
 PASSPHRASE = "hunter2 correct horse battery staple 7f3a"
 
@@ -36,6 +36,7 @@ def _fill(cx: Cortex) -> None:
     cx.forget(gone.uri, reason="rotated")
     cx.attest("i1", "success", [a.uri])
     cx.compact("i1", "s1", 500, [a.uri, b.uri])
+    cx.grant("helper", tags=["ops"])
 
 
 @pytest.fixture(scope="module")
