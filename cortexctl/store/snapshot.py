@@ -741,19 +741,26 @@ def _clear_temps(store_path: Path) -> None:
 DELTA_MAGIC = b"CXDELT01"
 
 
+def _delta_body(raw: bytes) -> bytes | None:
+    """The JSON of a delta file's bytes when its magic, length and CRC are right."""
+    if len(raw) < 24 or raw[:8] != DELTA_MAGIC or int.from_bytes(raw[8:16], "little") != len(raw) - 24 \
+            or zlib.crc32(raw[24:]) != int.from_bytes(raw[16:24], "little"):
+        return None
+    return raw[24:]
+
+
 def _delta_doc(store_path: Path, base: dict) -> dict | None:
     """The delta's document when the file is whole (length, CRC), current and built on ``base``."""
     import orjson
 
     try:
-        raw = (store_path / DELTA_NAME).read_bytes()
+        body = _delta_body((store_path / DELTA_NAME).read_bytes())
     except OSError:
         return None
-    if len(raw) < 24 or raw[:8] != DELTA_MAGIC or int.from_bytes(raw[8:16], "little") != len(raw) - 24 \
-            or zlib.crc32(raw[24:]) != int.from_bytes(raw[16:24], "little"):
+    if body is None:
         return None
     try:
-        doc = orjson.loads(raw[24:])
+        doc = orjson.loads(body)
     except orjson.JSONDecodeError:
         return None
     if not isinstance(doc, dict) or doc.get("format") != FORMAT or doc.get("base") != _mark(base) \
@@ -770,8 +777,7 @@ def _delta_problem(store_path: Path) -> str | None:
         return None
     except OSError as exc:
         return f"search snapshot delta {DELTA_NAME}: {exc.strerror}"
-    if len(raw) < 24 or raw[:8] != DELTA_MAGIC or int.from_bytes(raw[8:16], "little") != len(raw) - 24 \
-            or zlib.crc32(raw[24:]) != int.from_bytes(raw[16:24], "little"):
+    if _delta_body(raw) is None:
         return f"search snapshot delta {DELTA_NAME} is truncated or damaged"
     return None
 
@@ -1404,8 +1410,6 @@ class SnapshotTx:
         return int(live), int(top), self.model_dim(model)
 
     def covered(self, model: str, max_key: int) -> int:
-        import numpy as np
-
         live, top, dropped, top_dropped = self.top["vector_counts"].get(model, (0, 0, 0, 0))
         if max_key >= max(top, top_dropped):
             return int(live + dropped)

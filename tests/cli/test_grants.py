@@ -110,28 +110,35 @@ def test_a_sub_agent_cannot_change_what_it_sees_through_a_grant(cli, store):
     assert cli("show", ids["fact_ops"], "--actor", "alice", "--json").json()["version"] == 1
 
 
-def test_a_sub_agents_find_is_answered_from_the_snapshot(store, monkeypatch):
+@pytest.fixture
+def views(monkeypatch) -> list[str]:
+    """The views each find searched, in order: "searching" (the snapshot may answer), then
+    "reading" when it fell back to DuckDB alone."""
     from cortexctl.engine import find
+
+    seen: list[str] = []
+    real = find._search_in
+
+    def spy(view, *args, **kwargs):
+        seen.append(view.__name__)
+        return real(view, *args, **kwargs)
+
+    monkeypatch.setattr(find, "_search_in", spy)
+    return seen
+
+
+def test_a_sub_agents_find_is_answered_from_the_snapshot(store, views):
     from cortexctl.engine.models import FindQuery
 
     ids = _setup(store, "by tag")
     Cortex(store=store, actor="alice").reindex()
-    views: list[str] = []
-    real = find._search_in
-
-    def spy(view, *args, **kwargs):
-        views.append(view.__name__)
-        return real(view, *args, **kwargs)
-
-    monkeypatch.setattr(find, "_search_in", spy)
     bob = Cortex(store=store, actor="bob")
     assert {h.id for h in bob.find(FindQuery(near="orchid", k=20))} == {ids["fact_ops"], ids["goal_ops"]}
     assert views == ["searching"]  # no fallback to DuckDB alone
 
 
-def test_a_snapshot_without_the_scoped_array_sends_a_grant_holder_to_duckdb(store, monkeypatch):
+def test_a_snapshot_without_the_scoped_array_sends_a_grant_holder_to_duckdb(store, monkeypatch, views):
     """A snapshot built before grants does not say which memories are scoped: find answers from DuckDB."""
-    from cortexctl.engine import find
     from cortexctl.engine.models import FindQuery
 
     ids = _setup(store, "by tag")
@@ -146,14 +153,6 @@ def test_a_snapshot_without_the_scoped_array_sends_a_grant_holder_to_duckdb(stor
     Cortex(store=store, actor="alice").reindex()
     monkeypatch.setattr(snapshot, "collect", real_collect)
     assert snapshot.state(store) == "current"
-    views: list[str] = []
-    real = find._search_in
-
-    def spy(view, *args, **kwargs):
-        views.append(view.__name__)
-        return real(view, *args, **kwargs)
-
-    monkeypatch.setattr(find, "_search_in", spy)
     bob = Cortex(store=store, actor="bob")
     assert {h.id for h in bob.find(FindQuery(near="orchid", k=20))} == {ids["fact_ops"], ids["goal_ops"]}
     assert views == ["searching", "reading"]
