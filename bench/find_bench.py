@@ -76,7 +76,7 @@ def hnsw_recall(store: Path, samples: int = 200, k: int = 10) -> dict:
     import numpy as np
 
     from cortexctl import Cortex
-    from cortexctl.engine import semantic
+    from cortexctl.store import vector_index as semantic
     from cortexctl.index import hnsw
 
     cx = Cortex(store=store, actor="bench")

@@ -618,9 +618,9 @@ def _verify(ctx: Context):
 
 def _context_at(ctx: Context, path: Path) -> Context:
     from cortexctl.engine.context import Context
-    from cortexctl.store.db import Store
+    from cortexctl.store import open_storage
 
-    return Context(ctx.settings, Store(path, wait=ctx.storage.wait), clock=ctx.clock, embedder=ctx.embedder)
+    return Context(ctx.settings, open_storage(path, wait=ctx.storage.wait), clock=ctx.clock, embedder=ctx.embedder)
 
 
 def _replace(ctx: Context, b: Opened, progress: Progress | None, *, build_index: bool = True) -> None:
@@ -680,13 +680,13 @@ def drill(settings, path: str | os.PathLike, *, clock=None, progress: Progress |
     """Restore into a throwaway store, verify it, compare it with the bundle; remove it."""
     from cortexctl.engine.context import Context
     from cortexctl.store import bundle as sb
-    from cortexctl.store.db import Store
+    from cortexctl.store import open_storage
 
     started = time.monotonic()
     tmp = Path(tempfile.mkdtemp(prefix="cortexctl-drill-"))
     try:
         with opened(path, passphrase=passphrase(settings)) as b:
-            ctx = Context(settings, Store(tmp / "store"), **({"clock": clock} if clock else {}))
+            ctx = Context(settings, open_storage(tmp / "store"), **({"clock": clock} if clock else {}))
             _replace(ctx, b, progress, build_index=False)
             problems = [f"{p.check}: {p.message}" for p in _verify(ctx).problems]
             with ctx.storage.reading() as tx:

@@ -22,15 +22,12 @@ class Context:
     """Settings, actor, storage, clock and (built on first use) embedder of one ``Cortex``."""
 
     def __init__(self, settings, storage: Storage, *, clock: Callable[[], datetime] = utcnow,
-                 embedder=None, resident: bool = False) -> None:
+                 embedder=None) -> None:
         self.settings = settings
         self.actor: str = settings.actor
         self.storage = storage
         self.clock = clock  # now, as the naive UTC datetime the store keeps
         self._embedder = embedder
-        # A resident process (``cortexctl mcp``) keeps what is safe between calls here: the index
-        # file's view while the file is the same one (``index.hnsw.open_view``). None: keep nothing.
-        self.resident: dict | None = {} if resident else None
         self._open: list[list] = []  # [tx, its Viewer or None] of the views open, innermost last
 
     def viewer_for(self, tx: Tx) -> Viewer:
@@ -77,7 +74,7 @@ class Context:
 
     def no_store(self) -> NotFound:
         """The error of every command that reads a store that does not exist (only writes create one)."""
-        return NotFound(f"no store at {self.storage.path}",
+        return NotFound(f"no store at {self.storage.location}",
                         hint="check --store, CORTEXCTL_STORE and the config; a write creates a store")
 
     def require_store(self) -> None:
@@ -87,11 +84,12 @@ class Context:
             raise self.no_store()
 
     @contextmanager
-    def transaction(self, *, existing: bool = False) -> Iterator[Tx]:
-        """A write transaction; with ``existing``, NotFound when there is no store yet (none is made)."""
+    def transaction(self, *, existing: bool = False, bulk: bool = False) -> Iterator[Tx]:
+        """A write transaction; with ``existing``, NotFound when there is no store yet (none is made).
+        ``bulk``: one of a bulk load's transactions (``Storage.transaction``)."""
         if existing:
             self.require_store()
-        with self.storage.transaction() as tx, self._seeing(tx):
+        with self.storage.transaction(bulk=bulk) as tx, self._seeing(tx):
             yield tx
 
     @contextmanager

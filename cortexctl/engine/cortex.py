@@ -20,7 +20,8 @@ from cortexctl import config as config_mod
 from cortexctl.engine import memories
 from cortexctl.engine.context import Context
 from cortexctl.engine.models import FindHit, FindQuery, HeadResult, Memory, VersionInfo, WriteResult
-from cortexctl.store.db import Store
+from cortexctl.store import open_storage
+from cortexctl.store.interface import Storage
 
 
 class Cortex:
@@ -40,8 +41,7 @@ class Cortex:
         index file's view and the search snapshot's mapping between calls while they are the same
         files (each call still opens and closes the store, and sees every other process's writes)."""
         settings = settings or config_mod.load(config_path=config, store=store, actor=actor, wait=wait)
-        self.context = Context(settings, Store(settings.store, wait=settings.wait, resident=resident),
-                               resident=resident)
+        self.context = Context(settings, open_storage(settings.store, wait=settings.wait, resident=resident))
 
     @property
     def settings(self) -> config_mod.Settings:
@@ -52,7 +52,7 @@ class Cortex:
         return self.context.actor
 
     @property
-    def store(self) -> Store:
+    def store(self) -> Storage:
         """The store (its ``path``; ``read()`` gives a raw connection, for tools and tests)."""
         return self.context.storage
 

@@ -20,7 +20,6 @@ from __future__ import annotations
 import os
 import time
 from datetime import datetime, timezone
-from pathlib import Path
 from typing import Callable
 from urllib.parse import urlsplit
 
@@ -69,14 +68,6 @@ def _host(url: str | None) -> str | None:
     return f"{parts.scheme}://{'[' + host + ']' if ':' in host else host}{port}"
 
 
-def _store_size(path: Path) -> int:
-    try:
-        return sum(e.stat(follow_symlinks=False).st_size for e in os.scandir(path)
-                   if e.is_file(follow_symlinks=False))
-    except OSError:
-        return 0
-
-
 def report(load_settings: Callable[[], object], *, probe: bool = True) -> dict:
     """The healthcheck payload. ``load_settings`` is called here so a bad config is reported, not raised."""
     from cortexctl import __version__
@@ -92,9 +83,9 @@ def report(load_settings: Callable[[], object], *, probe: bool = True) -> dict:
         f.add(UNHEALTHY, f"the configuration cannot be used: {exc.message}")
         return _close(doc, f)
     from cortexctl.engine.context import Context
-    from cortexctl.store.db import Store
+    from cortexctl.store import storage_for
 
-    ctx = Context(settings, Store(settings.store, wait=settings.wait))
+    ctx = Context(settings, storage_for(settings))
     doc["topology"] = {"mode": "embedded", "coordinates": str(settings.store),
                        "resolved_via": settings.sources.get("store", "default")}
     doc["identity"] = {"actor": settings.actor, "source": settings.sources.get("actor", "default")}
@@ -151,44 +142,36 @@ def _embedding(ctx, doc: dict, f: _Findings, probe: bool):
 
 
 def _store(ctx, doc: dict, f: _Findings, embedder) -> None:
-    from cortexctl.engine import semantic
     from cortexctl.memory.types import TYPE_NAMES
 
-    path = ctx.storage.path
-    block: dict = {"path": str(path), "exists": ctx.storage.exists(), "size_bytes": _store_size(path)}
+    storage = ctx.storage
+    path = storage.location
+    block: dict = {"path": path, "exists": storage.exists(), "size_bytes": storage.size_bytes()}
     doc["store"] = block
-    doc["index"] = {"path": str(semantic.index_path(ctx.storage)), "exists": semantic.index_path(ctx.storage).is_file(),
-                    "count": None, "model": None, "dimension": None, "consistent": None, "state": None}
+    model = embedder.model if embedder is not None else None
+    doc["index"] = storage.index_health(None)
     if not block["exists"]:
         f.add(UNHEALTHY, f"no store at {path} (a write creates one; check --store, CORTEXCTL_STORE and the config)")
         return
     try:
-        with ctx.storage.reading() as tx:
+        with storage.reading() as tx:
             counts = tx.health_counts()
             block.update(schema_version=counts["schema_version"],
                          memories=sum(counts["by_type"].values()),
                          by_type={TYPE_NAMES.get(code, str(code)): n for code, n in sorted(counts["by_type"].items())},
                          tombstoned=counts["tombstoned"], versions=counts["versions"],
                          journal_entries=tx.journal_bounds()[0], pending_embeddings=None)
-            if embedder is not None:
-                model = embedder.model
+            if model is not None:
                 block["pending_embeddings"] = tx.count_pending(model)
-                n, _max_key, dim = tx.vector_stats(model)
-                rec, why = semantic.index_state(tx, ctx.storage, model, dim)
-                small = why == "missing" and n < semantic.FOLD_AT  # a small store is searched exactly
-                doc["index"].update(count=rec.count if rec else 0, model=rec.model if rec else model,
-                                    dimension=rec.dim if rec else dim,
-                                    state="not built yet (searched exactly)" if small else why,
-                                    consistent=why == "ok" or small or not n)
+        if model is not None:
+            doc["index"] = storage.index_health(model)
     except CortexError as exc:
         f.add(UNHEALTHY, f"the store cannot be read: {exc.message}")
         return
     except Exception as exc:  # a damaged file can fail in ways DuckDB does not classify
         f.add(UNHEALTHY, f"the store cannot be read: {str(exc).splitlines()[0][:200]}")
         return
-    # The search snapshot is a cache: stale or damaged only makes find read DuckDB (slower, same answers).
-    problem = ctx.storage.snapshot_problem()
-    doc["snapshot"] = {"state": "damaged" if problem else ctx.storage.snapshot_state(), "problem": problem}
+    doc["snapshot"] = storage.cache_health()
     if block.get("pending_embeddings"):
         f.add(DEGRADED, f"{block['pending_embeddings']} memories wait for their embedding (cortexctl reindex)")
     if doc["index"]["consistent"] is False:

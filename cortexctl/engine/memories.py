@@ -171,7 +171,7 @@ def _after_write(ctx: Context, warnings: list[str], last_key: int, catch_up: boo
         if catch_up:
             semantic.embed_pending(ctx, limit=semantic.LAZY_PENDING, warnings=[])
         if last_key:
-            semantic.maybe_fold(ctx, last_key)
+            ctx.storage.after_vectors(ctx.embedder.model, last_key)
     except CortexError:
         pass
 

@@ -63,13 +63,13 @@ def _preflight(ctx: Context, b: Opened) -> None:
     from cortexctl.engine.context import Context as Ctx
     from cortexctl.engine.verify import verify
     from cortexctl.store import bundle as sb
-    from cortexctl.store.db import Store
+    from cortexctl.store import open_storage
 
     tmp = Path(tempfile.mkdtemp(prefix="cortexctl-merge-"))
     try:
         (tmp / "store").mkdir(mode=0o700)
         sb.build_store(tmp / "store" / "cortex.duckdb", b.files, b.meta["schema_version"])
-        report = verify(Ctx(ctx.settings, Store(tmp / "store"), clock=ctx.clock, embedder=ctx.embedder))
+        report = verify(Ctx(ctx.settings, open_storage(tmp / "store"), clock=ctx.clock, embedder=ctx.embedder))
         if not report.ok:
             p = report.problems[0]
             raise IntegrityError(f"the bundle does not verify as a store ({p.check}: {p.message}); nothing written")

@@ -661,12 +661,10 @@ def _write_chunks(ctx: Context, spill: _Spill, problems: list[LineProblem], n_go
     index = None
     builder = None
     if n_good:
-        from cortexctl.engine import semantic
-
-        builder = semantic.IndexBuilder(ctx)  # the index grows in the background, batch by batch
-        # The checking pass made the vectors, postings and payloads: this thread only reads chunks
-        # back and hands them on, so the index may use every core beside DuckDB's writer.
-        builder.threads = _workers()
+        # The index may grow batch by batch. The checking pass made the vectors, postings and
+        # payloads: this thread only reads chunks back and hands them on, so the index may use
+        # every core beside the store's writer.
+        builder = ctx.storage.index_loader(ctx.embedder.model, threads=_workers())
     writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="cortexctl-import")
     running = None  # (future, batch) of the batch being committed
     number = done_before = 0  # batches and memories handed to the writer
@@ -714,7 +712,7 @@ def _write_chunks(ctx: Context, spill: _Spill, problems: list[LineProblem], n_go
         settle()
         if done:
             try:
-                index = semantic.fold(ctx, built=builder)  # one index build (or fold) for the whole import
+                index = ctx.storage.update_index(ctx.embedder.model, loader=builder)  # once for the whole import
             except (CortexError, OSError) as err:  # every memory is in; only the cache lags
                 detail = err.message if isinstance(err, CortexError) else (err.strerror or type(err).__name__)
                 warnings.append(f"index file not brought up to date ({detail}); run: cortexctl reindex")
@@ -783,14 +781,12 @@ def _commit_batch(ctx: Context, batch: list[Prepared], ready: _Ready,
 
     The stored vectors are (last key, ids, versions, matrix), or None when none were stored.
     IDs are checked again inside the transaction (another import may have won). Unless
-    ``compact``, the storage is left as written (see ``Tx.defer_compaction``).
+    ``compact``, the transaction is a bulk one (``Storage.transaction(bulk=True)``).
     """
     from cortexctl.engine import semantic
 
     vectors = ready.vectors
-    with ctx.transaction() as tx:
-        if not compact:
-            tx.defer_compaction()
+    with ctx.transaction(bulk=not compact) as tx:
         taken = tx.existing_ids([p.head["id"] for p in batch])
         if taken:
             clash = [LineProblem(p.line, f"memory {p.head['id']} {ALREADY_STORED}")

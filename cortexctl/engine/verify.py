@@ -35,7 +35,7 @@ import operator
 import os
 from typing import TYPE_CHECKING
 
-from cortexctl.engine import replay, salience, semantic
+from cortexctl.engine import replay, salience
 from cortexctl.engine.models import Problem, VerifyReport
 from cortexctl.errors import CortexError, IntegrityError, NotFound, UsageError
 from cortexctl.memory import codec
@@ -73,7 +73,7 @@ def verify(ctx: Context, jobs: int | None = None) -> VerifyReport:
         with store.reading() as tx:
             return _verify(tx, store, ctx.embedder.model, int(jobs))
     except NoStore:
-        raise NotFound(f"no store at {store.path}") from None
+        raise NotFound(f"no store at {store.location}") from None
 
 
 class _Problems:
@@ -116,7 +116,7 @@ def _verify(tx: Tx, store, model: str, jobs: int) -> VerifyReport:
         results = (_check_range(tx, after, upto, part, BATCH) for (after, upto), part in zip(ranges, parts))
     else:
         pool = _Workers(min(jobs, len(ranges)))
-        results = pool.run([(str(store.path), after, upto, part, BATCH, store.wait)
+        results = pool.run([(store.location, after, upto, part, BATCH, store.wait)
                             for (after, upto), part in zip(ranges, parts)])
     try:
         # the checks over the whole store, while the workers go through their ranges
@@ -144,7 +144,7 @@ def _verify(tx: Tx, store, model: str, jobs: int) -> VerifyReport:
             tail.add("lexical", problem, memory_uri(id_))
         for id_, version, problem in tx.vector_problems():
             tail.add("vectors", problem, memory_uri(id_, version))
-        for message in semantic.verify_index(tx, store, model):
+        for message in tx.index_problems(model):
             tail.add("index", message)
         memories = heads
 
@@ -177,7 +177,7 @@ def _verify(tx: Tx, store, model: str, jobs: int) -> VerifyReport:
         if len(rows) == n and salience.profile([rows[i] for i in range(n)]) != stamped:
             p.add("replay", f"journal entry {seq + 1} (learn_weights) stamps a factor profile that the "
                             "replayed memories do not give")
-    report = VerifyReport(store=str(store.path), memories=memories, versions=n_versions,
+    report = VerifyReport(store=store.location, memories=memories, versions=n_versions,
                           journal=n_journal, problems=p.close())
     search = _Problems()
     search.extend(lexical)
@@ -324,9 +324,9 @@ def check_range(path: str, after: str | None, upto: str | None, attested: Attest
                 wait: float) -> _RangeResult:
     """A worker process's share: the per-memory checks over IDs in ``(after, upto]``, on a
     read-only connection of its own (many processes may read a store at once)."""
-    from cortexctl.store.db import Store
+    from cortexctl.store import open_storage
 
-    store = Store(path, wait=wait)
+    store = open_storage(path, wait=wait)
     with store.reading() as tx:
         return _check_range(tx, after, upto, attested, batch)
 

@@ -1,7 +1,33 @@
 """The store room: the only importer of duckdb and the only holder of SQL.
 
-``interface`` is what the engine sees (the ``Storage`` and ``Tx`` protocols, ``Filters``,
-``Scoring``); ``db`` (``Store``: locks, waiting, opening) and ``duck`` (``DuckTx``) are the
-DuckDB backend, running the queries of ``records``, ``search``, ``feedback`` and
-``integrity``; ``migrations`` makes the schema current.
+``interface`` is what the engine sees (the capability protocols that make up ``Tx``,
+``Storage``, ``Filters``, ``Scoring``), and ``open_storage`` below is the one place a
+backend is built. The DuckDB backend: ``db`` (``Store``: locks, waiting, opening) and
+``duck`` (``DuckTx``) run the queries of ``records``, ``search``, ``feedback``, ``grants``
+and ``integrity``; ``lexical`` ranks by words over its postings, ``vector_index`` keeps
+the HNSW file beside it and searches it, ``snapshot`` is find's read cache, ``bundle``
+reads and writes bundles' Parquet members; ``migrations`` makes the schema current.
 """
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from cortexctl.store.interface import Storage
+
+DEFAULT_WAIT = 5.0  # seconds a command waits for a busy store (``--wait``)
+
+
+def open_storage(location, *, wait: float = DEFAULT_WAIT, resident: bool = False) -> Storage:
+    """The one place a backend is chosen and built: the ``Storage`` at ``location`` (a store
+    directory). ``wait``: seconds to wait for a busy store; ``resident``: a long-lived process
+    (``cortexctl mcp``) that may keep read caches between calls. Nothing is opened yet."""
+    from cortexctl.store.db import Store
+
+    return Store(location, wait=wait, resident=resident)
+
+
+def storage_for(settings, *, resident: bool = False) -> Storage:
+    """``open_storage`` for the settings' store (``store``, ``wait``)."""
+    return open_storage(settings.store, wait=settings.wait, resident=resident)

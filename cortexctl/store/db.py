@@ -57,15 +57,27 @@ class Store:
 
     def __init__(self, path: str | os.PathLike, *, wait: float = DEFAULT_WAIT, resident: bool = False) -> None:
         self.path = Path(path).expanduser()
-        # resident: the search snapshot's mappings kept between calls while the files are the same
-        # (``snapshot.open_current``); None keeps nothing.
+        # resident: the search snapshot's mappings and the index file's view kept between calls
+        # while the files are the same (``snapshot.open_current``, ``hnsw.open_view``); None keeps nothing.
         self.maps: dict | None = {} if resident else None
         self.wait = max(0.0, float(wait))
         self.db_path = self.path / DB_NAME
         self.lock_path = self.path / LOCK_NAME
         self._held = False  # this process holds the writer lock (inside ``exclusive``)
 
+    @property
+    def location(self) -> str:
+        return str(self.path)
+
     # -- state ---------------------------------------------------------------
+    def size_bytes(self) -> int:
+        """The bytes the store's directory holds (its files, not below)."""
+        try:
+            return sum(e.stat(follow_symlinks=False).st_size for e in os.scandir(self.path)
+                       if e.is_file(follow_symlinks=False))
+        except OSError:
+            return 0
+
     def exists(self) -> bool:
         return self.db_path.is_file()
 
@@ -243,11 +255,12 @@ class Store:
         from cortexctl.store.duck import DuckTx
 
         with self.read() as con:
-            yield DuckTx(con)
+            yield DuckTx(con, self)
 
     @contextmanager
-    def transaction(self) -> Iterator[DuckTx]:
-        """A ``DuckTx`` in one transaction: committed at the end, rolled back when the block raises."""
+    def transaction(self, *, bulk: bool = False) -> Iterator[DuckTx]:
+        """A ``DuckTx`` in one transaction: committed at the end, rolled back when the block raises.
+        ``bulk``: storage left as written, not compacted at close (``DuckTx.defer_compaction``)."""
         from cortexctl.store import snapshot
         from cortexctl.store.duck import DuckTx
 
@@ -256,7 +269,9 @@ class Store:
             start = snapshot.delta_start(self.path) if self.db_path.is_file() else None
             with self.write(deadline=deadline) as con:
                 con.execute("BEGIN")
-                tx = DuckTx(con)
+                tx = DuckTx(con, self)
+                if bulk:
+                    tx.defer_compaction()
                 try:
                     yield tx
                 except BaseException:
@@ -321,6 +336,33 @@ class Store:
         from cortexctl.store import snapshot
 
         return snapshot.check_whole(self.path)
+
+    def cache_health(self) -> dict:
+        # A cache: stale or damaged only makes find read DuckDB (slower, same answers).
+        problem = self.snapshot_problem()
+        return {"state": "damaged" if problem else self.snapshot_state(), "problem": problem}
+
+    # -- the vector index (store/vector_index.py) ----------------------------------------------
+    def update_index(self, model: str, *, rebuild: bool = False, progress=None, loader=None,
+                     wait: float | None = None) -> dict:
+        from cortexctl.store import vector_index
+
+        return vector_index.update(self, model, rebuild=rebuild, progress=progress, built=loader, wait=wait)
+
+    def index_loader(self, model: str, *, threads: int = 1):
+        from cortexctl.store import vector_index
+
+        return vector_index.IndexLoader(self, model, threads=threads)
+
+    def after_vectors(self, model: str, last_key: int) -> None:
+        from cortexctl.store import vector_index
+
+        vector_index.after_vectors(self, model, last_key)
+
+    def index_health(self, model: str | None) -> dict:
+        from cortexctl.store import vector_index
+
+        return vector_index.health(self, model)
 
 
 @contextmanager

@@ -14,15 +14,20 @@ from typing import Any, Sequence
 from cortexctl.store import records
 from cortexctl.store import search as sq
 from cortexctl.store.interface import HEAD_FIELDS, Filters, Scoring, Viewer
+from cortexctl.store.lanes import Lanes
 
 
-class DuckTx:
-    """One DuckDB connection seen through ``interface.Tx`` (the caller owns BEGIN/COMMIT)."""
+class DuckTx(Lanes):
+    """One DuckDB connection seen through ``interface.Tx`` (the caller owns BEGIN/COMMIT).
 
-    __slots__ = ("con", "_where", "touched")
+    Beside the protocol it holds the backend's own reads: postings for ``store/lexical.py``
+    and vector keys for the index file (``store/vector_index.py``)."""
 
-    def __init__(self, con) -> None:
+    __slots__ = ("con", "store", "_where", "touched")
+
+    def __init__(self, con, store=None) -> None:
         self.con = con
+        self.store = store  # the Store it came from (its index file); None for a bare connection
         self._where: dict[Filters, tuple[str, list[Any]]] = {}
         # The memories whose rows this transaction changed, for the search snapshot's delta
         # (store/snapshot.py); None after a change that is not one memory's (a model dropped, a
@@ -53,6 +58,8 @@ class DuckTx:
         records.insert_memories(self.con, heads, versions)
 
     def defer_compaction(self) -> None:
+        """Leave what this transaction writes unmerged with earlier writes' at close (a bulk
+        load's transactions but its last: ``Storage.transaction(bulk=True)``)."""
         # DuckDB's checkpoint at close merges small row groups into bigger ones ("vacuum"). Batch
         # after batch, that rewrites the tables' last row groups again and again (closes cost 2, 4,
         # 8, 16 batches' worth in turn). The setting lives until this connection closes.

@@ -1,29 +1,33 @@
-"""What the engine asks of a store, in the engine's own terms: ``Storage`` and ``Tx``.
+"""What the engine asks of a store, in the engine's own terms: capabilities, ``Tx`` and ``Storage``.
 
 A store keeps memories (a head and its numbered versions), the journal that
-records every change, the lexical postings and vectors that find searches, and
-what attest and compact keep (learned salience weights, rate-limit buckets,
-checkpoints). The engine opens a ``Storage``, takes a ``Tx`` from ``reading()``
-(read-only) or ``transaction()`` (read-write, all or nothing) and calls its
-methods. It never sees SQL or a connection, so a second backend plugs in by
-implementing these two protocols; ``tests/contract`` holds every backend to them.
+records every change, what find searches by words and by meaning, and what
+attest and compact keep (learned salience weights, rate-limit buckets,
+checkpoints). The engine gets a ``Storage`` from ``store.open_storage`` (the
+one place a backend is chosen), takes a ``Tx`` from ``reading()`` (read-only) or
+``transaction()`` (read-write, all or nothing) and calls its methods.
+
+``Tx`` is the union of small capabilities, each named for what the engine asks:
+``Records``, ``Journal``, ``Listing`` (filters and salience), ``LexicalSearch``,
+``VectorSearch``, ``Feedback``, ``Grants``, ``Integrity`` and ``BundleIO``. How a
+backend answers them (SQL, an index file, a cache beside the store) is its own:
+the engine never sees SQL, a connection or a file of the store, so a second
+backend plugs in by implementing these protocols; ``tests/contract`` holds every
+backend to each of them.
 
 Data crosses the boundary as plain values:
 
 - a head or version is a dict keyed by the names in ``HEAD_FIELDS`` /
   ``VERSION_FIELDS``; times are naive UTC ``datetime`` objects;
 - a journal entry to append is ``(kind, at, actor, ref, payload)``;
-- find's filters are a ``Filters`` and the salience parameters a ``Scoring``;
-- bulk vector and posting reads return numpy arrays (numpy is loaded only by them).
-
-The DuckDB backend is ``store/db.py`` (``Store``) with ``store/duck.py`` (``DuckTx``).
+- find's filters are a ``Filters`` (who sees, types, tags, frames, session,
+  tombstones) and the salience parameters a ``Scoring``: values, not SQL text.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
-from pathlib import Path
 from typing import Any, Callable, ContextManager, Iterator, Protocol, Sequence
 
 from cortexctl.errors import CortexError
@@ -69,8 +73,17 @@ class NoStore(CortexError):
 
 
 class SnapshotUnusable(CortexError):
-    """The search snapshot turned out damaged, or the store moved on while it answered: the caller
+    """The search cache turned out damaged, or the store moved on while it answered: the caller
     asks again through ``Storage.reading`` (the ground truth)."""
+
+
+class IndexUnusable(CortexError):
+    """The backend's vector index cannot be trusted for this search; ``Storage.update_index``
+    with ``rebuild`` repairs it."""
+
+
+class Remark(str):
+    """A note on how an answer was found (an exact search instead of the index): not a problem."""
 
 
 @dataclass(frozen=True)
@@ -136,35 +149,29 @@ class Scoring:
     weights: tuple[float, ...]
 
 
-class Tx(Protocol):
-    """One transaction (or, from ``Storage.reading``, one read-only view) on a store.
+class Records(Protocol):
+    """Memories: heads and their numbered versions."""
 
-    Valid only inside the ``with`` block that gave it; so are the iterators it returns.
-    Every ``actor`` that decides what may be seen takes a name or a ``Viewer`` (a name alone
-    holds no grant).
-    """
-
-    # -- heads and versions ---------------------------------------------------------
     def insert_memories(self, heads: list[dict], versions: list[dict]) -> None:
         """New memories: their heads (with their frames) and versions. A taken ID is an IntegrityError."""
 
     def insert_version(self, version: dict) -> None:
         """One more version of an existing memory."""
 
-    def defer_compaction(self) -> None:
-        """Leave the storage this transaction writes as it is written, not merged with earlier
-        writes' when the store is next closed: a bulk load defers it for most of its batches and
-        lets every few of them (and its last) compact what came before. Changes nothing that is
-        stored; a backend that has nothing to defer does nothing."""
-
     def update_head(self, id_: str, fields: dict[str, Any]) -> None:
         """Set these head fields (frames included, with their index)."""
+
+    def bump(self, ids: Sequence[str], *, access: int, citations: int, at: datetime) -> None:
+        """Add to the access count and citations of ``ids`` (kept from 0 to MAX_COUNT); last used = ``at``."""
 
     def heads_by_ids(self, ids: Sequence[str], actor: "str | Viewer", fields: Sequence[str] = HEAD_FIELDS) -> list[dict]:
         """The heads of these full IDs that ``actor`` may see, with ``fields``."""
 
     def heads_by_prefix(self, prefix: str, actor: "str | Viewer", limit: int = 6) -> list[dict]:
         """Up to ``limit`` visible heads whose ID starts with ``prefix``, in ID order (a full ID matches itself)."""
+
+    def heads_of(self, ids: Sequence[str]) -> dict[str, dict]:
+        """id -> head of each of ``ids`` that exists, whoever owns it."""
 
     def existing_ids(self, ids: Sequence[str]) -> set[str]:
         """Which of ``ids`` exist, whoever owns them."""
@@ -181,23 +188,36 @@ class Tx(Protocol):
     def current_data(self, current: dict[str, int]) -> dict[str, tuple[int, bytes]]:
         """(type code, data) of version ``current[id]`` of each memory (none for a version it lacks)."""
 
-    def count_heads(self, filters: Filters | None = None) -> int:
-        """How many memories pass ``filters`` (every memory without them)."""
-
     def iter_visible(self, actor: "str | Viewer", batch: int = 2000) -> Iterator[tuple[dict, list[dict]]]:
         """Every head ``actor`` may see, with all its versions, in ID order."""
 
-    def bump(self, ids: Sequence[str], *, access: int, citations: int, at: datetime) -> None:
-        """Add to the access count and citations of ``ids`` (kept from 0 to MAX_COUNT); last used = ``at``."""
+    def ref_counts(self, parts: Sequence[str]) -> dict[str, int]:
+        """How many IDs (of any actor) start or end with each of ``parts`` (all of one length)."""
 
-    # -- journal --------------------------------------------------------------------------
+
+class Journal(Protocol):
+    """The journal: every change, in one gap-free order."""
+
     def next_seq(self) -> int:
         """The sequence number the next journal entry gets (1 for an empty journal)."""
 
     def append_journal(self, entries: Sequence[JournalEntry]) -> int:
         """Append entries under consecutive sequence numbers; returns the first."""
 
-    # -- filtered candidate sets and salience ------------------------------------------------
+    def journal_entries(self, kinds: Sequence[str], batch: int = 10000) -> Iterator[tuple]:
+        """(seq, kind, ts, actor, ref, payload) of the entries of these kinds, in sequence order."""
+
+    def journal_bounds(self) -> tuple[int, int | None, int | None]:
+        """(count, lowest seq, highest seq) of the journal."""
+
+
+class Listing(Protocol):
+    """Memories chosen by ``Filters`` and ordered by salience: find's salience lane and the
+    lookups every lane's candidates go through."""
+
+    def count_heads(self, filters: Filters | None = None) -> int:
+        """How many memories pass ``filters`` (every memory without them)."""
+
     def passing(self, ids: Sequence[str], filters: Filters) -> dict[str, int]:
         """Of ``ids``, those that pass ``filters``: id -> current version."""
 
@@ -222,41 +242,41 @@ class Tx(Protocol):
     def search_data(self, ids: Sequence[str]) -> dict[str, tuple[int, bytes]]:
         """(type code, data) of the current version of each of these memories."""
 
-    # -- lexical postings ----------------------------------------------------------------------
+
+class LexicalSearch(Protocol):
+    """Search by words. The engine hands each memory's search-text terms (``memory.terms``:
+    term IDs in text order, repeats kept) and asks with the query's terms; how the backend
+    ranks (BM25 over postings, full-text search) is its own."""
+
     def add_postings(self, docs: Sequence[tuple[str, Sequence[int]]]) -> None:
-        """Postings for new memories: (id, term IDs in text order, repeats kept)."""
+        """Terms of new memories: (id, term IDs in text order, repeats kept)."""
 
     def replace_postings(self, id_: str, term_ids: Sequence[int]) -> None:
-        """New postings for a memory whose text changed."""
+        """New terms for a memory whose text changed."""
 
-    def doc_count(self) -> int:
-        """How many memories have postings."""
+    def search_terms(self, terms: dict[int, float], filters: Filters, n: int) -> list[tuple[str, float]]:
+        """The ``n`` memories passing ``filters`` that best match the query terms (term ID ->
+        weight), best first, ties by ID: [(id, score > 0)]. Term statistics count only the
+        memories the filters' viewer may see, so a score reveals nothing of another's words."""
 
-    def postings_of(self, terms: Sequence[int]) -> dict[str, Any]:
-        """Every posting of these terms: numpy arrays ``term``, ``doc``, ``tf``."""
+    def text_twins(self, actor: str, type_code: int, n_terms: int, term: int) -> list[str]:
+        """Live memories of ``actor`` and type whose search text has ``n_terms`` terms, ``term``
+        among them (a few candidates for "the same text"; the caller compares the texts)."""
 
-    def doc_ids(self, docs: Sequence[int]) -> dict[int, str]:
-        """Doc number -> memory ID."""
 
-    def hidden_docs(self, actor: "str | Viewer") -> Any:
-        """The doc numbers (numpy array) of memories ``actor`` may not see."""
+class VectorSearch(Protocol):
+    """Search by meaning: one vector per memory version and model, and the nearest of them."""
 
-    def term_df(self, terms: Sequence[int], hidden: Any) -> dict[int, int]:
-        """Document frequency of each term, leaving out the ``hidden`` docs."""
-
-    def doc_terms(self, docs: Sequence[int]) -> dict[int, tuple[dict[int, int], int]]:
-        """Each doc's term frequencies and length: doc -> ({term: tf}, length)."""
-
-    # -- vectors ----------------------------------------------------------------------------------
     def insert_vectors(self, ids: Sequence[str], versions: Sequence[int], model: str, matrix: Any) -> int:
-        """One vector per (id, version) under new increasing keys; returns the last key (0 for none).
-        ``matrix``: float32 array (n, dim), or a list of float32 byte strings."""
+        """One vector per (id, version); returns a number that grows with every insert (0 for
+        none), which ``Storage.after_vectors`` takes. ``matrix``: float32 array (n, dim), or a list
+        of float32 byte strings."""
 
     def model_dim(self, model: str) -> int | None:
         """The dimension of ``model``'s stored vectors (None when it has none)."""
 
     def drop_vectors(self, id_: str, *, model: str | None = None) -> None:
-        """Take a memory's vectors (all, or one model's) out of service; their keys are kept as dropped."""
+        """Take a memory's vectors (all, or one model's) out of service."""
 
     def drop_model(self, model: str) -> int:
         """Take every vector of ``model`` out of service; returns how many."""
@@ -274,58 +294,18 @@ class Tx(Protocol):
                 ids: Sequence[str] | None = None) -> list[tuple[str, int, int, bytes]]:
         """Those memories, in ID order: (id, version, type code, data)."""
 
-    def vector_stats(self, model: str) -> tuple[int, int, int | None]:
-        """(count, highest key, dimension) of ``model``'s vectors."""
+    def nearest(self, query_vector: Any, model: str, filters: Filters, n: int, *,
+                exact: bool = False) -> tuple[list[tuple[str, float]], str | None]:
+        """The ``n`` memories passing ``filters`` whose current version's ``model`` vector is
+        nearest to ``query_vector``, best first, ties by ID: ([(id, cosine > 0)], note). ``note``
+        is a warning (str) or a ``Remark`` on how the answer was found, or None. ``exact``:
+        compare every candidate, using no approximate index. Raises ``IndexUnusable`` when the
+        backend's index cannot answer (``Storage.update_index(rebuild=True)`` repairs it)."""
 
-    def count_vectors(self, model: str, *, after: int = 0) -> int:
-        """``model``'s vectors with a key above ``after``."""
 
-    def covered(self, model: str, max_key: int) -> int:
-        """``model``'s vectors with a key up to ``max_key``, live or dropped since."""
+class Feedback(Protocol):
+    """What attest and compact keep: learned salience weights, rate buckets, checkpoints."""
 
-    def dropped_keys(self, model: str) -> list[int]:
-        """Keys of ``model``'s vectors taken out of service since the last ``clear_dropped``."""
-
-    def clear_dropped(self, model: str | None = None) -> None:
-        """Forget the dropped keys (of every model, or one)."""
-
-    def iter_vectors(self, model: str, dim: int, *, after: int = 0, batch: int = 50_000) -> Iterator[tuple[Any, Any]]:
-        """(keys, matrix) of ``model``'s vectors with a key above ``after``, in key order, batch by batch."""
-
-    def vectors_for(self, filters: Filters, model: str, dim: int) -> tuple[list[str], Any]:
-        """(ids, matrix) of the current-version vectors of the memories passing ``filters``."""
-
-    def vector_keys_for(self, filters: Filters, model: str) -> tuple[list[str], Any] | None:
-        """(ids, keys as a numpy array) of the current-version vectors of the memories passing
-        ``filters``; None when this backend hands the vectors themselves as cheaply (``vectors_for``)."""
-
-    def vectors_of_keys(self, keys: Sequence[int], model: str) -> list[tuple[int, str, int]]:
-        """(key, id, version) of these keys that still hold a vector of ``model``."""
-
-    def vectors_between(self, model: str, lo: int, hi: int) -> dict[int, tuple[str, int]]:
-        """key -> (id, version) of ``model``'s vectors with a key from ``lo`` to ``hi``."""
-
-    def vectors_after(self, model: str, after: int, dim: int) -> tuple[list[str], list[int], Any]:
-        """(ids, versions, matrix) of ``model``'s vectors with a key above ``after``."""
-
-    # -- scoped grants ---------------------------------------------------------------------
-    def live_grants(self, subagent: str, now: datetime) -> list[dict]:
-        """The grants (``GRANT_FIELDS``) ``subagent`` holds that are neither revoked nor expired at
-        ``now`` (expired means ``expires_at <= now``), in ID order."""
-
-    def grants_of(self, actor: str) -> list[dict]:
-        """Every grant ``actor`` gave or holds, revoked and expired ones included, in ID order."""
-
-    def insert_grant(self, row: dict) -> None:
-        """Store a new grant (``GRANT_FIELDS``); a taken ID is an IntegrityError."""
-
-    def revoke_grant(self, id_: str, *, at: datetime, by: str) -> None:
-        """Mark a grant revoked at ``at`` by ``by``."""
-
-    def all_grants(self) -> dict[str, dict]:
-        """id -> grant row, every grant."""
-
-    # -- learned weights, rate buckets, checkpoints ------------------------------------------------
     def weights(self, actor: str) -> tuple[float, ...] | None:
         """``actor``'s learned salience weights, or None when the actor never attested."""
 
@@ -348,7 +328,30 @@ class Tx(Protocol):
     def all_checkpoints(self) -> dict[tuple[str, str, str], dict]:
         """(actor, intent, step) -> checkpoint row."""
 
-    # -- integrity (verify) ---------------------------------------------------------------------
+
+class Grants(Protocol):
+    """Scoped grants: what a sub-agent may see of its granter's ``scoped`` memories."""
+
+    def live_grants(self, subagent: str, now: datetime) -> list[dict]:
+        """The grants (``GRANT_FIELDS``) ``subagent`` holds that are neither revoked nor expired at
+        ``now`` (expired means ``expires_at <= now``), in ID order."""
+
+    def grants_of(self, actor: str) -> list[dict]:
+        """Every grant ``actor`` gave or holds, revoked and expired ones included, in ID order."""
+
+    def insert_grant(self, row: dict) -> None:
+        """Store a new grant (``GRANT_FIELDS``); a taken ID is an IntegrityError."""
+
+    def revoke_grant(self, id_: str, *, at: datetime, by: str) -> None:
+        """Mark a grant revoked at ``at`` by ``by``."""
+
+    def all_grants(self) -> dict[str, dict]:
+        """id -> grant row, every grant."""
+
+
+class Integrity(Protocol):
+    """What verify and healthcheck read to prove the store whole."""
+
     def version_hashes(self, batch: int = 10000, after: str | None = None,
                        upto: str | None = None) -> Iterator[list[tuple]]:
         """(id, version, type code, data, hash) of every version, in batches, in (id, version) order;
@@ -363,9 +366,6 @@ class Tx(Protocol):
     def frame_mismatches(self) -> list[tuple]:
         """(id, frame, side) where the frame index and the heads' frames differ."""
 
-    def journal_bounds(self) -> tuple[int, int | None, int | None]:
-        """(count, lowest seq, highest seq) of the journal."""
-
     def journal_gaps(self) -> list[tuple[int, int]]:
         """(seq, next seq) wherever the sequence skips."""
 
@@ -375,9 +375,6 @@ class Tx(Protocol):
     def unpaired_attests(self) -> list[tuple[int, str, str | None]]:
         """(seq, kind, neighbour kind) of attest entries not followed by their learn_weights and
         learn_weights entries not preceded by an attest."""
-
-    def journal_entries(self, kinds: Sequence[str], batch: int = 10000) -> Iterator[tuple]:
-        """(seq, kind, ts, actor, ref, payload) of the entries of these kinds, in sequence order."""
 
     def memory_batch_ends(self, batch: int = 5000) -> list[str]:
         """The last memory ID of every full run of ``by_memory(batch)``, in order: starting
@@ -391,36 +388,35 @@ class Tx(Protocol):
 
     def lexical_mismatches(self, expected: Callable[[int, bytes], list[int]], after: str | None = None,
                            upto: str | None = None, strays: bool = True) -> Iterator[tuple[str, str]]:
-        """(id, problem) for every memory (ID in ``(after, upto]``) whose postings are not
+        """(id, problem) for every memory (ID in ``(after, upto]``) whose terms are not
         ``expected(type code, data)``; ``strays`` adds ``stray_postings()`` at the
-        end. A call reads the range's postings once: ask for whole ranges, not memory by memory."""
+        end. A call reads the range's terms once: ask for whole ranges, not memory by memory."""
 
     def stray_postings(self) -> Iterator[tuple[str, str]]:
-        """(id, problem) for postings of memories that do not exist."""
+        """(id, problem) for terms kept for memories that do not exist."""
 
     def vector_problems(self) -> Iterator[tuple[str, int, str]]:
         """(id, version, problem) for vectors cut short or not of their memory's current version."""
 
-
-    def text_twins(self, actor: str, type_code: int, n_terms: int, term: int) -> list[str]:
-        """Live memories of ``actor`` and type whose search text has ``n_terms`` terms, ``term``
-        among them (a few candidates for "the same text"; the caller compares the texts)."""
-
-    def ref_counts(self, parts: Sequence[str]) -> dict[str, int]:
-        """How many IDs (of any actor) start or end with each of ``parts`` (all of one length)."""
+    def index_problems(self, model: str) -> list[str]:
+        """What is wrong with the backend's search structures for ``model`` (an index that no
+        longer matches its checksum, say), each a sentence naming how to repair it; [] when sound."""
 
     def health_counts(self) -> dict:
         """{"by_type": {type code: memories}, "tombstoned": n, "versions": n, "schema_version": n}; cheap at any size."""
 
-    # -- bundles (backup and restore) -------------------------------------------------
+
+class BundleIO(Protocol):
+    """Reading a checked bundle against the store, for ``restore --mode merge``."""
+
     def table_counts(self, tables: Sequence[str]) -> dict[str, int]:
         """Rows in each named table that exists."""
 
     def version_digest(self) -> str:
         """An order-free digest of every version's (id, version, hash) and their count."""
 
-    def attach_bundle(self, files: dict[str, Path]) -> None:
-        """Make a checked bundle's members (table -> Parquet file) readable by the bundle_* methods."""
+    def attach_bundle(self, members: dict[str, Any]) -> None:
+        """Make a checked bundle's members (table name -> member) readable by the bundle_* methods."""
 
     def bundle_plan(self) -> tuple[list[str], list[tuple[str, int]], list[tuple[str, int, int]]]:
         """Against the attached bundle: (IDs it has and this store has not, (id, version) pairs
@@ -429,9 +425,6 @@ class Tx(Protocol):
     def bundle_memories(self, ids: Sequence[str], after: dict[str, int]) -> list[tuple[dict, list[dict]]]:
         """The bundle's head of each of ``ids`` and its versions above ``after[id]`` (0 when absent)."""
 
-    def heads_of(self, ids: Sequence[str]) -> dict[str, dict]:
-        """id -> head of each of ``ids`` that exists, whoever owns it."""
-
     def bundle_missing_checkpoints(self) -> list[dict]:
         """The bundle's checkpoints whose (actor, intent, step) this store has not."""
 
@@ -439,44 +432,72 @@ class Tx(Protocol):
         """Every grant row of the attached bundle (none for a bundle from before grants)."""
 
 
-class Storage(Protocol):
-    """A store at a path: opened per operation, for as short a time as it can be."""
+class Tx(Records, Journal, Listing, LexicalSearch, VectorSearch, Feedback, Grants, Integrity, BundleIO, Protocol):
+    """One transaction (or, from ``Storage.reading``, one read-only view) on a store: every
+    capability above, on one consistent view.
 
-    path: Path
+    Valid only inside the ``with`` block that gave it; so are the iterators it returns.
+    Every ``actor`` that decides what may be seen takes a name or a ``Viewer`` (a name alone
+    holds no grant).
+    """
+
+
+CAPABILITIES = (Records, Journal, Listing, LexicalSearch, VectorSearch, Feedback, Grants, Integrity, BundleIO)
+
+
+class Storage(Protocol):
+    """A store, opened per operation for as short a time as it can be (``store.open_storage``
+    builds one from the settings)."""
+
+    location: str  # where the store is, as a user names it in messages
 
     def exists(self) -> bool:
-        """A store exists at the path."""
+        """A store exists there."""
 
     def check_path(self) -> None:
-        """UsageError when the path cannot hold a store (a file where a directory belongs)."""
+        """UsageError when the location cannot hold a store."""
+
+    def size_bytes(self) -> int:
+        """How many bytes the store takes (0 when that cannot be told)."""
 
     def reading(self) -> ContextManager[Tx]:
         """A read-only view; NoStore when there is no store yet."""
 
-    def transaction(self) -> ContextManager[Tx]:
-        """A write transaction under the writer lock, creating the store when needed: committed
-        when the block ends, rolled back (nothing written) when it raises."""
-
-    def exclusive(self, *, wait: float | None = None) -> ContextManager[None]:
-        """Hold the writer lock without opening the store: readers go on, writers wait."""
+    def transaction(self, *, bulk: bool = False) -> ContextManager[Tx]:
+        """A write transaction, creating the store when needed: committed when the block ends,
+        rolled back (nothing written) when it raises. Writers take turns. ``bulk``: one of many
+        transactions of a bulk load; the backend may leave its housekeeping (merging what
+        earlier writes left) to the load's last, non-bulk one."""
 
     def searching(self) -> ContextManager[Tx]:
-        """A read-only view for find: like ``reading``, but it may be answered from a search
-        snapshot that is current (a cache beside the store). Its methods may raise
-        ``SnapshotUnusable``: the caller then starts over with ``reading``."""
+        """A read-only view for find: like ``reading``, but it may be answered from a cache of
+        the backend's that is current. Its methods may raise ``SnapshotUnusable``: the caller
+        then starts over with ``reading``."""
 
-    def refresh_snapshot(self) -> dict:
-        """Rebuild the search snapshot when it is not current (under the writer lock):
-        {"action": "build" or "none", "memories": n}. A backend without one returns action "none"."""
+    def update_index(self, model: str, *, rebuild: bool = False, progress: Callable[[int, int], None] | None = None,
+                     loader: Any = None, wait: float | None = None) -> dict:
+        """Bring the search structures for ``model``'s vectors up to date (from scratch with
+        ``rebuild``): {"action": "fold", "rebuild" or "none", "vectors": n, ...}. ``loader``:
+        an ``index_loader`` an import filled. ``wait``: seconds to wait for other writers."""
 
-    def snapshot_state(self) -> str:
-        """"current", "stale", "missing" or "damaged" (cheap: the header only)."""
+    def index_loader(self, model: str, *, threads: int = 1) -> Any:
+        """Something a bulk load hands each committed batch of vectors (``add(last_key, ids,
+        versions, matrix)``) so that ``update_index(loader=...)`` need not read them again, using
+        up to ``threads`` cores meanwhile; ``close()`` when it is not used."""
 
-    def snapshot_problem(self) -> str | None:
-        """What is wrong with the search snapshot after reading all of it; None when sound,
-        absent or merely stale."""
+    def after_vectors(self, model: str, last_key: int) -> None:
+        """After a write stored vectors (``insert_vectors`` returned ``last_key``): the cheap
+        upkeep the backend's search structures want. Never fails."""
+
+    def index_health(self, model: str | None) -> dict:
+        """The healthcheck's ``index`` block (path, exists, count, model, dimension, consistent,
+        state) for ``model``."""
+
+    def cache_health(self) -> dict:
+        """The healthcheck's ``snapshot`` block: {state, problem} of the backend's read cache."""
 
 
 __all__ = ["Storage", "Tx", "Filters", "Viewer", "Scope", "viewer_of", "GRANT_FIELDS", "Scoring", "NoStore", "HEAD_FIELDS", "VERSION_FIELDS",
            "SALIENCE_FIELDS", "SnapshotUnusable", "JOURNAL_FIELDS", "WEIGHT_FIELDS", "CHECKPOINT_FIELDS", "MEMORY_KINDS",
-           "JournalEntry"]
+           "JournalEntry", "IndexUnusable", "Remark", "CAPABILITIES", "Records", "Journal",
+           "Listing", "LexicalSearch", "VectorSearch", "Feedback", "Grants", "Integrity", "BundleIO"]

@@ -76,6 +76,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from cortexctl.store.interface import Filters, Scoring, SnapshotUnusable, Viewer, viewer_of
+from cortexctl.store.lanes import Lanes
 
 SNAPSHOT_NAME = "cortex.snapshot"
 DELTA_NAME = "cortex.snapdelta"
@@ -1270,7 +1271,7 @@ class _Part:
         return pos
 
 
-class SnapshotTx:
+class SnapshotTx(Lanes):
     """The read-only ``Tx`` of ``find``, answered from a current snapshot and its delta (what
     writers changed since the build: those memories are answered from the delta, the rest from
     the snapshot); anything they do not hold is read from DuckDB, opened on first need (``_duck``)."""
@@ -1304,7 +1305,7 @@ class SnapshotTx:
             self._stack = stack
             if not _stamp_ok(self.store.path, self.top):
                 raise SnapshotUnusable("the store changed during the search")
-            self._tx = DuckTx(con)
+            self._tx = DuckTx(con, self.store)
         return self._tx
 
     def __getattr__(self, name: str):

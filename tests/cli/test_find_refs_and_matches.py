@@ -86,7 +86,7 @@ def test_an_actor_who_sees_nothing_in_a_store_that_holds_memories_gets_a_hint(cl
 
 
 def test_notes_on_how_an_answer_was_found_show_only_with_verbose(cli, store, monkeypatch):
-    from cortexctl.engine import semantic
+    from cortexctl.store import vector_index as semantic
 
     monkeypatch.setattr(semantic, "EXACT_MAX", 0)  # the index even for a small store (in-process CLI)
     for i in range(30):

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from cortexctl import Cortex, FindQuery
-from cortexctl.engine import semantic
+from cortexctl.store import vector_index as semantic
 from cortexctl.index import hnsw
 from cortexctl.store.interface import Filters
 from tests.conftest import assert_store_verifies

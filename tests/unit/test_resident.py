@@ -9,7 +9,7 @@ from datetime import datetime
 
 from cortexctl import Cortex
 from cortexctl.engine.models import FindQuery
-from cortexctl.engine.semantic import EXACT_MAX
+from cortexctl.store.vector_index import EXACT_MAX
 from cortexctl.store import snapshot
 
 NOW = datetime(2026, 11, 23, 12, 0, 0)

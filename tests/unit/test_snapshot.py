@@ -95,7 +95,7 @@ def test_current_snapshot_spares_duckdb(store, tmp_path):
     import io
     import json
 
-    from cortexctl.engine.semantic import EXACT_MAX
+    from cortexctl.store.vector_index import EXACT_MAX
 
     cx = _cx(store)
     lines = "".join(json.dumps({"type": "fact", "text": f"deploy key note {i} of {WORDS[i % len(WORDS)]}"}) + "\n"

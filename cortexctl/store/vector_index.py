@@ -1,0 +1,443 @@
+"""The DuckDB backend's vector index: the HNSW file beside the store, and keeping it in step.
+
+Ground truth is the ``vectors`` table. The index file ``cortex.usearch`` and
+its record ``cortex.usearch.json`` are a cache of it:
+
+- The record names the model, the dimension, the highest vector key the file
+  covers (``max_key``), its vector count and the file's fingerprint. The file is
+  used only when the fingerprint matches and the store agrees: the vectors of
+  that model with a key up to ``max_key``, live ones plus those taken out of
+  service since (``vectors_dropped``), number exactly ``count``. Anything
+  else (missing, truncated, damaged, another model, a store restored under it)
+  means rebuild.
+- Vectors newer than the file (key above ``max_key``) are the pending tail,
+  searched exactly beside it, so one ``write`` never rewrites a large file. The
+  tail is folded in when it reaches ``FOLD_AT`` vectors, at the end of an import,
+  and by ``reindex``.
+- Building holds the writer lock but not the database file: readers go on
+  searching the old file (a new one replaces it atomically) and only the last
+  step, clearing ``vectors_dropped``, opens the file for writing.
+
+A filtered search whose candidates are few (``EXACT_MAX``) skips the index and
+compares the query with every candidate's vector: exact, and faster than
+filtering HNSW results at that size.
+
+The engine sees none of this: it asks ``Tx.nearest`` for the nearest memories and
+``Storage.update_index`` / ``index_loader`` / ``after_vectors`` to keep the index
+current (``store/interface.py``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+from cortexctl.errors import CortexError, StoreBusy
+from cortexctl.store.interface import Filters, IndexUnusable, Remark
+
+Store = "cortexctl.store.db.Store"  # annotations only: the module reads a Store's path, lock and maps
+
+INDEX_NAME = "cortex.usearch"
+RECORD_NAME = "cortex.usearch.json"
+RECORD_FORMAT = 1
+FOLD_AT = 2000  # vectors newer than the file that trigger a fold after a write
+EXACT_MAX = 4096  # candidates compared exactly instead of through the index
+
+
+@dataclass
+class IndexRecord:
+    model: str
+    dim: int
+    max_key: int
+    count: int
+    fingerprint: dict
+    crc_all: int = 0  # CRC-32 of the whole file, checked by verify
+
+    def to_json(self) -> dict:
+        return {"format": RECORD_FORMAT, "model": self.model, "dim": self.dim, "max_key": self.max_key,
+                "count": self.count, "fingerprint": self.fingerprint, "crc_all": self.crc_all}
+
+
+def index_path(store) -> Path:
+    return store.path / INDEX_NAME
+
+
+def record_path(store) -> Path:
+    return store.path / RECORD_NAME
+
+
+def read_record(store) -> IndexRecord | None:
+    try:
+        doc = json.loads(record_path(store).read_bytes())
+        if doc.get("format") != RECORD_FORMAT:
+            return None
+        rec = IndexRecord(str(doc["model"]), int(doc["dim"]), int(doc["max_key"]), int(doc["count"]),
+                          dict(doc["fingerprint"]), int(doc.get("crc_all", 0)))
+        numbers = [rec.dim, rec.max_key, rec.count, rec.crc_all, *(int(v) for v in rec.fingerprint.values())]
+    except (OSError, ValueError, KeyError, TypeError, AttributeError, OverflowError):
+        return None
+    if not all(0 <= v < 2**63 for v in numbers):
+        return None  # a damaged record: rebuild
+    return rec
+
+
+def _write_record(store, rec: IndexRecord) -> None:
+    from cortexctl.files import atomic_path
+
+    with atomic_path(record_path(store)) as tmp:
+        with open(tmp, "wb") as fh:
+            fh.write(json.dumps(rec.to_json(), sort_keys=True).encode())
+
+
+def index_state(tx, store, model: str, dim: int | None) -> tuple[IndexRecord | None, str]:
+    """(record, "ok") when the index file can be trusted for ``model``, else (record or None, why not)."""
+    from cortexctl.index import hnsw
+
+    rec = read_record(store)
+    if rec is None:
+        return None, "missing"
+    if rec.model != model or (dim is not None and rec.dim != dim):
+        return rec, f"built by model {rec.model}"
+    try:
+        fp = hnsw.Fingerprint.from_json(rec.fingerprint)
+    except (KeyError, TypeError, ValueError):
+        return rec, "unreadable record"
+    if fp.count != rec.count or fp.dim != rec.dim:
+        return rec, "unreadable record"
+    if not hnsw.trusted(index_path(store), fp):
+        return rec, "file changed or damaged"
+    if tx.covered(model, rec.max_key) != rec.count:  # the file holds live and dropped vectors up to max_key
+        return rec, "out of step with the store"
+    return rec, "ok"
+# -- building --------------------------------------------------------------------------
+class IndexLoader:
+    """An index filled batch by batch while an import goes on, for ``fold`` to take over.
+
+    usearch adds vectors without holding the GIL, so a worker thread grows the
+    graph while the next batch is read and written. It starts from the trusted
+    index file (``base``) when there is one, else from nothing. ``fold`` uses
+    it only when it is what a fold or rebuild would start from at that moment:
+    the same trusted file (or none), and every vector it was given still in
+    the store under its key; otherwise the usual fold or rebuild runs.
+    """
+
+    CHUNK = 1024  # vectors per job, so that the last ones can be added with every core
+    QUEUED = 16  # jobs waiting at most (about 25 MB of 384-d vectors)
+
+    def __init__(self, store: Store, model: str, *, threads: int = 1) -> None:
+        from concurrent.futures import ThreadPoolExecutor
+
+        self.model = model
+        self.base: IndexRecord | None = None
+        self.index = None
+        self.broken = False
+        self.threads = threads  # cores for adding (the adding thread itself is one)
+        self.added: list[tuple[int, list[str], list[int]]] = []  # (first key, ids, versions)
+        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="cortexctl-index")
+        self._jobs: list = []
+        try:
+            with store.reading() as tx:
+                rec, why = index_state(tx, store, self.model, None)
+        except CortexError:
+            return  # no store yet (or unreadable): start from nothing
+        if why == "ok" and rec is not None:
+            self.base = rec
+            self._jobs.append(self._pool.submit(self._restore, index_path(store), rec))
+
+    def _restore(self, path: Path, rec: IndexRecord) -> None:
+        from cortexctl.index import hnsw
+
+        self.index = hnsw.open_mutable(path, hnsw.Fingerprint.from_json(rec.fingerprint))
+        self.broken = self.index is None
+
+    def _add(self, keys, matrix) -> None:
+        from cortexctl.index import hnsw
+
+        if self.broken:
+            return
+        if self.index is None:
+            self.index = hnsw.new(int(matrix.shape[1]))
+        if self.index.ndim != matrix.shape[1]:
+            self.broken = True
+            return
+        self.index.add(keys, matrix, threads=self.threads)
+
+    def add(self, last_key: int, ids: list[str], versions: list[int], matrix) -> None:
+        """Queue vectors just committed under keys up to ``last_key`` (one per id, in order)."""
+        import numpy as np
+
+        first = last_key - len(ids) + 1
+        self.added.append((first, list(ids), [int(v) for v in versions]))
+        keys = np.arange(first, last_key + 1, dtype=np.uint64)
+        # A bounded queue: when the worker falls behind, the import waits rather than holding
+        # every batch's vectors in memory until the end.
+        from concurrent.futures import wait
+
+        self._jobs = [j for j in self._jobs if not j.done() or j.exception() is not None]  # errors: for take()
+        running = [j for j in self._jobs if not j.done()]
+        if len(running) > self.QUEUED:
+            wait(running[: len(running) - self.QUEUED])
+        for s in range(0, len(keys), self.CHUNK):
+            self._jobs.append(self._pool.submit(self._add, keys[s : s + self.CHUNK], matrix[s : s + self.CHUNK]))
+
+    def close(self) -> None:
+        """Stop the worker (waiting for the add under way); the index is dropped."""
+        self._pool.shutdown(wait=True, cancel_futures=True)
+        self._jobs = []
+
+    def take(self, tx, rec: IndexRecord | None, dim: int):
+        """The index, when it can stand in for what ``fold`` would start from, else None.
+
+        ``rec`` is the trusted record now (None when the file cannot be trusted).
+        Waits for the worker; an error it met is raised here.
+        """
+        self.threads = os.cpu_count() or 1  # nothing else to do now: every core on what is left
+        for job in self._jobs:
+            job.result()
+        self.close()
+        if self.broken or self.index is None or not self.added or self.index.ndim != dim:
+            return None
+        if rec != self.base:
+            return None
+        lo = self.added[0][0]
+        hi = self.added[-1][0] + len(self.added[-1][1]) - 1
+        stored = tx.vectors_between(self.model, lo, hi)
+        for first, ids, versions in self.added:
+            for k, (i, v) in enumerate(zip(ids, versions), first):
+                if stored.get(k) != (i, v):
+                    return None  # changed since (another writer updated or dropped it)
+        return self.index
+
+    def keys(self):
+        import numpy as np
+
+        return np.concatenate([np.arange(f, f + len(ids), dtype=np.uint64) for f, ids, _ in self.added])
+
+
+def update(store: Store, model: str, *, rebuild: bool = False, progress: Callable[[int, int], None] | None = None,
+           built: IndexLoader | None = None, wait: float | None = None) -> dict:
+    """Bring the index file up to date with the active model's vectors; returns what was done.
+
+    Folds the delta into a trusted file, or rebuilds from DuckDB when the file
+    cannot be trusted (or ``rebuild``). Holds the writer lock throughout.
+    With ``built`` (an import's ``IndexLoader``), its vectors are not added
+    again when it can take the place of the file or of the empty start.
+    """
+    with store.exclusive(wait=wait):
+        done = _fold(store, model, rebuild=rebuild, progress=progress, built=built)
+        if built is not None:
+            built.index = None  # saved: its memory is not needed for the snapshot build
+        try:  # the search snapshot follows the index (store/snapshot.py); it is a cache: never fail for it
+            store.refresh_snapshot()
+        except (CortexError, OSError):
+            pass
+    return done
+
+
+def _fold(store: Store, model: str, *, rebuild: bool, progress, built: IndexLoader | None) -> dict:
+    from cortexctl.index import hnsw
+
+    try:
+        with store.exclusive():
+            with store.reading() as tx:
+                count, max_key, dim = tx.vector_stats(model)
+                rec, why = index_state(tx, store, model, dim)
+                if dim is None:
+                    return {"action": "none", "vectors": 0, "reason": "no vectors yet"}
+                index = None
+                skip = None
+                trusted = rec if why == "ok" else None
+                if built is not None and not (rebuild and built.base is not None):
+                    index = built.take(tx, None if rebuild else trusted, dim)
+                    if index is not None:
+                        skip = built.keys()
+                if index is None and not rebuild and trusted is not None:
+                    if rec.max_key == max_key and not tx.dropped_keys(model):
+                        return {"action": "none", "vectors": rec.count, "reason": "up to date"}
+                    index = hnsw.open_mutable(index_path(store), hnsw.Fingerprint.from_json(rec.fingerprint))
+                if index is not None and (skip is None or built.base is not None):
+                    action = "fold"
+                    dropped = [k for k in tx.dropped_keys(model) if k <= rec.max_key]
+                    hnsw.remove(index, [k for k in dropped if index.contains(k)])
+                    after = rec.max_key
+                else:
+                    action = "rebuild"
+                    index = hnsw.new(dim) if index is None else index
+                    after = 0
+                total = tx.count_vectors(model, after=after)
+                done = 0 if skip is None else len(skip)
+                if skip is not None and len(skip) and int(skip.min()) > after:
+                    # The builder holds every vector from after `after` up to its last key (take()
+                    # checked each is in the store): read only those past it, not all of them again.
+                    top = int(skip.max())
+                    if total == len(skip) + tx.count_vectors(model, after=top):
+                        after, skip = top, None
+                for keys, mat in tx.iter_vectors(model, dim, after=after):
+                    if skip is not None:
+                        import numpy as np
+
+                        keep = ~np.isin(keys, skip, assume_unique=True)
+                        keys, mat = keys[keep], mat[keep]
+                    hnsw.add(index, keys, mat)
+                    done += len(keys)
+                    if progress:
+                        progress(done, max(total, done))
+            fp = hnsw.save_atomic(index, index_path(store))
+            whole = hnsw.fingerprint(index_path(store), count=fp.count, dim=fp.dim, whole=True)
+            _write_record(store, IndexRecord(model, dim, max_key, len(index), fp.to_json(), whole.crc if whole else 0))
+            with store.transaction() as tx:
+                tx.clear_dropped()
+    finally:
+        if built is not None:
+            built.close()
+    return {"action": action, "vectors": len(index), "added": done, "reason": why if action == "rebuild" else "delta"}
+
+
+def after_vectors(store: Store, model: str, last_key: int) -> None:
+    """After a write that stored vectors up to ``last_key``: fold when the pending tail has grown
+    to FOLD_AT. Never fails the write."""
+    rec = read_record(store)
+    base = rec.max_key if rec is not None and rec.model == model else 0
+    if last_key - base < FOLD_AT:
+        return
+    try:
+        update(store, model)
+    except (StoreBusy, OSError):
+        pass
+
+
+# -- searching ---------------------------------------------------------------------------
+def nearest(tx, store: Store, model: str, query_vec, filters: Filters, n: int, *,
+            exact: bool = False) -> tuple[list[tuple[str, float]], str | None]:
+    """The ``n`` memories passing ``filters`` nearest to ``query_vec``: ([(id, cosine)], note).
+
+    Narrow filters (beyond visibility): count the candidates and compare
+    them exactly when they are few. ``exact``: skip the
+    index. ``note`` says when the index had to be bypassed; the answer is exact
+    then. Raises ``IndexUnusable`` when the index file cannot be trusted.
+    """
+    import numpy as np
+
+    from cortexctl.index import hnsw
+
+    cache = store.maps
+    q = np.asarray(query_vec, dtype=np.float32).reshape(-1)
+    if not np.any(q):
+        return [], None
+    def check(ids):
+        return tx.passing(ids, filters)
+
+    dim = q.shape[0]
+    have = tx.model_dim(model)
+    if have is None:
+        if not tx.count_heads():
+            return [], None
+        return [], f"semantic lane empty: no memory has a vector from {model} yet (run: cortexctl reindex)"
+    if have != dim:
+        return [], (f"semantic lane skipped: the query's vector has {dim} dimensions but the store's vectors "
+                    f"from {model} have {have} (run: cortexctl reindex)")
+    total = tx.count_heads()
+    if exact or total <= EXACT_MAX or (filters.narrow and tx.count_heads(filters) <= EXACT_MAX):
+        return _exact(tx, filters, model, dim, q, n, store=None if exact else store, cache=cache), None
+    rec, why = index_state(tx, store, model, dim)
+    if why != "ok" or rec is None:
+        raise IndexUnusable(why)
+    index = hnsw.open_view(index_path(store), hnsw.Fingerprint.from_json(rec.fingerprint), cache)
+    if index is None:
+        raise IndexUnusable("file changed or damaged")
+    found: dict[str, float] = {}
+    # the delta: vectors newer than the file, compared exactly, checked with the first batch from the index
+    d_ids, d_versions, d_mat = tx.vectors_after(model, rec.max_key, dim)
+    delta = list(zip(d_ids, d_versions, (d_mat @ q).tolist())) if d_ids else []
+    want = max(n * 2, 64)
+    while True:
+        keys, sims = hnsw.search(index, q, want)
+        sim_of = dict(zip(keys.tolist(), sims.tolist()))
+        rows = [(i, v, sim_of[k]) for k, i, v in tx.vectors_of_keys(keys.tolist(), model)]
+        ok = check([i for i, _, _ in rows + delta])
+        for i, v, s in rows + delta:
+            if ok.get(i) == v:
+                if s > found.get(i, -2.0):
+                    found[i] = s
+        delta = []
+        if len(found) >= n or want >= len(index):
+            break
+        if want >= 64 * max(n * 2, 64):
+            # A filter that keeps few of the memories the index finds: compare them all exactly.
+            return _exact(tx, filters, model, dim, q, n), Remark("filter too narrow for the index; exact search")
+        want *= 4
+    ranked = sorted(((i, s) for i, s in found.items() if s > 0), key=lambda kv: (-kv[1], kv[0]))[:n]
+    return ranked, None
+
+
+def _exact(tx, filters: Filters, model, dim, q, n, *, store=None, cache=None) -> list[tuple[str, float]]:
+    """The ``n`` nearest of every candidate's vector, compared one by one (ties by ID).
+
+    A backend that knows the candidates' vector keys cheaply (the search snapshot) gives
+    those, and the vectors come from the trusted index file when it holds the same float32
+    vectors (an f32 file); otherwise, or when the file does not cover them, the store hands
+    the vectors."""
+    import numpy as np
+
+    got = tx.vector_keys_for(filters, model) if store is not None else None
+    ids = mat = None
+    if got is not None:
+        ids, keys = got
+        if not len(ids):
+            return []
+        rec, why = index_state(tx, store, model, dim)
+        if why == "ok" and rec is not None and int(keys.max()) <= rec.max_key:
+            from cortexctl.index import hnsw
+
+            index = hnsw.open_view(index_path(store), hnsw.Fingerprint.from_json(rec.fingerprint), cache)
+            # only an f32 file holds the store's own vectors; an f16 one would round the similarities
+            mat = None if index is None or not hnsw.lossless(index) else hnsw.vectors(index, keys)
+    if mat is None:
+        ids, mat = tx.vectors_for(filters, model, dim)
+    if not len(ids):
+        return []
+    sims = mat @ q
+    top = np.lexsort((np.asarray(ids), -sims))[:n]
+    return [(ids[i], float(sims[i])) for i in top if sims[i] > 0]
+
+
+def verify_index(tx, store, model: str) -> list[str]:
+    """Problems with the index file for verify (whole-file CRC included); [] when sound or absent."""
+    from cortexctl.index import hnsw
+
+    rec = read_record(store)
+    if rec is None:
+        return []
+    if rec.model != model:
+        return []  # built by another model: reindex rebuilds it, nothing is wrong
+    problems = []
+    count, max_key, dim = tx.vector_stats(model)
+    _, why = index_state(tx, store, model, dim)
+    if why != "ok":
+        problems.append(f"index file {INDEX_NAME}: {why} (reindex --rebuild rebuilds it)")
+    else:
+        fp = hnsw.Fingerprint.from_json(rec.fingerprint)
+        whole = hnsw.fingerprint(index_path(store), count=fp.count, dim=fp.dim, whole=True)
+        if whole is None or whole.crc != rec.crc_all:
+            problems.append(f"index file {INDEX_NAME}: its checksum does not match (damaged; reindex --rebuild rebuilds it)")
+    return problems
+
+
+def health(store: Store, model: str | None) -> dict:
+    """The healthcheck's ``index`` block: the file, and whether it can be trusted for ``model``
+    (a store too small to have one is searched exactly, which is as it should be)."""
+    block = {"path": str(index_path(store)), "exists": index_path(store).is_file(),
+             "count": None, "model": None, "dimension": None, "consistent": None, "state": None}
+    if model is None or not store.exists():
+        return block
+    with store.reading() as tx:
+        n, _max_key, dim = tx.vector_stats(model)
+        rec, why = index_state(tx, store, model, dim)
+    small = why == "missing" and n < FOLD_AT
+    block.update(count=rec.count if rec else 0, model=rec.model if rec else model,
+                 dimension=rec.dim if rec else dim, state="not built yet (searched exactly)" if small else why,
+                 consistent=why == "ok" or small or not n)
+    return block
