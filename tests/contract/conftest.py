@@ -18,9 +18,9 @@ FACT, GOAL = 2, 6  # type codes (memory.types); the store keeps them as small in
 
 def _open(name: str, tmp_path):
     if name == "duckdb":
-        from cortexctl.store.db import Store
+        from cortexctl.store import open_storage
 
-        return Store(tmp_path / "store", wait=5.0)
+        return open_storage(tmp_path / "store", wait=5.0)
     raise AssertionError(f"unknown backend {name}")
 
 

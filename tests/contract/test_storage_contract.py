@@ -7,13 +7,15 @@ fixture (conftest.py), so each test runs once per backend, on a real store.
 from __future__ import annotations
 
 from datetime import timedelta
+from typing import Protocol
 
 import numpy as np
 import pytest
 
 from cortexctl.errors import CortexError, UsageError
 from cortexctl.memory.types import MAX_COUNT
-from cortexctl.store.interface import HEAD_FIELDS, SALIENCE_FIELDS, Filters, NoStore, Scoring, Storage, Tx, Viewer
+from cortexctl.store.interface import (CAPABILITIES, HEAD_FIELDS, SALIENCE_FIELDS, Filters, NoStore, Scoring, Storage,
+                                      Tx, Viewer)
 from tests.contract.conftest import FACT, GOAL, T0, ident, memory, put
 
 WEIGHTS = (0.2, 0.2, 0.2, 0.2, 0.2)
@@ -30,10 +32,17 @@ def unit_rows(n: int, dim: int = 4, seed: int = 0) -> np.ndarray:
 
 
 def _methods(protocol) -> set[str]:
-    return {name for name, value in vars(protocol).items() if callable(value) and not name.startswith("_")}
+    """The methods a protocol declares, its capabilities' included (``Tx`` is their union)."""
+    return {name for klass in protocol.__mro__ if klass not in (object, Protocol)
+            for name, value in vars(klass).items() if callable(value) and not name.startswith("_")}
 
 
 # -- opening and transactions ------------------------------------------------------------------
+def test_tx_is_the_union_of_small_capabilities():
+    assert _methods(Tx) == set().union(*(_methods(c) for c in CAPABILITIES))
+    assert all(len(_methods(c)) <= 15 for c in (*CAPABILITIES, Storage))
+
+
 def test_the_backend_has_every_method_of_the_protocols(storage):
     assert all(callable(getattr(storage, m, None)) for m in _methods(Storage)), _methods(Storage)
     with storage.transaction() as tx:
@@ -151,10 +160,9 @@ def test_stored_hashes_give_each_existing_memorys_owner_and_hashes_in_version_or
     }
 
 
-def test_deferring_compaction_changes_nothing_that_is_stored(storage):
+def test_bulk_transactions_change_nothing_that_is_stored(storage):
     for n in range(1, 4):
-        with storage.transaction() as tx:
-            tx.defer_compaction()
+        with storage.transaction(bulk=True) as tx:
             tx.insert_memories(*(lambda h, vs: ([h], vs))(*memory(n)))
     with storage.transaction() as tx:
         tx.insert_memories(*(lambda h, vs: ([h], vs))(*memory(4)))
