@@ -1,4 +1,4 @@
-"""A resident Cortex (the one `cortexctl mcp` keeps) keeps the index view and the snapshot mappings
+"""A resident Cortex (the one `cortexctl mcp` keeps) keeps the index view and the snapshot mappings (its store's maps)
 between calls, and answers exactly as a fresh Cortex does after every kind of change by others."""
 
 from __future__ import annotations
@@ -41,10 +41,10 @@ def test_a_resident_cortex_answers_as_a_fresh_one_after_every_change(store):
         assert _answers(resident) == _answers(_cx(store))
 
     same()
-    kept_view = resident.context.resident["index_view"][1]
+    kept_view = resident.store.maps["index_view"][1]
     kept_snap = resident.store.maps[str(store / snapshot.SNAPSHOT_NAME)][1]
     same()  # the second time from what was kept
-    assert resident.context.resident["index_view"][1] is kept_view
+    assert resident.store.maps["index_view"][1] is kept_view
     assert resident.store.maps[str(store / snapshot.SNAPSHOT_NAME)][1] is kept_snap
 
     # another process's writes of every kind: answered through the delta
@@ -61,7 +61,7 @@ def test_a_resident_cortex_answers_as_a_fresh_one_after_every_change(store):
     writer.reindex(rebuild=True)
     same()
     assert resident.store.maps[str(store / snapshot.SNAPSHOT_NAME)][1] is not kept_snap
-    assert resident.context.resident["index_view"][1] is not kept_view
+    assert resident.store.maps["index_view"][1] is not kept_view
 
     # the snapshot moved aside: find reads DuckDB, the same answers
     (store / snapshot.SNAPSHOT_NAME).rename(store / "aside")
@@ -74,4 +74,4 @@ def test_an_ordinary_cortex_keeps_nothing(store):
     cx = _cx(store)
     cx.write("fact", "nothing kept")
     cx.find(FindQuery(near="kept"))
-    assert cx.context.resident is None and cx.store.maps is None
+    assert cx.store.maps is None
