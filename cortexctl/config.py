@@ -27,7 +27,6 @@ ENV_STORE = "CORTEXCTL_STORE"
 ENV_ACTOR = "CORTEXCTL_ACTOR"
 ENV_WAIT = "CORTEXCTL_WAIT"
 ENV_CONFIG = "CORTEXCTL_CONFIG"
-ENV_DEBUG = "CORTEXCTL_DEBUG"
 ENV_ALLOW_DESTRUCTIVE = "CORTEXCTL_ALLOW_DESTRUCTIVE"
 ENV_EMBED_BASE_URL = "CORTEXCTL_EMBED_BASE_URL"
 ENV_EMBED_MODEL = "CORTEXCTL_EMBED_MODEL"
@@ -36,7 +35,6 @@ ENV_EMBED_PROVIDER = "CORTEXCTL_EMBED_PROVIDER"
 ENV_CHAT_BASE_URL = "CORTEXCTL_CHAT_BASE_URL"
 ENV_CHAT_MODEL = "CORTEXCTL_CHAT_MODEL"
 ENV_VERIFY_JOBS = "CORTEXCTL_VERIFY_JOBS"
-ENV_NO_COLOR = "NO_COLOR"
 
 # key path -> environment variable
 ENV_NAMES: dict[str, str] = {
@@ -252,16 +250,6 @@ class Settings:
     @property
     def wait(self) -> float:
         return float(self.values["wait"])
-
-    def as_tree(self) -> dict[str, Any]:
-        tree: dict[str, Any] = {}
-        for path, value in self.values.items():
-            node = tree
-            parts = path.split(".")
-            for p in parts[:-1]:
-                node = node.setdefault(p, {})
-            node[parts[-1]] = value
-        return tree
 
 
 def load(

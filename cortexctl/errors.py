@@ -26,7 +26,6 @@ of this tree; they are decided in ``main()``.
 
 from __future__ import annotations
 
-EXIT_OK = 0
 EXIT_INTERNAL = 70
 EXIT_INTERRUPTED = 130
 

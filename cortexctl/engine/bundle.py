@@ -218,9 +218,6 @@ def _final_name(dest: Path, now: datetime) -> Path:
 def backup(ctx: Context, *, dest: str | os.PathLike | None = None, keep: int | None = None,
            max_age_days: float | None = None, encrypt: bool = False, progress: Progress | None = None) -> BackupResult:
     """Write one bundle of the whole store into ``dest`` and apply retention (see the module docstring)."""
-    from cortexctl import __version__
-    from cortexctl.store import bundle as sb
-
     settings = ctx.settings
     keep = int(settings.get("backup.keep") if keep is None else keep)
     max_age = float(settings.get("backup.max_age_days") if max_age_days is None else max_age_days)

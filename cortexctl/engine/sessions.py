@@ -17,7 +17,6 @@ from __future__ import annotations
 from cortexctl.engine import memories
 from cortexctl.engine.context import Context
 from cortexctl.errors import InvalidData, NotFound, Refused, UsageError
-from cortexctl.memory import codec
 from cortexctl.memory.ids import memory_uri
 from cortexctl.memory.types import check_name, type_code
 from cortexctl.store.interface import Filters

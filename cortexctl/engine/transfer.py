@@ -78,7 +78,6 @@ from cortexctl.store.interface import NoStore
 
 DEFAULT_BATCH = 5000
 MAX_LINE_BYTES = 1 << 20
-MAX_REPORTED = 1000
 
 SHORT_KEYS = {"type", "text", "data", "tags", "frames", "importance", "visibility", "confidence",
               "actor", "session", "created_at", "forms", "id", "uri"}

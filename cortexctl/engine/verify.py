@@ -134,7 +134,7 @@ def _verify(tx: Tx, store, model: str, jobs: int) -> VerifyReport:
             whole.add("journal", f"gap after entry {seq}: next is {nxt}")
         for seq, kind in tx.unknown_kinds(replay.KINDS):
             whole.add("journal", f"entry {seq} has an unknown kind {kind!r}")
-        for seq, kind, neighbour in tx.unpaired_attests():
+        for seq, kind, _neighbour in tx.unpaired_attests():
             if kind == "attest":
                 whole.add("journal", f"attest entry {seq} is not immediately followed by its learn_weights entry")
             else:

@@ -43,10 +43,6 @@ def count_tokens(text: str) -> int:
     return -(-len(text.encode("utf-8")) // 4)
 
 
-def is_high_entropy(word: str) -> bool:
-    return _HIGH_ENTROPY.search(word) is not None
-
-
 def high_entropy_tokens(text: str) -> list[str]:
     return [m.group(0) for m in _HIGH_ENTROPY.finditer(text)]
 

@@ -68,12 +68,6 @@ def type_name(code: int) -> str:
         raise IntegrityError(f"stored type code {code!r} is not a known memory type (damaged store)") from None
 
 
-def check_enum(value: object, allowed: tuple[str, ...], field: str) -> str:
-    if not isinstance(value, str) or value not in allowed:
-        raise InvalidData(f"{field}: {value!r} is not one of {', '.join(allowed)}")
-    return value
-
-
 @dataclass(frozen=True, order=True)
 class Frame:
     """A (verb, object kind, object ref) binding, written ``verb:kind:ref``."""

@@ -6,7 +6,7 @@ import bisect
 import operator
 from typing import Iterator
 
-from cortexctl.store.records import HEAD_COLUMNS, VERSION_COLUMNS, _dicts
+from cortexctl.store.records import HEAD_COLUMNS, VERSION_COLUMNS
 
 
 def _id_range(column: str, after: str | None, upto: str | None) -> tuple[str, list]:
