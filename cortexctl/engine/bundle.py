@@ -235,7 +235,8 @@ def backup(ctx: Context, *, dest: str | os.PathLike | None = None, keep: int | N
     dest = Path(dest).expanduser() if dest is not None else default_dest(settings)
     if dest.exists() and not dest.is_dir():
         raise UsageError(f"dest {dest} is not a directory", field="dest")
-    if dest.resolve() == ctx.storage.path.resolve() or ctx.storage.path.resolve() in dest.resolve().parents:
+    home = Path(ctx.storage.location).resolve()
+    if dest.resolve() == home or home in dest.resolve().parents:
         raise UsageError(f"dest {dest} is inside the store; choose a directory outside it", field="dest")
     try:
         dest.mkdir(mode=0o700, parents=True, exist_ok=True)
@@ -259,21 +260,12 @@ def _backup(ctx: Context, dest: Path, keep: int, max_age: float, encrypt: bool, 
 
     _remove_stale_partials(dest)
     partial = dest / f"{PARTIAL}{os.getpid()}-{os.urandom(4).hex()}"
-    snap = Path(str(partial) + "-snapshot")
     partial.mkdir(mode=0o700)
     try:
         step = progress or (lambda *a: None)
         step("snapshot", 0, 1)
-        with ctx.storage.exclusive():
-            copy = sb.snapshot(ctx.storage, snap)
+        members, facts = ctx.storage.export_bundle(partial)
         step("snapshot", 1, 1)
-        con = sb.open_copy(copy)
-        try:
-            members = sb.export_tables(con, partial)
-            facts = sb.store_facts(con)
-        finally:
-            con.close()
-        shutil.rmtree(snap, ignore_errors=True)
         salt = os.urandom(16) if encrypt else None
         key = None
         if encrypt:
@@ -323,7 +315,6 @@ def _backup(ctx: Context, dest: Path, keep: int, max_age: float, encrypt: bool, 
         _fsync_dir(dest)
     except BaseException:
         shutil.rmtree(partial, ignore_errors=True)
-        shutil.rmtree(snap, ignore_errors=True)
         raise
     pruned = retention(dest, now, keep=keep, max_age_days=max_age, spare=final)
     return BackupResult(path=str(final), counts=meta["counts"], bytes=sum(m["bytes"] for m in members),
@@ -568,7 +559,7 @@ def restore(ctx: Context, path: str | os.PathLike, *, mode: str, force: bool = F
     if mode not in ("merge", "replace"):
         raise UsageError(f"mode must be merge or replace (got {mode!r})", field="mode")
     ctx.storage.check_path()
-    target = ctx.storage.path
+    target = Path(ctx.storage.location)
     with opened(path, passphrase=passphrase(ctx.settings)) as b:
         result = RestoreResult(mode=mode, target=str(target), dry_run=dry_run)
         _topology(b.meta, force_topology_mismatch, result.notes)
@@ -613,63 +604,23 @@ def _verify(ctx: Context):
     return verify(ctx)
 
 
-def _context_at(ctx: Context, path: Path) -> Context:
-    from cortexctl.engine.context import Context
-    from cortexctl.store import open_storage
-
-    return Context(ctx.settings, open_storage(path, wait=ctx.storage.wait), clock=ctx.clock, embedder=ctx.embedder)
-
-
 def _replace(ctx: Context, b: Opened, progress: Progress | None, *, build_index: bool = True) -> None:
-    """Build the bundle's store beside the target, check it, and swap it in atomically.
+    """Replace the store with the bundle's (``Storage.restore_bundle``): the new store is
+    reindexed and verified before it is swapped in.
 
-    ``build_index`` False (the drill) leaves the index file to be built on first use: it is a
+    ``build_index`` False (the drill) leaves the index to be built on first use: it is a
     cache, and building it is most of the time a large restore takes."""
-    from cortexctl.store import bundle as sb
+    from cortexctl.engine.context import Context
 
-    target = ctx.storage.path
-    parent = target.parent
-    parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-    staging = parent / f".{target.name}.restore-{os.getpid()}-{os.urandom(4).hex()}"
-    staging.mkdir(mode=0o700)
-    existed = target.exists()
-    swapped = False
-    try:
-        with ctx.storage.exclusive():  # creates the target directory (for its lock) when it is new
-            sb.build_store(staging / ctx.storage.db_path.name, b.files, b.meta["schema_version"])
-            staged = _context_at(ctx, staging)
-            if build_index:
-                _reindex(staged, progress)
-            report = _verify(staged)
-            if not report.ok:
-                raise IntegrityError(f"the restored store does not verify: {report.problems[0].message}")
-            staged.storage.tighten()
-            _swap(staging, target)
-            swapped = True
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)  # after the swap: the old store
-        if not existed and not swapped:  # a failed restore into a new location leaves nothing behind
-            shutil.rmtree(target, ignore_errors=True)
+    def check(staged_storage) -> None:
+        staged = Context(ctx.settings, staged_storage, clock=ctx.clock, embedder=ctx.embedder)
+        if build_index:
+            _reindex(staged, progress)
+        report = _verify(staged)
+        if not report.ok:
+            raise IntegrityError(f"the restored store does not verify: {report.problems[0].message}")
 
-
-def _swap(new: Path, target: Path) -> None:
-    """Put ``new`` at ``target`` in one step; the old store (if any) ends up at ``new``."""
-    if not target.exists():
-        os.rename(new, target)
-        new.mkdir(mode=0o700)  # so the caller's cleanup finds a directory
-    else:
-        _exchange(new, target)
-    _fsync_dir(target.parent)
-
-
-def _exchange(a: Path, b: Path) -> None:
-    import ctypes
-
-    libc = ctypes.CDLL(None, use_errno=True)
-    at_fdcwd, rename_exchange = -100, 2
-    if libc.renameat2(at_fdcwd, os.fsencode(a), at_fdcwd, os.fsencode(b), rename_exchange) != 0:
-        err = ctypes.get_errno()
-        raise OSError(err, f"cannot swap {a} and {b} atomically: {os.strerror(err)}")
+    ctx.storage.restore_bundle(b.files, b.meta["schema_version"], check)
 
 
 # -- drill -------------------------------------------------------------------------------------------------

@@ -342,6 +342,56 @@ class Store:
         problem = self.snapshot_problem()
         return {"state": "damaged" if problem else self.snapshot_state(), "problem": problem}
 
+    # -- bundles (store/bundle.py) ------------------------------------------------------------------
+    def export_bundle(self, dest: Path) -> tuple[list[dict], dict]:
+        """Write one Parquet member per state table into ``dest`` from one committed state: the
+        database is copied while our writers are held off (readers go on), and the copy exported.
+        Returns ([{table, name, rows}], {schema_version, vectors, journal_position})."""
+        import shutil
+
+        from cortexctl.store import bundle as sb
+
+        copy_dir = Path(str(dest) + "-snapshot")
+        try:
+            with self.exclusive():
+                copy = sb.snapshot(self, copy_dir)
+            con = sb.open_copy(copy)
+            try:
+                return sb.export_tables(con, dest), sb.store_facts(con)
+            finally:
+                con.close()
+        finally:
+            shutil.rmtree(copy_dir, ignore_errors=True)
+
+    def restore_bundle(self, members: dict[str, Path], schema_version: int, check) -> None:
+        """Replace the whole store (or make it) with a checked bundle's members (table -> Parquet
+        file), atomically: the new store is built beside this one, handed to ``check`` (a
+        ``Storage``; raising abandons the restore) and swapped in with one rename. A failed restore
+        leaves the store as it was, and nothing behind where there was none."""
+        import shutil
+
+        from cortexctl.store import bundle as sb
+
+        target = self.path
+        parent = target.parent
+        parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        staging = parent / f".{target.name}.restore-{os.getpid()}-{os.urandom(4).hex()}"
+        staging.mkdir(mode=0o700)
+        existed = target.exists()
+        swapped = False
+        try:
+            with self.exclusive():  # creates the target directory (for its lock) when it is new
+                sb.build_store(staging / DB_NAME, members, schema_version)
+                staged = Store(staging, wait=self.wait)
+                check(staged)
+                staged.tighten()
+                _swap(staging, target)
+                swapped = True
+        finally:
+            shutil.rmtree(staging, ignore_errors=True)  # after the swap: the old store
+            if not existed and not swapped:  # a failed restore into a new location leaves nothing behind
+                shutil.rmtree(target, ignore_errors=True)
+
     # -- the vector index (store/vector_index.py) ----------------------------------------------
     def update_index(self, model: str, *, rebuild: bool = False, progress=None, loader=None,
                      wait: float | None = None) -> dict:
@@ -368,6 +418,34 @@ class Store:
 @contextmanager
 def _nothing() -> Iterator[None]:
     yield
+
+
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _swap(new: Path, target: Path) -> None:
+    """Put ``new`` at ``target`` in one step; the old store (if any) ends up at ``new``."""
+    if not target.exists():
+        os.rename(new, target)
+        new.mkdir(mode=0o700)  # so the caller's cleanup finds a directory
+    else:
+        _exchange(new, target)
+    _fsync_dir(target.parent)
+
+
+def _exchange(a: Path, b: Path) -> None:
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    at_fdcwd, rename_exchange = -100, 2
+    if libc.renameat2(at_fdcwd, os.fsencode(a), at_fdcwd, os.fsencode(b), rename_exchange) != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, f"cannot swap {a} and {b} atomically: {os.strerror(err)}")
 
 
 def _reraise_duckdb(exc: Exception, path: Path) -> None:

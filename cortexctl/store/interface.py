@@ -496,6 +496,17 @@ class Storage(Protocol):
     def cache_health(self) -> dict:
         """The healthcheck's ``snapshot`` block: {state, problem} of the backend's read cache."""
 
+    def export_bundle(self, dest: Any) -> tuple[list[dict], dict]:
+        """Write the store's tables, from one committed state, as a bundle's members into the
+        bundle being written (``dest``, one member per table in the bundle's format; writers wait
+        meanwhile, readers go on): ([{table, name, rows}], {schema_version, vectors,
+        journal_position})."""
+
+    def restore_bundle(self, members: dict[str, Any], schema_version: int, check: Callable[["Storage"], None]) -> None:
+        """Replace the whole store (or make it) with a checked bundle's members (table -> member),
+        atomically: the new store is made aside, handed to ``check`` (raising abandons it) and
+        only then takes the old one's place. A failed restore leaves the store as it was."""
+
 
 __all__ = ["Storage", "Tx", "Filters", "Viewer", "Scope", "viewer_of", "GRANT_FIELDS", "Scoring", "NoStore", "HEAD_FIELDS", "VERSION_FIELDS",
            "SALIENCE_FIELDS", "SnapshotUnusable", "JOURNAL_FIELDS", "WEIGHT_FIELDS", "CHECKPOINT_FIELDS", "MEMORY_KINDS",
