@@ -62,17 +62,17 @@ def _preflight(ctx: Context, b: Opened) -> None:
 
     from cortexctl.engine.context import Context as Ctx
     from cortexctl.engine.verify import verify
-    from cortexctl.store import bundle as sb
     from cortexctl.store import open_storage
 
-    tmp = Path(tempfile.mkdtemp(prefix="cortexctl-merge-"))
-    try:
-        (tmp / "store").mkdir(mode=0o700)
-        sb.build_store(tmp / "store" / "cortex.duckdb", b.files, b.meta["schema_version"])
-        report = verify(Ctx(ctx.settings, open_storage(tmp / "store"), clock=ctx.clock, embedder=ctx.embedder))
+    def check(storage) -> None:
+        report = verify(Ctx(ctx.settings, storage, clock=ctx.clock, embedder=ctx.embedder))
         if not report.ok:
             p = report.problems[0]
             raise IntegrityError(f"the bundle does not verify as a store ({p.check}: {p.message}); nothing written")
+
+    tmp = Path(tempfile.mkdtemp(prefix="cortexctl-merge-"))
+    try:
+        open_storage(tmp / "store").restore_bundle(b.files, b.meta["schema_version"], check)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 
