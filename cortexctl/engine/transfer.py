@@ -421,19 +421,6 @@ def _finish_chunk(chunk: list[Prepared], dim: int | None) -> None:
                 p.vector = row.copy()  # its own 1.5 KB, not a view that pickles the whole matrix
 
 
-def _worker_init() -> None:  # pragma: no cover - runs in the worker processes
-    """A worker dies with the import (Linux), and leaves Ctrl-C to it."""
-    import signal
-
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    try:
-        import ctypes
-
-        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-    except (OSError, AttributeError):
-        pass
-
-
 def _worker_chunk(lines: list[tuple[int, bytes]], actor: str, now: datetime, keep_actors: bool,
                   dim: int | None, directory: str, number: int):  # pragma: no cover - in the workers
     """One chunk in a worker: prepared, spilled to its own file; returns what the parent keeps."""
@@ -452,10 +439,9 @@ POOL_AHEAD = 2  # jobs queued per worker: bounds the raw lines held in memory
 
 
 def _workers() -> int:
-    try:
-        return len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):
-        return os.cpu_count() or 1
+    from cortexctl.parallel import cores
+
+    return cores()
 
 
 def read_prepared(
@@ -527,7 +513,6 @@ def read_prepared(
             total += 1
             yield n, raw
 
-    pool = None
     try:
         lines_iter = numbered()
         job = chunk_size * -(-POOL_MIN_CHUNK // chunk_size)  # whole batches, so batches stay whole
@@ -550,34 +535,22 @@ def read_prepared(
                 if not pending:
                     pending = list(_take(lines_iter, job))
         else:
-            import multiprocessing
-            from concurrent.futures import ProcessPoolExecutor
+            from cortexctl.parallel import ordered_map
 
             directory = spill.directory()
-            method = "fork" if "fork" in multiprocessing.get_all_start_methods() else None
-            pool = ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context(method),
-                                       initializer=_worker_init)
-            queue: list = []
-            number = 0
 
-            def collect(future) -> None:
-                keys, bad, name = future.result()
-                problems.extend(bad)
-                check(keys)
-                if name is not None:
-                    spill.push_file(name)
+            def jobs():
+                lines, number = first, 0
+                while lines:
+                    yield lines, ctx.actor, now, keep_actors, dim, directory, number
+                    lines, number = list(_take(lines_iter, job)), number + 1
 
-            lines = first
-            while lines:
-                queue.append(pool.submit(_worker_chunk, lines, ctx.actor, now, keep_actors, dim, directory, number))
-                number += 1
-                if len(queue) > POOL_AHEAD * workers:
-                    collect(queue.pop(0))
-                lines = list(_take(lines_iter, job))
-            while queue:
-                collect(queue.pop(0))
-            pool.shutdown(wait=True)
-            pool = None
+            with ordered_map(_worker_chunk, jobs(), workers=workers, ahead=POOL_AHEAD) as chunks:
+                for keys, bad, name in chunks:
+                    problems.extend(bad)
+                    check(keys)
+                    if name is not None:
+                        spill.push_file(name)
         good = sum(len(c) for c in line_cols)
         if good:
             ids = np.concatenate(id_cols)
@@ -598,8 +571,6 @@ def read_prepared(
                     bad_lines.add(line)
             good -= len(bad_lines) + len(existing)
     except BaseException:
-        if pool is not None:
-            pool.shutdown(wait=True, cancel_futures=True)
         spill.close()
         raise
     problems.sort(key=lambda p: p.line)

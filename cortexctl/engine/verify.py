@@ -115,9 +115,13 @@ def _verify(tx: Tx, store, model: str, jobs: int) -> VerifyReport:
     if not parallel or len(ranges) == 1:
         results = (_check_range(tx, after, upto, part, BATCH) for (after, upto), part in zip(ranges, parts))
     else:
-        pool = _Workers(min(jobs, len(ranges)))
-        results = pool.run([(store.location, after, upto, part, BATCH, store.wait)
-                            for (after, upto), part in zip(ranges, parts)])
+        from cortexctl.parallel import ordered_map
+
+        # fresh interpreters: this process holds the store open, and must not fork
+        pool = ordered_map(check_range, [(store.location, after, upto, part, BATCH, store.wait)
+                                         for (after, upto), part in zip(ranges, parts)],
+                           workers=min(jobs, len(ranges)), ahead=len(ranges), fresh=True)
+        results = iter(pool)
     try:
         # the checks over the whole store, while the workers go through their ranges
         whole = _Problems()
@@ -217,118 +221,19 @@ class _RangeResult:
         self.unwritten: list[tuple[str, int]] = []  # (id, first attest seq) of attested IDs never written
 
 
-class _Workers:
-    """Worker processes for ``check_range``: fresh interpreters (``python -m cortexctl.engine.verify``,
-    never a fork of this process and its DuckDB connection), each taking one range at a time
-    through a pipe, so a worker that finishes early takes the next range."""
-
-    def __init__(self, n: int) -> None:
-        import subprocess
-        import sys
-
-        import cortexctl
-
-        env = dict(os.environ)
-        root = os.path.dirname(os.path.dirname(os.path.abspath(cortexctl.__file__)))
-        env["PYTHONPATH"] = os.pathsep.join(filter(None, [root, env.get("PYTHONPATH")]))
-        self.procs = [subprocess.Popen([sys.executable, "-m", "cortexctl.engine.verify"], stdin=subprocess.PIPE,
-                                       stdout=subprocess.PIPE, env=env) for _ in range(n)]
-
-    def run(self, tasks: list[tuple]):
-        """Hand the workers their first tasks; returns an iterator of each task's result in task
-        order, the other tasks given to whichever worker is free."""
-        import pickle
-        import selectors
-
-        results: dict[int, _RangeResult] = {}
-        pending = list(range(len(tasks)))[::-1]
-        busy: dict[object, int] = {}
-        sel = selectors.DefaultSelector()
-
-        def give(proc) -> None:
-            if pending:
-                k = pending.pop()
-                pickle.dump(tasks[k], proc.stdin, protocol=pickle.HIGHEST_PROTOCOL)
-                proc.stdin.flush()
-                busy[proc] = k
-
-        for proc in self.procs:  # now, not on the first result asked for: the caller works meanwhile
-            sel.register(proc.stdout, selectors.EVENT_READ, proc)
-            give(proc)
-        return self._results(tasks, results, busy, sel, give)
-
-    def _results(self, tasks, results, busy, sel, give):
-        import pickle
-
-        nxt = 0
-        try:
-            while nxt < len(tasks):
-                while nxt in results:
-                    yield results.pop(nxt)
-                    nxt += 1
-                if nxt >= len(tasks):
-                    break
-                for key, _ in sel.select():
-                    proc = key.data
-                    try:
-                        ok, value = pickle.load(proc.stdout)
-                    except EOFError:
-                        raise CortexError("a verify worker process ended unexpectedly") from None
-                    if not ok:
-                        raise value
-                    results[busy.pop(proc)] = value
-                    give(proc)
-        finally:
-            sel.close()
-
-    def close(self) -> None:
-        for proc in self.procs:
-            try:
-                proc.stdin.close()
-            except OSError:
-                pass
-        for proc in self.procs:
-            try:
-                proc.wait(timeout=5)
-            except Exception:
-                proc.kill()
-                proc.wait()
-            proc.stdout.close()
-
-
-def _serve() -> None:
-    """A worker process: read tasks from stdin, write (ok, result or error) to stdout, until EOF."""
-    import pickle
-    import sys
-
-    out = os.fdopen(os.dup(1), "wb")
-    os.dup2(2, 1)  # whatever else prints goes to stderr, never into the results
-    inp = sys.stdin.buffer
-    try:
-        while True:
-            try:
-                task = pickle.load(inp)
-            except EOFError:
-                return
-            try:
-                reply = (True, check_range(*task))
-            except Exception as exc:  # noqa: BLE001 - handed to the parent, which raises it
-                reply = (False, exc if isinstance(exc, CortexError) else CortexError(f"verify worker: {exc!r}"))
-            pickle.dump(reply, out, protocol=pickle.HIGHEST_PROTOCOL)
-            out.flush()
-    except (KeyboardInterrupt, BrokenPipeError):
-        return
-
-
 def check_range(path: str, after: str | None, upto: str | None, attested: Attests, batch: int,
                 wait: float) -> _RangeResult:
     """A worker process's share: the per-memory checks over IDs in ``(after, upto]``, on a
     read-only connection of its own (many processes may read a store at once)."""
     from cortexctl.store import open_storage
 
-    store = open_storage(path, wait=wait)
-    with store.reading() as tx:
-        return _check_range(tx, after, upto, attested, batch)
+    try:
+        with open_storage(path, wait=wait).reading() as tx:
+            return _check_range(tx, after, upto, attested, batch)
+    except CortexError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - raised in the parent, which may not know its type
+        raise CortexError(f"verify worker: {exc!r}") from None
 
 
 def _check_range(tx: Tx, after: str | None, upto: str | None, attested: Attests, batch: int) -> _RangeResult:
@@ -518,9 +423,3 @@ def _in_order(get, record) -> tuple | None:
 def _show(value) -> str:
     text = repr(value)
     return text if len(text) <= 60 else text[:57] + "..."
-
-
-if __name__ == "__main__":  # a worker: run the module's own copy, so that results pickle by its name
-    from cortexctl.engine import verify as _module
-
-    _module._serve()

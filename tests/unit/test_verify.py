@@ -128,14 +128,14 @@ def many(store, monkeypatch):
     monkeypatch.setattr(v, "BATCH", 2)
     monkeypatch.setattr(v, "PARALLEL_FROM", 0)
     started = []
-    real = v._Workers
+    from cortexctl import parallel
 
-    class Counting(real):
-        def __init__(self, n):
-            started.append(n)
-            super().__init__(n)
+    class Counting(parallel.ordered_map):
+        def __init__(self, fn, tasks, *, workers, **kw):
+            started.append(workers)
+            super().__init__(fn, tasks, workers=workers, **kw)
 
-    monkeypatch.setattr(v, "_Workers", Counting)
+    monkeypatch.setattr(parallel, "ordered_map", Counting)
     return cx, ids, started
 
 

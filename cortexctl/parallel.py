@@ -1,0 +1,95 @@
+"""One way to spread work over cores: ``ordered_map``, a function over tasks in worker processes.
+
+Used where the work is CPU-bound Python (import's checking pass, verify's per-memory checks):
+threads would share one interpreter lock. The results come back in task order, whichever
+worker finished first; at most ``ahead`` tasks per worker are handed out at a time, so a long
+stream of tasks (an import's chunks of lines) is never held in memory all at once.
+
+Workers die with the process that started them (Linux: ``PR_SET_PDEATHSIG``), so a killed
+command leaves no worker behind, and they leave Ctrl-C to it. ``fresh`` workers are new
+interpreters, never forks of the caller: a process that holds an open database connection must
+not fork. Otherwise they are forks, which start in a few milliseconds.
+
+The vector index's builder is not a map but a pipeline (one thread adds each committed batch to
+the graph while the next is written; usearch adds without holding the interpreter lock), and
+keeps its one thread (``store/vector_index.py``).
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any, Callable, Iterable, Iterator
+
+
+def cores() -> int:
+    """The cores this process may run on."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
+def _worker_start(init: Callable[[], None] | None) -> None:  # pragma: no cover - runs in the workers
+    """A worker dies with its parent (Linux) and leaves Ctrl-C to it."""
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+    if init is not None:
+        init()
+
+
+class ordered_map:  # noqa: N801 - used like the builtin map
+    """``fn(*task)`` for each task, in ``workers`` processes; iterate for the results in task order.
+
+    The first tasks are handed out when it is made, so the caller can do other work while the
+    workers start. An exception raised by ``fn`` is raised by the iteration, at its task's turn
+    (``fn`` must raise picklable exceptions). Use it in a ``with`` block (or call ``close``):
+    leaving early cancels the tasks not started and waits for the running ones.
+    """
+
+    def __init__(self, fn: Callable[..., Any], tasks: Iterable[tuple], *, workers: int, ahead: int = 2,
+                 fresh: bool = False, init: Callable[[], None] | None = None) -> None:
+        import multiprocessing
+        from concurrent.futures import ProcessPoolExecutor
+
+        methods = multiprocessing.get_all_start_methods()
+        method = "spawn" if fresh or "fork" not in methods else "fork"
+        self._fn = fn
+        self._tasks = iter(tasks)
+        self._limit = max(1, workers) * max(1, ahead)
+        self._pool = ProcessPoolExecutor(max_workers=max(1, workers), mp_context=multiprocessing.get_context(method),
+                                         initializer=_worker_start, initargs=(init,))
+        self._queue: list = []
+        self._fill()
+
+    def _fill(self) -> None:
+        while len(self._queue) < self._limit:
+            task = next(self._tasks, None)
+            if task is None:
+                return
+            self._queue.append(self._pool.submit(self._fn, *task))
+
+    def __iter__(self) -> Iterator[Any]:
+        while self._queue:
+            result = self._queue.pop(0).result()
+            self._fill()
+            yield result
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=True, cancel_futures=True)
+        self._queue = []
+
+    def __enter__(self) -> ordered_map:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+__all__ = ["ordered_map", "cores"]
