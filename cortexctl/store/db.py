@@ -289,7 +289,7 @@ class Store:
                     got = None
             snapshot.write_delta(self, start, got, token, counter)  # the file's identity is final once closed
 
-    # -- the search snapshot (store/snapshot.py) ---------------------------------------------
+    # -- the search snapshot (store/snapshot/) ---------------------------------------------
     @contextmanager
     def searching(self) -> Iterator[object]:
         """A read-only view for find, answered from the search snapshot when it is current."""

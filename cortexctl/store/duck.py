@@ -30,7 +30,7 @@ class DuckTx(Lanes):
         self.store = store  # the Store it came from (its index file); None for a bare connection
         self._where: dict[Filters, tuple[str, list[Any]]] = {}
         # The memories whose rows this transaction changed, for the search snapshot's delta
-        # (store/snapshot.py); None after a change that is not one memory's (a model dropped, a
+        # (store/snapshot/); None after a change that is not one memory's (a model dropped, a
         # bundle attached): the snapshot then waits for the next fold.
         self.touched: set[str] | None = set()
 

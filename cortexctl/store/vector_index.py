@@ -230,7 +230,7 @@ def update(store: Store, model: str, *, rebuild: bool = False, progress: Callabl
         done = _fold(store, model, rebuild=rebuild, progress=progress, built=built)
         if built is not None:
             built.index = None  # saved: its memory is not needed for the snapshot build
-        try:  # the search snapshot follows the index (store/snapshot.py); it is a cache: never fail for it
+        try:  # the search snapshot follows the index (store/snapshot/); it is a cache: never fail for it
             store.refresh_snapshot()
         except (CortexError, OSError):
             pass

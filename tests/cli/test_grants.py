@@ -149,9 +149,9 @@ def test_a_snapshot_without_the_scoped_array_sends_a_grant_holder_to_duckdb(stor
         arrays.pop("h_scoped")
         return arrays, extras
 
-    monkeypatch.setattr(snapshot, "collect", old_collect)
+    monkeypatch.setattr(snapshot.builder, "collect", old_collect)
     Cortex(store=store, actor="alice").reindex()
-    monkeypatch.setattr(snapshot, "collect", real_collect)
+    monkeypatch.setattr(snapshot.builder, "collect", real_collect)
     assert snapshot.state(store) == "current"
     bob = Cortex(store=store, actor="bob")
     assert {h.id for h in bob.find(FindQuery(near="orchid", k=20))} == {ids["fact_ops"], ids["goal_ops"]}

@@ -1,4 +1,4 @@
-"""The search snapshot (store/snapshot.py): find answers from it only when it is current, and the
+"""The search snapshot (store/snapshot/): find answers from it only when it is current, and the
 same as from DuckDB; stale, truncated, foreign or damaged snapshots are bypassed; every kind of
 change is visible to the next find; a writer killed after COMMIT leaves nothing to trust wrongly."""
 
@@ -482,7 +482,7 @@ def test_a_delta_of_an_earlier_snapshot_is_bypassed(store):
 
 
 def test_more_than_a_deltas_worth_of_changes_waits_for_the_next_fold(store, monkeypatch):
-    monkeypatch.setattr(snapshot, "DELTA_MAX", 3)
+    monkeypatch.setattr(snapshot.delta, "DELTA_MAX", 3)
     cx = _cx(store)
     uris = _fill(cx, 20)
     _ready(cx)
@@ -603,7 +603,7 @@ def test_a_builder_killed_midway_leaves_the_old_snapshot_and_its_temp_file_is_cl
         def die(path, *a):
             open(str(path.parent / ".cortex.snapshot.killed.tmp"), "wb").write(b"partial")
             os.kill(os.getpid(), signal.SIGKILL)
-        snapshot.write = die
+        snapshot.builder.write = die
         Cortex(store={str(store)!r}, actor="alice").reindex()
     """)
     proc = subprocess.run([sys.executable, "-c", script], capture_output=True, timeout=120)

@@ -1,0 +1,81 @@
+"""The search snapshot: what ``find`` reads of a store, as arrays in one file beside the database.
+
+A package: ``format`` (the generation file, the snapshot file's layout, header, CRC blocks and
+mapping), ``builder`` (the rows collected and written as arrays), ``delta`` (the delta file, and which
+files are current) and ``query`` (``_Part`` and ``SnapshotTx``, find's reads).
+
+``cortex.snapshot`` is a cache, like the index file: derived from the DuckDB
+file, rebuilt from it, never trusted blindly. It holds the heads' filter and
+salience columns, the lexical postings (by term and by doc), doc numbers to
+IDs, the vector keys, the learned weights and what a result shows, as arrays
+that a reader maps with numpy and touches only where it looks. A cold ``find``
+answered from it neither imports DuckDB nor decodes a column segment.
+
+Trust rests on the **generation file** ``cortex.gen``: ``TOKEN COUNTER STATE``.
+Every committing writer (``Store.transaction``) writes the next counter as
+``dirty`` and fsyncs it *before* COMMIT, and the same counter as ``clean``
+after. The token is random, made when the file is first written (a missing or
+unreadable file gets a new one). A snapshot is stamped with the token and the
+counter of the clean generation it was built at, plus the identity (inode, size,
+modification time) of ``cortex.duckdb`` and its WAL and the schema version; it
+is used only when all of them agree now. So:
+
+- a commit since the build (or one killed between COMMIT and its clean mark,
+  which leaves ``dirty``) means the counter differs: bypassed;
+- a snapshot copied from another store carries another token; a database file
+  replaced under it (a restore, a copy, a writer that does not know the
+  generation file) changes the file identity: bypassed;
+- a truncated or damaged file fails its header check (magic, length, CRC of the
+  header) or, for the pages actually read, the CRC of each 16 KiB block
+  (checked the first time a block is touched): ``SnapshotUnusable``, and find
+  answers from DuckDB instead.
+
+A bypassed snapshot costs find nothing but a few small reads: it then reads
+DuckDB as it always did. The next fold of the index (``FOLD_AT`` new vectors,
+the end of an import, ``reindex``) writes a new one: built under the writer
+lock into a temp file, fsynced and renamed over the old one.
+
+**The delta** ``cortex.snapdelta`` keeps the snapshot useful between folds. A
+``DuckTx`` records which memories it changed (``touched``); after its COMMIT and
+clean mark, still on its connection and under the writer lock, the writer reads
+the rows of every memory changed since the build (the previous delta's and its
+own: heads, current data, docs, postings, vectors with their values) and, once
+its connection is closed and the database file's identity is final, writes
+them as plain rows (JSON with a CRC: the writer never loads numpy), stamped like
+a snapshot with its generation, and naming the snapshot it completes (its stamp
+and header CRC). ``find`` makes the delta's arrays (``_arrays``, as a build
+does) and answers those memories from them and every other from the snapshot
+(their rows, docs and vectors there count as gone); the store-wide numbers
+(vector counts, dimensions, the keys given since the build, learned weights)
+come from the delta. A writer builds a
+delta only on a current snapshot or delta, so a writer killed before writing
+its delta leaves the store bypassing both until the next fold; a change that is
+not one memory's (``touched`` is None: a model's vectors dropped, a bundle
+attached) or more than ``DELTA_MAX`` memories removes the delta instead.
+
+**Visibility** is decided from the arrays as DuckDB decides it in SQL (``records.visible_sql``):
+a head is seen by its owner (``h_actor``), by everyone when public (``h_public``), and when scoped
+(``h_scoped``) by a sub-agent one of whose live grants covers it; the grants are carried in the
+header (``grants``: those not revoked, store-wide, with their expiry) like the learned weights, so a
+delta's header has them anew after every write, a grant or a revocation included (which touch no
+memory's rows). A file without ``h_scoped`` (built before grants) answers actors holding no grant
+and raises ``SnapshotUnusable`` for one that holds some: find then reads DuckDB.
+
+Anything the snapshot does not hold (frame filters, the full form, vectors
+for an exact search, memories newer than the index file) is read from DuckDB,
+opened on first need; if the store moved on meanwhile, the read is refused
+(``SnapshotUnusable``) and find starts over on DuckDB alone.
+"""
+
+from __future__ import annotations
+
+from cortexctl.store.snapshot.builder import build, collect
+from cortexctl.store.snapshot.delta import (DELTA_MAX, check_whole, collect_delta, delta_start, open_current, remove,
+                                            state, write_delta)
+from cortexctl.store.snapshot.format import (DELTA_NAME, FORMAT, GEN_NAME, MAGIC, SNAPSHOT_NAME, Snapshot, _header_of,
+                                             mark_clean, mark_dirty, read_gen, write)
+from cortexctl.store.snapshot.query import SnapshotTx
+
+__all__ = ["SNAPSHOT_NAME", "DELTA_NAME", "GEN_NAME", "MAGIC", "FORMAT", "DELTA_MAX", "Snapshot", "SnapshotTx", "build",
+           "collect", "write", "open_current", "state", "check_whole", "mark_dirty", "mark_clean", "read_gen", "remove",
+           "delta_start", "collect_delta", "write_delta", "_header_of"]

@@ -1,0 +1,286 @@
+"""The delta file ``cortex.snapdelta``: what writers changed since the build, as plain rows (see the
+package docstring), and which snapshot and delta are current for the store (``open_current``,
+``state``, ``check_whole``)."""
+
+from __future__ import annotations
+
+import base64
+import os
+import zlib
+from pathlib import Path
+
+from cortexctl.store.interface import SnapshotUnusable
+from cortexctl.store.snapshot.builder import DATA_QUERY, HEAD_COLUMNS, _arrays, _grants_extra
+from cortexctl.store.snapshot.format import (DELTA_NAME, FORMAT, SNAPSHOT_NAME, Snapshot, _clear_temps, _header_of,
+                                             _map, _mark, _other_format, _schema_version, _stamp_ok, _unlink,
+                                             db_identity)
+
+DELTA_MAX = 2_000  # memories a delta holds; past that, find reads DuckDB until the next fold
+
+DELTA_MAGIC = b"CXDELT01"
+
+
+def _delta_body(raw: bytes) -> bytes | None:
+    """The JSON of a delta file's bytes when its magic, length and CRC are right."""
+    if len(raw) < 24 or raw[:8] != DELTA_MAGIC or int.from_bytes(raw[8:16], "little") != len(raw) - 24 \
+            or zlib.crc32(raw[24:]) != int.from_bytes(raw[16:24], "little"):
+        return None
+    return raw[24:]
+
+
+def _delta_doc(store_path: Path, base: dict) -> dict | None:
+    """The delta's document when the file is whole (length, CRC), current and built on ``base``."""
+    import orjson
+
+    try:
+        body = _delta_body((store_path / DELTA_NAME).read_bytes())
+    except OSError:
+        return None
+    if body is None:
+        return None
+    try:
+        doc = orjson.loads(body)
+    except orjson.JSONDecodeError:
+        return None
+    if not isinstance(doc, dict) or doc.get("format") != FORMAT or doc.get("base") != _mark(base) \
+            or not _stamp_ok(store_path, doc):
+        return None
+    return doc
+
+
+def _delta_problem(store_path: Path) -> str | None:
+    """What is wrong with the delta file's bytes, if anything (a stale delta is not wrong)."""
+    try:
+        raw = (store_path / DELTA_NAME).read_bytes()
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        return f"search snapshot delta {DELTA_NAME}: {exc.strerror}"
+    if _delta_body(raw) is None:
+        return f"search snapshot delta {DELTA_NAME} is truncated or damaged"
+    return None
+
+
+def delta_start(store_path: Path) -> dict | None:
+    """Before a writer's transaction (under the writer lock): what its delta will build on, or
+    None when no snapshot is current (the writer then leaves it to the next fold)."""
+    got = _header_of(store_path / SNAPSHOT_NAME)
+    if got is None:
+        return None
+    base = got[0]
+    c = base.get("vector_counts", {})
+    try:
+        top = max([max(int(v[1]), int(v[3])) for v in c.values()] or [0])
+    except (TypeError, ValueError, IndexError):
+        return None
+    start = {"base": _mark(base), "base_top": top, "ids": set()}
+    if _stamp_ok(store_path, base):
+        return start
+    doc = _delta_doc(store_path, base)
+    if doc is None:
+        return None
+    start["ids"] = set(doc["ids"])
+    return start
+
+
+def collect_delta(con, start: dict | None, touched: set[str] | None) -> dict | None:
+    """After the writer's COMMIT, on its connection: the delta's document, the rows of every memory
+    changed since the build (by this writer and the ones before it), or None when the snapshot is
+    left to the next fold (no current snapshot, a change the delta cannot follow, or more than
+    DELTA_MAX memories). Plain rows as DuckDB gives them, no numpy: a write stays lean; ``find``
+    makes the arrays."""
+    if start is None or touched is None:
+        return None
+    ids = sorted(start["ids"] | touched)
+    if len(ids) > DELTA_MAX:
+        return None
+    from cortexctl.store import feedback
+
+    b64 = base64.b64encode
+    only = " IN (SELECT unnest(?::VARCHAR[]))"
+    heads = con.execute(f"{HEAD_COLUMNS} WHERE id{only} ORDER BY id", [ids]).fetchall()
+    data = con.execute(f"{DATA_QUERY} WHERE h.id{only} AND v.id{only}", [ids, ids]).fetchall()
+    docs = con.execute(f"SELECT doc, id, len FROM lex_docs WHERE id{only} ORDER BY doc", [ids]).fetchall()
+    postings = con.execute("SELECT term, doc, tf FROM lex_postings WHERE doc IN (SELECT unnest(?::UBIGINT[]))",
+                           [[d for d, _, _ in docs]]).fetchall()
+    vectors = con.execute(f"SELECT key, id, version, model, dim, vec FROM vectors WHERE id{only} ORDER BY key",
+                          [ids]).fetchall()
+    counts: dict[str, list[int]] = {}
+    dims: dict[str, int] = {}
+    for m, n, top, d in con.execute("SELECT model, count(*), max(key), min(dim) FROM vectors GROUP BY model").fetchall():
+        counts[m] = [int(n), int(top), 0, 0]
+        dims[m] = int(d)
+    for m, n, top in con.execute("SELECT model, count(*), max(key) FROM vectors_dropped GROUP BY model").fetchall():
+        counts.setdefault(m, [0, 0, 0, 0])[2:] = [int(n), int(top)]
+    # every vector key given since the build, live or dropped (keys only grow: see search.next_vector_key)
+    new_keys = con.execute("SELECT key, model FROM vectors WHERE key > ? UNION ALL"
+                           " SELECT key, model FROM vectors_dropped WHERE key > ?", [start["base_top"]] * 2).fetchall()
+    return {
+        "ids": ids, "heads": [list(r) for r in heads],
+        "data": [[i, t, b64(bytes(d)).decode()] for i, t, d in data],
+        "lex_docs": [list(r) for r in docs], "postings": [list(r) for r in postings],
+        "vectors": [[k, i, v, m, d, b64(bytes(x)).decode()] for k, i, v, m, d, x in vectors],
+        "new_keys": [list(r) for r in new_keys], "vector_counts": counts, "dims": dims,
+        "weights": {k: list(w["weights"]) for k, w in feedback.all_weights(con).items()},
+        "grants": _grants_extra(con),
+    }
+
+
+def write_delta(store, start: dict | None, doc: dict | None, token: str, counter: int) -> None:
+    """After the writer closed its connection (the file's identity is final), still under the
+    writer lock: write the delta stamped with the writer's generation, or remove a delta that
+    no longer holds. Never fails the write: a delta not written only sends find to DuckDB."""
+    path = store.path
+    if start is None or doc is None:
+        _unlink(path / DELTA_NAME)
+        return
+    import orjson
+
+    from cortexctl.files import atomic_path
+
+    try:
+        _clear_temps(path)
+        base = _header_of(path / SNAPSHOT_NAME)
+        if base is None or _mark(base[0]) != start["base"]:
+            _unlink(path / DELTA_NAME)
+            return
+        body = orjson.dumps({**doc, "format": FORMAT, "base": start["base"], "token": token, "counter": counter,
+                             "schema_version": _schema_version(), "db": db_identity(path)})
+        with atomic_path(path / DELTA_NAME) as tmp:
+            with open(tmp, "wb") as fh:
+                fh.write(DELTA_MAGIC + len(body).to_bytes(8, "little") + zlib.crc32(body).to_bytes(8, "little") + body)
+    except Exception:  # noqa: BLE001 - a cache: find reads DuckDB until the next fold
+        _unlink(path / DELTA_NAME)
+
+
+class _MemSnap:
+    """A delta's arrays in memory, read through the same calls as a mapped ``Snapshot`` (its bytes
+    were checked whole when the file was read)."""
+
+    def __init__(self, doc: dict) -> None:
+        arrays, extras = _arrays(_DeltaRows(doc))
+        self._a = arrays
+        self.header = {**extras, "arrays": {k: {"shape": list(v.shape)} for k, v in arrays.items()}}
+        self.new_keys = doc["new_keys"]
+
+    def raw(self, name: str):
+        return self._a[name]
+
+    whole = raw
+
+    def span(self, name: str, lo: int, hi: int):
+        return self._a[name][lo:hi]
+
+    def take(self, name: str, rows):
+        return self._a[name][rows]
+
+    def close(self) -> None:
+        self._a = {}
+
+
+class _DeltaRows:
+    """The same, from a delta's document (``collect_delta``): the changed memories' rows, their vectors
+    with their values, and the store-wide numbers."""
+
+    def __init__(self, doc: dict) -> None:
+        self.doc = doc
+        self.store_wide = (doc["vector_counts"], doc["dims"])
+
+    def heads(self):
+        if self.doc["heads"]:
+            yield [tuple(r) for r in self.doc["heads"]]
+
+    def data(self):
+        if self.doc["data"]:
+            yield [(i, t, base64.b64decode(d)) for i, t, d in self.doc["data"]]
+
+    def lex_docs(self) -> dict:
+        rows = self.doc["lex_docs"]
+        return {"doc": [r[0] for r in rows], "id": [r[1] for r in rows], "len": [r[2] for r in rows]}
+
+    def postings(self) -> dict:
+        rows = self.doc["postings"]
+        return {"term": [r[0] for r in rows], "doc": [r[1] for r in rows], "tf": [r[2] for r in rows]}
+
+    def vectors(self) -> dict:
+        rows = self.doc["vectors"]
+        return {"key": [r[0] for r in rows], "id": [r[1] for r in rows], "version": [r[2] for r in rows],
+                "model": [r[3] for r in rows], "dim": [r[4] for r in rows],
+                "vec": [base64.b64decode(r[5]) for r in rows]}
+
+    def dropped(self) -> list:
+        return []
+
+    def weights(self) -> dict:
+        return self.doc["weights"]
+
+    def grants(self) -> list:
+        return self.doc["grants"]
+
+
+
+def state(store_path: Path) -> str:
+    """"current", "missing", "stale" or "damaged" (header only: blocks are checked when read).
+    A snapshot with a current delta is current."""
+    path = store_path / SNAPSHOT_NAME
+    if not path.exists():
+        return "missing"
+    got = _header_of(path)
+    if got is None:
+        return "stale" if _other_format(path) else "damaged"
+    return "current" if _stamp_ok(store_path, got[0]) or _delta_doc(store_path, got[0]) else "stale"
+
+
+
+def open_current(store_path: Path, cache: dict | None = None) -> tuple[Snapshot, dict | None] | None:
+    """(snapshot, None) when the snapshot is current for the store (see the module docstring),
+    (snapshot, the delta's document) when a current delta completes it, else None. ``cache``:
+    the snapshot's mapping kept between calls by a resident process (see ``_map``)."""
+    path = store_path / SNAPSHOT_NAME
+    got = _header_of(path)
+    if got is None:
+        return None
+    header, start = got
+    delta = None
+    if not _stamp_ok(store_path, header):
+        delta = _delta_doc(store_path, header)
+        if delta is None:
+            return None
+    base = _map(path, header, start, cache=cache)
+    return None if base is None else (base, delta)
+
+
+def check_whole(store_path: Path) -> str | None:
+    """For verify and healthcheck: None when the snapshot is absent, stale (a cache not yet
+    refreshed) or sound; otherwise what is wrong with it. Reads every block."""
+    path = store_path / SNAPSHOT_NAME
+    if not path.exists():
+        return None
+    got = _header_of(path)
+    if got is None:
+        if _other_format(path):
+            return None  # written by another version: rebuilt by the next fold, like a stale one
+        return f"search snapshot {SNAPSHOT_NAME}: truncated or damaged header (rebuilt by the next fold or reindex)"
+    delta = _delta_problem(store_path)
+    if delta is not None:
+        return f"{delta} (removed by the next write, rebuilt by the next fold or reindex)"
+    pair = open_current(store_path)
+    if pair is None:
+        return None
+    try:
+        pair[0]._check(0, int(pair[0].header["data_bytes"]))
+    except SnapshotUnusable as exc:
+        return f"{exc.message} (rebuilt by the next fold or reindex)"
+    finally:
+        pair[0].close()
+    return None
+
+
+def remove(store_path: Path) -> None:
+    for name in (SNAPSHOT_NAME, DELTA_NAME):
+        try:
+            os.unlink(store_path / name)
+        except FileNotFoundError:
+            pass
+
+

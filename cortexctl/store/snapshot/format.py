@@ -1,0 +1,334 @@
+"""The snapshot's files on disk: the generation file ``cortex.gen`` that stamps every commit, and the
+layout of ``cortex.snapshot`` (magic, header length and CRC, a JSON header naming each array's dtype,
+shape and offset, the arrays aligned to 64 bytes, one CRC-32 per 16 KiB block), mapped read-only and
+checked block by block as it is read. The package docstring (``store/snapshot/__init__.py``) says why
+the stamps make the files safe to trust."""
+
+from __future__ import annotations
+
+import json
+import mmap
+import os
+import zlib
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from cortexctl.store.interface import SnapshotUnusable
+
+SNAPSHOT_NAME = "cortex.snapshot"
+DELTA_NAME = "cortex.snapdelta"
+GEN_NAME = "cortex.gen"
+MAGIC = b"CXSNAP01"
+FORMAT = 2
+BLOCK = 1 << 14  # bytes per checksummed block
+ALIGN = 64
+EPOCH = datetime(1970, 1, 1)
+BUILD_BATCH = 10_000  # rows read at a time while building
+
+
+# -- the generation file ---------------------------------------------------------------------
+def read_gen(store_path: Path) -> tuple[str, int, bool] | None:
+    """(token, counter, clean) of the generation file, or None when missing or unreadable."""
+    try:
+        with open(store_path / GEN_NAME, "rb") as fh:
+            parts = fh.read(200).decode("ascii").split()
+        token, counter, state = parts
+        if len(token) != 32 or state not in ("clean", "dirty"):
+            return None
+        return token, int(counter), state == "clean"
+    except (OSError, ValueError, UnicodeDecodeError):
+        return None
+
+
+def _write_gen(store_path: Path, token: str, counter: int, state: str, *, sync: bool) -> None:
+    """Rewrite the generation in place: the same length every time (the counter is padded), so
+    that a reader never sees an empty file and ``fdatasync`` flushes one data block."""
+    data = f"{token} {counter:020d} {state}\n".encode("ascii")
+    fd = os.open(store_path / GEN_NAME, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        os.pwrite(fd, data, 0)
+        if os.fstat(fd).st_size != len(data):
+            os.ftruncate(fd, len(data))
+        if sync:
+            os.fdatasync(fd)
+    finally:
+        os.close(fd)
+
+
+def mark_dirty(store_path: Path) -> tuple[str, int]:
+    """Before a COMMIT: the next generation, marked dirty and on disk. Returns (token, counter)."""
+    gen = read_gen(store_path)
+    token, counter = (gen[0], gen[1] + 1) if gen else (os.urandom(16).hex(), 1)
+    _write_gen(store_path, token, counter, "dirty", sync=True)
+    return token, counter
+
+
+def mark_clean(store_path: Path, token: str, counter: int) -> None:
+    """After the COMMIT: the generation is clean. Left undone (a crash), the generation stays dirty,
+    which only makes readers bypass the snapshot."""
+    try:
+        _write_gen(store_path, token, counter, "clean", sync=False)
+    except OSError:
+        pass
+
+
+def db_identity(store_path: Path) -> list:
+    """(inode, size, mtime_ns) of the database file and of its WAL (None when absent)."""
+    out: list = []
+    for name in ("cortex.duckdb", "cortex.duckdb.wal"):
+        try:
+            st = os.stat(store_path / name)
+            out.append([st.st_ino, st.st_size, st.st_mtime_ns])
+        except FileNotFoundError:
+            out.append(None)
+    return out
+
+
+def _schema_version() -> int:
+    from cortexctl.store import migrations
+
+    return migrations.latest()
+
+
+
+# -- the file ----------------------------------------------------------------------------------
+class Snapshot:
+    """An open, stamped snapshot file: arrays mapped read-only, each block checked on first touch."""
+
+    def __init__(self, path: Path, header: dict, mm: mmap.mmap, data_start: int, crcs) -> None:
+        self.path, self.header, self._mm, self._start = path, header, mm, data_start
+        import numpy as np
+
+        self._crcs = crcs  # one CRC-32 per BLOCK of the data region
+        self._ok = np.zeros(len(crcs) + 1, dtype=np.bool_)  # blocks checked so far
+        self._arrays: dict[str, Any] = {}
+        self.kept = False  # held by a resident process's cache (``open_current``): close() leaves it open
+
+    def close(self) -> None:
+        if self.kept:
+            return
+        self._arrays.clear()
+        try:
+            self._mm.close()
+        except BufferError:  # a view still exported: the mapping goes with the process
+            pass
+
+    def _check(self, lo: int, hi: int) -> None:
+        """CRC of every block covering data bytes [lo, hi) not checked yet."""
+        if hi <= lo:
+            return
+        self._check_blocks(range(lo // BLOCK, (hi - 1) // BLOCK + 1))
+
+    def _check_blocks(self, blocks) -> None:
+        ok, crcs, mm, start = self._ok, self._crcs, self._mm, self._start
+        for b in blocks:
+            if b < len(ok) and ok[b]:
+                continue
+            s = start + b * BLOCK
+            if b >= len(crcs) or zlib.crc32(mm[s : s + BLOCK]) != crcs[b]:
+                raise SnapshotUnusable(f"search snapshot {SNAPSHOT_NAME} is damaged (block {b})")
+            ok[b] = True
+
+    def raw(self, name: str):
+        """The whole array, unchecked (callers check what they read)."""
+        import numpy as np
+
+        a = self._arrays.get(name)
+        if a is None:
+            spec = self.header["arrays"][name]
+            count = 1
+            for d in spec["shape"]:
+                count *= d
+            a = np.frombuffer(self._mm, dtype=np.dtype(spec["dtype"]), count=count,
+                              offset=self._start + spec["offset"]).reshape(spec["shape"])
+            self._arrays[name] = a
+        return a
+
+    def whole(self, name: str):
+        """The array, every block of it checked."""
+        spec = self.header["arrays"][name]
+        self._check(spec["offset"], spec["offset"] + spec["nbytes"])
+        return self.raw(name)
+
+    def span(self, name: str, lo: int, hi: int):
+        """Elements [lo, hi) of a 1-d array, their blocks checked."""
+        a = self.raw(name)
+        item = a.dtype.itemsize
+        off = self.header["arrays"][name]["offset"]
+        self._check(off + lo * item, off + hi * item)
+        return a[lo:hi]
+
+    def take(self, name: str, rows):
+        """Elements at ``rows`` (numpy int array) of a 1-d array, their blocks checked."""
+        import numpy as np
+
+        a = self.raw(name)
+        if len(rows):
+            item = a.dtype.itemsize
+            first = (self.header["arrays"][name]["offset"] + rows.astype(np.int64) * item) // BLOCK
+            last = first if BLOCK % item == 0 else \
+                (self.header["arrays"][name]["offset"] + rows.astype(np.int64) * item + item - 1) // BLOCK
+            blocks = np.concatenate((first, last)) if last is not first else first
+            need = blocks[~self._ok[np.minimum(blocks, len(self._ok) - 1)]]
+            if len(need):
+                self._check_blocks(sorted(set(need.tolist())))
+        return a[rows]
+
+
+def _header_of(path: Path) -> tuple[dict, int] | None:
+    """(header, data start) when the file's magic, header CRC, format and length are right."""
+    got = _raw_header(path)
+    if got is None:
+        return None
+    header, start, size = got
+    try:
+        if header.get("format") != FORMAT or header.get("block") != BLOCK \
+                or size != start + int(header["data_bytes"]):
+            return None
+    except (ValueError, KeyError, TypeError):
+        return None
+    return header, start
+
+
+def _other_format(path: Path) -> bool:
+    """A sound header of another format (a snapshot written by another version of cortexctl): out of
+    date, not damaged."""
+    got = _raw_header(path)
+    return got is not None and got[0].get("format") != FORMAT
+
+
+def _raw_header(path: Path) -> tuple[dict, int, int] | None:
+    """(header, data start, file size) when the file's magic and header CRC are right."""
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(24)
+            if len(head) != 24 or head[:8] != MAGIC:
+                return None
+            hlen = int.from_bytes(head[8:16], "little")
+            hcrc = int.from_bytes(head[16:24], "little")
+            if hlen > 1 << 30:
+                return None
+            body = fh.read(hlen)
+            size = os.fstat(fh.fileno()).st_size
+        if len(body) != hlen or zlib.crc32(body) != hcrc:
+            return None
+        header = json.loads(body)
+        if not isinstance(header, dict):
+            return None
+        header["_crc"] = hcrc
+        return header, -(-(24 + hlen) // ALIGN) * ALIGN, size
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def _mark(header: dict) -> list:
+    """What a delta names its base by: the base's stamp and header CRC."""
+    return [header.get("token"), header.get("counter"), header.get("_crc")]
+
+
+def _stamp_ok(store_path: Path, header: dict) -> bool:
+    gen = read_gen(store_path)
+    if gen is None or not gen[2]:
+        return False
+    return (header.get("token"), header.get("counter")) == (gen[0], gen[1]) \
+        and header.get("schema_version") == _schema_version() \
+        and header.get("db") == db_identity(store_path)
+
+
+def _map(path: Path, header: dict, start: int, cache: dict | None = None) -> Snapshot | None:
+    """The file mapped, for the header read from it. With ``cache`` (a resident process's), the
+    mapping made last for this path is given again while the file is the same one (inode, size,
+    mtime and header CRC): a snapshot file is only ever replaced whole (written beside and
+    renamed), so a kept mapping keeps the blocks it has checked."""
+    import numpy as np
+
+    key = None
+    try:
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            if cache is not None:
+                st = os.fstat(fd)
+                key = (st.st_ino, st.st_size, st.st_mtime_ns, header["_crc"])
+                kept = cache.get(str(path))
+                if kept is not None and kept[0] == key:
+                    return kept[1]
+            mm = mmap.mmap(fd, 0, prot=mmap.PROT_READ)
+        finally:
+            os.close(fd)
+    except (OSError, ValueError):
+        return None
+    if cache is not None:
+        cache.pop(str(path), None)
+        if len(mm) < 24 or int.from_bytes(mm[16:24], "little") != header["_crc"]:
+            mm.close()  # replaced between reading the header and opening it: not this call's file
+            return None
+    crcs = np.frombuffer(bytes.fromhex(header["crcs"]), dtype="<u4")
+    snap = Snapshot(path, header, mm, start, crcs)
+    if cache is not None:
+        snap.kept = True
+        cache[str(path)] = (key, snap)
+    return snap
+
+
+
+def _us(t: datetime | None) -> int | None:
+    return None if t is None else (t - EPOCH) // timedelta(microseconds=1)
+
+
+def write(path: Path, arrays: dict, extras: dict, stamp: dict) -> None:
+    """Write the snapshot file atomically (temp file, fsync, rename, fsync of the directory)."""
+    import numpy as np
+
+    from cortexctl.files import atomic_path
+
+    specs: dict = {}
+    off = 0
+    parts: list = []
+    for name, arr in arrays.items():
+        arr = np.ascontiguousarray(arr)
+        pad = -off % ALIGN
+        if pad:
+            parts.append(b"\0" * pad)
+            off += pad
+        specs[name] = {"dtype": arr.dtype.str, "shape": list(arr.shape), "offset": off, "nbytes": arr.nbytes}
+        parts.append(arr)
+        off += arr.nbytes
+    data_bytes = off
+    crcs = np.zeros(-(-data_bytes // BLOCK), dtype="<u4")
+    header = {"format": FORMAT, "block": BLOCK, **stamp, **extras, "arrays": specs, "data_bytes": data_bytes}
+    with atomic_path(path) as tmp:
+        with open(tmp, "wb") as fh:
+            # the data first, after room for the header, then the header with the block CRCs
+            probe = json.dumps({**header, "crcs": "00000000" * len(crcs)}, separators=(",", ":")).encode()
+            start = -(-(24 + len(probe)) // ALIGN) * ALIGN
+            fh.seek(start)
+            for p in parts:
+                fh.write(memoryview(p).cast("B") if isinstance(p, np.ndarray) else p)
+            fh.flush()
+        with open(tmp, "r+b") as fh:
+            fh.seek(start)
+            for b in range(len(crcs)):
+                crcs[b] = zlib.crc32(fh.read(BLOCK))
+            body = json.dumps({**header, "crcs": crcs.tobytes().hex()}, separators=(",", ":")).encode()
+            assert len(body) == len(probe)
+            fh.seek(0)
+            fh.write(MAGIC + len(body).to_bytes(8, "little") + zlib.crc32(body).to_bytes(8, "little") + body)
+            fh.write(b"\0" * (start - 24 - len(body)))
+
+
+
+def _unlink(path: Path) -> None:
+    try:
+        path.unlink()
+    except OSError:
+        pass
+
+
+def _clear_temps(store_path: Path) -> None:
+    """Temp files of a builder or writer killed midway (the caller holds the writer lock)."""
+    for name in (SNAPSHOT_NAME, DELTA_NAME):
+        for left in store_path.glob(f".{name}.*.tmp"):
+            _unlink(left)
+
+

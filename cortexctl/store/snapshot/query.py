@@ -1,0 +1,566 @@
+"""Answering find from a current snapshot and its delta: ``_Part`` (one file's arrays: the filters'
+masks, salience, postings, vectors) and ``SnapshotTx`` (the read-only ``Tx`` find gets)."""
+
+from __future__ import annotations
+
+import json
+from contextlib import ExitStack
+from datetime import datetime, timedelta
+from typing import Sequence
+
+from cortexctl.store.interface import Filters, Scoring, SnapshotUnusable, Viewer, viewer_of
+from cortexctl.store.lanes import Lanes
+from cortexctl.store.snapshot.delta import _MemSnap
+from cortexctl.store.snapshot.format import EPOCH, Snapshot, _stamp_ok, _us
+
+
+# -- answering find ------------------------------------------------------------------------------
+def _ids_bytes(ids: Sequence[str]):
+    import numpy as np
+
+    return np.array([i.encode("ascii", "replace") for i in ids], dtype="S26") if len(ids) else np.zeros(0, "S26")
+
+
+def _salience_exact(recent: float, importance: int, access: int, citations: int, confidence: float,
+                    tomb: bool, now_epoch: float, half_life: float, weights: Sequence[float]) -> float:
+    """The salience as the database computes it (``records.SALIENCE_SQL``), operation by operation."""
+    import math
+
+    if tomb:
+        return 0.0
+    w_rec, w_imp, w_acc, w_cit, w_conf = weights
+    age = max(now_epoch - recent, 0.0)
+    return (w_rec * math.pow(0.5, age / half_life) + w_imp * importance / 10.0
+            + w_acc * access / (access + 5.0) + w_cit * citations / (citations + 3.0) + w_conf * confidence)
+
+
+class _Part:
+    """One snapshot file as find reads it: the base, less the memories a delta holds (``dead``),
+    or the delta itself."""
+
+    def __init__(self, snap, dead_ids: Sequence[str] = ()) -> None:
+        self.snap, self.h = snap, snap.header
+        self.n = int(snap.header["arrays"]["h_id"]["shape"][0])
+        self.dead_ids = frozenset(dead_ids)
+        self._dead_rows = None
+        self._masks: dict = {}
+        self.dead_docs = self._docs_of_dead() if self.dead_ids else None
+
+    def _docs_of_dead(self):
+        """The sorted doc numbers of the rows a delta overrides (None when none)."""
+        import numpy as np
+
+        rows, _ = self._rows(sorted(self.dead_ids), alive=False)
+        if "h_doc" in self.h["arrays"]:
+            docs = self.snap.take("h_doc", rows)
+            docs = docs[docs >= 0].astype(np.uint64)
+        else:  # a snapshot from before h_doc: through doc -> row
+            dead = np.zeros(max(self.n, 1), dtype=np.bool_)
+            dead[rows] = True
+            row = self.snap.whole("ld_row")
+            docs = self.snap.whole("ld_doc")[(row >= 0) & dead[np.where(row >= 0, row, 0)]]
+        return np.unique(docs) if len(docs) else None
+
+    # -- heads --------------------------------------------------------------------------------
+    def dead_rows(self):
+        """Bool array of the rows a delta overrides (None when there are none)."""
+        import numpy as np
+
+        if not self.dead_ids:
+            return None
+        if self._dead_rows is None:
+            rows, _ = self._rows(sorted(self.dead_ids), alive=False)
+            self._dead_rows = np.zeros(self.n, dtype=np.bool_)
+            self._dead_rows[rows] = True
+        return self._dead_rows
+
+    def count(self) -> int:
+        d = self.dead_rows()
+        return self.n - (int(d.sum()) if d is not None else 0)
+
+    def _rows(self, ids: Sequence[str], *, alive: bool = True):
+        """(rows in the heads arrays, the IDs found) of these IDs."""
+        import numpy as np
+
+        if alive and self.dead_ids:
+            ids = [i for i in ids if i not in self.dead_ids]
+        want = _ids_bytes(list(ids))
+        if not len(want) or not self.n:
+            return np.zeros(0, np.int64), []
+        h_id = self.snap.raw("h_id")
+        pos = np.searchsorted(h_id, want)
+        pos = np.minimum(pos, self.n - 1)
+        got = self.snap.take("h_id", pos)
+        hit = got == want
+        rows = pos[hit].astype(np.int64)
+        return rows, [i for i, h in zip(ids, hit.tolist()) if h]
+
+    def mask(self, filters: Filters):
+        """Which heads pass ``filters`` (bool array)."""
+        import numpy as np
+
+        got = self._masks.get(filters)
+        if got is not None:
+            return got
+        s, h = self.snap, self.h
+        m = self.seen(filters.viewer).copy()
+        if not filters.include_tombstoned:
+            m &= ~s.whole("h_tomb")
+        if filters.types:
+            m &= np.isin(s.whole("h_type"), np.array(filters.types, dtype=np.int64))
+        if filters.session is not None:
+            sess = {v: i for i, v in enumerate(h["sessions"])}.get(filters.session, -2)
+            m &= s.whole("h_session") == sess
+        for t in dict.fromkeys(filters.tags):
+            m &= self.has_any_tag((t,))
+        dead = self.dead_rows()
+        if dead is not None:
+            m &= ~dead
+        self._masks[filters] = m
+        return m
+
+    def has_any_tag(self, tags: Sequence[str]):
+        """Which heads carry at least one of ``tags`` (bool array)."""
+        import numpy as np
+
+        s = self.snap
+        tcodes = {t: i for i, t in enumerate(self.h["tags"])}
+        want = [tcodes[t] for t in tags if t in tcodes]
+        has = np.zeros(self.n, dtype=np.bool_)
+        if want:
+            off, code = s.whole("tag_off"), s.whole("tag_code")
+            owner = np.repeat(np.arange(self.n), np.diff(off))
+            has[owner[np.isin(code, np.array(want, dtype=np.int32))]] = True
+        return has
+
+    def seen(self, viewer: Viewer):
+        """Which heads ``viewer`` may see (bool array; a delta's overrides not taken out): its own,
+        the public ones, and the scoped ones of a granter that one of its live grants covers.
+        SnapshotUnusable for a viewer holding grants when the file does not record which heads are
+        scoped (built by a cortexctl before grants): find then answers from DuckDB."""
+        import numpy as np
+
+        key = ("seen", viewer)
+        got = self._masks.get(key)
+        if got is not None:
+            return got
+        s, h = self.snap, self.h
+        codes = {a: i for i, a in enumerate(h["actors"])}
+        actor = s.whole("h_actor")
+        m = (actor == codes.get(viewer.actor, -2)) | s.whole("h_public")
+        if viewer.scopes:
+            if "h_scoped" not in h["arrays"]:
+                raise SnapshotUnusable("the search snapshot does not record scoped memories (built before grants)")
+            scoped = s.whole("h_scoped")
+            for granter, types, tags in viewer.scopes:
+                g = codes.get(granter)
+                if g is None:
+                    continue
+                c = scoped & (actor == g)
+                if types:
+                    c &= np.isin(s.whole("h_type"), np.array(types, dtype=np.int64))
+                if tags:
+                    c &= self.has_any_tag(tags)
+                m = m | c
+        self._masks[key] = m
+        return m
+
+    def passing(self, ids: Sequence[str], filters: Filters) -> dict[str, int]:
+        m = self.mask(filters)
+        rows, found = self._rows(ids)
+        ok = m[rows].tolist()
+        cur = self.snap.take("h_cur", rows).tolist()
+        return {i: int(c) for i, o, c in zip(found, ok, cur) if o}
+
+    def salience_rows(self, rows, scoring: Scoring) -> list[float]:
+        s = self.snap
+        now = _us(scoring.now) / 1e6
+        cols = [s.take(n, rows).tolist() for n in ("h_recent", "h_importance", "h_access", "h_cit", "h_conf", "h_tomb")]
+        return [_salience_exact(r, i, a, c, f, t, now, scoring.half_life, scoring.weights)
+                for r, i, a, c, f, t in zip(*cols)]
+
+    def candidates(self, ids: Sequence[str], filters: Filters, scoring: Scoring) -> dict[str, tuple[int, bool, float]]:
+        m = self.mask(filters)
+        rows, found = self._rows(ids)
+        ok = m[rows].tolist()
+        cur = self.snap.take("h_cur", rows).tolist()
+        sal = self.salience_rows(rows, scoring)
+        return {i: (int(c), bool(o), s) for i, c, o, s in zip(found, cur, ok, sal)}
+
+    def top_salience(self, filters: Filters, scoring: Scoring, limit: int) -> list[tuple[float, int, str]]:
+        """The ``limit`` best as (exact salience, updated, ID), best first; see SnapshotTx.top_salience."""
+        import numpy as np
+
+        rows = np.flatnonzero(self.mask(filters))
+        if not len(rows) or limit <= 0:
+            return []
+        s = self.snap
+        w_rec, w_imp, w_acc, w_cit, w_conf = scoring.weights
+        now = _us(scoring.now) / 1e6
+        recent, imp = s.whole("h_recent")[rows], s.whole("h_importance")[rows].astype(np.float64)
+        acc, cit = s.whole("h_access")[rows].astype(np.float64), s.whole("h_cit")[rows].astype(np.float64)
+        approx = (w_rec * np.power(0.5, np.maximum(now - recent, 0.0) / scoring.half_life) + w_imp * imp / 10.0
+                  + w_acc * acc / (acc + 5.0) + w_cit * cit / (cit + 3.0) + w_conf * s.whole("h_conf")[rows])
+        approx[s.whole("h_tomb")[rows]] = 0.0
+        if len(rows) > limit:
+            cut = np.partition(-approx, limit - 1)[limit - 1] * -1
+            keep = approx >= cut - 1e-9 * max(1.0, abs(cut))
+            rows = rows[keep]
+        exact = self.salience_rows(rows, scoring)
+        updated = s.take("h_updated", rows).tolist()
+        ids = [b.decode() for b in s.take("h_id", rows).tolist()]
+        return sorted(zip(exact, updated, ids), reverse=True)[:limit]
+
+    def result_rows(self, ids: Sequence[str], form: str) -> dict[str, dict]:
+        rows, found = self._rows(ids)
+        out: dict[str, dict] = {}
+        for i, r in zip(found, rows.tolist()):
+            lo, hi = (int(x) for x in self.snap.span("row_off", r, r + 2))
+            t, cur, tags, frames, imp, vis, actor, upd, tomb, short, medium = json.loads(
+                self.snap.span("row_blob", lo, hi).tobytes())
+            out[i] = {"id": i, "type": t, "current_version": cur, "tags": tags, "frames": frames, "importance": imp,
+                      "visibility": vis, "actor": actor, "updated_at": EPOCH + timedelta(microseconds=upd),
+                      "tombstoned_at": None if tomb is None else EPOCH + timedelta(microseconds=tomb),
+                      "text": short if form == "short" else medium}
+        return out
+
+    def search_data(self, ids: Sequence[str]) -> dict[str, tuple[int, bytes]]:
+        rows, found = self._rows(ids)
+        out: dict[str, tuple[int, bytes]] = {}
+        for i, r in zip(found, rows.tolist()):
+            t = int(self.snap.span("d_type", r, r + 1)[0])
+            if t < 0:
+                continue
+            lo, hi = (int(x) for x in self.snap.span("d_off", r, r + 2))
+            out[i] = (t, self.snap.span("d_blob", lo, hi).tobytes())
+        return out
+
+    # -- postings ---------------------------------------------------------------------------
+    def _live_docs(self, docs):
+        """Bool array: which of ``docs`` a delta does not override."""
+        import numpy as np
+
+        if self.dead_docs is None or not len(docs):
+            return np.ones(len(docs), dtype=np.bool_)
+        return ~np.isin(docs, self.dead_docs)
+
+    def doc_count(self) -> int:
+        return int(self.h["arrays"]["ld_doc"]["shape"][0]) - (len(self.dead_docs) if self.dead_docs is not None else 0)
+
+    def _term_spans(self, terms: Sequence[int]) -> list[tuple[int, int, int]]:
+        import numpy as np
+
+        p_term = self.snap.raw("p_term")
+        if not len(p_term) or not terms:
+            return []
+        want = np.asarray(list(terms), dtype=np.int64)
+        pos = np.minimum(np.searchsorted(p_term, want), len(p_term) - 1)
+        out = []
+        for t, p in zip(want.tolist(), pos.tolist()):
+            if int(self.snap.span("p_term", p, p + 1)[0]) == t:
+                lo, hi = (int(x) for x in self.snap.span("p_off", p, p + 2))
+                out.append((t, lo, hi))
+        return out
+
+    def postings_of(self, terms: Sequence[int]):
+        import numpy as np
+
+        spans = self._term_spans(terms)
+        if not spans:
+            return {"term": np.zeros(0, np.int64), "doc": np.zeros(0, np.uint64), "tf": np.zeros(0, np.uint16)}
+        out = {
+            "term": np.concatenate([np.full(hi - lo, t, dtype=np.int64) for t, lo, hi in spans]),
+            "doc": np.concatenate([self.snap.span("p_doc", lo, hi) for _, lo, hi in spans]),
+            "tf": np.concatenate([self.snap.span("p_tf", lo, hi) for _, lo, hi in spans]),
+        }
+        if self.dead_docs is not None:
+            keep = self._live_docs(out["doc"])
+            out = {k: v[keep] for k, v in out.items()}
+        return out
+
+    def _doc_pos(self, docs: Sequence[int], name: str):
+        import numpy as np
+
+        arr = self.snap.raw(name)
+        want = np.asarray([int(d) for d in docs], dtype=np.uint64)
+        if self.dead_docs is not None:
+            want = want[self._live_docs(want)]
+        if not len(arr) or not len(want):
+            return want, np.zeros(0, np.int64), np.zeros(0, np.bool_)
+        pos = np.minimum(np.searchsorted(arr, want), len(arr) - 1)
+        return want, pos, self.snap.take(name, pos) == want
+
+    def doc_ids(self, docs: Sequence[int]) -> dict[int, str]:
+        want, pos, hit = self._doc_pos(docs, "ld_doc")
+        if not hit.any():
+            return {}
+        ids = self.snap.take("ld_id", pos[hit]).tolist()
+        return {int(d): i.decode() for d, i in zip(want[hit].tolist(), ids)}
+
+    def hidden_docs(self, actor: str | Viewer):
+        import numpy as np
+
+        s = self.snap
+        row = s.whole("ld_row")
+        has = row >= 0
+        r = np.where(has, row, 0)
+        seen = self.seen(viewer_of(actor))[r] if self.n else np.zeros(len(row), np.bool_)
+        docs = s.whole("ld_doc")[has & ~seen]
+        return docs[self._live_docs(docs)] if self.dead_docs is not None else docs
+
+    def term_df(self, terms: Sequence[int], hidden) -> dict[int, int]:
+        import numpy as np
+
+        out: dict[int, int] = {}
+        for t, lo, hi in self._term_spans(terms):
+            docs = self.snap.span("p_doc", lo, hi)
+            if self.dead_docs is not None:
+                docs = docs[self._live_docs(docs)]
+            c = int(len(docs) - (np.isin(docs, hidden, kind="table").sum() if len(hidden) and len(docs) else 0))
+            if c:
+                out[t] = c
+        return out
+
+    def doc_terms(self, docs: Sequence[int]) -> dict[int, tuple[dict[int, int], int]]:
+        want, pos, hit = self._doc_pos(docs, "ld_doc")
+        out: dict[int, tuple[dict[int, int], int]] = {}
+        for d, p in zip(want[hit].tolist(), pos[hit].tolist()):
+            out[int(d)] = ({}, int(self.snap.span("ld_len", p, p + 1)[0]))
+        fw, fpos, fhit = self._doc_pos(list(out), "f_doc")
+        for d, p in zip(fw[fhit].tolist(), fpos[fhit].tolist()):
+            lo, hi = (int(x) for x in self.snap.span("f_off", p, p + 2))
+            out[int(d)][0].update(zip(self.snap.span("f_term", lo, hi).tolist(), self.snap.span("f_tf", lo, hi).tolist()))
+        return out
+
+    # -- vectors -------------------------------------------------------------------------------
+    def model_code(self, model: str) -> int:
+        return {m: i for i, m in enumerate(self.h["models"])}.get(model, -2)
+
+    def covered(self, model: str, max_key: int) -> int:
+        """Live and dropped keys of ``model`` up to ``max_key`` that this file holds."""
+        c = self.model_code(model)
+        live = (self.snap.whole("v_model") == c) & (self.snap.whole("v_key") <= max_key)
+        dropped = (self.snap.whole("vd_model") == c) & (self.snap.whole("vd_key") <= max_key)
+        return int(live.sum() + dropped.sum())
+
+    def vectors_of_keys(self, keys: Sequence[int], model: str) -> list[tuple[int, str, int]]:
+        import numpy as np
+
+        v_key = self.snap.raw("v_key")
+        want = np.asarray([int(k) for k in keys], dtype=np.uint64)
+        if not len(v_key) or not len(want):
+            return []
+        pos = np.minimum(np.searchsorted(v_key, want), len(v_key) - 1)
+        hit = self.snap.take("v_key", pos) == want
+        pos = pos[hit]
+        hit_m = self.snap.take("v_model", pos) == self.model_code(model)
+        pos = pos[hit_m]
+        return [(int(k), i.decode(), int(v)) for k, i, v in zip(
+            self.snap.take("v_key", pos).tolist(), self.snap.take("v_id", pos).tolist(),
+            self.snap.take("v_ver", pos).tolist()) if i.decode() not in self.dead_ids]
+
+    def vector_keys_for(self, filters: Filters, model: str):
+        import numpy as np
+
+        m = self.mask(filters)
+        s = self.snap
+        row = s.whole("v_row")
+        sel = (s.whole("v_model") == self.model_code(model)) & (row >= 0)
+        r = np.where(sel, row, 0)
+        sel &= m[r] & (s.whole("v_ver") == s.whole("h_cur")[r]) if self.n else sel
+        pos = np.flatnonzero(sel)
+        return [b.decode() for b in s.take("v_id", pos).tolist()], s.take("v_key", pos)
+
+    def vectors_after(self, model: str, after: int):
+        """Positions in the vector arrays of ``model``'s vectors with a key above ``after``."""
+        import numpy as np
+
+        v_key = self.snap.raw("v_key")
+        start = int(np.searchsorted(v_key, np.uint64(after), side="right"))
+        sel = self.snap.span("v_model", start, len(v_key)) == self.model_code(model)
+        pos = start + np.flatnonzero(sel)
+        if self.dead_ids and len(pos):
+            ids = self.snap.take("v_id", pos).tolist()
+            pos = pos[[i.decode() not in self.dead_ids for i in ids]]
+        return pos
+
+
+class SnapshotTx(Lanes):
+    """The read-only ``Tx`` of ``find``, answered from a current snapshot and its delta (what
+    writers changed since the build: those memories are answered from the delta, the rest from
+    the snapshot); anything they do not hold is read from DuckDB, opened on first need (``_duck``)."""
+
+    def __init__(self, snap: Snapshot, store, delta: dict | None = None) -> None:
+        self.snap, self.store = snap, store
+        self._stack: ExitStack | None = None
+        self._tx = None
+        self.delta = None if delta is None else _MemSnap(delta)
+        if self.delta is None:
+            self.parts = [_Part(snap)]
+            self.top = snap.header  # the stamp checked, and the store-wide numbers
+        else:
+            self.parts = [_Part(snap, delta["ids"]), _Part(self.delta)]
+            self.top = {**self.delta.header, **{k: delta[k] for k in ("token", "counter", "schema_version", "db")}}
+
+    def close(self) -> None:
+        if self._stack is not None:
+            self._stack.close()
+        self.snap.close()
+        if self.delta is not None:
+            self.delta.close()
+
+    # -- DuckDB for the rest -----------------------------------------------------------------
+    def _duck(self):
+        if self._tx is None:
+            from cortexctl.store.duck import DuckTx
+
+            stack = ExitStack()
+            con = stack.enter_context(self.store.read())
+            self._stack = stack
+            if not _stamp_ok(self.store.path, self.top):
+                raise SnapshotUnusable("the store changed during the search")
+            self._tx = DuckTx(con, self.store)
+        return self._tx
+
+    def __getattr__(self, name: str):
+        if name.startswith("_"):
+            raise AttributeError(name)
+        return getattr(self._duck(), name)
+
+    def _merged(self, method: str, *args) -> dict:
+        out: dict = {}
+        for p in self.parts:
+            out.update(getattr(p, method)(*args))
+        return out
+
+    # -- heads --------------------------------------------------------------------------------
+    def count_heads(self, filters: Filters | None = None) -> int:
+        if filters is None:
+            return sum(p.count() for p in self.parts)
+        if filters.frames:
+            return self._duck().count_heads(filters)
+        return sum(int(p.mask(filters).sum()) for p in self.parts)
+
+    def passing(self, ids: Sequence[str], filters: Filters) -> dict[str, int]:
+        if filters.frames:
+            return self._duck().passing(ids, filters)
+        return self._merged("passing", ids, filters)
+
+    def candidates(self, ids: Sequence[str], filters: Filters, scoring: Scoring) -> dict[str, tuple[int, bool, float]]:
+        if filters.frames:
+            return self._duck().candidates(ids, filters, scoring)
+        return self._merged("candidates", ids, filters, scoring)
+
+    def top_salience(self, filters: Filters, scoring: Scoring, limit: int) -> list[tuple[str, float]]:
+        """As the database orders them (salience, then later update, then higher ID, all
+        descending): an approximate vectorised salience picks the contenders, the exact one ranks them."""
+        if filters.frames:
+            return self._duck().top_salience(filters, scoring, limit)
+        ranked = sorted((x for p in self.parts for x in p.top_salience(filters, scoring, limit)), reverse=True)
+        return [(i, sal) for sal, _, i in ranked[:limit]]
+
+    def weights(self, actor: str) -> tuple[float, ...] | None:
+        w = self.top["weights"].get(actor)
+        return None if w is None else tuple(float(x) for x in w)
+
+    def live_grants(self, subagent: str, now: datetime) -> list[dict]:
+        """From the header, as the learned weights (DuckDB for a snapshot built before grants)."""
+        got = self.top.get("grants")
+        if got is None:
+            return self._duck().live_grants(subagent, now)
+        at = _us(now)
+        out = []
+        for id_, granter, sub, types, tags, created, expires in got:
+            if sub != subagent or (expires is not None and expires <= at):
+                continue
+            out.append({"id": id_, "granter": granter, "subagent": sub, "types": list(types), "tags": list(tags),
+                        "created_at": EPOCH + timedelta(microseconds=created),
+                        "expires_at": None if expires is None else EPOCH + timedelta(microseconds=expires),
+                        "revoked_at": None, "revoked_by": None})
+        return sorted(out, key=lambda g: g["id"])
+
+    def result_rows(self, ids: Sequence[str], form: str) -> dict[str, dict]:
+        if form not in ("short", "medium"):
+            raise ValueError(form)
+        return self._merged("result_rows", ids, form)
+
+    def search_data(self, ids: Sequence[str]) -> dict[str, tuple[int, bytes]]:
+        return self._merged("search_data", ids)
+
+    # -- postings ---------------------------------------------------------------------------
+    def doc_count(self) -> int:
+        return sum(p.doc_count() for p in self.parts)
+
+    def postings_of(self, terms: Sequence[int]):
+        import numpy as np
+
+        got = [p.postings_of(terms) for p in self.parts]
+        return got[0] if len(got) == 1 else {k: np.concatenate([g[k] for g in got]) for k in got[0]}
+
+    def doc_ids(self, docs: Sequence[int]) -> dict[int, str]:
+        return self._merged("doc_ids", docs)
+
+    def hidden_docs(self, actor: str | Viewer):
+        import numpy as np
+
+        got = [p.hidden_docs(actor) for p in self.parts]
+        return got[0] if len(got) == 1 else np.concatenate(got)
+
+    def term_df(self, terms: Sequence[int], hidden) -> dict[int, int]:
+        out: dict[int, int] = {}
+        for p in self.parts:
+            for t, c in p.term_df(terms, hidden).items():
+                out[t] = out.get(t, 0) + c
+        return out
+
+    def doc_terms(self, docs: Sequence[int]) -> dict[int, tuple[dict[int, int], int]]:
+        return self._merged("doc_terms", docs)
+
+    # -- vectors -------------------------------------------------------------------------------
+    def model_dim(self, model: str) -> int | None:
+        return self.top["dims"].get(model)
+
+    def vector_stats(self, model: str) -> tuple[int, int, int | None]:
+        live, top, _, _ = self.top["vector_counts"].get(model, (0, 0, 0, 0))
+        return int(live), int(top), self.model_dim(model)
+
+    def covered(self, model: str, max_key: int) -> int:
+        live, top, dropped, top_dropped = self.top["vector_counts"].get(model, (0, 0, 0, 0))
+        if max_key >= max(top, top_dropped):
+            return int(live + dropped)
+        n = self.parts[0].covered(model, max_key)  # the base's keys; drops since only moved some of them
+        if self.delta is not None:  # and the keys given since the build
+            n += sum(1 for k, m in self.delta.new_keys if m == model and k <= max_key)
+        return n
+
+    def vectors_of_keys(self, keys: Sequence[int], model: str) -> list[tuple[int, str, int]]:
+        return [x for p in self.parts for x in p.vectors_of_keys(keys, model)]
+
+    def vector_keys_for(self, filters: Filters, model: str):
+        import numpy as np
+
+        if filters.frames:
+            return None
+        got = [p.vector_keys_for(filters, model) for p in self.parts]
+        if len(got) == 1:
+            return got[0]
+        return got[0][0] + got[1][0], np.concatenate([got[0][1], got[1][1]])
+
+    def vectors_after(self, model: str, after: int, dim: int):
+        import numpy as np
+
+        if len(self.parts[0].vectors_after(model, after)):  # the build's own delta: DuckDB has the vectors
+            return self._duck().vectors_after(model, after, dim)
+        if self.delta is None:
+            return [], [], np.zeros((0, dim), dtype=np.float32)
+        d = self.parts[1]
+        pos = d.vectors_after(model, after)
+        if not len(pos):
+            return [], [], np.zeros((0, dim), dtype=np.float32)
+        off, flat = d.snap.whole("v_voff"), d.snap.whole("v_vec")
+        if not (off[pos + 1] - off[pos] == dim).all():
+            return self._duck().vectors_after(model, after, dim)
+        mat = np.stack([flat[off[p]:off[p] + dim] for p in pos.tolist()])
+        return ([b.decode() for b in d.snap.take("v_id", pos).tolist()],
+                [int(v) for v in d.snap.take("v_ver", pos).tolist()], np.array(mat, dtype=np.float32))
+
