@@ -13,8 +13,9 @@ confidence     the current version's confidence (0-1)
 
 and its salience, as seen by an actor, is the weighted sum ``sum(w_i * f_i)`` under
 that actor's learned weights; the weights are non-negative and sum to 1, so salience
-is in [0, 1]. A forgotten (tombstoned) memory has salience 0. The SQL form used by
-``find`` is ``store.records.SALIENCE_SQL``; a test holds the two to the same numbers.
+is in [0, 1]. A forgotten (tombstoned) memory has salience 0. The form ``find`` ranks by is
+``store.rules.salience`` (compiled to SQL and to the search snapshot's numpy); a test holds the
+two to the same numbers.
 
 Each actor starts from ``DEFAULT_WEIGHTS`` and each ``attest`` takes one EMA step:
 

@@ -48,8 +48,8 @@ class DuckTx(Lanes):
         return got
 
     @staticmethod
-    def _scoring(scoring: Scoring) -> list[Any]:
-        return records.salience_params(scoring.now, scoring.half_life, scoring.weights)
+    def _scoring(scoring: Scoring) -> tuple[str, list[Any]]:
+        return records.salience_sql(scoring)
 
     # -- heads and versions ---------------------------------------------------------
     def insert_memories(self, heads: list[dict], versions: list[dict]) -> None:

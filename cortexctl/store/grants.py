@@ -56,21 +56,3 @@ def insert_grant(con, row: dict) -> None:
 
 def revoke_grant(con, id_: str, *, at: datetime, by: str) -> None:
     con.execute("UPDATE grants SET revoked_at = ?, revoked_by = ? WHERE id = ?", [at, by, id_])
-
-
-def scopes_sql(alias: str, scopes) -> tuple[str, list]:
-    """The memories ``scopes`` cover, as SQL over a heads alias, with its parameters ("" for none)."""
-    if not scopes:
-        return "", []
-    ors, params = [], []
-    for granter, types, tags in scopes:
-        cond = [f"{alias}.actor = ?"]
-        params.append(granter)
-        if types:
-            cond.append(f"list_contains(?, {alias}.type)")
-            params.append([int(t) for t in types])
-        if tags:
-            cond.append(f"list_has_any({alias}.tags, ?)")
-            params.append(list(tags))
-        ors.append("(" + " AND ".join(cond) + ")")
-    return f"({alias}.visibility = 'scoped' AND ({' OR '.join(ors)}))", params

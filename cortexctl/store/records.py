@@ -11,7 +11,8 @@ from datetime import datetime
 from typing import Any, Iterable, Sequence
 
 from cortexctl.errors import IntegrityError
-from cortexctl.store.interface import HEAD_FIELDS, JOURNAL_FIELDS, SALIENCE_FIELDS, VERSION_FIELDS, Filters, viewer_of
+from cortexctl.store.interface import (HEAD_FIELDS, JOURNAL_FIELDS, SALIENCE_FIELDS, VERSION_FIELDS, Filters, Scoring,
+                                      viewer_of)
 
 HEAD_COLUMNS = HEAD_FIELDS
 VERSION_COLUMNS = VERSION_FIELDS
@@ -34,19 +35,12 @@ _SQL_TYPES = {
 
 # -- visibility ----------------------------------------------------------------
 def visible_sql(who, alias: str = "h") -> tuple[str, list[Any]]:
-    """The one visibility rule, as SQL over a heads alias, with its parameters; ``who`` is an
-    actor's name or an ``interface.Viewer``.
+    """The one visibility rule (``rules.visibility``) as SQL over a heads alias, with its
+    parameters; ``who`` is an actor's name or an ``interface.Viewer``."""
+    from cortexctl.store import rules
+    from cortexctl.store.predicate import to_sql
 
-    Private and scoped memories are their owner's; public ones everyone's; and a scoped memory
-    is also seen by a sub-agent holding a live grant whose scope covers it (``grants.scopes_sql``).
-    """
-    from cortexctl.store.grants import scopes_sql
-
-    viewer = viewer_of(who)
-    scoped, params = scopes_sql(alias, viewer.scopes)
-    if not scoped:
-        return f"({alias}.actor = ? OR {alias}.visibility = 'public')", [viewer.actor]
-    return f"({alias}.actor = ? OR {alias}.visibility = 'public' OR {scoped})", [viewer.actor, *params]
+    return to_sql(rules.visibility(viewer_of(who)), alias)
 
 
 # -- bulk insert ---------------------------------------------------------------
@@ -231,32 +225,11 @@ def current_data(con, current: dict[str, int]) -> dict[str, tuple[int, bytes]]:
 
 
 def filter_sql(filters: Filters) -> tuple[str, list[Any]]:
-    """find's filters as one SQL condition over a heads alias ``h``, with its parameters."""
-    seen, params = visible_sql(filters.viewer)
-    where = [seen]
-    if not filters.include_tombstoned:
-        where.append("h.tombstoned_at IS NULL")
-    if filters.types:
-        where.append("list_contains(?, h.type)")
-        params.append(list(filters.types))
-    if filters.tags:
-        where.append("list_has_all(h.tags, ?)")
-        params.append(list(filters.tags))
-    if filters.session is not None:
-        where.append("h.session = ?")
-        params.append(filters.session)
-    for verb, kind, ref in filters.frames:
-        cond = ["f.verb = ?"]
-        params_f: list[Any] = [verb]
-        if kind is not None:
-            cond.append("f.kind = ?")
-            params_f.append(kind)
-        if ref is not None:
-            cond.append("f.ref = ?")
-            params_f.append(ref)
-        where.append(f"h.id IN (SELECT f.id FROM frames f WHERE {' AND '.join(cond)})")
-        params.extend(params_f)
-    return " AND ".join(where), params
+    """find's filters (``rules.filters``) as one SQL condition over a heads alias ``h``, with its parameters."""
+    from cortexctl.store import rules
+    from cortexctl.store.predicate import to_sql
+
+    return to_sql(rules.filters(filters))
 
 
 def count_heads(con, where: str | None = None, params: Sequence[Any] = ()) -> int:
@@ -289,28 +262,21 @@ def passing(con, ids: Sequence[str], where: str, params: Sequence[Any]) -> dict[
     return {r[0]: int(r[1]) for r in rows}
 
 
-# Salience (engine/salience.py has the formulas and their reasons): a weighted sum of
-# five factors in [0, 1], 0 for a forgotten memory. Parameters: now (TIMESTAMP), the
-# half-life (seconds), then the five weights in salience.FACTORS order.
-SALIENCE_SQL = (
-    "CASE WHEN h.tombstoned_at IS NOT NULL THEN 0.0 ELSE"
-    " ? * pow(0.5, greatest(epoch(CAST(? AS TIMESTAMP)) - epoch(greatest(h.updated_at, h.last_used)), 0) / ?)"
-    " + ? * h.importance / 10.0"
-    " + ? * h.access_count / (h.access_count + 5.0)"
-    " + ? * h.citations / (h.citations + 3.0)"
-    " + ? * h.confidence END"
-)
+def salience_sql(scoring: Scoring) -> tuple[str, list[Any]]:
+    """Salience (``rules.salience``; engine/salience.py has the formula and its reasons) as SQL
+    over a heads alias ``h``, with its parameters."""
+    from cortexctl.store import rules
+    from cortexctl.store.predicate import to_sql
+
+    return to_sql(rules.salience(scoring))
 
 
-def salience_params(now: datetime, half_life: float, weights: Sequence[float]) -> list[Any]:
-    w_rec, w_imp, w_acc, w_cit, w_conf = weights
-    return [w_rec, now, half_life, w_imp, w_acc, w_cit, w_conf]
-
-
-def top_salience(con, where: str, params: list[Any], sal_params: list[Any], limit: int) -> list[tuple[str, float]]:
-    """The ``limit`` heads passing ``where`` with the highest salience: (id, salience)."""
+def top_salience(con, where: str, params: list[Any], salience: tuple[str, list[Any]],
+                 limit: int) -> list[tuple[str, float]]:
+    """The ``limit`` heads passing ``where`` with the highest ``salience`` (``salience_sql``): (id, salience)."""
+    sal_sql, sal_params = salience
     rows = con.execute(
-        f"SELECT h.id, {SALIENCE_SQL} AS s FROM heads h WHERE {where}"
+        f"SELECT h.id, {sal_sql} AS s FROM heads h WHERE {where}"
         f" ORDER BY s DESC, h.updated_at DESC, h.id DESC LIMIT {int(limit)}",
         [*sal_params, *params],
     ).fetchall()
@@ -318,13 +284,14 @@ def top_salience(con, where: str, params: list[Any], sal_params: list[Any], limi
 
 
 def candidate_rows(con, ids: Sequence[str], where: str, params: Sequence[Any],
-                   sal_params: list[Any]) -> dict[str, tuple[int, bool, float]]:
+                   salience: tuple[str, list[Any]]) -> dict[str, tuple[int, bool, float]]:
     """For each of these heads, in one lookup: (current version, passes ``where``, salience).
     Only narrow columns: wide ones (text, tags) cost a decode of their whole segment."""
     if not ids:
         return {}
+    sal_sql, sal_params = salience
     rows = con.execute(
-        f"SELECT h.id, h.current_version, ({where}) AS ok, {SALIENCE_SQL} AS salience"
+        f"SELECT h.id, h.current_version, ({where}) AS ok, {sal_sql} AS salience"
         f" FROM heads h WHERE h.id IN {id_list(ids)}",
         [*params, *sal_params],
     ).fetchall()

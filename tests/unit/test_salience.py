@@ -14,6 +14,7 @@ from cortexctl.engine import salience
 from cortexctl.memory import codec
 from cortexctl.store import records
 from cortexctl.store.db import DB_NAME
+from cortexctl.store.interface import Scoring
 from tests.conftest import assert_clean_error, run_sql
 
 unit = st.floats(min_value=0.0, max_value=1.0, allow_nan=False)
@@ -42,8 +43,8 @@ def test_the_sql_salience_is_the_documented_python_formula(age_s, used_s, import
                 " access_count UBIGINT, citations UBIGINT, confidence DOUBLE, tombstoned_at TIMESTAMP)")
     con.execute("INSERT INTO heads VALUES (?, ?, ?, ?, ?, ?, ?)", [
         head["updated_at"], head["last_used"], importance, access, citations, confidence, head["tombstoned_at"]])
-    sql = con.execute(f"SELECT {records.SALIENCE_SQL} FROM heads h",
-                      records.salience_params(now, salience.HALF_LIFE_SECONDS, w)).fetchall()[0][0]
+    sql, params = records.salience_sql(Scoring(now, salience.HALF_LIFE_SECONDS, w))
+    sql = con.execute(f"SELECT {sql} FROM heads h", params).fetchall()[0][0]
     py = salience.score(salience.factors(head, now), w)
     assert sql == pytest.approx(py, abs=1e-9)
     assert 0.0 <= py <= 1.0 + 1e-12

@@ -53,9 +53,11 @@ its delta leaves the store bypassing both until the next fold; a change that is
 not one memory's (``touched`` is None: a model's vectors dropped, a bundle
 attached) or more than ``DELTA_MAX`` memories removes the delta instead.
 
-**Visibility** is decided from the arrays as DuckDB decides it in SQL (``records.visible_sql``):
-a head is seen by its owner (``h_actor``), by everyone when public (``h_public``), and when scoped
-(``h_scoped``) by a sub-agent one of whose live grants covers it; the grants are carried in the
+**Visibility, the filters and salience** are stated once, in ``store/rules.py``, as expressions
+(``store/predicate.py``) that DuckDB gets as SQL and the snapshot evaluates over its arrays
+(``query._Part`` is their ``predicate.Columns``), so both answer alike: a head is seen by its owner,
+by everyone when public, and when scoped by a sub-agent one of whose live grants covers it; frame
+filters are SQL only (the snapshot holds no frames: find asks DuckDB). The grants are carried in the
 header (``grants``: those not revoked, store-wide, with their expiry) like the learned weights, so a
 delta's header has them anew after every write, a grant or a revocation included (which touch no
 memory's rows). A file without ``h_scoped`` (built before grants) answers actors holding no grant

@@ -159,9 +159,20 @@ class _MemSnap:
 
     def __init__(self, doc: dict) -> None:
         arrays, extras = _arrays(_DeltaRows(doc))
+        self._set(arrays, extras)
+        self.new_keys = doc["new_keys"]
+
+    @classmethod
+    def of(cls, arrays: dict, extras: dict) -> "_MemSnap":
+        """Arrays and header extras made by ``builder.collect`` (a whole store) held in memory."""
+        snap = cls.__new__(cls)
+        snap._set(arrays, extras)
+        snap.new_keys = []
+        return snap
+
+    def _set(self, arrays: dict, extras: dict) -> None:
         self._a = arrays
         self.header = {**extras, "arrays": {k: {"shape": list(v.shape)} for k, v in arrays.items()}}
-        self.new_keys = doc["new_keys"]
 
     def raw(self, name: str):
         return self._a[name]

@@ -9,7 +9,9 @@ from datetime import datetime, timedelta
 from typing import Sequence
 
 from cortexctl.store.interface import Filters, Scoring, SnapshotUnusable, Viewer, viewer_of
+from cortexctl.store import rules
 from cortexctl.store.lanes import Lanes
+from cortexctl.store.predicate import evaluate
 from cortexctl.store.snapshot.delta import _MemSnap
 from cortexctl.store.snapshot.format import EPOCH, Snapshot, _stamp_ok, _us
 
@@ -21,17 +23,34 @@ def _ids_bytes(ids: Sequence[str]):
     return np.array([i.encode("ascii", "replace") for i in ids], dtype="S26") if len(ids) else np.zeros(0, "S26")
 
 
-def _salience_exact(recent: float, importance: int, access: int, citations: int, confidence: float,
-                    tomb: bool, now_epoch: float, half_life: float, weights: Sequence[float]) -> float:
-    """The salience as the database computes it (``records.SALIENCE_SQL``), operation by operation."""
-    import math
+# What the rules' columns (``store/predicate.py``) are in a snapshot's arrays.
+_ARRAYS = {"tombstoned": "h_tomb", "type": "h_type", "importance": "h_importance", "access": "h_access",
+           "citations": "h_cit", "confidence": "h_conf", "recent": "h_recent"}
 
-    if tomb:
-        return 0.0
-    w_rec, w_imp, w_acc, w_cit, w_conf = weights
-    age = max(now_epoch - recent, 0.0)
-    return (w_rec * math.pow(0.5, age / half_life) + w_imp * importance / 10.0
-            + w_acc * access / (access + 5.0) + w_cit * citations / (citations + 3.0) + w_conf * confidence)
+
+def _as_number(a):
+    import numpy as np
+
+    return a if a.dtype == np.bool_ or a.dtype == np.float64 else a.astype(np.float64)
+
+
+class _Rows:
+    """Some rows of a ``_Part`` as ``predicate.Columns`` (salience is computed for these alone)."""
+
+    def __init__(self, part: "_Part", rows) -> None:
+        self.part, self.rows = part, rows
+
+    def array(self, name: str):
+        return _as_number(self.part.snap.take(_ARRAYS[name], self.rows))
+
+    def equals(self, name: str, value):
+        return self.part.equals(name, value)[self.rows]
+
+    def isin(self, name: str, values: tuple):
+        return self.part.isin(name, values)[self.rows]
+
+    def has_tag(self, tag: str):
+        return self.part.has_tag(tag)[self.rows]
 
 
 class _Part:
@@ -43,7 +62,11 @@ class _Part:
         self.n = int(snap.header["arrays"]["h_id"]["shape"][0])
         self.dead_ids = frozenset(dead_ids)
         self._dead_rows = None
-        self._masks: dict = {}
+        self._masks: dict = {}  # Filters -> mask
+        self._memo: dict = {}  # rule node -> its bool array (predicate.evaluate)
+        self._tables: dict = {}  # header table (actors, sessions, tags) -> value -> code
+        self._has_tag: dict = {}
+        self._tag_owner = None  # the row of each entry of tag_code
         self.dead_docs = self._docs_of_dead() if self.dead_ids else None
 
     def _docs_of_dead(self):
@@ -96,74 +119,80 @@ class _Part:
         return rows, [i for i, h in zip(ids, hit.tolist()) if h]
 
     def mask(self, filters: Filters):
-        """Which heads pass ``filters`` (bool array)."""
-        import numpy as np
-
+        """Which heads pass ``filters`` (``rules.filters``; bool array, not to be changed): frame
+        filters are not answered here (``predicate.Unsupported``: the snapshot holds no frames)."""
         got = self._masks.get(filters)
         if got is not None:
             return got
-        s, h = self.snap, self.h
-        m = self.seen(filters.viewer).copy()
-        if not filters.include_tombstoned:
-            m &= ~s.whole("h_tomb")
-        if filters.types:
-            m &= np.isin(s.whole("h_type"), np.array(filters.types, dtype=np.int64))
-        if filters.session is not None:
-            sess = {v: i for i, v in enumerate(h["sessions"])}.get(filters.session, -2)
-            m &= s.whole("h_session") == sess
-        for t in dict.fromkeys(filters.tags):
-            m &= self.has_any_tag((t,))
+        m = evaluate(rules.filters(filters), self, memo=self._memo)
         dead = self.dead_rows()
         if dead is not None:
-            m &= ~dead
+            m = m & ~dead
         self._masks[filters] = m
         return m
 
-    def has_any_tag(self, tags: Sequence[str]):
-        """Which heads carry at least one of ``tags`` (bool array)."""
+    def seen(self, viewer: Viewer):
+        """Which heads ``viewer`` may see (``rules.visibility``; bool array, not to be changed; a
+        delta's overrides not taken out). SnapshotUnusable for a viewer holding grants when the file
+        does not record which heads are scoped (built by a cortexctl before grants): find then
+        answers from DuckDB."""
+        return evaluate(rules.visibility(viewer), self, memo=self._memo)
+
+    # -- the columns, as ``predicate.evaluate`` reads them ---------------------------------------
+    def array(self, name: str):
+        return _as_number(self.snap.whole(_ARRAYS[name]))
+
+    def _code(self, name: str, value) -> int:
+        table = self._tables.get(name)
+        if table is None:
+            table = self._tables[name] = {v: i for i, v in enumerate(self.h[name])}
+        return table.get(value, -2)
+
+    def equals(self, name: str, value):
         import numpy as np
 
         s = self.snap
-        tcodes = {t: i for i, t in enumerate(self.h["tags"])}
-        want = [tcodes[t] for t in tags if t in tcodes]
-        has = np.zeros(self.n, dtype=np.bool_)
-        if want:
-            off, code = s.whole("tag_off"), s.whole("tag_code")
-            owner = np.repeat(np.arange(self.n), np.diff(off))
-            has[owner[np.isin(code, np.array(want, dtype=np.int32))]] = True
-        return has
+        if name == "actor":
+            return s.whole("h_actor") == self._code("actors", value)
+        if name == "session":
+            return s.whole("h_session") == (self._code("sessions", value) if value is not None else -2)
+        if name == "type":
+            return s.whole("h_type") == value
+        if name == "visibility":
+            if value == "public":
+                return s.whole("h_public")
+            if "h_scoped" not in self.h["arrays"]:
+                raise SnapshotUnusable("the search snapshot does not record scoped memories (built before grants)")
+            if value == "scoped":
+                return s.whole("h_scoped")
+            if value == "private":
+                return ~(s.whole("h_public") | s.whole("h_scoped"))
+            return np.zeros(self.n, dtype=np.bool_)
+        raise KeyError(name)
 
-    def seen(self, viewer: Viewer):
-        """Which heads ``viewer`` may see (bool array; a delta's overrides not taken out): its own,
-        the public ones, and the scoped ones of a granter that one of its live grants covers.
-        SnapshotUnusable for a viewer holding grants when the file does not record which heads are
-        scoped (built by a cortexctl before grants): find then answers from DuckDB."""
+    def isin(self, name: str, values: tuple):
         import numpy as np
 
-        key = ("seen", viewer)
-        got = self._masks.get(key)
+        if name != "type":
+            raise KeyError(name)
+        return np.isin(self.snap.whole("h_type"), np.array(values, dtype=np.int64))
+
+    def has_tag(self, tag: str):
+        """Which heads carry ``tag`` (bool array)."""
+        import numpy as np
+
+        got = self._has_tag.get(tag)
         if got is not None:
             return got
-        s, h = self.snap, self.h
-        codes = {a: i for i, a in enumerate(h["actors"])}
-        actor = s.whole("h_actor")
-        m = (actor == codes.get(viewer.actor, -2)) | s.whole("h_public")
-        if viewer.scopes:
-            if "h_scoped" not in h["arrays"]:
-                raise SnapshotUnusable("the search snapshot does not record scoped memories (built before grants)")
-            scoped = s.whole("h_scoped")
-            for granter, types, tags in viewer.scopes:
-                g = codes.get(granter)
-                if g is None:
-                    continue
-                c = scoped & (actor == g)
-                if types:
-                    c &= np.isin(s.whole("h_type"), np.array(types, dtype=np.int64))
-                if tags:
-                    c &= self.has_any_tag(tags)
-                m = m | c
-        self._masks[key] = m
-        return m
+        has = np.zeros(self.n, dtype=np.bool_)
+        code = self._code("tags", tag)
+        if code >= 0:
+            s = self.snap
+            if self._tag_owner is None:
+                self._tag_owner = np.repeat(np.arange(self.n), np.diff(s.whole("tag_off")))
+            has[self._tag_owner[s.whole("tag_code") == code]] = True
+        self._has_tag[tag] = has
+        return has
 
     def passing(self, ids: Sequence[str], filters: Filters) -> dict[str, int]:
         m = self.mask(filters)
@@ -173,11 +202,11 @@ class _Part:
         return {i: int(c) for i, o, c in zip(found, ok, cur) if o}
 
     def salience_rows(self, rows, scoring: Scoring) -> list[float]:
-        s = self.snap
-        now = _us(scoring.now) / 1e6
-        cols = [s.take(n, rows).tolist() for n in ("h_recent", "h_importance", "h_access", "h_cit", "h_conf", "h_tomb")]
-        return [_salience_exact(r, i, a, c, f, t, now, scoring.half_life, scoring.weights)
-                for r, i, a, c, f, t in zip(*cols)]
+        """``rules.salience`` of these rows, as the database computes it."""
+        import numpy as np
+
+        got = evaluate(rules.salience(scoring), _Rows(self, rows), exact=True)
+        return np.broadcast_to(got, (len(rows),)).tolist()
 
     def candidates(self, ids: Sequence[str], filters: Filters, scoring: Scoring) -> dict[str, tuple[int, bool, float]]:
         m = self.mask(filters)
@@ -195,13 +224,7 @@ class _Part:
         if not len(rows) or limit <= 0:
             return []
         s = self.snap
-        w_rec, w_imp, w_acc, w_cit, w_conf = scoring.weights
-        now = _us(scoring.now) / 1e6
-        recent, imp = s.whole("h_recent")[rows], s.whole("h_importance")[rows].astype(np.float64)
-        acc, cit = s.whole("h_access")[rows].astype(np.float64), s.whole("h_cit")[rows].astype(np.float64)
-        approx = (w_rec * np.power(0.5, np.maximum(now - recent, 0.0) / scoring.half_life) + w_imp * imp / 10.0
-                  + w_acc * acc / (acc + 5.0) + w_cit * cit / (cit + 3.0) + w_conf * s.whole("h_conf")[rows])
-        approx[s.whole("h_tomb")[rows]] = 0.0
+        approx = np.broadcast_to(evaluate(rules.salience(scoring), _Rows(self, rows), exact=False), (len(rows),))
         if len(rows) > limit:
             cut = np.partition(-approx, limit - 1)[limit - 1] * -1
             keep = approx >= cut - 1e-9 * max(1.0, abs(cut))

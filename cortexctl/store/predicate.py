@@ -1,0 +1,349 @@
+"""Conditions and numbers over a memory's head, stated once as data and compiled two ways.
+
+The rules that decide what find returns (who sees what, the filters) and how it ranks
+(salience) are written once, in ``store/rules.py``, as small expression trees built from the
+nodes below. Two compilers read a tree:
+
+- ``to_sql(expr, alias)``: SQL text over a heads alias and its parameters, for DuckDB;
+- ``evaluate(expr, env)``: numpy arrays over the columns of the search snapshot (``env``
+  says how a column is held: ``Columns``), for find's reads of ``store/snapshot/``.
+
+Both compute the same thing operation by operation and in the same order, so the answers
+agree bit for bit (``tests/unit/test_predicate.py`` holds them to it on random stores). A node
+the snapshot cannot answer (``HasFrame``: the snapshot holds no frames) raises ``Unsupported``
+from ``evaluate``; find then asks DuckDB.
+
+Columns are named for what they mean, not for where they are stored (``COLUMNS``):
+``actor``, ``visibility``, ``type``, ``tags``, ``session``, ``tombstoned`` (a bool),
+``importance``, ``access``, ``citations``, ``confidence`` and ``recent`` (the later of the
+last change and the last use, in epoch seconds).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any, Protocol
+
+# -- the nodes ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Col:
+    """A head column by its meaning (see ``COLUMNS``)."""
+
+    name: str
+
+
+@dataclass(frozen=True)
+class Const:
+    """A value: a string, a number or a time (a naive UTC ``datetime``)."""
+
+    value: Any
+
+
+@dataclass(frozen=True)
+class Eq:
+    col: Col
+    value: Const
+
+
+@dataclass(frozen=True)
+class In:
+    """The column's value is one of ``values`` (never empty: leave the condition out instead)."""
+
+    col: Col
+    values: tuple
+
+
+@dataclass(frozen=True)
+class HasAllTags:
+    tags: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class HasAnyTag:
+    tags: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class HasFrame:
+    """The memory has a frame of ``verb`` (and ``kind``, ``ref`` when given). SQL only."""
+
+    verb: str
+    kind: str | None = None
+    ref: str | None = None
+
+
+@dataclass(frozen=True)
+class And:
+    parts: tuple  # empty: true
+
+
+@dataclass(frozen=True)
+class Or:
+    parts: tuple  # empty: false
+
+
+@dataclass(frozen=True)
+class Not:
+    part: Any
+
+
+@dataclass(frozen=True)
+class Add:
+    parts: tuple  # left to right: ((a + b) + c) ...
+
+
+@dataclass(frozen=True)
+class Sub:
+    left: Any
+    right: Any
+
+
+@dataclass(frozen=True)
+class Mul:
+    left: Any
+    right: Any
+
+
+@dataclass(frozen=True)
+class Div:
+    left: Any
+    right: Any
+
+
+@dataclass(frozen=True)
+class Pow:
+    base: Any
+    exponent: Any
+
+
+@dataclass(frozen=True)
+class Greatest:
+    left: Any
+    right: Any
+
+
+@dataclass(frozen=True)
+class Epoch:
+    """A time (a ``Const`` datetime) in seconds since 1970, microseconds as the fraction."""
+
+    time: Const
+
+
+@dataclass(frozen=True)
+class If:
+    cond: Any
+    then: Any
+    otherwise: Any
+
+
+def all_of(*parts) -> And:
+    return And(tuple(parts))
+
+
+def any_of(*parts) -> Or:
+    return Or(tuple(parts))
+
+
+class Unsupported(Exception):
+    """``evaluate`` met a node its columns cannot answer (a frame filter on the snapshot)."""
+
+
+# -- SQL -----------------------------------------------------------------------------------------
+# Each column's SQL over a heads alias ``{a}``.
+COLUMNS = {
+    "actor": "{a}.actor", "visibility": "{a}.visibility", "type": "{a}.type", "tags": "{a}.tags",
+    "session": "{a}.session", "tombstoned": "({a}.tombstoned_at IS NOT NULL)", "importance": "{a}.importance",
+    "access": "{a}.access_count", "citations": "{a}.citations", "confidence": "{a}.confidence",
+    "recent": "epoch(greatest({a}.updated_at, {a}.last_used))",
+}
+
+
+def column_sql(name: str, alias: str = "h") -> str:
+    """A column's SQL over ``alias`` (an empty alias: the bare columns of ``heads``)."""
+    sql = COLUMNS[name]
+    return sql.replace("{a}.", f"{alias}." if alias else "")
+
+
+def to_sql(expr, alias: str = "h") -> tuple[str, list[Any]]:
+    """``expr`` as SQL over a heads alias, with its parameters in order."""
+    params: list[Any] = []
+    return _sql(expr, alias, params), params
+
+
+def _sql(e, a: str, p: list) -> str:
+    t = type(e)
+    if t is Col:
+        return column_sql(e.name, a)
+    if t is Const:
+        p.append(e.value)
+        return "CAST(? AS TIMESTAMP)" if isinstance(e.value, datetime) else "?"
+    if t is Eq:
+        return f"{_sql(e.col, a, p)} = {_sql(e.value, a, p)}"
+    if t is In:
+        p.append(list(e.values))
+        return f"list_contains(?, {_sql(e.col, a, p)})"
+    if t is HasAllTags or t is HasAnyTag:
+        fn = "list_has_all" if t is HasAllTags else "list_has_any"
+        col = column_sql("tags", a)
+        p.append(list(e.tags))
+        return f"{fn}({col}, ?)"
+    if t is HasFrame:
+        cond = ["f.verb = ?"]
+        p.append(e.verb)
+        for name, v in (("kind", e.kind), ("ref", e.ref)):
+            if v is not None:
+                cond.append(f"f.{name} = ?")
+                p.append(v)
+        return f"{a}.id IN (SELECT f.id FROM frames f WHERE {' AND '.join(cond)})"
+    if t is And or t is Or:
+        if not e.parts:
+            return "TRUE" if t is And else "FALSE"
+        return "(" + (" AND " if t is And else " OR ").join(_sql(x, a, p) for x in e.parts) + ")"
+    if t is Not:
+        return f"(NOT {_sql(e.part, a, p)})"
+    if t is Add:
+        return "(" + " + ".join(_sql(x, a, p) for x in e.parts) + ")"
+    if t in _INFIX:
+        left = _sql(e.left, a, p)
+        return f"({left} {_INFIX[t]} {_sql(e.right, a, p)})"
+    if t is Pow:
+        base = _sql(e.base, a, p)
+        return f"pow({base}, {_sql(e.exponent, a, p)})"
+    if t is Greatest:
+        left = _sql(e.left, a, p)
+        return f"greatest({left}, {_sql(e.right, a, p)})"
+    if t is Epoch:
+        return f"epoch({_sql(e.time, a, p)})"
+    if t is If:
+        cond = _sql(e.cond, a, p)
+        then = _sql(e.then, a, p)
+        return f"CASE WHEN {cond} THEN {then} ELSE {_sql(e.otherwise, a, p)} END"
+    raise TypeError(f"not an expression node: {e!r}")
+
+
+_INFIX = {Sub: "-", Mul: "*", Div: "/"}
+
+
+# -- numpy ---------------------------------------------------------------------------------------
+class Columns(Protocol):
+    """How a store's columns are held as arrays (the snapshot's ``_Part``): what ``evaluate`` reads."""
+
+    def array(self, name: str):
+        """A numeric or bool column as an array (numbers as float64)."""
+
+    def equals(self, name: str, value) -> Any:
+        """Bool array: the column equals ``value``."""
+
+    def isin(self, name: str, values: tuple) -> Any:
+        """Bool array: the column's value is one of ``values``."""
+
+    def has_tag(self, tag: str) -> Any:
+        """Bool array: the memory carries ``tag``."""
+
+
+_EPOCH = datetime(1970, 1, 1)
+
+
+def epoch_seconds(t: datetime) -> float:
+    """What DuckDB's ``epoch(TIMESTAMP)`` gives: microseconds since 1970 over 1e6."""
+    return ((t - _EPOCH) // timedelta(microseconds=1)) / 1e6
+
+
+def evaluate(expr, env: Columns, *, exact: bool = True, memo: dict | None = None):
+    """``expr`` over ``env``'s columns: a bool array for a condition, a float64 array for a number
+    (a constant alone stays a Python value). ``exact``: each power as ``math.pow`` computes it,
+    element by element, which is what DuckDB's ``pow`` gives; otherwise numpy's vectorised power
+    (an ulp off at times: for picking candidates, never for an answer). ``memo``: conditions
+    already evaluated over the same columns, by node (a cache the caller keeps)."""
+    return _eval(expr, env, exact, memo)
+
+
+def _eval(e, env, exact: bool, memo):
+    import numpy as np
+
+    t = type(e)
+    if memo is not None and t in _BOOL_NODES:
+        got = memo.get(e)
+        if got is not None:
+            return got
+    if t is Col:
+        out = env.array(e.name)
+    elif t is Const:
+        v = e.value
+        return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else v
+    elif t is Eq:
+        out = env.equals(e.col.name, e.value.value)
+    elif t is In:
+        out = env.isin(e.col.name, tuple(e.values))
+    elif t is HasAllTags or t is HasAnyTag:
+        tags = list(dict.fromkeys(e.tags))
+        if not tags:
+            return _full(env, t is HasAllTags)
+        out = env.has_tag(tags[0]).copy()
+        for tag in tags[1:]:
+            if t is HasAllTags:
+                out &= env.has_tag(tag)
+            else:
+                out |= env.has_tag(tag)
+    elif t is HasFrame:
+        raise Unsupported("frame filters")
+    elif t is And or t is Or:
+        if not e.parts:
+            return _full(env, t is And)
+        out = _eval(e.parts[0], env, exact, memo).copy()
+        for x in e.parts[1:]:
+            if t is And:
+                out &= _eval(x, env, exact, memo)
+            else:
+                out |= _eval(x, env, exact, memo)
+    elif t is Not:
+        out = ~_eval(e.part, env, exact, memo)
+    elif t is Add:
+        out = _eval(e.parts[0], env, exact, memo)
+        for x in e.parts[1:]:
+            out = out + _eval(x, env, exact, memo)
+    elif t is Sub:
+        out = _eval(e.left, env, exact, memo) - _eval(e.right, env, exact, memo)
+    elif t is Mul:
+        out = _eval(e.left, env, exact, memo) * _eval(e.right, env, exact, memo)
+    elif t is Div:
+        out = _eval(e.left, env, exact, memo) / _eval(e.right, env, exact, memo)
+    elif t is Pow:
+        base, exp = _eval(e.base, env, exact, memo), _eval(e.exponent, env, exact, memo)
+        if exact:
+            import math
+
+            b, x = np.broadcast_arrays(np.asarray(base, dtype=np.float64), np.asarray(exp, dtype=np.float64))
+            out = np.fromiter((math.pow(p, q) for p, q in zip(b.ravel().tolist(), x.ravel().tolist())),
+                              dtype=np.float64, count=b.size).reshape(b.shape)
+        else:
+            out = np.power(base, exp)
+    elif t is Greatest:
+        out = np.maximum(_eval(e.left, env, exact, memo), _eval(e.right, env, exact, memo))
+    elif t is Epoch:
+        return epoch_seconds(e.time.value)
+    elif t is If:
+        cond = _eval(e.cond, env, exact, memo)
+        out = np.where(cond, _eval(e.then, env, exact, memo), _eval(e.otherwise, env, exact, memo))
+    else:
+        raise TypeError(f"not an expression node: {e!r}")
+    if memo is not None and t in _BOOL_NODES:
+        memo[e] = out
+    return out
+
+
+_BOOL_NODES = (Eq, In, HasAllTags, HasAnyTag, And, Or, Not)
+
+
+def _full(env, value: bool):
+    import numpy as np
+
+    return np.full(len(env.array("tombstoned")), value, dtype=np.bool_)
+
+
+__all__ = ["Col", "Const", "Eq", "In", "HasAllTags", "HasAnyTag", "HasFrame", "And", "Or", "Not", "Add", "Sub", "Mul",
+           "Div", "Pow", "Greatest", "Epoch", "If", "all_of", "any_of", "Unsupported", "COLUMNS", "column_sql",
+           "to_sql", "evaluate", "epoch_seconds", "Columns"]

@@ -1,0 +1,73 @@
+"""Who sees what, which memories a search may return, and how they rank: each rule once, as an
+expression (``store/predicate.py``) that DuckDB's SQL and the search snapshot's numpy both compile.
+
+- ``visibility(viewer)``: a memory is seen by its owner; by everyone when ``public``; and, when
+  ``scoped``, by a sub-agent one of whose live grants covers it (the granter's memory, of one of
+  the grant's types when it names some, carrying one of its tags when it names some:
+  ``interface.Scope``). Never another's ``private`` memory.
+- ``filters(f)``: visible to ``f``'s viewer, not forgotten unless asked, of one of the types,
+  holding every tag, of the session, with every frame (frames: SQL only, the snapshot holds none).
+- ``salience(scoring)``: ``engine/salience.py`` gives the formula and its reasons; this is its
+  form for ranking, operation by operation as the database computes it.
+"""
+
+from __future__ import annotations
+
+from cortexctl.store.interface import Filters, Scoring, Viewer
+from cortexctl.store.predicate import (Add, Col, Const, Div, Epoch, Eq, Greatest, HasAllTags, HasAnyTag, HasFrame, If,
+                                       In, Mul, Not, Pow, Sub, all_of, any_of)
+
+# salience.py's constants (the store does not import the engine): a test holds them equal
+HALF_LIFE_FACTOR = 0.5
+ACCESS_HALF = 5.0
+CITATIONS_HALF = 3.0
+IMPORTANCE_SCALE = 10.0
+
+
+def visibility(viewer: Viewer):
+    actor = Col("actor")
+    seen = [Eq(actor, Const(viewer.actor)), Eq(Col("visibility"), Const("public"))]
+    covers = []
+    for granter, types, tags in viewer.scopes:
+        cond = [Eq(actor, Const(granter))]
+        if types:
+            cond.append(In(Col("type"), tuple(int(t) for t in types)))
+        if tags:
+            cond.append(HasAnyTag(tuple(tags)))
+        covers.append(all_of(*cond))
+    if covers:
+        seen.append(all_of(Eq(Col("visibility"), Const("scoped")), any_of(*covers)))
+    return any_of(*seen)
+
+
+def filters(f: Filters):
+    cond = [visibility(f.viewer)]
+    if not f.include_tombstoned:
+        cond.append(Not(Col("tombstoned")))
+    if f.types:
+        cond.append(In(Col("type"), tuple(f.types)))
+    if f.tags:
+        cond.append(HasAllTags(tuple(f.tags)))
+    if f.session is not None:
+        cond.append(Eq(Col("session"), Const(f.session)))
+    for verb, kind, ref in f.frames:
+        cond.append(HasFrame(verb, kind, ref))
+    return all_of(*cond)
+
+
+def salience(scoring: Scoring):
+    """0 for a forgotten memory, else the weighted sum of the five factors."""
+    w_rec, w_imp, w_acc, w_cit, w_conf = (Const(float(w)) for w in scoring.weights)
+    age = Greatest(Sub(Epoch(Const(scoring.now)), Col("recent")), Const(0.0))
+    acc, cit = Col("access"), Col("citations")
+    score = Add((
+        Mul(w_rec, Pow(Const(HALF_LIFE_FACTOR), Div(age, Const(float(scoring.half_life))))),
+        Div(Mul(w_imp, Col("importance")), Const(IMPORTANCE_SCALE)),
+        Div(Mul(w_acc, acc), Add((acc, Const(ACCESS_HALF)))),
+        Div(Mul(w_cit, cit), Add((cit, Const(CITATIONS_HALF)))),
+        Mul(w_conf, Col("confidence")),
+    ))
+    return If(Col("tombstoned"), Const(0.0), score)
+
+
+__all__ = ["visibility", "filters", "salience"]

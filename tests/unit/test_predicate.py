@@ -1,0 +1,134 @@
+"""Visibility, the filters and salience are stated once (store/rules.py) and compiled twice: to SQL
+for DuckDB and to numpy over the search snapshot's arrays. These tests hold the two to the same
+answers, bit for bit, on random stores and random viewers, grants, filters and scorings."""
+
+from __future__ import annotations
+
+import random
+from datetime import datetime, timedelta
+
+import duckdb
+import numpy as np
+import pytest
+
+from cortexctl.engine import salience
+from cortexctl.store import migrations, predicate, records, rules
+from cortexctl.store.interface import HEAD_FIELDS, Filters, Scoring, Viewer
+from cortexctl.store.snapshot.builder import collect
+from cortexctl.store.snapshot.delta import _MemSnap
+from cortexctl.store.snapshot.query import _Part
+
+STORES = 40
+QUERIES_PER_STORE = 15  # 40 x 15 = 600 examples, each checked for visibility, filters and salience
+ACTORS = ("alice", "bob", "carol", "dave")
+TAGS = ("ops", "dev", "x", "y")
+TYPES = (1, 2, 3, 6)
+NOW = datetime(2026, 11, 23, 12, 0, 0, 123456)
+
+
+def _ident(n: int) -> str:
+    return f"01J{n:023d}"
+
+
+def _time(r: random.Random, spread_days: float = 400.0) -> datetime:
+    return NOW + timedelta(microseconds=r.randint(int(-spread_days * 86400e6), int(3600e6)))
+
+
+def _head(r: random.Random, n: int) -> dict:
+    updated = _time(r)
+    return {
+        "id": _ident(n), "type": r.choice(TYPES), "actor": r.choice(ACTORS),
+        "visibility": r.choice(("private", "public", "scoped")),
+        "tags": r.sample(TAGS, r.randint(0, 3)), "frames": [],
+        "importance": r.randint(0, 10), "session": r.choice((None, None, "s1", "s2")),
+        "current_version": 1, "created_at": updated - timedelta(days=1), "updated_at": updated,
+        "short": f"memory {n}", "medium": f"memory {n} at length", "tombstone_reason": None,
+        "tombstoned_at": updated if r.random() < 0.2 else None, "tombstoned_by": None,
+        "access_count": r.choice((0, 1, r.randint(0, 50), r.randint(0, 10**9))),
+        "citations": r.choice((0, 2, r.randint(0, 50), r.randint(0, 10**6))),
+        "last_used": None if r.random() < 0.5 else _time(r),
+        "confidence": r.choice((0.0, 1.0, r.random())),
+    }
+
+
+def _scopes(r: random.Random) -> tuple:
+    return tuple((r.choice((*ACTORS, "nobody")), tuple(r.sample(TYPES, r.randint(0, 2))),
+                  tuple(r.sample((*TAGS, "unknown"), r.randint(0, 2)))) for _ in range(r.choice((0, 0, 1, 2, 3))))
+
+
+def _filters(r: random.Random) -> Filters:
+    return Filters(actor=r.choice((*ACTORS, "zed")), scopes=_scopes(r), types=tuple(r.sample(TYPES, r.randint(0, 2))),
+                   tags=tuple(r.sample((*TAGS, "unknown"), r.choice((0, 0, 1, 2)))),
+                   include_tombstoned=r.random() < 0.3, session=r.choice((None, None, "s1", "s3")))
+
+
+def _scoring(r: random.Random) -> Scoring:
+    w = [r.random() for _ in range(5)]
+    if r.random() < 0.3:
+        w[r.randrange(5)] = 0.0
+    total = sum(w) or 1.0
+    return Scoring(NOW + timedelta(microseconds=r.randint(-10**12, 10**12)),
+                   r.choice((salience.HALF_LIFE_SECONDS, 3600.0, r.uniform(60.0, 90 * 86400.0))),
+                   tuple(x / total for x in w))
+
+
+def _store(r: random.Random):
+    """An in-memory DuckDB of random heads, and the same heads as the snapshot's arrays."""
+    con = duckdb.connect()
+    migrations.migrate(con)
+    heads = [_head(r, n) for n in range(1, r.randint(1, 60))]
+    records.bulk_insert(con, "heads", HEAD_FIELDS, heads)
+    part = _Part(_MemSnap.of(*collect(con)))
+    ids = np.array([h["id"] for h in sorted(heads, key=lambda h: h["id"])])
+    return con, part, ids
+
+
+def _sql_ids(con, where: str, params: list) -> set[str]:
+    return {i for (i,) in con.execute(f"SELECT h.id FROM heads h WHERE {where}", params).fetchall()}
+
+
+def test_sql_and_the_snapshot_agree_on_visibility_filters_and_salience_on_random_stores():
+    """600 examples (40 random stores x 15 random queries). Each: the memories a random viewer
+    (an actor and up to three grants' scopes, unknown granters and tags among them) sees, the
+    memories random filters pass (types, tags, session, tombstones), and every memory's salience
+    under a random scoring, as SQL and as the snapshot's numpy: the same sets, the same floats (==),
+    and the same top of the salience order."""
+    r = random.Random(20261125)
+    examples = 0
+    for _ in range(STORES):
+        con, part, ids = _store(r)
+        rows = np.arange(len(ids))
+        for _ in range(QUERIES_PER_STORE):
+            f = _filters(r)
+            scoring = _scoring(r)
+            where, params = records.visible_sql(f.viewer)
+            assert set(ids[part.seen(f.viewer)].tolist()) == _sql_ids(con, where, params), f.viewer
+            where, params = records.filter_sql(f)
+            assert set(ids[part.mask(f)].tolist()) == _sql_ids(con, where, params), f
+            sal_sql, sal_params = records.salience_sql(scoring)
+            want = dict(con.execute(f"SELECT h.id, {sal_sql} FROM heads h", sal_params).fetchall())
+            got = dict(zip(ids.tolist(), part.salience_rows(rows, scoring)))
+            assert got == want, scoring
+            limit = r.randint(1, 8)
+            top_sql = records.top_salience(con, where, params, (sal_sql, sal_params), limit)
+            top_np = [(i, s) for s, _, i in part.top_salience(f, scoring, limit)]
+            assert top_np == top_sql
+            examples += 1
+        con.close()
+    assert examples == STORES * QUERIES_PER_STORE >= 500
+
+
+def test_a_frame_filter_is_sql_only():
+    with pytest.raises(predicate.Unsupported):
+        predicate.evaluate(predicate.HasFrame("deliver"), object())
+    sql, params = records.filter_sql(Filters("alice", frames=(("deliver", "project", None),)))
+    assert "frames" in sql and params[-2:] == ["deliver", "project"]
+
+
+def test_a_viewer_without_grants_sees_its_own_and_public_memories_in_sql_as_before():
+    sql, params = records.visible_sql(Viewer("alice"))
+    assert sql == "(h.actor = ? OR h.visibility = ?)" and params == ["alice", "public"]
+
+
+def test_the_rules_use_the_salience_constants_of_the_engine():
+    assert (rules.ACCESS_HALF, rules.CITATIONS_HALF) == (salience.ACCESS_HALF, salience.CITATIONS_HALF)
