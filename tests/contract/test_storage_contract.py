@@ -50,6 +50,18 @@ def test_the_backend_has_every_method_of_the_protocols(storage):
     assert not missing
 
 
+def test_the_search_view_has_every_method_of_tx_and_no_other_falls_through(storage):
+    """``searching()`` may answer from a cache (the DuckDB backend's snapshot): its view still has
+    every ``Tx`` method, and a name that is none of them does not reach the database behind it."""
+    put(storage, memory(1))
+    storage.refresh_snapshot()
+    with storage.searching() as tx:
+        missing = {m for m in _methods(Tx) if not callable(getattr(tx, m, None))}
+        assert not missing
+        assert getattr(tx, "heads_by_idz", None) is None and getattr(tx, "con", None) is None
+        assert tx.heads_by_ids([ident(1)], "alice")[0]["id"] == ident(1)
+
+
 def test_a_store_does_not_exist_until_the_first_transaction(storage):
     assert not storage.exists()
     with pytest.raises(NoStore):

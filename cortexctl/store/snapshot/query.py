@@ -411,7 +411,9 @@ class _Part:
 class SnapshotTx(Lanes):
     """The read-only ``Tx`` of ``find``, answered from a current snapshot and its delta (what
     writers changed since the build: those memories are answered from the delta, the rest from
-    the snapshot); anything they do not hold is read from DuckDB, opened on first need (``_duck``)."""
+    the snapshot); anything they do not hold is read from DuckDB, opened on first need (``_duck``):
+    the methods named in ``FROM_DUCKDB``, each one explicitly (a method neither answered here nor
+    named there does not exist: no fall-through)."""
 
     def __init__(self, snap: Snapshot, store, delta: dict | None = None) -> None:
         self.snap, self.store = snap, store
@@ -444,11 +446,6 @@ class SnapshotTx(Lanes):
                 raise SnapshotUnusable("the store changed during the search")
             self._tx = DuckTx(con, self.store)
         return self._tx
-
-    def __getattr__(self, name: str):
-        if name.startswith("_"):
-            raise AttributeError(name)
-        return getattr(self._duck(), name)
 
     def _merged(self, method: str, *args) -> dict:
         out: dict = {}
@@ -587,3 +584,42 @@ class SnapshotTx(Lanes):
         return ([b.decode() for b in d.snap.take("v_id", pos).tolist()],
                 [int(v) for v in d.snap.take("v_ver", pos).tolist()], np.array(mat, dtype=np.float32))
 
+
+# What SnapshotTx leaves to DuckDB, by name: the rest of ``interface.Tx`` (the view is read-only: a write
+# reaches DuckDB's read-only connection, which refuses it) and the backend's own vector reads.
+FROM_DUCKDB = (
+    # Records, Journal, Listing
+    "insert_memories", "insert_version", "update_head", "heads_by_ids", "heads_by_prefix", "existing_ids",
+    "stored_hashes", "versions", "current_versions", "current_data", "iter_visible", "bump", "next_seq",
+    "append_journal", "live_versions", "sessions",
+    # LexicalSearch, VectorSearch
+    "add_postings", "replace_postings", "insert_vectors", "drop_vectors", "drop_model", "drop_other_models",
+    "maybe_pending", "count_pending", "pending", "text_twins",
+    # Feedback, Grants
+    "set_weights", "all_weights", "take_token", "put_checkpoint", "checkpoint", "all_checkpoints", "grants_of",
+    "insert_grant", "revoke_grant", "all_grants",
+    # Integrity
+    "version_hashes", "head_version_mismatches", "orphan_versions", "frame_mismatches", "journal_bounds",
+    "journal_gaps", "unknown_kinds", "unpaired_attests", "journal_entries", "memory_batch_ends", "by_memory",
+    "lexical_mismatches", "stray_postings", "vector_problems", "ref_counts", "health_counts",
+    # BundleIO
+    "table_counts", "version_digest", "attach_bundle", "bundle_plan", "bundle_memories", "heads_of",
+    "bundle_missing_checkpoints", "bundle_grants",
+    # the DuckDB backend's own reads (store/vector_index.py)
+    "vectors_for", "iter_vectors", "vectors_between", "count_vectors", "dropped_keys", "clear_dropped",
+)
+
+
+def _from_duckdb(name: str):
+    def method(self, *args, **kwargs):
+        return getattr(self._duck(), name)(*args, **kwargs)
+
+    method.__name__ = method.__qualname__ = name
+    method.__doc__ = f"Answered by DuckDB (``DuckTx.{name}``)."
+    return method
+
+
+for _name in FROM_DUCKDB:
+    assert not hasattr(SnapshotTx, _name), _name  # answered here already: not DuckDB's
+    setattr(SnapshotTx, _name, _from_duckdb(_name))
+del _name
