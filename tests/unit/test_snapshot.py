@@ -613,3 +613,28 @@ def test_a_builder_killed_midway_leaves_the_old_snapshot_and_its_temp_file_is_cl
     _ready(cx)
     assert not list(store.glob(".cortex.snapshot.*.tmp"))
     assert _answer(cx, near="okapi")[0]["text"] == "the okapi written before the killed fold"
+
+
+def test_a_write_to_a_store_without_a_snapshot_syncs_no_generation_file_and_a_later_build_sees_it(tmp_path,
+                                                                                                  monkeypatch):
+    synced: list[str] = []
+    real = os.fdatasync
+
+    def counting(fd):
+        synced.append(os.readlink(f"/proc/self/fd/{fd}"))
+        return real(fd)
+
+    monkeypatch.setattr(os, "fdatasync", counting)
+    store = tmp_path / "store"
+    cx = _cx(store)
+    cx.write("fact", "written before any snapshot: the quokka")
+    assert not (store / snapshot.SNAPSHOT_NAME).exists()
+    assert not [p for p in synced if p.endswith(snapshot.GEN_NAME)]
+    gen = snapshot.read_gen(store)
+    assert gen is not None and gen[2]  # the generation still moves on, marked clean
+    _ready(cx)  # a snapshot built after the unsynced writes holds them
+    assert _answer(cx, near="quokka")[0]["text"] == "written before any snapshot: the quokka"
+    cx.write("fact", "written after the snapshot: the numbat")
+    assert [p for p in synced if p.endswith(snapshot.GEN_NAME)]  # a snapshot to protect: synced
+    assert snapshot.state(store) == "current"
+    assert _answer(cx, near="numbat")[0]["text"] == "written after the snapshot: the numbat"

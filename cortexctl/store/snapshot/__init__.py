@@ -13,7 +13,8 @@ answered from it neither imports DuckDB nor decodes a column segment.
 
 Trust rests on the **generation file** ``cortex.gen``: ``TOKEN COUNTER STATE``.
 Every committing writer (``Store.transaction``) writes the next counter as
-``dirty`` and fsyncs it *before* COMMIT, and the same counter as ``clean``
+``dirty`` *before* COMMIT (fsynced when a snapshot file exists: a store that
+never built one pays no sync for it), and the same counter as ``clean``
 after. The token is random, made when the file is first written (a missing or
 unreadable file gets a new one). A snapshot is stamped with the token and the
 counter of the clean generation it was built at, plus the identity (inode, size,

@@ -240,7 +240,7 @@ def build(store) -> dict:
     _clear_temps(path)
     gen = read_gen(path)
     if gen is None or not gen[2]:  # missing, or left dirty by a killed writer: start a clean generation
-        token, counter = mark_dirty(path)
+        token, counter = mark_dirty(path, sync=True)
         mark_clean(path, token, counter)
         gen = (token, counter, True)
     current = _header_of(path / SNAPSHOT_NAME)

@@ -56,11 +56,20 @@ def _write_gen(store_path: Path, token: str, counter: int, state: str, *, sync: 
         os.close(fd)
 
 
-def mark_dirty(store_path: Path) -> tuple[str, int]:
-    """Before a COMMIT: the next generation, marked dirty and on disk. Returns (token, counter)."""
+def mark_dirty(store_path: Path, *, sync: bool | None = None) -> tuple[str, int]:
+    """Before a COMMIT: the next generation, marked dirty. Returns (token, counter).
+
+    Synced to disk (``fdatasync``) when there is a snapshot file to protect (``sync`` None: look;
+    the caller holds the writer lock, so none appears meanwhile). A store without one pays no
+    sync: the mark is still written, so the counter moves on and a process killed at any point
+    leaves it dirty; only a power loss can lose it, and with no snapshot there is nothing a lost
+    mark could make a reader trust (a build starts from the database as it is then, stamped with
+    the generation it finds, made clean and synced first if it was dirty or unreadable)."""
+    if sync is None:
+        sync = (store_path / SNAPSHOT_NAME).exists()
     gen = read_gen(store_path)
     token, counter = (gen[0], gen[1] + 1) if gen else (os.urandom(16).hex(), 1)
-    _write_gen(store_path, token, counter, "dirty", sync=True)
+    _write_gen(store_path, token, counter, "dirty", sync=sync)
     return token, counter
 
 
