@@ -162,7 +162,7 @@ def _embed_one(ctx: Context, text: str, warnings: list[str]):
 
 def _after_write(ctx: Context, warnings: list[str], last_key: int, catch_up: bool) -> None:
     """Embed a few memories that wait for a vector (after an outage, a change of model or
-    a migration) and fold a grown delta; never fails the write."""
+    a migration) and fold the unindexed vectors into the index once they are many; never fails the write."""
     from cortexctl.errors import CortexError
 
     if warnings:

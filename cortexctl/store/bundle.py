@@ -1,4 +1,4 @@
-"""The DuckDB side of backup bundles: snapshot, tables to Parquet, Parquet back into tables.
+"""The DuckDB side of backup bundles: a copy of the database, tables to Parquet, Parquet back into tables.
 
 A bundle holds one Parquet file per state table of the store. Which tables
 hold state is read from the catalog, not listed here, so a table added by a
@@ -80,7 +80,7 @@ def _quote(name: str) -> str:
 
 
 # -- writing a bundle -----------------------------------------------------------------------
-def snapshot(store, into: Path) -> Path:
+def copy_database(store, into: Path) -> Path:
     """Copy the store's database into ``into`` while no writer holds it; returns the copy's path.
 
     The caller holds ``store.exclusive()``: our writers open the file only under that
@@ -259,7 +259,7 @@ def fsync_tree(root: Path) -> None:
             os.close(fd)
 
 
-__all__ = ["NOT_BUNDLED", "state_tables", "snapshot", "open_copy", "export_tables", "build_store"]
+__all__ = ["NOT_BUNDLED", "state_tables", "copy_database", "open_copy", "export_tables", "build_store"]
 
 
 # -- comparing and merging (through DuckTx) -------------------------------------------------------

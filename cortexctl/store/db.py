@@ -284,7 +284,7 @@ class Store:
                 con.execute("COMMIT")
                 snapshot.mark_clean(self.path, token, counter)
                 try:  # what changed, as the search snapshot's delta; a cache: never fails the write
-                    got = snapshot.collect_delta(con, start, tx.touched)
+                    got = snapshot.collect_delta(con, start, wide=tx.wide)
                 except Exception:  # noqa: BLE001
                     got = None
             snapshot.write_delta(self, start, got, token, counter)  # the file's identity is final once closed
@@ -351,10 +351,10 @@ class Store:
 
         from cortexctl.store import bundle as sb
 
-        copy_dir = Path(str(dest) + "-snapshot")
+        copy_dir = Path(str(dest) + "-snapshot")  # the copy's directory (the name kept: leftovers of a killed backup)
         try:
             with self.exclusive():
-                copy = sb.snapshot(self, copy_dir)
+                copy = sb.copy_database(self, copy_dir)
             con = sb.open_copy(copy)
             try:
                 return sb.export_tables(con, dest), sb.store_facts(con)

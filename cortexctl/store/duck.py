@@ -23,23 +23,17 @@ class DuckTx(Lanes):
     Beside the protocol it holds the backend's own reads: postings for ``store/lexical.py``
     and vector keys for the index file (``store/vector_index.py``)."""
 
-    __slots__ = ("con", "store", "_where", "touched")
+    __slots__ = ("con", "store", "_where", "wide")
 
     def __init__(self, con, store=None) -> None:
         self.con = con
         self.store = store  # the Store it came from (its index file); None for a bare connection
         self._where: dict[Filters, tuple[str, list[Any]]] = {}
-        # The memories whose rows this transaction changed, for the search snapshot's delta
-        # (store/snapshot/); None after a change that is not one memory's (a model dropped, a
-        # bundle attached): the snapshot then waits for the next fold.
-        self.touched: set[str] | None = set()
-
-    def _touch(self, ids) -> None:
-        if self.touched is not None:
-            self.touched.update(ids)
-
-    def _touch_all(self) -> None:
-        self.touched = None
+        # What this transaction changed, the search snapshot's delta (store/snapshot/) reads from the
+        # journal: every change to a memory is a journal entry, and vectors come with growing keys.
+        # ``wide``: a change that is neither, not one memory's (a model's vectors dropped, the
+        # dropped keys cleared, a bundle attached): the snapshot then waits for the next fold.
+        self.wide = False
 
     def _sql(self, filters: Filters) -> tuple[str, list[Any]]:
         got = self._where.get(filters)
@@ -53,8 +47,6 @@ class DuckTx(Lanes):
 
     # -- heads and versions ---------------------------------------------------------
     def insert_memories(self, heads: list[dict], versions: list[dict]) -> None:
-        self._touch(h["id"] for h in heads)
-        self._touch(v["id"] for v in versions)
         records.insert_memories(self.con, heads, versions)
 
     def defer_compaction(self) -> None:
@@ -66,11 +58,9 @@ class DuckTx(Lanes):
         records.defer_compaction(self.con)
 
     def insert_version(self, version: dict) -> None:
-        self._touch([version["id"]])
         records.insert_version(self.con, version)
 
     def update_head(self, id_: str, fields: dict[str, Any]) -> None:
-        self._touch([id_])
         records.update_head(self.con, id_, fields)
 
     def heads_by_ids(self, ids: Sequence[str], actor: str | Viewer, fields: Sequence[str] = HEAD_FIELDS) -> list[dict]:
@@ -105,7 +95,6 @@ class DuckTx(Lanes):
     def bump(self, ids: Sequence[str], *, access: int, citations: int, at: datetime) -> None:
         from cortexctl.store import feedback
 
-        self._touch(ids)
         feedback.bump(self.con, ids, access=access, citations=citations, at=at)
 
     # -- journal --------------------------------------------------------------------------
@@ -141,11 +130,9 @@ class DuckTx(Lanes):
 
     # -- lexical postings ----------------------------------------------------------------------
     def add_postings(self, docs) -> None:
-        self._touch(i for i, _ in docs)
         sq.lex_add(self.con, docs)
 
     def replace_postings(self, id_: str, term_ids: Sequence[int]) -> None:
-        self._touch([id_])
         sq.lex_replace(self.con, id_, term_ids)
 
     def doc_count(self) -> int:
@@ -168,22 +155,20 @@ class DuckTx(Lanes):
 
     # -- vectors ----------------------------------------------------------------------------------
     def insert_vectors(self, ids: Sequence[str], versions: Sequence[int], model: str, matrix) -> int:
-        self._touch(ids)
         return sq.insert_vectors(self.con, ids, versions, model, matrix)
 
     def model_dim(self, model: str) -> int | None:
         return sq.model_dim(self.con, model)
 
     def drop_vectors(self, id_: str, *, model: str | None = None) -> None:
-        self._touch([id_])
         sq.drop_vectors(self.con, id_, model=model)
 
     def drop_model(self, model: str) -> int:
-        self._touch_all()
+        self.wide = True
         return sq.drop_model(self.con, model)
 
     def drop_other_models(self, model: str) -> int:
-        self._touch_all()
+        self.wide = True
         return sq.drop_other_models(self.con, model)
 
     def maybe_pending(self, model: str) -> bool:
@@ -208,7 +193,7 @@ class DuckTx(Lanes):
         return sq.dropped_keys(self.con, model)
 
     def clear_dropped(self, model: str | None = None) -> None:
-        self._touch_all()
+        self.wide = True
         sq.clear_dropped(self.con, model)
 
     def iter_vectors(self, model: str, dim: int, *, after: int = 0, batch: int = 50_000):
@@ -383,7 +368,7 @@ class DuckTx(Lanes):
     def attach_bundle(self, files: dict) -> None:
         from cortexctl.store import bundle
 
-        self._touch_all()
+        self.wide = True
         bundle.attach_members(self.con, files)
 
     def bundle_plan(self):

@@ -196,7 +196,10 @@ class Records(Protocol):
 
 
 class Journal(Protocol):
-    """The journal: every change, in one gap-free order."""
+    """The journal: every change, in one gap-free order. A change to a memory's rows is made in the
+    transaction that appends its entry, which names the memory (``ref`` for ``MEMORY_KINDS``; an
+    attest's payload lists the memories it bumped): a backend may follow the journal to know what
+    changed (the DuckDB backend's search cache does), as verify's replay holds the heads to it."""
 
     def next_seq(self) -> int:
         """The sequence number the next journal entry gets (1 for an empty journal)."""

@@ -225,7 +225,8 @@ def vectors_of_keys(con, keys: Sequence[int], model: str) -> list[tuple[int, str
 
 
 def vectors_after(con, model: str, after: int, dim: int):
-    """(ids, versions, matrix) of the model's vectors with key above ``after`` (the delta)."""
+    """(ids, versions, matrix) of the model's vectors with key above ``after``
+    (unindexed: the index file does not hold them yet)."""
     import numpy as np
 
     rows = con.execute(

@@ -221,7 +221,7 @@ def update(store: Store, model: str, *, rebuild: bool = False, progress: Callabl
            built: IndexLoader | None = None, wait: float | None = None) -> dict:
     """Bring the index file up to date with the active model's vectors; returns what was done.
 
-    Folds the delta into a trusted file, or rebuilds from DuckDB when the file
+    Folds the unindexed vectors (newer than the file) into a trusted file, or rebuilds from DuckDB when the file
     cannot be trusted (or ``rebuild``). Holds the writer lock throughout.
     With ``built`` (an import's ``IndexLoader``), its vectors are not added
     again when it can take the place of the file or of the empty start.
@@ -293,6 +293,7 @@ def _fold(store: Store, model: str, *, rebuild: bool, progress, built: IndexLoad
     finally:
         if built is not None:
             built.close()
+    # "delta" in reindex's output: the unindexed vectors were folded in
     return {"action": action, "vectors": len(index), "added": done, "reason": why if action == "rebuild" else "delta"}
 
 
@@ -349,20 +350,20 @@ def nearest(tx, store: Store, model: str, query_vec, filters: Filters, n: int, *
     if index is None:
         raise IndexUnusable("file changed or damaged")
     found: dict[str, float] = {}
-    # the delta: vectors newer than the file, compared exactly, checked with the first batch from the index
-    d_ids, d_versions, d_mat = tx.vectors_after(model, rec.max_key, dim)
-    delta = list(zip(d_ids, d_versions, (d_mat @ q).tolist())) if d_ids else []
+    # the unindexed vectors (newer than the file), compared exactly, checked with the first batch from the index
+    u_ids, u_versions, u_mat = tx.vectors_after(model, rec.max_key, dim)
+    unindexed = list(zip(u_ids, u_versions, (u_mat @ q).tolist())) if u_ids else []
     want = max(n * 2, 64)
     while True:
         keys, sims = hnsw.search(index, q, want)
         sim_of = dict(zip(keys.tolist(), sims.tolist()))
         rows = [(i, v, sim_of[k]) for k, i, v in tx.vectors_of_keys(keys.tolist(), model)]
-        ok = check([i for i, _, _ in rows + delta])
-        for i, v, s in rows + delta:
+        ok = check([i for i, _, _ in rows + unindexed])
+        for i, v, s in rows + unindexed:
             if ok.get(i) == v:
                 if s > found.get(i, -2.0):
                     found[i] = s
-        delta = []
+        unindexed = []
         if len(found) >= n or want >= len(index):
             break
         if want >= 64 * max(n * 2, 64):

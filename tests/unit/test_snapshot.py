@@ -188,7 +188,7 @@ def _flip(path: Path, offset: int) -> None:
         fh.write(bytes([byte[0] ^ 0x40]))
 
 
-@pytest.mark.parametrize("array", ["h_actor", "h_tomb", "p_doc", "ld_id", "row_blob", "HEADER"])
+@pytest.mark.parametrize("array", ["head_actor_code", "head_forgotten", "by_term_doc", "doc_id", "result_json", "HEADER"])
 def test_byte_flipped_snapshot_is_detected(tmp_path, array):
     cx = _cx(tmp_path / "store")
     _fill(cx, 30)
@@ -586,7 +586,7 @@ def test_verify_is_not_confused_by_the_snapshot(store):
     _ready(cx)
     path = store / snapshot.SNAPSHOT_NAME
     header, start = snapshot._header_of(path)
-    _flip(path, start + header["arrays"]["h_conf"]["offset"])
+    _flip(path, start + header["arrays"]["head_confidence"]["offset"])
     assert cx.store.snapshot_problem() is not None
     assert cx.verify().ok
 
@@ -638,3 +638,25 @@ def test_a_write_to_a_store_without_a_snapshot_syncs_no_generation_file_and_a_la
     assert [p for p in synced if p.endswith(snapshot.GEN_NAME)]  # a snapshot to protect: synced
     assert snapshot.state(store) == "current"
     assert _answer(cx, near="numbat")[0]["text"] == "written after the snapshot: the numbat"
+
+
+def test_the_snapshot_and_its_delta_record_the_journal_position_they_cover(store):
+    """What a delta holds follows the journal: the build records the journal's last position, each
+    delta the position it covers, and a write's journal entries name what it changed."""
+    import orjson
+
+    cx = _cx(store)
+    uris = _fill(cx, 6)
+    _ready(cx)
+    header, _ = snapshot._header_of(store / snapshot.SNAPSHOT_NAME)
+    with cx.store.reading() as tx:
+        last = tx.journal_bounds()[2]
+    assert header["journal_seq"] == last
+    cx.attest("ship-it", "success", uris[:2])  # an attest: its payload names the memories it bumped
+    body = (store / snapshot.DELTA_NAME).read_bytes()[24:]
+    doc = orjson.loads(body)
+    with cx.store.reading() as tx:
+        now_last = tx.journal_bounds()[2]
+    assert doc["journal_seq"] == now_last > last
+    assert sorted(doc["ids"]) == sorted(u.rsplit("/", 1)[1] for u in uris[:2])
+    assert _answer(cx, k=6) == _from_duckdb(cx, k=6)

@@ -36,23 +36,35 @@ DuckDB as it always did. The next fold of the index (``FOLD_AT`` new vectors,
 the end of an import, ``reindex``) writes a new one: built under the writer
 lock into a temp file, fsynced and renamed over the old one.
 
-**The delta** ``cortex.snapdelta`` keeps the snapshot useful between folds. A
-``DuckTx`` records which memories it changed (``touched``); after its COMMIT and
-clean mark, still on its connection and under the writer lock, the writer reads
-the rows of every memory changed since the build (the previous delta's and its
-own: heads, current data, docs, postings, vectors with their values) and, once
-its connection is closed and the database file's identity is final, writes
-them as plain rows (JSON with a CRC: the writer never loads numpy), stamped like
-a snapshot with its generation, and naming the snapshot it completes (its stamp
-and header CRC). ``find`` makes the delta's arrays (``_arrays``, as a build
-does) and answers those memories from them and every other from the snapshot
-(their rows, docs and vectors there count as gone); the store-wide numbers
-(vector counts, dimensions, the keys given since the build, learned weights)
-come from the delta. A writer builds a
-delta only on a current snapshot or delta, so a writer killed before writing
-its delta leaves the store bypassing both until the next fold; a change that is
-not one memory's (``touched`` is None: a model's vectors dropped, a bundle
-attached) or more than ``DELTA_MAX`` memories removes the delta instead.
+**The delta** ``cortex.snapdelta`` keeps the snapshot useful between folds. What
+changed follows **the journal**: every change to a memory is a journal entry (verify
+replays the journal and holds the heads to it), so a snapshot records the journal
+position it covers (``journal_seq``), and so does each delta. After its COMMIT and
+clean mark, still on its connection and under the writer lock, the writer reads the
+journal after the covered position (``delta.changed_since``: the memory an entry
+names, the memories an attest bumped, and the memories given a vector since the build,
+whose keys only grow) and the rows of every memory changed since the build (the
+previous delta's and these: heads, current data, docs, postings, vectors with their
+values) and, once its connection is closed and the database file's identity is final,
+writes them as plain rows (JSON with a CRC: the writer never loads numpy), stamped like
+a snapshot with its generation and its journal position, and naming the snapshot it
+completes (its stamp and header CRC). No write method has to say what it changed. ``find``
+makes the delta's arrays (``_arrays``, as a build does) and answers those memories from
+them and every other from the snapshot (their rows, docs and vectors there count as
+gone); the store-wide numbers (vector counts, dimensions, the keys given since the
+build, learned weights, grants) come from the delta. A writer builds a delta only on a
+current snapshot or delta, so a writer killed before writing its delta leaves the store
+bypassing both until the next fold; a change that is not one memory's (``DuckTx.wide``:
+a model's vectors dropped, the dropped keys cleared, a bundle attached), a journal
+entry of a kind it does not know, or more than ``DELTA_MAX`` memories removes the delta
+instead.
+
+The journal position does not replace the generation file: a reader checks the
+generation and the file identity alone (a few small reads, no DuckDB), while the
+journal is inside the database. A writer killed mid-write leaves the generation dirty
+(or, before its COMMIT, the database without its entries), so what a reader trusts is
+still decided by the stamps above; the journal only tells the next writer what to put
+in the delta.
 
 **Visibility, the filters and salience** are stated once, in ``store/rules.py``, as expressions
 (``store/predicate.py``) that DuckDB gets as SQL and the snapshot evaluates over its arrays
@@ -61,8 +73,7 @@ by everyone when public, and when scoped by a sub-agent one of whose live grants
 filters are SQL only (the snapshot holds no frames: find asks DuckDB). The grants are carried in the
 header (``grants``: those not revoked, store-wide, with their expiry) like the learned weights, so a
 delta's header has them anew after every write, a grant or a revocation included (which touch no
-memory's rows). A file without ``h_scoped`` (built before grants) answers actors holding no grant
-and raises ``SnapshotUnusable`` for one that holds some: find then reads DuckDB.
+memory's rows).
 
 Anything the snapshot does not hold (frame filters, the full form, vectors
 for an exact search, memories newer than the index file) is read from DuckDB,

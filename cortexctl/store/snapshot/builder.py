@@ -30,6 +30,7 @@ def _codes(values: list, table: dict) -> list[int]:
 
 
 
+VISIBILITIES = ("private", "public", "scoped")  # codes 0, 1, 2 (any other value gets the next code)
 HEAD_COLUMNS = ("SELECT id, type, actor, visibility, epoch_us(tombstoned_at), session, current_version,"
                 " epoch_us(updated_at), epoch(greatest(updated_at, last_used)), importance, access_count, citations,"
                 " confidence, tags, frames, short, medium FROM heads")
@@ -81,8 +82,16 @@ class _StoreRows:
 
 
 def collect(con) -> tuple[dict, dict]:
-    """Everything the snapshot holds, read from an open connection: (arrays, header extras)."""
-    return _arrays(_StoreRows(con))
+    """Everything the snapshot holds, read from an open connection: (arrays, header extras), the
+    extras with the journal position the snapshot covers (``journal_seq``: its delta follows the
+    journal from there)."""
+    arrays, extras = _arrays(_StoreRows(con))
+    return arrays, {**extras, "journal_seq": journal_seq(con)}
+
+
+def journal_seq(con) -> int:
+    """The journal's last position (0 when empty)."""
+    return int(con.execute("SELECT coalesce(max(seq), 0) FROM journal").fetchall()[0][0])
 
 
 def _arrays(src) -> tuple[dict, dict]:
@@ -92,10 +101,12 @@ def _arrays(src) -> tuple[dict, dict]:
     import orjson
 
     actors: dict = {}
+    visibilities: dict = {v: i for i, v in enumerate(VISIBILITIES)}
     sessions: dict = {None: -1}
     tags: dict = {}
-    cols = ("h_id", "h_type", "h_actor", "h_public", "h_scoped", "h_tomb", "h_session", "h_cur", "h_updated", "h_recent",
-            "h_importance", "h_access", "h_cit", "h_conf", "tag_len", "tag_code")
+    cols = ("head_id", "head_type", "head_actor_code", "head_visibility_code", "head_forgotten", "head_session_code",
+            "head_current_version", "head_updated_us", "head_recent_s",
+            "head_importance", "head_access_count", "head_citations", "head_confidence", "tag_count", "tag_codes")
     parts: dict[str, list] = {c: [] for c in cols}
     # the result rows go straight into one buffer: orjson's bytes keep a 4 KiB allocation each, which
     # held in a list made the build's peak about 4 KB a memory
@@ -103,49 +114,49 @@ def _arrays(src) -> tuple[dict, dict]:
     row_ends: list[int] = []
     for rows in src.heads():
         p = parts
-        p["h_id"].append(np.array([r[0].encode("ascii") for r in rows], dtype="S26"))
-        p["h_type"].append(np.array([r[1] for r in rows], dtype=np.uint8))
-        p["h_actor"].append(np.array(_codes([r[2] for r in rows], actors), dtype=np.int32))
-        p["h_public"].append(np.array([r[3] == "public" for r in rows], dtype=np.bool_))
-        p["h_scoped"].append(np.array([r[3] == "scoped" for r in rows], dtype=np.bool_))
-        p["h_tomb"].append(np.array([r[4] is not None for r in rows], dtype=np.bool_))
-        p["h_session"].append(np.array([sessions.setdefault(r[5], len(sessions) - 1) for r in rows], dtype=np.int32))
-        p["h_cur"].append(np.array([r[6] for r in rows], dtype=np.uint32))
-        p["h_updated"].append(np.array([r[7] for r in rows], dtype=np.int64))
-        p["h_recent"].append(np.array([r[8] for r in rows], dtype=np.float64))
-        p["h_importance"].append(np.array([r[9] for r in rows], dtype=np.uint8))
-        p["h_access"].append(np.array([r[10] for r in rows], dtype=np.uint64))
-        p["h_cit"].append(np.array([r[11] for r in rows], dtype=np.uint64))
-        p["h_conf"].append(np.array([r[12] for r in rows], dtype=np.float64))
+        p["head_id"].append(np.array([r[0].encode("ascii") for r in rows], dtype="S26"))
+        p["head_type"].append(np.array([r[1] for r in rows], dtype=np.uint8))
+        p["head_actor_code"].append(np.array(_codes([r[2] for r in rows], actors), dtype=np.int32))
+        p["head_visibility_code"].append(np.array(_codes([r[3] for r in rows], visibilities), dtype=np.uint8))
+        p["head_forgotten"].append(np.array([r[4] is not None for r in rows], dtype=np.bool_))
+        p["head_session_code"].append(np.array([sessions.setdefault(r[5], len(sessions) - 1) for r in rows], dtype=np.int32))
+        p["head_current_version"].append(np.array([r[6] for r in rows], dtype=np.uint32))
+        p["head_updated_us"].append(np.array([r[7] for r in rows], dtype=np.int64))
+        p["head_recent_s"].append(np.array([r[8] for r in rows], dtype=np.float64))
+        p["head_importance"].append(np.array([r[9] for r in rows], dtype=np.uint8))
+        p["head_access_count"].append(np.array([r[10] for r in rows], dtype=np.uint64))
+        p["head_citations"].append(np.array([r[11] for r in rows], dtype=np.uint64))
+        p["head_confidence"].append(np.array([r[12] for r in rows], dtype=np.float64))
         tag_lists = [_codes(list(r[13]), tags) for r in rows]
-        p["tag_len"].append(np.array([len(t) for t in tag_lists], dtype=np.int64))
-        p["tag_code"].append(np.array([c for t in tag_lists for c in t], dtype=np.int32))
+        p["tag_count"].append(np.array([len(t) for t in tag_lists], dtype=np.int64))
+        p["tag_codes"].append(np.array([c for t in tag_lists for c in t], dtype=np.int32))
         for r in rows:
             row_buf += orjson.dumps([r[1], r[6], r[13], r[14], r[9], r[3], r[2], r[7], r[4], r[15], r[16]])
             row_ends.append(len(row_buf))
         del rows, tag_lists
-    empty = {"h_id": np.zeros(0, "S26")}
+    empty = {"head_id": np.zeros(0, "S26")}
     a: dict[str, Any] = {}
     for c in cols:
         a[c] = np.concatenate(parts[c]) if parts[c] else empty.get(c, np.zeros(0, np.int64))
     del parts
-    n = len(a["h_id"])
-    for c, dt in (("h_type", np.uint8), ("h_actor", np.int32), ("h_public", np.bool_), ("h_scoped", np.bool_),
-                  ("h_tomb", np.bool_),
-                  ("h_session", np.int32), ("h_cur", np.uint32), ("h_updated", np.int64), ("h_recent", np.float64),
-                  ("h_importance", np.uint8), ("h_access", np.uint64), ("h_cit", np.uint64), ("h_conf", np.float64),
-                  ("tag_code", np.int32)):
+    n = len(a["head_id"])
+    for c, dt in (("head_type", np.uint8), ("head_actor_code", np.int32), ("head_visibility_code", np.uint8),
+                  ("head_forgotten", np.bool_), ("head_session_code", np.int32), ("head_current_version", np.uint32),
+                  ("head_updated_us", np.int64), ("head_recent_s", np.float64), ("head_importance", np.uint8),
+                  ("head_access_count", np.uint64), ("head_citations", np.uint64), ("head_confidence", np.float64),
+                  ("tag_codes", np.int32)):
         a[c] = a[c].astype(dt, copy=False)
-    a["tag_off"] = np.zeros(n + 1, dtype=np.int64)
-    np.cumsum(a.pop("tag_len"), out=a["tag_off"][1:])
-    order = ["h_id", "h_type", "h_actor", "h_public", "h_scoped", "h_tomb", "h_session", "h_cur", "h_updated", "h_recent",
-             "h_importance", "h_access", "h_cit", "h_conf", "tag_off", "tag_code"]
+    a["head_tags_start"] = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(a.pop("tag_count"), out=a["head_tags_start"][1:])
+    order = ["head_id", "head_type", "head_actor_code", "head_visibility_code", "head_forgotten", "head_session_code",
+             "head_current_version", "head_updated_us", "head_recent_s",
+             "head_importance", "head_access_count", "head_citations", "head_confidence", "head_tags_start", "tag_codes"]
     a = {c: a[c] for c in order}
-    a["row_off"] = np.zeros(len(row_ends) + 1, dtype=np.int64)
-    a["row_off"][1:] = row_ends
-    a["row_blob"] = np.frombuffer(bytes(row_buf), dtype=np.uint8)
+    a["result_start"] = np.zeros(len(row_ends) + 1, dtype=np.int64)
+    a["result_start"][1:] = row_ends
+    a["result_json"] = np.frombuffer(bytes(row_buf), dtype=np.uint8)
     del row_buf, row_ends
-    row_of = {i.decode(): k for k, i in enumerate(a["h_id"].tolist())}
+    row_of = {i.decode(): k for k, i in enumerate(a["head_id"].tolist())}
 
     dtype = np.zeros(n, dtype=np.int16) - 1
     blobs: list[bytes] = [b""] * n
@@ -154,19 +165,19 @@ def _arrays(src) -> tuple[dict, dict]:
             k = row_of[id_]
             dtype[k] = t
             blobs[k] = bytes(d)
-    a["d_type"] = dtype
-    a["d_off"], a["d_blob"] = _blob(blobs)
+    a["data_type"] = dtype
+    a["data_start"], a["data_blob"] = _blob(blobs)
     del blobs
 
     ld = src.lex_docs()
-    a["ld_doc"] = np.asarray(ld["doc"], dtype=np.uint64)
+    a["doc_number"] = np.asarray(ld["doc"], dtype=np.uint64)
     ld_ids = [str(i) for i in ld["id"]]
-    a["ld_id"] = np.array([i.encode("ascii") for i in ld_ids], dtype="S26") if ld_ids else np.zeros(0, "S26")
-    a["ld_row"] = np.array([row_of.get(i, -1) for i in ld_ids], dtype=np.int64)
-    a["ld_len"] = np.asarray(ld["len"], dtype=np.uint32)
-    a["h_doc"] = np.full(n, -1, dtype=np.int64)  # each head's doc (-1: none), for a delta's masking
-    has = a["ld_row"] >= 0
-    a["h_doc"][a["ld_row"][has]] = a["ld_doc"][has].astype(np.int64)
+    a["doc_id"] = np.array([i.encode("ascii") for i in ld_ids], dtype="S26") if ld_ids else np.zeros(0, "S26")
+    a["doc_head_row"] = np.array([row_of.get(i, -1) for i in ld_ids], dtype=np.int64)
+    a["doc_length"] = np.asarray(ld["len"], dtype=np.uint32)
+    a["head_doc"] = np.full(n, -1, dtype=np.int64)  # each head's doc (-1: none), for a delta's masking
+    has = a["doc_head_row"] >= 0
+    a["head_doc"][a["doc_head_row"][has]] = a["doc_number"][has].astype(np.int64)
 
     p = src.postings()
     term = np.asarray(p["term"], dtype=np.int64)
@@ -174,47 +185,48 @@ def _arrays(src) -> tuple[dict, dict]:
     tf = np.asarray(p["tf"], dtype=np.uint16)
     order = np.lexsort((doc, term))
     terms_sorted = term[order]
-    a["p_term"], first = np.unique(terms_sorted, return_index=True)
-    a["p_off"] = np.append(first, len(order)).astype(np.int64)
-    a["p_doc"], a["p_tf"] = doc[order], tf[order]
+    a["by_term_term"], first = np.unique(terms_sorted, return_index=True)
+    a["by_term_start"] = np.append(first, len(order)).astype(np.int64)
+    a["by_term_doc"], a["by_term_tf"] = doc[order], tf[order]
     order = np.lexsort((term, doc))
     docs_sorted = doc[order]
-    a["f_doc"], first = np.unique(docs_sorted, return_index=True)
-    a["f_off"] = np.append(first, len(order)).astype(np.int64)
-    a["f_term"], a["f_tf"] = term[order], tf[order]
+    a["by_doc_doc"], first = np.unique(docs_sorted, return_index=True)
+    a["by_doc_start"] = np.append(first, len(order)).astype(np.int64)
+    a["by_doc_term"], a["by_doc_tf"] = term[order], tf[order]
     del p, term, doc, tf, order
 
     v = src.vectors()
     models: dict = {}
-    a["v_key"] = np.asarray(v["key"], dtype=np.uint64)
-    a["v_id"] = np.array([str(i).encode("ascii") for i in v["id"]], dtype="S26") if len(v["key"]) else np.zeros(0, "S26")
-    a["v_ver"] = np.asarray(v["version"], dtype=np.uint32)
-    a["v_model"] = np.array(_codes([str(m) for m in v["model"]], models), dtype=np.int32)
-    a["v_row"] = np.array([row_of.get(i.decode(), -1) for i in a["v_id"].tolist()], dtype=np.int64)
+    a["vector_key"] = np.asarray(v["key"], dtype=np.uint64)
+    a["vector_id"] = np.array([str(i).encode("ascii") for i in v["id"]], dtype="S26") if len(v["key"]) else np.zeros(0, "S26")
+    a["vector_version"] = np.asarray(v["version"], dtype=np.uint32)
+    a["vector_model_code"] = np.array(_codes([str(m) for m in v["model"]], models), dtype=np.int32)
+    a["vector_head_row"] = np.array([row_of.get(i.decode(), -1) for i in a["vector_id"].tolist()], dtype=np.int64)
     dims: dict[str, int] = {}
     for m, d in zip(v["model"], v["dim"]):
         dims.setdefault(str(m), int(d))
     if "vec" in v:  # a delta's vectors come with their values (newer than the index file)
-        a["v_vec"] = np.frombuffer(b"".join(v["vec"]), dtype="<f4")
-        a["v_voff"] = np.zeros(len(v["vec"]) + 1, dtype=np.int64)  # where each vector starts in v_vec
-        np.cumsum([len(x) // 4 for x in v["vec"]], out=a["v_voff"][1:])
+        a["vector_values"] = np.frombuffer(b"".join(v["vec"]), dtype="<f4")
+        a["vector_values_start"] = np.zeros(len(v["vec"]) + 1, dtype=np.int64)  # where each vector starts in v_vec
+        np.cumsum([len(x) // 4 for x in v["vec"]], out=a["vector_values_start"][1:])
     del v
     vd = src.dropped()
-    a["vd_key"] = np.array([r[0] for r in vd], dtype=np.uint64)
-    a["vd_model"] = np.array(_codes([r[1] for r in vd], models), dtype=np.int32)
+    a["dropped_key"] = np.array([r[0] for r in vd], dtype=np.uint64)
+    a["dropped_model_code"] = np.array(_codes([r[1] for r in vd], models), dtype=np.int32)
 
     if src.store_wide is not None:
         counts, dims = src.store_wide
     else:
         counts = {}
         for code, m in enumerate(models):
-            live = a["v_key"][a["v_model"] == code]
-            dropped = a["vd_key"][a["vd_model"] == code]
+            live = a["vector_key"][a["vector_model_code"] == code]
+            dropped = a["dropped_key"][a["dropped_model_code"] == code]
             counts[m] = [int(len(live)), int(live.max()) if len(live) else 0, int(len(dropped)),
                          int(dropped.max()) if len(dropped) else 0]
     extras = {
         "vector_counts": counts,  # model -> [live, highest live key, dropped, highest dropped key]
-        "actors": list(actors), "sessions": [s for s in sessions if s is not None], "tags": list(tags),
+        "actors": list(actors), "visibilities": list(visibilities),
+        "sessions": [s for s in sessions if s is not None], "tags": list(tags),
         "models": list(models), "dims": dims, "weights": src.weights(), "grants": src.grants(),
     }
     return a, extras
@@ -245,12 +257,12 @@ def build(store) -> dict:
         gen = (token, counter, True)
     current = _header_of(path / SNAPSHOT_NAME)
     if current is not None and _stamp_ok(path, current[0]):
-        return {"action": "none", "memories": int(current[0]["arrays"]["h_id"]["shape"][0])}
+        return {"action": "none", "memories": int(current[0]["arrays"]["head_id"]["shape"][0])}
     with store.read() as con:
         arrays, extras = collect(con)
     stamp = {"token": gen[0], "counter": gen[1], "schema_version": _schema_version(), "db": db_identity(path)}
     write(path / SNAPSHOT_NAME, arrays, extras, stamp)
     _unlink(path / DELTA_NAME)
-    return {"action": "build", "memories": int(len(arrays["h_id"]))}
+    return {"action": "build", "memories": int(len(arrays["head_id"]))}
 
 

@@ -10,7 +10,7 @@ import zlib
 from pathlib import Path
 
 from cortexctl.store.interface import SnapshotUnusable
-from cortexctl.store.snapshot.builder import DATA_QUERY, HEAD_COLUMNS, _arrays, _grants_extra
+from cortexctl.store.snapshot.builder import DATA_QUERY, HEAD_COLUMNS, _arrays, _grants_extra, journal_seq
 from cortexctl.store.snapshot.format import (DELTA_NAME, FORMAT, SNAPSHOT_NAME, Snapshot, _clear_temps, _header_of,
                                              _map, _mark, _other_format, _schema_version, _stamp_ok, _unlink,
                                              db_identity)
@@ -73,25 +73,52 @@ def delta_start(store_path: Path) -> dict | None:
         top = max([max(int(v[1]), int(v[3])) for v in c.values()] or [0])
     except (TypeError, ValueError, IndexError):
         return None
-    start = {"base": _mark(base), "base_top": top, "ids": set()}
-    if _stamp_ok(store_path, base):
-        return start
-    doc = _delta_doc(store_path, base)
-    if doc is None:
-        return None
-    start["ids"] = set(doc["ids"])
-    return start
+    start = {"base": _mark(base), "base_top": top, "ids": set(), "journal_seq": base.get("journal_seq")}
+    if not _stamp_ok(store_path, base):
+        doc = _delta_doc(store_path, base)
+        if doc is None:
+            return None
+        start["ids"], start["journal_seq"] = set(doc["ids"]), doc.get("journal_seq")
+    return start if isinstance(start["journal_seq"], int) else None
 
 
-def collect_delta(con, start: dict | None, touched: set[str] | None) -> dict | None:
+def changed_since(con, seq: int, base_top: int) -> set[str] | None:
+    """The memories whose rows changed after journal position ``seq``: every change to a memory is a
+    journal entry (``interface.MEMORY_KINDS`` name it by ``ref``; an attest names the memories it
+    bumped in its payload), and a vector given since the build has a key above ``base_top`` (keys
+    only grow). None for an entry of a kind not known here (the delta cannot follow it)."""
+    from cortexctl.memory import codec
+    from cortexctl.store.interface import MEMORY_KINDS
+
+    out: set[str] = set()
+    for kind, ref, payload in con.execute("SELECT kind, ref, payload FROM journal WHERE seq > ? ORDER BY seq",
+                                          [seq]).fetchall():
+        if kind in MEMORY_KINDS:
+            out.add(ref)
+        elif kind == "attest":
+            out.update(codec.decode(bytes(payload))["affected"])
+        elif kind not in NO_MEMORY_KINDS:
+            return None
+    out.update(i for (i,) in con.execute("SELECT DISTINCT id FROM vectors WHERE key > ?", [base_top]).fetchall())
+    return out
+
+
+NO_MEMORY_KINDS = ("grant", "revoke", "learn_weights", "checkpoint")  # entries that change no memory's rows
+
+
+def collect_delta(con, start: dict | None, *, wide: bool = False) -> dict | None:
     """After the writer's COMMIT, on its connection: the delta's document, the rows of every memory
-    changed since the build (by this writer and the ones before it), or None when the snapshot is
-    left to the next fold (no current snapshot, a change the delta cannot follow, or more than
-    DELTA_MAX memories). Plain rows as DuckDB gives them, no numpy: a write stays lean; ``find``
-    makes the arrays."""
-    if start is None or touched is None:
+    changed since the build (read from the journal since the position the snapshot or the last
+    delta covers: ``changed_since``), or None when the snapshot is left to the next fold (no
+    current snapshot, a change the delta cannot follow: ``wide`` or an unknown journal kind, or
+    more than DELTA_MAX memories). Plain rows as DuckDB gives them, no numpy: a write stays lean;
+    ``find`` makes the arrays."""
+    if start is None or wide:
         return None
-    ids = sorted(start["ids"] | touched)
+    changed = changed_since(con, start["journal_seq"], start["base_top"])
+    if changed is None:
+        return None
+    ids = sorted(start["ids"] | changed)
     if len(ids) > DELTA_MAX:
         return None
     from cortexctl.store import feedback
@@ -122,7 +149,7 @@ def collect_delta(con, start: dict | None, touched: set[str] | None) -> dict | N
         "vectors": [[k, i, v, m, d, b64(bytes(x)).decode()] for k, i, v, m, d, x in vectors],
         "new_keys": [list(r) for r in new_keys], "vector_counts": counts, "dims": dims,
         "weights": {k: list(w["weights"]) for k, w in feedback.all_weights(con).items()},
-        "grants": _grants_extra(con),
+        "grants": _grants_extra(con), "journal_seq": journal_seq(con),
     }
 
 

@@ -24,8 +24,8 @@ def _ids_bytes(ids: Sequence[str]):
 
 
 # What the rules' columns (``store/predicate.py``) are in a snapshot's arrays.
-_ARRAYS = {"tombstoned": "h_tomb", "type": "h_type", "importance": "h_importance", "access": "h_access",
-           "citations": "h_cit", "confidence": "h_conf", "recent": "h_recent"}
+_ARRAYS = {"tombstoned": "head_forgotten", "type": "head_type", "importance": "head_importance", "access": "head_access_count",
+           "citations": "head_citations", "confidence": "head_confidence", "recent": "head_recent_s"}
 
 
 def _as_number(a):
@@ -59,7 +59,7 @@ class _Part:
 
     def __init__(self, snap, dead_ids: Sequence[str] = ()) -> None:
         self.snap, self.h = snap, snap.header
-        self.n = int(snap.header["arrays"]["h_id"]["shape"][0])
+        self.n = int(snap.header["arrays"]["head_id"]["shape"][0])
         self.dead_ids = frozenset(dead_ids)
         self._dead_rows = None
         self._masks: dict = {}  # Filters -> mask
@@ -74,14 +74,8 @@ class _Part:
         import numpy as np
 
         rows, _ = self._rows(sorted(self.dead_ids), alive=False)
-        if "h_doc" in self.h["arrays"]:
-            docs = self.snap.take("h_doc", rows)
-            docs = docs[docs >= 0].astype(np.uint64)
-        else:  # a snapshot from before h_doc: through doc -> row
-            dead = np.zeros(max(self.n, 1), dtype=np.bool_)
-            dead[rows] = True
-            row = self.snap.whole("ld_row")
-            docs = self.snap.whole("ld_doc")[(row >= 0) & dead[np.where(row >= 0, row, 0)]]
+        docs = self.snap.take("head_doc", rows)
+        docs = docs[docs >= 0].astype(np.uint64)
         return np.unique(docs) if len(docs) else None
 
     # -- heads --------------------------------------------------------------------------------
@@ -110,10 +104,10 @@ class _Part:
         want = _ids_bytes(list(ids))
         if not len(want) or not self.n:
             return np.zeros(0, np.int64), []
-        h_id = self.snap.raw("h_id")
+        h_id = self.snap.raw("head_id")
         pos = np.searchsorted(h_id, want)
         pos = np.minimum(pos, self.n - 1)
-        got = self.snap.take("h_id", pos)
+        got = self.snap.take("head_id", pos)
         hit = got == want
         rows = pos[hit].astype(np.int64)
         return rows, [i for i, h in zip(ids, hit.tolist()) if h]
@@ -133,9 +127,7 @@ class _Part:
 
     def seen(self, viewer: Viewer):
         """Which heads ``viewer`` may see (``rules.visibility``; bool array, not to be changed; a
-        delta's overrides not taken out). SnapshotUnusable for a viewer holding grants when the file
-        does not record which heads are scoped (built by a cortexctl before grants): find then
-        answers from DuckDB."""
+        delta's overrides not taken out)."""
         return evaluate(rules.visibility(viewer), self, memo=self._memo)
 
     # -- the columns, as ``predicate.evaluate`` reads them ---------------------------------------
@@ -149,25 +141,15 @@ class _Part:
         return table.get(value, -2)
 
     def equals(self, name: str, value):
-        import numpy as np
-
         s = self.snap
         if name == "actor":
-            return s.whole("h_actor") == self._code("actors", value)
+            return s.whole("head_actor_code") == self._code("actors", value)
         if name == "session":
-            return s.whole("h_session") == (self._code("sessions", value) if value is not None else -2)
+            return s.whole("head_session_code") == (self._code("sessions", value) if value is not None else -2)
         if name == "type":
-            return s.whole("h_type") == value
+            return s.whole("head_type") == value
         if name == "visibility":
-            if value == "public":
-                return s.whole("h_public")
-            if "h_scoped" not in self.h["arrays"]:
-                raise SnapshotUnusable("the search snapshot does not record scoped memories (built before grants)")
-            if value == "scoped":
-                return s.whole("h_scoped")
-            if value == "private":
-                return ~(s.whole("h_public") | s.whole("h_scoped"))
-            return np.zeros(self.n, dtype=np.bool_)
+            return s.whole("head_visibility_code") == self._code("visibilities", value)
         raise KeyError(name)
 
     def isin(self, name: str, values: tuple):
@@ -175,7 +157,7 @@ class _Part:
 
         if name != "type":
             raise KeyError(name)
-        return np.isin(self.snap.whole("h_type"), np.array(values, dtype=np.int64))
+        return np.isin(self.snap.whole("head_type"), np.array(values, dtype=np.int64))
 
     def has_tag(self, tag: str):
         """Which heads carry ``tag`` (bool array)."""
@@ -189,8 +171,8 @@ class _Part:
         if code >= 0:
             s = self.snap
             if self._tag_owner is None:
-                self._tag_owner = np.repeat(np.arange(self.n), np.diff(s.whole("tag_off")))
-            has[self._tag_owner[s.whole("tag_code") == code]] = True
+                self._tag_owner = np.repeat(np.arange(self.n), np.diff(s.whole("head_tags_start")))
+            has[self._tag_owner[s.whole("tag_codes") == code]] = True
         self._has_tag[tag] = has
         return has
 
@@ -198,7 +180,7 @@ class _Part:
         m = self.mask(filters)
         rows, found = self._rows(ids)
         ok = m[rows].tolist()
-        cur = self.snap.take("h_cur", rows).tolist()
+        cur = self.snap.take("head_current_version", rows).tolist()
         return {i: int(c) for i, o, c in zip(found, ok, cur) if o}
 
     def salience_rows(self, rows, scoring: Scoring) -> list[float]:
@@ -212,7 +194,7 @@ class _Part:
         m = self.mask(filters)
         rows, found = self._rows(ids)
         ok = m[rows].tolist()
-        cur = self.snap.take("h_cur", rows).tolist()
+        cur = self.snap.take("head_current_version", rows).tolist()
         sal = self.salience_rows(rows, scoring)
         return {i: (int(c), bool(o), s) for i, c, o, s in zip(found, cur, ok, sal)}
 
@@ -230,17 +212,17 @@ class _Part:
             keep = approx >= cut - 1e-9 * max(1.0, abs(cut))
             rows = rows[keep]
         exact = self.salience_rows(rows, scoring)
-        updated = s.take("h_updated", rows).tolist()
-        ids = [b.decode() for b in s.take("h_id", rows).tolist()]
+        updated = s.take("head_updated_us", rows).tolist()
+        ids = [b.decode() for b in s.take("head_id", rows).tolist()]
         return sorted(zip(exact, updated, ids), reverse=True)[:limit]
 
     def result_rows(self, ids: Sequence[str], form: str) -> dict[str, dict]:
         rows, found = self._rows(ids)
         out: dict[str, dict] = {}
         for i, r in zip(found, rows.tolist()):
-            lo, hi = (int(x) for x in self.snap.span("row_off", r, r + 2))
+            lo, hi = (int(x) for x in self.snap.span("result_start", r, r + 2))
             t, cur, tags, frames, imp, vis, actor, upd, tomb, short, medium = json.loads(
-                self.snap.span("row_blob", lo, hi).tobytes())
+                self.snap.span("result_json", lo, hi).tobytes())
             out[i] = {"id": i, "type": t, "current_version": cur, "tags": tags, "frames": frames, "importance": imp,
                       "visibility": vis, "actor": actor, "updated_at": EPOCH + timedelta(microseconds=upd),
                       "tombstoned_at": None if tomb is None else EPOCH + timedelta(microseconds=tomb),
@@ -251,11 +233,11 @@ class _Part:
         rows, found = self._rows(ids)
         out: dict[str, tuple[int, bytes]] = {}
         for i, r in zip(found, rows.tolist()):
-            t = int(self.snap.span("d_type", r, r + 1)[0])
+            t = int(self.snap.span("data_type", r, r + 1)[0])
             if t < 0:
                 continue
-            lo, hi = (int(x) for x in self.snap.span("d_off", r, r + 2))
-            out[i] = (t, self.snap.span("d_blob", lo, hi).tobytes())
+            lo, hi = (int(x) for x in self.snap.span("data_start", r, r + 2))
+            out[i] = (t, self.snap.span("data_blob", lo, hi).tobytes())
         return out
 
     # -- postings ---------------------------------------------------------------------------
@@ -268,20 +250,20 @@ class _Part:
         return ~np.isin(docs, self.dead_docs)
 
     def doc_count(self) -> int:
-        return int(self.h["arrays"]["ld_doc"]["shape"][0]) - (len(self.dead_docs) if self.dead_docs is not None else 0)
+        return int(self.h["arrays"]["doc_number"]["shape"][0]) - (len(self.dead_docs) if self.dead_docs is not None else 0)
 
     def _term_spans(self, terms: Sequence[int]) -> list[tuple[int, int, int]]:
         import numpy as np
 
-        p_term = self.snap.raw("p_term")
+        p_term = self.snap.raw("by_term_term")
         if not len(p_term) or not terms:
             return []
         want = np.asarray(list(terms), dtype=np.int64)
         pos = np.minimum(np.searchsorted(p_term, want), len(p_term) - 1)
         out = []
         for t, p in zip(want.tolist(), pos.tolist()):
-            if int(self.snap.span("p_term", p, p + 1)[0]) == t:
-                lo, hi = (int(x) for x in self.snap.span("p_off", p, p + 2))
+            if int(self.snap.span("by_term_term", p, p + 1)[0]) == t:
+                lo, hi = (int(x) for x in self.snap.span("by_term_start", p, p + 2))
                 out.append((t, lo, hi))
         return out
 
@@ -293,8 +275,8 @@ class _Part:
             return {"term": np.zeros(0, np.int64), "doc": np.zeros(0, np.uint64), "tf": np.zeros(0, np.uint16)}
         out = {
             "term": np.concatenate([np.full(hi - lo, t, dtype=np.int64) for t, lo, hi in spans]),
-            "doc": np.concatenate([self.snap.span("p_doc", lo, hi) for _, lo, hi in spans]),
-            "tf": np.concatenate([self.snap.span("p_tf", lo, hi) for _, lo, hi in spans]),
+            "doc": np.concatenate([self.snap.span("by_term_doc", lo, hi) for _, lo, hi in spans]),
+            "tf": np.concatenate([self.snap.span("by_term_tf", lo, hi) for _, lo, hi in spans]),
         }
         if self.dead_docs is not None:
             keep = self._live_docs(out["doc"])
@@ -314,21 +296,21 @@ class _Part:
         return want, pos, self.snap.take(name, pos) == want
 
     def doc_ids(self, docs: Sequence[int]) -> dict[int, str]:
-        want, pos, hit = self._doc_pos(docs, "ld_doc")
+        want, pos, hit = self._doc_pos(docs, "doc_number")
         if not hit.any():
             return {}
-        ids = self.snap.take("ld_id", pos[hit]).tolist()
+        ids = self.snap.take("doc_id", pos[hit]).tolist()
         return {int(d): i.decode() for d, i in zip(want[hit].tolist(), ids)}
 
     def hidden_docs(self, actor: str | Viewer):
         import numpy as np
 
         s = self.snap
-        row = s.whole("ld_row")
+        row = s.whole("doc_head_row")
         has = row >= 0
         r = np.where(has, row, 0)
         seen = self.seen(viewer_of(actor))[r] if self.n else np.zeros(len(row), np.bool_)
-        docs = s.whole("ld_doc")[has & ~seen]
+        docs = s.whole("doc_number")[has & ~seen]
         return docs[self._live_docs(docs)] if self.dead_docs is not None else docs
 
     def term_df(self, terms: Sequence[int], hidden) -> dict[int, int]:
@@ -336,7 +318,7 @@ class _Part:
 
         out: dict[int, int] = {}
         for t, lo, hi in self._term_spans(terms):
-            docs = self.snap.span("p_doc", lo, hi)
+            docs = self.snap.span("by_term_doc", lo, hi)
             if self.dead_docs is not None:
                 docs = docs[self._live_docs(docs)]
             c = int(len(docs) - (np.isin(docs, hidden, kind="table").sum() if len(hidden) and len(docs) else 0))
@@ -345,14 +327,14 @@ class _Part:
         return out
 
     def doc_terms(self, docs: Sequence[int]) -> dict[int, tuple[dict[int, int], int]]:
-        want, pos, hit = self._doc_pos(docs, "ld_doc")
+        want, pos, hit = self._doc_pos(docs, "doc_number")
         out: dict[int, tuple[dict[int, int], int]] = {}
         for d, p in zip(want[hit].tolist(), pos[hit].tolist()):
-            out[int(d)] = ({}, int(self.snap.span("ld_len", p, p + 1)[0]))
-        fw, fpos, fhit = self._doc_pos(list(out), "f_doc")
+            out[int(d)] = ({}, int(self.snap.span("doc_length", p, p + 1)[0]))
+        fw, fpos, fhit = self._doc_pos(list(out), "by_doc_doc")
         for d, p in zip(fw[fhit].tolist(), fpos[fhit].tolist()):
-            lo, hi = (int(x) for x in self.snap.span("f_off", p, p + 2))
-            out[int(d)][0].update(zip(self.snap.span("f_term", lo, hi).tolist(), self.snap.span("f_tf", lo, hi).tolist()))
+            lo, hi = (int(x) for x in self.snap.span("by_doc_start", p, p + 2))
+            out[int(d)][0].update(zip(self.snap.span("by_doc_term", lo, hi).tolist(), self.snap.span("by_doc_tf", lo, hi).tolist()))
         return out
 
     # -- vectors -------------------------------------------------------------------------------
@@ -362,48 +344,48 @@ class _Part:
     def covered(self, model: str, max_key: int) -> int:
         """Live and dropped keys of ``model`` up to ``max_key`` that this file holds."""
         c = self.model_code(model)
-        live = (self.snap.whole("v_model") == c) & (self.snap.whole("v_key") <= max_key)
-        dropped = (self.snap.whole("vd_model") == c) & (self.snap.whole("vd_key") <= max_key)
+        live = (self.snap.whole("vector_model_code") == c) & (self.snap.whole("vector_key") <= max_key)
+        dropped = (self.snap.whole("dropped_model_code") == c) & (self.snap.whole("dropped_key") <= max_key)
         return int(live.sum() + dropped.sum())
 
     def vectors_of_keys(self, keys: Sequence[int], model: str) -> list[tuple[int, str, int]]:
         import numpy as np
 
-        v_key = self.snap.raw("v_key")
+        v_key = self.snap.raw("vector_key")
         want = np.asarray([int(k) for k in keys], dtype=np.uint64)
         if not len(v_key) or not len(want):
             return []
         pos = np.minimum(np.searchsorted(v_key, want), len(v_key) - 1)
-        hit = self.snap.take("v_key", pos) == want
+        hit = self.snap.take("vector_key", pos) == want
         pos = pos[hit]
-        hit_m = self.snap.take("v_model", pos) == self.model_code(model)
+        hit_m = self.snap.take("vector_model_code", pos) == self.model_code(model)
         pos = pos[hit_m]
         return [(int(k), i.decode(), int(v)) for k, i, v in zip(
-            self.snap.take("v_key", pos).tolist(), self.snap.take("v_id", pos).tolist(),
-            self.snap.take("v_ver", pos).tolist()) if i.decode() not in self.dead_ids]
+            self.snap.take("vector_key", pos).tolist(), self.snap.take("vector_id", pos).tolist(),
+            self.snap.take("vector_version", pos).tolist()) if i.decode() not in self.dead_ids]
 
     def vector_keys_for(self, filters: Filters, model: str):
         import numpy as np
 
         m = self.mask(filters)
         s = self.snap
-        row = s.whole("v_row")
-        sel = (s.whole("v_model") == self.model_code(model)) & (row >= 0)
+        row = s.whole("vector_head_row")
+        sel = (s.whole("vector_model_code") == self.model_code(model)) & (row >= 0)
         r = np.where(sel, row, 0)
-        sel &= m[r] & (s.whole("v_ver") == s.whole("h_cur")[r]) if self.n else sel
+        sel &= m[r] & (s.whole("vector_version") == s.whole("head_current_version")[r]) if self.n else sel
         pos = np.flatnonzero(sel)
-        return [b.decode() for b in s.take("v_id", pos).tolist()], s.take("v_key", pos)
+        return [b.decode() for b in s.take("vector_id", pos).tolist()], s.take("vector_key", pos)
 
     def vectors_after(self, model: str, after: int):
         """Positions in the vector arrays of ``model``'s vectors with a key above ``after``."""
         import numpy as np
 
-        v_key = self.snap.raw("v_key")
+        v_key = self.snap.raw("vector_key")
         start = int(np.searchsorted(v_key, np.uint64(after), side="right"))
-        sel = self.snap.span("v_model", start, len(v_key)) == self.model_code(model)
+        sel = self.snap.span("vector_model_code", start, len(v_key)) == self.model_code(model)
         pos = start + np.flatnonzero(sel)
         if self.dead_ids and len(pos):
-            ids = self.snap.take("v_id", pos).tolist()
+            ids = self.snap.take("vector_id", pos).tolist()
             pos = pos[[i.decode() not in self.dead_ids for i in ids]]
         return pos
 
@@ -577,12 +559,12 @@ class SnapshotTx(Lanes):
         pos = d.vectors_after(model, after)
         if not len(pos):
             return [], [], np.zeros((0, dim), dtype=np.float32)
-        off, flat = d.snap.whole("v_voff"), d.snap.whole("v_vec")
+        off, flat = d.snap.whole("vector_values_start"), d.snap.whole("vector_values")
         if not (off[pos + 1] - off[pos] == dim).all():
             return self._duck().vectors_after(model, after, dim)
         mat = np.stack([flat[off[p]:off[p] + dim] for p in pos.tolist()])
-        return ([b.decode() for b in d.snap.take("v_id", pos).tolist()],
-                [int(v) for v in d.snap.take("v_ver", pos).tolist()], np.array(mat, dtype=np.float32))
+        return ([b.decode() for b in d.snap.take("vector_id", pos).tolist()],
+                [int(v) for v in d.snap.take("vector_version", pos).tolist()], np.array(mat, dtype=np.float32))
 
 
 # What SnapshotTx leaves to DuckDB, by name: the rest of ``interface.Tx`` (the view is read-only: a write
