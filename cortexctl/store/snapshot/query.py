@@ -8,8 +8,8 @@ from contextlib import ExitStack
 from datetime import datetime, timedelta
 from typing import Sequence
 
-from cortexctl.store.interface import Filters, Scoring, SnapshotUnusable, Viewer, viewer_of
 from cortexctl.store import rules
+from cortexctl.store.interface import Filters, Scoring, SnapshotUnusable, Viewer, viewer_of
 from cortexctl.store.lanes import Lanes
 from cortexctl.store.predicate import evaluate
 from cortexctl.store.snapshot.delta import _MemSnap
@@ -24,8 +24,9 @@ def _ids_bytes(ids: Sequence[str]):
 
 
 # What the rules' columns (``store/predicate.py``) are in a snapshot's arrays.
-_ARRAYS = {"tombstoned": "head_forgotten", "type": "head_type", "importance": "head_importance", "access": "head_access_count",
-           "citations": "head_citations", "confidence": "head_confidence", "recent": "head_recent_s"}
+_ARRAYS = {"tombstoned": "head_forgotten", "type": "head_type", "importance": "head_importance",
+           "access": "head_access_count", "citations": "head_citations", "confidence": "head_confidence",
+           "recent": "head_recent_s"}
 
 
 def _as_number(a):
@@ -35,12 +36,16 @@ def _as_number(a):
 
 
 class _Rows:
-    """Some rows of a ``_Part`` as ``predicate.Columns`` (salience is computed for these alone)."""
+    """Some rows of a ``_Part`` as ``predicate.Columns`` (salience is computed for these alone).
+    ``dense``: many of them (a filter's mask), read through the whole column checked once rather
+    than block by block."""
 
-    def __init__(self, part: "_Part", rows) -> None:
-        self.part, self.rows = part, rows
+    def __init__(self, part: "_Part", rows, *, dense: bool = False) -> None:
+        self.part, self.rows, self.dense = part, rows, dense
 
     def array(self, name: str):
+        if self.dense:
+            return self.part.array(name)[self.rows]
         return _as_number(self.part.snap.take(_ARRAYS[name], self.rows))
 
     def equals(self, name: str, value):
@@ -206,7 +211,8 @@ class _Part:
         if not len(rows) or limit <= 0:
             return []
         s = self.snap
-        approx = np.broadcast_to(evaluate(rules.salience(scoring), _Rows(self, rows), exact=False), (len(rows),))
+        approx = np.broadcast_to(evaluate(rules.salience(scoring), _Rows(self, rows, dense=True), exact=False),
+                                 (len(rows),))
         if len(rows) > limit:
             cut = np.partition(-approx, limit - 1)[limit - 1] * -1
             keep = approx >= cut - 1e-9 * max(1.0, abs(cut))
