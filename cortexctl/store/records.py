@@ -11,7 +11,7 @@ from datetime import datetime
 from typing import Any, Iterable, Sequence
 
 from cortexctl.errors import IntegrityError
-from cortexctl.store.interface import HEAD_FIELDS, JOURNAL_FIELDS, SALIENCE_FIELDS, VERSION_FIELDS, Filters, viewer_of
+from cortexctl.store.interface import HEAD_FIELDS, JOURNAL_FIELDS, VERSION_FIELDS, Filters, viewer_of
 
 HEAD_COLUMNS = HEAD_FIELDS
 VERSION_COLUMNS = VERSION_FIELDS
@@ -158,9 +158,6 @@ def heads_by_prefix(con, prefix: str, actor: str, limit: int = 6) -> list[dict]:
             [prefix, prefix, *seen_params],
         )
     return _dicts(cur, HEAD_COLUMNS)
-
-
-SALIENCE_COLUMNS = SALIENCE_FIELDS
 
 
 def heads_by_ids(con, ids: Sequence[str], actor: str, columns: Sequence[str] = HEAD_COLUMNS) -> list[dict]:
