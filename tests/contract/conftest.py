@@ -21,18 +21,29 @@ WEIGHTS = (0.2, 0.2, 0.2, 0.2, 0.2)
 SCORING = Scoring(T0 + timedelta(days=1), 7 * 86400.0, WEIGHTS)
 
 
-def _open(name: str, tmp_path):
+def _open(name: str, tmp_path, label: str = "store"):
     if name == "duckdb":
         from cortexctl.store import open_storage
 
-        return open_storage(tmp_path / "store", wait=5.0)
+        return open_storage(tmp_path / label, wait=5.0)
     raise AssertionError(f"unknown backend {name}")
 
 
 @pytest.fixture(params=BACKENDS)
-def storage(request, tmp_path):
+def backend(request) -> str:
+    return request.param
+
+
+@pytest.fixture
+def storage(backend, tmp_path):
     """An empty store of each backend (nothing exists until the first transaction)."""
-    return _open(request.param, tmp_path)
+    return _open(backend, tmp_path)
+
+
+@pytest.fixture
+def other_storage(backend, tmp_path):
+    """A second empty store of the same backend (where a bundle is restored, say)."""
+    return _open(backend, tmp_path, "other")
 
 
 def ident(n: int) -> str:
