@@ -9,7 +9,7 @@ import pytest
 from cortexctl.errors import CortexError
 from cortexctl.memory.types import MAX_COUNT
 from cortexctl.store.interface import HEAD_FIELDS, SALIENCE_FIELDS, Filters
-from tests.contract.conftest import GOAL, T0, ident, memory, put
+from tests.contract.conftest import GOAL, SCORING, T0, ident, memory, put
 
 
 def test_a_head_and_its_versions_come_back_as_they_were_inserted(storage):
@@ -52,6 +52,32 @@ def test_a_prefix_finds_heads_in_id_order_up_to_the_limit_and_a_full_id_only_its
         assert [h["id"] for h in tx.heads_by_prefix(ident(10)[:-1], "alice")] == [ident(10), ident(11), ident(12)]
         assert [h["id"] for h in tx.heads_by_prefix(ident(10)[:-1], "alice", limit=2)] == [ident(10), ident(11)]
         assert [h["id"] for h in tx.heads_by_prefix(ident(20), "alice")] == [ident(20)]
+
+
+def test_a_prefix_finds_a_memory_by_the_end_of_its_id_too(storage):
+    """Short refs are the ends of IDs."""
+    put(storage, memory(123), memory(223), memory(5, actor="bob"))
+    with storage.reading() as tx:
+        assert [h["id"] for h in tx.heads_by_prefix(ident(123)[-3:], "alice")] == [ident(123)]
+        assert [h["id"] for h in tx.heads_by_prefix("23", "alice")] == [ident(123), ident(223)]
+        assert tx.heads_by_prefix(ident(5)[-4:], "alice") == []  # bob's private one stays unseen
+
+
+def test_asking_about_no_memories_answers_nothing(storage):
+    put(storage, memory(1))
+    filters = Filters("alice")
+    with storage.transaction() as tx:
+        tx.insert_memories([], [])
+        tx.bump([], access=1, citations=1, at=T0)
+        tx.add_postings([])
+        assert tx.heads_by_ids([], "alice") == [] and tx.heads_of([]) == {} and tx.existing_ids([]) == set()
+        assert tx.stored_hashes([]) == {} and tx.current_versions([]) == {} and tx.current_data({}) == {}
+        assert tx.passing([], filters) == {} and tx.live_versions([]) == {}
+        assert tx.candidates([], filters, SCORING) == {} and tx.result_rows([], "short") == {}
+        assert tx.search_data([]) == {} and tx.pending("m", ids=[]) == [] and tx.ref_counts([]) == {}
+        assert tx.top_salience(filters, SCORING, 0) == [] and tx.search_terms({1: 1.0}, filters, 0) == []
+    with storage.reading() as tx:
+        assert tx.count_heads() == 1
 
 
 def test_heads_of_gives_every_existing_head_whoever_owns_it(storage):
