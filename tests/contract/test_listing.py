@@ -7,7 +7,7 @@ from datetime import timedelta
 
 import pytest
 
-from cortexctl.store.interface import Filters
+from cortexctl.store.interface import Filters, Viewer
 from tests.contract.conftest import FACT, GOAL, SCORING, T0, ident, in_session, memory, put
 
 
@@ -106,3 +106,13 @@ def test_sessions_count_turns_and_name_the_summary_and_a_session_filter_narrows(
         assert rows["s2"]["turns"] == 1 and rows["s2"]["summary"] is None
         assert tx.count_heads(Filters("alice", session="s1")) == 3
         assert tx.count_heads(Filters("alice", session="s1", tags=("turn",))) == 2
+        assert tx.sessions("carol", "turn", "session-summary") == []
+
+
+def test_a_viewers_scopes_show_the_sessions_of_the_scoped_memories_they_cover(storage):
+    put(storage, in_session(1, "s1", tags=["turn"], visibility="scoped"), in_session(2, "s1", tags=["turn"]),
+        in_session(3, "s2", tags=["turn"], visibility="scoped", type_=GOAL))
+    with storage.reading() as tx:
+        assert tx.sessions("bob", "turn", "summary") == []
+        (row,) = tx.sessions(Viewer("bob", (("alice", (FACT,), ()),)), "turn", "summary")
+        assert (row["session"], row["turns"]) == ("s1", 1)  # the private turn of s1 is not counted

@@ -65,7 +65,7 @@ def test_equal_cosines_come_in_id_order(storage):
 def test_nearest_returns_only_memories_passing_the_filters(storage):
     model = stored(storage, memory(1), memory(2, type_=GOAL), memory(3, actor="bob"), memory(4, tombstoned=True),
                    memory(5, tags=["ops"]), memory(6, actor="bob", visibility="public"),
-                   texts=["rotate the signing keys"] * 6)
+                   memory(7, actor="bob", visibility="scoped"), texts=["rotate the signing keys"] * 7)
     _, q = embedded(["rotate the signing keys"])
 
     def ids(filters):
@@ -75,8 +75,9 @@ def test_nearest_returns_only_memories_passing_the_filters(storage):
     assert ids(Filters("alice", types=(GOAL,))) == [ident(2)]
     assert ids(Filters("alice", tags=("ops",))) == [ident(5)]
     assert ids(Filters("alice", include_tombstoned=True)) == [ident(n) for n in (1, 2, 4, 5, 6)]
-    assert ids(Filters("bob", types=(FACT,))) == [ident(3), ident(6)]
-    assert ids(Filters("carol", scopes=(("bob", (), ()),))) == [ident(6)]  # bob's private one stays private
+    assert ids(Filters("bob", types=(FACT,))) == [ident(3), ident(6), ident(7)]
+    assert ids(Filters("carol")) == [ident(6)]
+    assert ids(Filters("carol", scopes=(("bob", (), ()),))) == [ident(6), ident(7)]  # bob's private one stays private
 
 
 def test_only_the_current_versions_vector_counts(storage):
