@@ -6,7 +6,7 @@ from datetime import timedelta
 
 import pytest
 
-from cortexctl.errors import CortexError
+from cortexctl.errors import IntegrityError
 from cortexctl.store.interface import Filters, Viewer
 from tests.contract.conftest import FACT, GOAL, T0, grant, grant_id, ident, memory, put
 
@@ -18,7 +18,7 @@ def test_grants_are_stored_listed_revoked_and_live_until_they_expire(storage):
         tx.insert_grant(grant(3, "carol", "bob"))
     with storage.transaction() as tx:
         tx.revoke_grant(grant_id(3), at=T0 + timedelta(minutes=5), by="carol")
-    with pytest.raises(CortexError), storage.transaction() as tx:
+    with pytest.raises(IntegrityError), storage.transaction() as tx:
         tx.insert_grant(grant(1, "x", "y"))
     with storage.reading() as tx:
         assert [g["id"] for g in tx.live_grants("bob", T0 + timedelta(hours=1))] == [grant_id(1)]

@@ -6,7 +6,7 @@ from datetime import timedelta
 
 import pytest
 
-from cortexctl.errors import CortexError
+from cortexctl.errors import IntegrityError
 from cortexctl.memory.types import MAX_COUNT
 from cortexctl.store.interface import HEAD_FIELDS, SALIENCE_FIELDS, Filters
 from tests.contract.conftest import GOAL, SCORING, T0, ident, memory, put
@@ -108,7 +108,7 @@ def test_ref_counts_count_the_ids_of_any_actor_that_start_or_end_with_each_part(
 
 def test_inserting_a_memory_whose_id_is_taken_is_an_integrity_error(storage):
     put(storage, memory(1))
-    with pytest.raises(CortexError):
+    with pytest.raises(IntegrityError):
         put(storage, memory(1))
     with storage.reading() as tx:
         assert tx.count_heads() == 1
