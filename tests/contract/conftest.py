@@ -1,7 +1,9 @@
 """The storage contract's fixtures: one store per backend, and rows to put in it.
 
-``storage`` is the only place a backend is named: add a backend to ``BACKENDS``
-and to ``_open`` and every contract test runs against it too.
+``_open`` is the only place a backend is named: add a backend to ``BACKENDS``
+and to ``_open`` and every contract test runs against it too (``storage`` and
+``other_storage`` are two stores of it). Vectors come from the built-in hashing
+embedder (``embedded``), terms from ``memory.terms``: what the engine hands a store.
 """
 
 from __future__ import annotations

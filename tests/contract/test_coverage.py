@@ -15,7 +15,7 @@ HERE = Path(__file__).parent
 
 
 def _called() -> set[str]:
-    """The names called as ``.name(`` in the contract tests (this file and the fixtures' aside)."""
+    """The names called as ``.name(`` in the contract test modules (this one aside)."""
     names: set[str] = set()
     for path in HERE.glob("test_*.py"):
         if path.name != Path(__file__).name:
