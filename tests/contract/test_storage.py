@@ -81,6 +81,43 @@ def test_an_exception_in_a_transaction_leaves_nothing_written(storage):
         assert list(tx.stray_postings()) == []
 
 
+def test_writers_take_turns(storage, backend, tmp_path):
+    """A second writer (another handle on the same store) starts only after the first committed:
+    it sees what the first wrote. Synchronised on events: correct code passes however slow."""
+    import threading
+
+    from tests.contract.conftest import _open
+
+    put(storage, memory(1))
+    second = _open(backend, tmp_path)  # the same store, as another process would open it
+    holding, release = threading.Event(), threading.Event()
+    seen: list = []
+
+    def first_writer() -> None:
+        with storage.transaction() as tx:
+            tx.update_head(ident(1), {"importance": 9})
+            holding.set()
+            release.wait(30)
+
+    def second_writer() -> None:
+        with second.transaction() as tx:
+            seen.append(tx.heads_of([ident(1)])[ident(1)]["importance"])
+            tx.update_head(ident(1), {"importance": 3})
+
+    one = threading.Thread(target=first_writer)
+    one.start()
+    assert holding.wait(30)
+    two = threading.Thread(target=second_writer)
+    two.start()
+    two.join(0.5)  # time for a writer that does not wait its turn to get in first (and fail the test)
+    release.set()
+    one.join(30)
+    two.join(30)
+    assert seen == [9]
+    with storage.reading() as tx:
+        assert tx.heads_of([ident(1)])[ident(1)]["importance"] == 3
+
+
 def test_bulk_transactions_change_nothing_that_is_stored(storage):
     for n in range(1, 4):
         with storage.transaction(bulk=True) as tx:
