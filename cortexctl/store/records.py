@@ -391,9 +391,10 @@ def ref_counts(con, parts: Sequence[str]) -> dict[str, int]:
     if any(len(p) != n or not _ID_CHARS.issuperset(p) for p in parts):
         raise IntegrityError("not parts of memory IDs")
     listed = "(" + ", ".join(f"'{p}'" for p in parts) + ")"
+    # UNION, not UNION ALL: an ID that starts and ends with the same part is one ID
     rows = con.execute(
-        f"SELECT s, count(*) FROM (SELECT right(id, {n}) AS s FROM heads WHERE right(id, {n}) IN {listed}"
-        f" UNION ALL SELECT left(id, {n}) FROM heads WHERE left(id, {n}) IN {listed}) GROUP BY s"
+        f"SELECT s, count(*) FROM (SELECT id, right(id, {n}) AS s FROM heads WHERE right(id, {n}) IN {listed}"
+        f" UNION SELECT id, left(id, {n}) FROM heads WHERE left(id, {n}) IN {listed}) GROUP BY s"
     ).fetchall()
     return {s: int(c) for s, c in rows}
 
