@@ -75,7 +75,7 @@ def checkpoint_load(config, *, intent, step, store, actor, wait, json, jsonl) ->
 def checkpoint_list(config, *, intent, store, actor, wait, json, jsonl) -> None:
     from cortexctl.cli.common import open_cortex
     from cortexctl.cli.output import Output
-    from cortexctl.engine.models import iso
+    from cortexctl.engine.results import iso
 
     out = Output(json=json, jsonl=jsonl)
     records = open_cortex(config, store, actor, wait).checkpoints(intent)

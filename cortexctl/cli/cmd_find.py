@@ -13,7 +13,7 @@ def find(config, *, near, types, tags, frames, include_tombstoned, k, budget_tok
     from cortexctl.cli.common import open_cortex
     from cortexctl.cli.output import Output
     from cortexctl.engine.documents import find_document, split_found
-    from cortexctl.engine.models import FindQuery
+    from cortexctl.engine.results import FindQuery
 
     out = Output(json=json, jsonl=jsonl)
     query = FindQuery(types=types, tags=tags, frames=frames, include_tombstoned=include_tombstoned, k=k, form=form,

@@ -7,7 +7,7 @@ from cortexctl.cli.spec import COMMON, Argument, Command, Option
 
 
 def _rows(grants) -> list[tuple]:
-    from cortexctl.engine.models import iso
+    from cortexctl.engine.results import iso
 
     return [(g.id, g.granter, g.subagent, ",".join(g.types) or "any", ",".join(g.tags) or "any",
              iso(g.expires_at) or "never", g.state) for g in grants]

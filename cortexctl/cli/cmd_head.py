@@ -6,7 +6,7 @@ from cortexctl.cli.spec import COMMON, FRAMES, REF, Command, Option
 
 
 def _print(out, result) -> None:
-    from cortexctl.engine.models import iso
+    from cortexctl.engine.results import iso
 
     if out.machine:
         out.emit(result.to_json())

@@ -8,7 +8,7 @@ from cortexctl.cli.spec import COMMON, REF, Command, Option, form_option
 def show(config, *, ref, version, form, store, actor, wait, json, jsonl) -> None:
     from cortexctl.cli.common import open_cortex
     from cortexctl.cli.output import Output
-    from cortexctl.engine.models import iso
+    from cortexctl.engine.results import iso
 
     out = Output(json=json, jsonl=jsonl)
     m = open_cortex(config, store, actor, wait).show(ref, version=version)
@@ -32,7 +32,7 @@ def show(config, *, ref, version, form, store, actor, wait, json, jsonl) -> None
 def history(config, *, ref, store, actor, wait, json, jsonl) -> None:
     from cortexctl.cli.common import open_cortex
     from cortexctl.cli.output import Output
-    from cortexctl.engine.models import iso
+    from cortexctl.engine.results import iso
 
     out = Output(json=json, jsonl=jsonl)
     versions = open_cortex(config, store, actor, wait).history(ref)

@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Iterable, Sequence
 
-from cortexctl.engine.models import FindHit, Note
+from cortexctl.engine.results import FindHit, Note
 
 
 def split_found(found: Iterable[str]) -> tuple[list[str], list[str]]:

@@ -127,7 +127,7 @@ Budget = Annotated[int | None, Field(description="Token budget (default from con
 def _tools(s: Serving) -> list[Tool]:
     """Every tool, declared with its schema (from the signature), description and annotations."""
     from cortexctl.engine import documents
-    from cortexctl.engine.models import FindQuery
+    from cortexctl.engine.results import FindQuery
 
     def find(
         near: Annotated[str | None, Field(description="Find by meaning: text to search for. Omit for "

@@ -1,4 +1,4 @@
-"""The plain dataclasses the engine takes and returns, each with its one JSON serializer.
+"""The result documents the engine takes and returns: plain dataclasses, each with its one JSON serializer.
 
 JSON documents are additive: fields may be added, never removed or renamed.
 """
