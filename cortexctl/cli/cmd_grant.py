@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from cortexctl.cli import complete
 from cortexctl.cli.spec import COMMON, Argument, Command, Option
+from cortexctl.ops import lookup
 
 
 def _rows(grants) -> list[tuple]:
@@ -23,16 +24,16 @@ def grant(config, *, subagent, types, tags, expires, store, actor, wait, json, j
     if subagent == "list":
         if types or tags or expires is not None:
             raise UsageError("grant list takes no --type, --tag or --expires")
-        grants = cx.grants()
+        listing = lookup("grant_list").run(cx)
         if out.machine:
-            out.emit_many((g.to_json() for g in grants), lambda docs: {"count": len(docs), "grants": docs})
+            out.emit_many(listing.docs(), listing.to_json)
             return
-        if not grants:
+        if not listing.items:
             out.hint(f"actor {cx.actor!r} has given no grant and holds none")
             return
-        out.table(["id", "granter", "subagent", "types", "tags", "expires", "state"], _rows(grants))
+        out.table(["id", "granter", "subagent", "types", "tags", "expires", "state"], _rows(listing.items))
         return
-    got = cx.grant(subagent, types=types, tags=tags, expires=expires)
+    got = lookup("grant").run(cx, subagent=subagent, types=types, tags=tags, expires=expires)
     if out.machine:
         out.emit(got.to_json())
     else:
@@ -44,7 +45,7 @@ def revoke(config, *, grant_id, store, actor, wait, json, jsonl) -> None:
     from cortexctl.cli.output import Output
 
     out = Output(json=json, jsonl=jsonl)
-    got = open_cortex(config, store, actor, wait).revoke(grant_id)
+    got = lookup("revoke").run(open_cortex(config, store, actor, wait), grant_id=grant_id)
     if out.machine:
         out.emit(got.to_json())
     else:
@@ -88,6 +89,7 @@ journaled, carried in backups and replayed by verify.""",
         exits=(0, 2, 3, 4),
         exit_notes={2: "usage error: a bad sub-agent name, --type or --expires, or a grant to yourself",
                     3: "no store at the path (grant list)"},
+        op=("grant", "grant_list"),
     ),
     Command(
         ("revoke",), "Take back a grant you gave.", revoke,
@@ -101,5 +103,6 @@ ID grant list shows for it.""",
         examples=("cortexctl revoke 01JD3KX2M4Q8R5T7V9W1Y3Z5A7", "cortexctl revoke 01JD3KX2 --json"),
         exits=(0, 2, 3, 4),
         exit_notes={3: "the acting actor gave no live grant of that ID (unknown, another's, or revoked)"},
+        op="revoke",
     ),
 ]

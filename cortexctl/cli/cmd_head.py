@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from cortexctl.cli.spec import COMMON, FRAMES, REF, Command, Option
+from cortexctl.cli.spec import COMMON, FRAMES, REF, Command, Option, command_for
+from cortexctl.ops import lookup
 
 
 def _print(out, result) -> None:
@@ -32,23 +33,13 @@ def _opened(config, store, actor, wait, json, jsonl):
 
 def tag(config, *, ref, add, remove, store, actor, wait, json, jsonl) -> None:
     out, cx = _opened(config, store, actor, wait, json, jsonl)
-    _print(out, cx.tag(ref, add=add, remove=remove))
+    _print(out, lookup("tag").run(cx, ref=ref, add=add, remove=remove))
 
 
 def head(config, *, ref, importance, visibility, frames, remove_frames, store, actor, wait, json, jsonl) -> None:
     out, cx = _opened(config, store, actor, wait, json, jsonl)
-    _print(out, cx.head(ref, importance=importance, visibility=visibility, add_frames=frames,
-                        remove_frames=remove_frames))
-
-
-def forget(config, *, ref, reason, store, actor, wait, json, jsonl) -> None:
-    out, cx = _opened(config, store, actor, wait, json, jsonl)
-    _print(out, cx.forget(ref, reason=reason))
-
-
-def unforget(config, *, ref, store, actor, wait, json, jsonl) -> None:
-    out, cx = _opened(config, store, actor, wait, json, jsonl)
-    _print(out, cx.unforget(ref))
+    _print(out, lookup("head").run(cx, ref=ref, importance=importance, visibility=visibility, frames=frames,
+                                   remove_frames=remove_frames))
 
 
 NOT_YOURS = {8: "not your memory"}
@@ -59,7 +50,7 @@ COMMANDS = [
         options=(Option("add", ("--add",), "Add a tag (repeatable).", many=True, metavar="TAG"),
                  Option("remove", ("--remove",), "Remove a tag (repeatable).", many=True, metavar="TAG"), *COMMON),
         examples=("cortexctl tag 01JD3K --add ops --add deploy", "cortexctl tag 01JD3K --remove stale"),
-        exits=(0, 2, 3, 4, 8), exit_notes=NOT_YOURS,
+        exits=(0, 2, 3, 4, 8), exit_notes=NOT_YOURS, op="tag",
     ),
     Command(
         ("head",), "Change importance, visibility or frames of a memory.", head,
@@ -78,22 +69,19 @@ COMMANDS = [
             "cortexctl head 01JD3K --frame build:repo:github.com/acme/api",
             "cortexctl head 01JD3K --remove-frame build:repo:github.com/acme/api",
         ),
-        exits=(0, 2, 3, 4, 8), exit_notes=NOT_YOURS,
+        exits=(0, 2, 3, 4, 8), exit_notes=NOT_YOURS, op="head",
     ),
-    Command(
-        ("forget",), "Tombstone a memory: hidden from find, history kept.", forget,
-        arguments=(REF,),
-        options=(Option("reason", ("--reason",), "Why it is forgotten (required).", metavar="TEXT",
-                        required=True), *COMMON),
+    command_for(
+        lookup("forget"), ("forget",), "Tombstone a memory: hidden from find, history kept.", positional=("ref",),
+        human=_print,
         notes="The memory keeps every version (show and history still work); find hides it\n"
               "unless --include-tombstoned, and update refuses it.",
         examples=('cortexctl forget 01JD3K --reason "superseded by the new key policy"',),
         exits=(0, 1, 2, 3, 4, 8), exit_notes={1: "already forgotten", 8: "not your memory"},
     ),
-    Command(
-        ("unforget",), "Undo forget: the memory is found again, with the salience it had.", unforget,
-        arguments=(REF,),
-        options=COMMON,
+    command_for(
+        lookup("unforget"), ("unforget",), "Undo forget: the memory is found again, with the salience it had.",
+        positional=("ref",), human=_print,
         notes="Clears the tombstone (journaled as unforget, replayed by verify). Access, citations\n"
               "and importance were kept while the memory was forgotten, so find ranks it as before.",
         examples=("cortexctl unforget 01JD3K", "cortexctl unforget 01JD3K --json"),

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from cortexctl.cli.spec import COMMON, Argument, Command, Option
+from cortexctl.ops import lookup
 
 GROUP = "Sessions: save turns, list and show them, summarize them."
 SESSION_ARG = Argument("session", "ID", "The session's ID.")
@@ -16,17 +17,18 @@ def session_add(config, *, session, prompt, thought, response, turns, reopen, st
 
     cx = open_cortex(config, store, actor, wait)
     if turns is None:
-        result = cx.session_add(session, prompt, response, thought, reopen=reopen)
+        result = lookup("session_add").run(cx, session=session, prompt=prompt, response=response, thought=thought,
+                                           reopen=reopen)
         emit_result(json, jsonl, result, result.uri)
         return
     if any(v is not None for v in (session, prompt, thought, response)):
         raise UsageError("--turns takes the turns from a file: give no --session, --prompt, --thought or --response")
-    results = cx.session_add_many(read_jsonl(turns, "--turns"), reopen=reopen)
+    added = lookup("session_add_many").run(cx, turns=read_jsonl(turns, "--turns"), reopen=reopen)
     out = Output(json=json, jsonl=jsonl)
     if out.machine:
-        out.emit_many((r.to_json() for r in results), lambda docs: {"count": len(docs), "turns": docs})
+        out.emit_many(added.docs(), added.to_json)
     else:
-        for r in results:
+        for r in added.items:
             out.line(r.uri)
 
 
@@ -35,12 +37,11 @@ def session_show(config, *, session, store, actor, wait, json, jsonl) -> None:
     from cortexctl.cli.output import Output
 
     out = Output(json=json, jsonl=jsonl)
-    turns = open_cortex(config, store, actor, wait).session_show(session)
+    shown = lookup("session_show").run(open_cortex(config, store, actor, wait), session=session)
     if out.machine:
-        out.emit_many(({"turn": i, **m.to_json()} for i, m in enumerate(turns, 1)),
-                      lambda docs: {"session": session, "count": len(docs), "turns": docs})
+        out.emit_many(shown.docs(), shown.to_json)
         return
-    for i, m in enumerate(turns, 1):
+    for i, m in enumerate(shown.turns, 1):
         out.line(f"--- turn {i} {m.uri}")
         out.line(m.data["summary"])
 
@@ -50,28 +51,27 @@ def session_list(config, *, store, actor, wait, json, jsonl) -> None:
     from cortexctl.cli.output import Output
 
     out = Output(json=json, jsonl=jsonl)
-    rows = open_cortex(config, store, actor, wait).session_list()
+    listing = lookup("session_list").run(open_cortex(config, store, actor, wait))
     if out.machine:
-        out.emit_many(iter(rows), lambda docs: {"count": len(docs), "sessions": docs})
+        out.emit_many(listing.docs(), listing.to_json)
         return
     out.table(["session", "turns", "first", "last", "summarized"],
-              [(r["session"], r["turns"], r["first"], r["last"], "yes" if r["summarized"] else "no") for r in rows])
+              [(r["session"], r["turns"], r["first"], r["last"], "yes" if r["summarized"] else "no")
+               for r in listing.items])
 
 
 def session_summarize(config, *, session, pending, store, actor, wait, json, jsonl) -> None:
     from cortexctl.cli.common import open_cortex
     from cortexctl.cli.output import Output
 
-    from cortexctl.engine.documents import summaries_document
-
     out = Output(json=json, jsonl=jsonl)
-    done = open_cortex(config, store, actor, wait).session_summarize(session, pending=pending)
+    done = lookup("session_summarize").run(open_cortex(config, store, actor, wait), session=session, pending=pending)
     if out.machine:
-        out.emit_many(iter(done), summaries_document)
+        out.emit_many(done.docs(), done.to_json)
         return
-    for s in done:
+    for s in done.items:
         out.line(f"{s['session']} {s['uri']} [{s['category']}] {s['title']}")
-    if not done:
+    if not done.items:
         out.hint("no session waits for a summary")
 
 
@@ -93,19 +93,19 @@ COMMANDS = [
         examples=(
                   "cortexctl session add --turns turns.jsonl --json",'cortexctl session add --session s-42 --prompt "fix the flaky test" '
                   '--thought "timing issue" --response "added a retry around the poll"',),
-        exits=(0, 2, 4, 8, 10), group_help=GROUP,
+        exits=(0, 2, 4, 8, 10), group_help=GROUP, op=("session_add", "session_add_many"),
     ),
     Command(
         ("session", "show"), "A session's turns, in order.", session_show,
         arguments=(SESSION_ARG,), options=COMMON,
         examples=("cortexctl session show s-42", "cortexctl session show s-42 --json"),
-        exits=(0, 2, 3, 4), group_help=GROUP,
+        exits=(0, 2, 3, 4), group_help=GROUP, op="session_show",
     ),
     Command(
         ("session", "list"), "Every session: turns, first and last activity, summarized or not.", session_list,
         options=COMMON,
         examples=("cortexctl session list", "cortexctl session list --json"),
-        exits=(0, 2, 4), group_help=GROUP,
+        exits=(0, 2, 4), group_help=GROUP, op="session_list",
     ),
     Command(
         ("session", "summarize"), "Summarize a session (or every pending one) with the chat model.",
@@ -120,6 +120,6 @@ validated and stored as an event of kind session_summary, tagged
 session-summary, with its own embedding. find --summaries searches
 summaries; find --session ID searches one session.""",
         examples=("cortexctl session summarize s-42", "cortexctl session summarize --pending --json"),
-        exits=(0, 2, 3, 4, 8, 9, 10), group_help=GROUP,
+        exits=(0, 2, 3, 4, 8, 9, 10), group_help=GROUP, op="session_summarize",
     ),
 ]

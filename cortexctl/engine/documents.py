@@ -131,6 +131,12 @@ class ConfigAnswer:
     config_file: str | None
     rows: Sequence[tuple[str, Any, str]]
 
+    @classmethod
+    def of(cls, settings) -> "ConfigAnswer":
+        """From ``config.Settings``: each key's value and source, in the settings' order."""
+        return cls(str(settings.config_file) if settings.config_file else None,
+                   [(k, settings.values[k], settings.sources[k]) for k in settings.values])
+
     def docs(self) -> list[dict]:
         return [{"key": k, "value": v, "source": s} for k, v, s in self.rows]
 

@@ -135,9 +135,7 @@ def _export(cx, *, sink):
 def _config_show(cx):
     from cortexctl.engine.documents import ConfigAnswer
 
-    settings = cx.settings
-    return ConfigAnswer(str(settings.config_file) if settings.config_file else None,
-                        [(k, settings.values[k], settings.sources[k]) for k in settings.values])
+    return ConfigAnswer.of(cx.settings)
 
 
 RO = {"read_only": True, "idempotent": True}
@@ -163,8 +161,10 @@ OPERATIONS: list[Operation] = [
     Operation(
         "show", _show, (
             REF,
-            Param("version", "This version instead of the latest.", type=int),
-            Param("form", "The form of the text field.", default="full", choices=FORMS),
+            Param("version", "This version instead of the latest.", type=int, metavar="N",
+                  cli_help="Show this version."),
+            Param("form", "The form of the text field.", default="full", choices=FORMS, metavar="FORM",
+                  cli_help="short, medium or full."),
         ), **RO,
         tool=Tool("Show a memory", "Read one memory: its data, forms, head fields and history position, at its "
                   "latest version or a given one.")),
@@ -204,17 +204,20 @@ OPERATIONS: list[Operation] = [
                   "shell's `cortexctl unforget` undoes it).")),
     Operation(
         "remember", lambda cx, *, text, user: cx.remember(text, user=user), (
-            Param("text", "The fact.", required=True),
+            Param("text", "The fact.", required=True, metavar="TEXT"),
             Param("user", "A fact about the user (part of the pinned user profile; a repeat touches the "
-                  "existing one).", type=bool, default=False),
+                  "existing one).", type=bool, default=False,
+                  cli_help="A fact about the user: part of the pinned user profile."),
         ),
         tool=Tool("Remember a fact", "Remember a fact about the world, or about the user (user=true; a repeat "
                   "is not written again).")),
     Operation(
         "outcome", lambda cx, *, text, status, intent: cx.outcome(text, status=status, intent=intent), (
-            Param("text", "What was done and how it ended.", required=True),
-            Param("status", required=True, choices=("success", "failure", "partial")),
-            Param("intent", "The intent this outcome belongs to."),
+            Param("text", "What was done and how it ended.", required=True, metavar="TEXT"),
+            Param("status", required=True, choices=("success", "failure", "partial"), metavar="STATUS",
+                  cli_help="success, failure or partial."),
+            Param("intent", "The intent this outcome belongs to.", metavar="ID",
+                  cli_help="The intent this outcome belongs to (kept in the provenance)."),
         ),
         tool=Tool("Record an outcome", "Record how a task ended: an event with status success, failure or "
                   "partial.")),
@@ -295,7 +298,7 @@ OPERATIONS: list[Operation] = [
               cx.head(ref, importance=importance, visibility=visibility, add_frames=frames,
                       remove_frames=remove_frames), idempotent=True,
               no_tool="not served yet: visibility decides who sees a memory, a change the operator makes"),
-    Operation("unforget", lambda cx, *, ref: cx.unforget(ref),
+    Operation("unforget", lambda cx, *, ref: cx.unforget(ref), (REF,),
               no_tool="undoing a forget is the person's decision at the shell (forget's tool says so)"),
     Operation("pattern_write", lambda cx, *, spec, strength, coverage:
               cx.pattern_write(spec, strength=strength, coverage=coverage),
