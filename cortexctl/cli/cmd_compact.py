@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from cortexctl.cli.spec import COMMON, Argument, Command, Option
+from cortexctl.cli.spec import COMMON, Argument, Command, Option, command_for
 from cortexctl.ops import lookup
 
 INTENT = Option("intent", ("--intent",), "The intent's ID.", metavar="ID")
@@ -73,16 +73,9 @@ def checkpoint_load(config, *, intent, step, store, actor, wait, json, jsonl) ->
                *(("stub", c.ref, f"{c.salience:.3f}", c.short) for c in record.compacted)])
 
 
-def checkpoint_list(config, *, intent, store, actor, wait, json, jsonl) -> None:
-    from cortexctl.cli.common import open_cortex
-    from cortexctl.cli.output import Output
+def _checkpoints(out, listing) -> None:
     from cortexctl.engine.results import iso
 
-    out = Output(json=json, jsonl=jsonl)
-    listing = lookup("checkpoint_list").run(open_cortex(config, store, actor, wait), intent=intent)
-    if out.machine:
-        out.emit_many(listing.docs(), listing.to_json)
-        return
     out.table(["intent", "step", "created", "kept", "stubs", "budget"],
               [(r.intent, r.step, iso(r.created_at), len(r.kept), len(r.compacted), r.budget_tokens)
                for r in listing.items])
@@ -141,13 +134,13 @@ stderr and the checkpoint stands. compact never changes salience.""",
                   "cortexctl checkpoint load --intent rel-1 --step 2 --json"),
         exits=(0, 2, 3, 4), exit_notes={3: "no checkpoint for this intent and step"}, op="checkpoint_load",
     ),
-    Command(
-        ("checkpoint", "list"), "List your checkpoints, newest first.", checkpoint_list,
-        options=(Option("intent", ("--intent",), "Only this intent's checkpoints.", metavar="ID"), *COMMON),
+    command_for(
+        lookup("checkpoint_list"), ("checkpoint", "list"), "List your checkpoints, newest first.",
+        human=_checkpoints,
         group_help="Checkpoints stored by compact.",
         notes="One row per checkpoint compact stored for the acting actor: intent, step,\n"
               "time, how many memories were kept and stubbed, and the budget.",
         examples=("cortexctl checkpoint list", "cortexctl checkpoint list --intent rel-1 --json"),
-        exits=(0, 2, 3, 4), exit_notes={3: "no store at the path"}, op="checkpoint_list",
+        exits=(0, 2, 3, 4), exit_notes={3: "no store at the path"},
     ),
 ]

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from cortexctl.cli import complete
-from cortexctl.cli.spec import COMMON, Argument, Command, Option
+from cortexctl.cli.spec import COMMON, Argument, Command, Option, command_for
 from cortexctl.ops import lookup
 
 
@@ -40,16 +40,8 @@ def grant(config, *, subagent, types, tags, expires, store, actor, wait, json, j
         out.line(got.id)
 
 
-def revoke(config, *, grant_id, store, actor, wait, json, jsonl) -> None:
-    from cortexctl.cli.common import open_cortex
-    from cortexctl.cli.output import Output
-
-    out = Output(json=json, jsonl=jsonl)
-    got = lookup("revoke").run(open_cortex(config, store, actor, wait), grant_id=grant_id)
-    if out.machine:
-        out.emit(got.to_json())
-    else:
-        out.line(f"revoked {got.id} (granted to {got.subagent})")
+def _revoked(out, got) -> None:
+    out.line(f"revoked {got.id} (granted to {got.subagent})")
 
 
 COMMANDS = [
@@ -91,11 +83,8 @@ journaled, carried in backups and replayed by verify.""",
                     3: "no store at the path (grant list)"},
         op=("grant", "grant_list"),
     ),
-    Command(
-        ("revoke",), "Take back a grant you gave.", revoke,
-        arguments=(Argument("grant_id", "GRANT_ID", "The grant's ID (grant list shows it) or a unique start of "
-                            "it, 6 characters or more."),),
-        options=COMMON,
+    command_for(
+        lookup("revoke"), ("revoke",), "Take back a grant you gave.", positional=("grant_id",), human=_revoked,
         notes="""Revokes one live grant the acting actor gave: from this command on, the
 sub-agent no longer sees the memories it covered. The grant stays listed
 (grant list) as revoked. To end every grant to one sub-agent, revoke each
@@ -103,6 +92,5 @@ ID grant list shows for it.""",
         examples=("cortexctl revoke 01JD3KX2M4Q8R5T7V9W1Y3Z5A7", "cortexctl revoke 01JD3KX2 --json"),
         exits=(0, 2, 3, 4),
         exit_notes={3: "the acting actor gave no live grant of that ID (unknown, another's, or revoked)"},
-        op="revoke",
     ),
 ]

@@ -2,13 +2,10 @@
 
 from __future__ import annotations
 
-from cortexctl.cli.spec import COMMON, Argument, Command, Option
+from cortexctl.cli.spec import COMMON, Argument, Command, Option, command_for
 from cortexctl.ops import lookup
 
 GROUP = "Sessions: save turns, list and show them, summarize them."
-SESSION_ARG = Argument("session", "ID", "The session's ID.")
-
-
 def session_add(config, *, session, prompt, thought, response, turns, reopen, store, actor, wait, json,
                 jsonl) -> None:
     from cortexctl.cli.common import emit_result, open_cortex, read_jsonl
@@ -32,29 +29,13 @@ def session_add(config, *, session, prompt, thought, response, turns, reopen, st
             out.line(r.uri)
 
 
-def session_show(config, *, session, store, actor, wait, json, jsonl) -> None:
-    from cortexctl.cli.common import open_cortex
-    from cortexctl.cli.output import Output
-
-    out = Output(json=json, jsonl=jsonl)
-    shown = lookup("session_show").run(open_cortex(config, store, actor, wait), session=session)
-    if out.machine:
-        out.emit_many(shown.docs(), shown.to_json)
-        return
+def _turns(out, shown) -> None:
     for i, m in enumerate(shown.turns, 1):
         out.line(f"--- turn {i} {m.uri}")
         out.line(m.data["summary"])
 
 
-def session_list(config, *, store, actor, wait, json, jsonl) -> None:
-    from cortexctl.cli.common import open_cortex
-    from cortexctl.cli.output import Output
-
-    out = Output(json=json, jsonl=jsonl)
-    listing = lookup("session_list").run(open_cortex(config, store, actor, wait))
-    if out.machine:
-        out.emit_many(listing.docs(), listing.to_json)
-        return
+def _sessions(out, listing) -> None:
     out.table(["session", "turns", "first", "last", "summarized"],
               [(r["session"], r["turns"], r["first"], r["last"], "yes" if r["summarized"] else "no")
                for r in listing.items])
@@ -95,17 +76,18 @@ COMMANDS = [
                   '--thought "timing issue" --response "added a retry around the poll"',),
         exits=(0, 2, 4, 8, 10), group_help=GROUP, op=("session_add", "session_add_many"),
     ),
-    Command(
-        ("session", "show"), "A session's turns, in order.", session_show,
-        arguments=(SESSION_ARG,), options=COMMON,
+    command_for(
+        lookup("session_show"), ("session", "show"), "A session's turns, in order.", positional=("session",),
+        human=_turns,
         examples=("cortexctl session show s-42", "cortexctl session show s-42 --json"),
-        exits=(0, 2, 3, 4), group_help=GROUP, op="session_show",
+        exits=(0, 2, 3, 4), group_help=GROUP,
     ),
-    Command(
-        ("session", "list"), "Every session: turns, first and last activity, summarized or not.", session_list,
-        options=COMMON,
+    command_for(
+        lookup("session_list"), ("session", "list"),
+        "Every session: turns, first and last activity, summarized or not.",
+        human=_sessions,
         examples=("cortexctl session list", "cortexctl session list --json"),
-        exits=(0, 2, 4), group_help=GROUP, op="session_list",
+        exits=(0, 2, 4), group_help=GROUP,
     ),
     Command(
         ("session", "summarize"), "Summarize a session (or every pending one) with the chat model.",
