@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from cortexctl.cli.spec import COMMON, Argument, Command, Option, command_for
+from cortexctl.cli.spec import COMMON, Command, Option, command_for
 from cortexctl.ops import lookup
 
 GROUP = "Sessions: save turns, list and show them, summarize them."
@@ -41,15 +41,7 @@ def _sessions(out, listing) -> None:
                for r in listing.items])
 
 
-def session_summarize(config, *, session, pending, store, actor, wait, json, jsonl) -> None:
-    from cortexctl.cli.common import open_cortex
-    from cortexctl.cli.output import Output
-
-    out = Output(json=json, jsonl=jsonl)
-    done = lookup("session_summarize").run(open_cortex(config, store, actor, wait), session=session, pending=pending)
-    if out.machine:
-        out.emit_many(done.docs(), done.to_json)
-        return
+def _summaries(out, done) -> None:
     for s in done.items:
         out.line(f"{s['session']} {s['uri']} [{s['category']}] {s['title']}")
     if not done.items:
@@ -89,12 +81,10 @@ COMMANDS = [
         examples=("cortexctl session list", "cortexctl session list --json"),
         exits=(0, 2, 4), group_help=GROUP,
     ),
-    Command(
-        ("session", "summarize"), "Summarize a session (or every pending one) with the chat model.",
-        session_summarize,
-        arguments=(Argument("session", "ID", "The session's ID.", required=False),),
-        options=(Option("pending", ("--pending",), "Every session with turns and no summary.", type=bool,
-                        default=False), *COMMON),
+    command_for(
+        lookup("session_summarize"), ("session", "summarize"),
+        "Summarize a session (or every pending one) with the chat model.", positional=("session",),
+        human=_summaries,
         notes="""The chat endpoint (config section chat) returns a title, a category (bugfix,
 feature, refactoring, documentation, new-app, analysis, other), productivity,
 complexity and quality scores 0-100, a summary and technologies; it is
@@ -102,6 +92,6 @@ validated and stored as an event of kind session_summary, tagged
 session-summary, with its own embedding. find --summaries searches
 summaries; find --session ID searches one session.""",
         examples=("cortexctl session summarize s-42", "cortexctl session summarize --pending --json"),
-        exits=(0, 2, 3, 4, 8, 9, 10), group_help=GROUP, op="session_summarize",
+        exits=(0, 2, 3, 4, 8, 9, 10), group_help=GROUP,
     ),
 ]

@@ -279,7 +279,7 @@ OPERATIONS: list[Operation] = [
         tool=Tool("Save a session turn", "Save one turn (prompt, thought, response) of a session as a memory.")),
     Operation(
         "session_summarize", _session_summarize, (
-            Param("session", "The session to summarize."),
+            Param("session", "The session to summarize.", metavar="ID", cli_help="The session's ID."),
             Param("pending", "Every session with turns and no summary.", type=bool, default=False),
         ), open_world=True,
         tool=Tool("Summarize a session", "Summarize a session (or every pending one) with the configured chat "
