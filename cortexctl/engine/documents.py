@@ -50,11 +50,6 @@ class PatternsAnswer:
         return "\n".join(p.text() for p in self.found) if self.found else ""
 
 
-def summaries_document(done: Sequence[dict]) -> dict:
-    """``session summarize --json``: the summaries made, one object each."""
-    return {"count": len(done), "summaries": list(done)}
-
-
 @dataclass
 class FindAnswer:
     """``find``: the hits and the remarks on how they were found (``find_document``)."""
@@ -147,9 +142,9 @@ class ConfigAnswer:
 
 
 def summaries(done: Sequence[dict]) -> Listing:
-    """``session summarize``: the summaries made (``summaries_document``)."""
+    """``session summarize``: the summaries made, one object each."""
     return Listing("summaries", list(done))
 
 
-__all__ = ["split_found", "find_document", "PatternsAnswer", "summaries_document", "FindAnswer", "Shown",
+__all__ = ["split_found", "find_document", "PatternsAnswer", "FindAnswer", "Shown",
            "Listing", "SessionTurns", "History", "ConfigAnswer", "summaries"]
