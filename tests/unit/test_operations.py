@@ -106,3 +106,17 @@ def test_run_fills_the_declared_defaults():
                                                               Param("near")), no_tool="a test's own")
     op.run(None, near="x")
     assert got == {"k": 10, "tags": [], "near": "x"}
+
+
+# Where a command takes an operation's parameter under another name (the command line's shape).
+RENAMED = {("write", "type"): "type_name", ("compact", "in_context"): "refs"}
+
+
+def test_every_command_takes_its_operations_parameters():
+    """A command declared by hand (its shape differs: files, --set, progress) still takes each
+    parameter of its operation, by the same name, so the shell and the tools cannot drift apart."""
+    for command in commands():
+        takes = {a.name for a in command.arguments} | {o.name for o in command.options}
+        for name in command.operations:
+            for p in ops.lookup(name).params:
+                assert RENAMED.get((name, p.name), p.name) in takes, (command.name, name, p.name)
