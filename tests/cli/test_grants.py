@@ -128,7 +128,7 @@ def views(monkeypatch) -> list[str]:
 
 
 def test_a_sub_agents_find_is_answered_from_the_snapshot(store, views):
-    from cortexctl.engine.models import FindQuery
+    from cortexctl.engine.results import FindQuery
 
     ids = _setup(store, "by tag")
     Cortex(store=store, actor="alice").reindex()
@@ -139,7 +139,7 @@ def test_a_sub_agents_find_is_answered_from_the_snapshot(store, views):
 
 def test_a_snapshot_without_the_scoped_array_sends_a_grant_holder_to_duckdb(store, monkeypatch, views):
     """A snapshot built before grants does not say which memories are scoped: find answers from DuckDB."""
-    from cortexctl.engine.models import FindQuery
+    from cortexctl.engine.results import FindQuery
 
     ids = _setup(store, "by tag")
     real_collect = snapshot.collect
