@@ -37,7 +37,7 @@ def main() -> int:
         return 2
 
     from cortexctl import Cortex
-    from cortexctl.engine.models import FindQuery
+    from cortexctl.engine.results import FindQuery
     from cortexctl.memory.ids import new_id
 
     work = Path(tempfile.mkdtemp(prefix="cortex-locomo-"))

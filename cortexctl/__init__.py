@@ -33,7 +33,7 @@ def __getattr__(name: str):
 
         return Cortex
     if name == "FindQuery":
-        from cortexctl.engine.models import FindQuery
+        from cortexctl.engine.results import FindQuery
 
         return FindQuery
     raise AttributeError(name)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from cortexctl.cli.spec import COMMON, Argument, Command, Option
+from cortexctl.ops import lookup
 
 
 def attest(config, *, cited, intent, outcome, reason, store, actor, wait, json, jsonl) -> None:
@@ -16,7 +17,8 @@ def attest(config, *, cited, intent, outcome, reason, store, actor, wait, json, 
         raise UsageError("attest needs --intent ID")
     if outcome is None:
         raise UsageError("attest needs --outcome success|failure")
-    result = open_cortex(config, store, actor, wait).attest(intent, outcome, cited, reason=reason)
+    result = lookup("attest").run(open_cortex(config, store, actor, wait), intent=intent, outcome=outcome,
+                                  cited=cited, reason=reason)
     if out.machine:
         out.emit(result.to_json())
         return
@@ -59,7 +61,7 @@ together: attest at N, learn-weights at N+1. At most 256 citations; at most
             "cortexctl attest --intent 01JD3KX2 --outcome success cortex://m/01JD3K... cortex://m/01JD3M...",
             "cortexctl attest --intent deploy-7 --outcome failure --reason factual_error 01JD3K --json",
         ),
-        exits=(0, 2, 4, 5),
+        exits=(0, 2, 4, 5), op="attest",
         exit_notes={2: "empty intent, no citations, more than 256, or a bad outcome",
                     5: "over the rate limit for this actor and intent; nothing changed"},
     ),

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from cortexctl.cli.spec import COMMON, JSON, QUIET, Argument, Command, Option
+from cortexctl.ops import lookup
 
 
 def _human_bytes(n: int) -> str:
@@ -20,8 +21,8 @@ def backup(config, *, dest, keep, max_age_days, encrypt, quiet, store, actor, wa
     out = Output(json=json, jsonl=jsonl, quiet=quiet)
     cx = open_cortex(config, store, actor, wait)
     with out.progress("backing up") as bar:
-        result = cx.backup(dest=dest, keep=keep, max_age_days=max_age_days, encrypt=encrypt,
-                           progress=(lambda stage, done, total: bar(done, total)) if bar else None)
+        result = lookup("backup").run(cx, dest=dest, keep=keep, max_age_days=max_age_days, encrypt=encrypt,
+                                      progress=(lambda stage, done, total: bar(done, total)) if bar else None)
     if out.machine:
         out.emit(result.to_json())
         return
@@ -42,9 +43,10 @@ def restore(config, *, path, mode, force, force_topology_mismatch, dry_run, conf
     out = Output(json=json, jsonl=jsonl, quiet=quiet)
     cx = open_cortex(config, store, actor, wait)
     with out.progress("restoring") as bar:
-        result = cx.restore(path, mode=mode, force=force, force_topology_mismatch=force_topology_mismatch,
-                            dry_run=dry_run, confirm=confirm,
-                            progress=(lambda stage, done, total: bar(done, total)) if bar else None)
+        result = lookup("restore").run(cx, path=path, mode=mode, force=force,
+                                       force_topology_mismatch=force_topology_mismatch, dry_run=dry_run,
+                                       confirm=confirm,
+                                       progress=(lambda stage, done, total: bar(done, total)) if bar else None)
     if out.machine:
         out.emit(result.to_json())
         return
@@ -70,7 +72,7 @@ def bundle_verify(config, *, path, json) -> None:
     from cortexctl.cli.output import Output
 
     out = Output(json=json)
-    info = open_cortex(config, None, None, None).verify_bundle(path)
+    info = lookup("bundle_verify").run(open_cortex(config, None, None, None), path=path)
     if out.machine:
         out.emit(info.to_json())
         return
@@ -87,8 +89,8 @@ def bundle_drill(config, *, path, quiet, json) -> None:
 
     out = Output(json=json, quiet=quiet)
     with out.progress("drilling") as bar:
-        report = open_cortex(config, None, None, None).drill_bundle(
-            path, progress=(lambda stage, done, total: bar(done, total)) if bar else None)
+        report = lookup("bundle_drill").run(open_cortex(config, None, None, None), path=path,
+                                            progress=(lambda stage, done, total: bar(done, total)) if bar else None)
     if out.machine:
         out.emit(report.to_json())
     elif report.ok:
@@ -131,7 +133,7 @@ backup removes its partial one. The index file is not bundled: restore rebuilds 
             "CORTEXCTL_BACKUP_KEY='correct horse battery staple' cortexctl backup --encrypt --json",
         ),
         exits=(0, 2, 3, 4, 7),
-        exit_notes={3: "no store", 4: "the store stayed busy for --wait seconds"},
+        exit_notes={3: "no store", 4: "the store stayed busy for --wait seconds"}, op="backup",
     ),
     Command(
         ("restore",), "Restore a bundle into the store: merge (idempotent) or replace (destructive).", restore,
@@ -173,6 +175,7 @@ directory need neither). Both modes end with a verify of the result.""",
         exits=(0, 2, 3, 4, 7, 8),
         exit_notes={3: "no bundle at PATH", 7: "the bundle is damaged, tampered, incompatible, or the key is wrong",
                     8: "replace refused: the store holds data (--force), or the default store lacks the confirmation"},
+        op="restore",
     ),
     Command(
         ("bundle", "verify"), "Check a bundle completely without touching any store.", bundle_verify,
@@ -188,6 +191,7 @@ its passphrase in $CORTEXCTL_BACKUP_KEY (config backup.key_env).""",
         exits=(0, 2, 3, 7),
         exit_notes={2: "also: the bundle is encrypted and no passphrase is set", 3: "no bundle at PATH",
                     7: "the bundle is damaged, tampered or from a newer cortexctl, or the key is wrong"},
+        op="bundle_verify",
     ),
     Command(
         ("bundle", "drill"), "Restore a bundle into a throwaway store, verify it, compare; the CI restore drill.",
@@ -200,5 +204,6 @@ the bundle, prints a report and removes the store.""",
                   "cortexctl bundle drill \"$(ls -d backups/backup-* | tail -1)\" --json"),
         exits=(0, 2, 3, 7),
         exit_notes={3: "no bundle at PATH", 7: "the bundle or the store restored from it is not sound"},
+        op="bundle_drill",
     ),
 ]

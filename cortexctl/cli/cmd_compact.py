@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from cortexctl.cli.spec import COMMON, Argument, Command, Option
+from cortexctl.cli.spec import COMMON, Argument, Command, Option, command_for
+from cortexctl.ops import lookup
 
 INTENT = Option("intent", ("--intent",), "The intent's ID.", metavar="ID")
 STEP = Option("step", ("--step",), "The step's ID.", metavar="STEP")
@@ -33,9 +34,9 @@ def compact(config, *, refs, intent, step, budget_tokens, load_bearing, in_conte
     in_context = list(refs)
     if in_context_file is not None:
         in_context += _read_refs(in_context_file)
-    result = open_cortex(config, store, actor, wait).compact(
-        intent, step, budget_tokens, in_context, load_bearing=load_bearing, checkpoint_dir=checkpoint_dir,
-    )
+    result = lookup("compact").run(open_cortex(config, store, actor, wait), intent=intent, step=step,
+                                   budget_tokens=budget_tokens, in_context=in_context, load_bearing=load_bearing,
+                                   checkpoint_dir=checkpoint_dir)
     if result.mirror_error:
         out.warn(f"checkpoint stored, but its mirror was not written: {result.mirror_error}")
     if out.machine:
@@ -61,7 +62,7 @@ def checkpoint_load(config, *, intent, step, store, actor, wait, json, jsonl) ->
     if intent is None or step is None:
         raise UsageError("checkpoint load needs --intent ID and --step STEP")
     cx = open_cortex(config, store, actor, wait)
-    record = cx.load_checkpoint(intent, step)
+    record = lookup("checkpoint_load").run(cx, intent=intent, step=step)
     if out.machine:  # the record as stored; the forms are show's
         out.emit(record.to_json())
         return
@@ -72,19 +73,12 @@ def checkpoint_load(config, *, intent, step, store, actor, wait, json, jsonl) ->
                *(("stub", c.ref, f"{c.salience:.3f}", c.short) for c in record.compacted)])
 
 
-def checkpoint_list(config, *, intent, store, actor, wait, json, jsonl) -> None:
-    from cortexctl.cli.common import open_cortex
-    from cortexctl.cli.output import Output
-    from cortexctl.engine.models import iso
+def _checkpoints(out, listing) -> None:
+    from cortexctl.engine.results import iso
 
-    out = Output(json=json, jsonl=jsonl)
-    records = open_cortex(config, store, actor, wait).checkpoints(intent)
-    if out.machine:
-        out.emit_many((r.to_json() for r in records), lambda docs: {"count": len(docs), "checkpoints": docs})
-        return
     out.table(["intent", "step", "created", "kept", "stubs", "budget"],
               [(r.intent, r.step, iso(r.created_at), len(r.kept), len(r.compacted), r.budget_tokens)
-               for r in records])
+               for r in listing.items])
 
 
 COMMANDS = [
@@ -127,6 +121,7 @@ stderr and the checkpoint stands. compact never changes salience.""",
         exits=(0, 2, 3, 4, 6),
         exit_notes={3: "a memory in context does not exist (or is not yours to see)",
                     6: "budget unreachable: nothing was stored"},
+        op="compact",
     ),
     Command(
         ("checkpoint", "load"), "Print the checkpoint compact stored for an intent and step.", checkpoint_load,
@@ -137,11 +132,11 @@ stderr and the checkpoint stands. compact never changes salience.""",
               "the record as stored, kept URIs only) and the stubs {ref, short, salience}.",
         examples=("cortexctl checkpoint load --intent 01JD3KX2 --step step-7",
                   "cortexctl checkpoint load --intent rel-1 --step 2 --json"),
-        exits=(0, 2, 3, 4), exit_notes={3: "no checkpoint for this intent and step"},
+        exits=(0, 2, 3, 4), exit_notes={3: "no checkpoint for this intent and step"}, op="checkpoint_load",
     ),
-    Command(
-        ("checkpoint", "list"), "List your checkpoints, newest first.", checkpoint_list,
-        options=(Option("intent", ("--intent",), "Only this intent's checkpoints.", metavar="ID"), *COMMON),
+    command_for(
+        lookup("checkpoint_list"), ("checkpoint", "list"), "List your checkpoints, newest first.",
+        human=_checkpoints,
         group_help="Checkpoints stored by compact.",
         notes="One row per checkpoint compact stored for the acting actor: intent, step,\n"
               "time, how many memories were kept and stubbed, and the budget.",

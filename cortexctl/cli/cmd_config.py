@@ -8,18 +8,15 @@ from cortexctl.cli.spec import COMMON, Command
 def config_show(config, *, store, actor, wait, json, jsonl) -> None:
     from cortexctl import config as config_mod
     from cortexctl.cli.output import Output
+    from cortexctl.engine.documents import ConfigAnswer
 
     out = Output(json=json, jsonl=jsonl)
-    settings = config_mod.load(config_path=config, store=store, actor=actor, wait=wait)
-    rows = [(k, settings.values[k], settings.sources[k]) for k in settings.values]
+    # config_show's document from the settings alone: no store is opened, so a bad one is no obstacle
+    answer = ConfigAnswer.of(config_mod.load(config_path=config, store=store, actor=actor, wait=wait))
     if out.machine:
-        out.emit_many(
-            ({"key": k, "value": v, "source": s} for k, v, s in rows),
-            lambda docs: {"config_file": str(settings.config_file) if settings.config_file else None,
-                          "settings": {d["key"]: {"value": d["value"], "source": d["source"]} for d in docs}},
-        )
+        out.emit_many(answer.docs(), answer.to_json)
         return
-    out.table(["key", "value", "source"], [(k, "" if v is None else v, s) for k, v, s in rows])
+    out.table(["key", "value", "source"], [(k, "" if v is None else v, s) for k, v, s in answer.rows])
 
 
 COMMANDS = [
@@ -31,6 +28,6 @@ COMMANDS = [
 config.toml in the user config dir) < CORTEXCTL_* environment < flags.
 API keys are never shown: only the name of the variable that holds one.""",
         examples=("cortexctl config show", "cortexctl -c ./cortex.toml config show --json"),
-        exits=(0, 2), exit_notes={2: "bad config file or value"},
+        exits=(0, 2), exit_notes={2: "bad config file or value"}, op="config_show",
     ),
 ]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from cortexctl.cli.spec import COMMON, Argument, Command, Option
+from cortexctl.ops import lookup
 
 
 def consolidate(config, *, source, dry_run, store, actor, wait, json, jsonl) -> None:
@@ -16,16 +17,16 @@ def consolidate(config, *, source, dry_run, store, actor, wait, json, jsonl) -> 
         text = raw.decode("utf-8")
     except UnicodeDecodeError:
         raise InvalidData(f"{where}: not valid UTF-8") from None
-    result = open_cortex(config, store, actor, wait).consolidate(text, dry_run=dry_run)
-    for d in result["dropped"]:
+    result = lookup("consolidate").run(open_cortex(config, store, actor, wait), transcript=text, dry_run=dry_run)
+    for d in result.dropped:
         out.warn(f"dropped {d['kind']}: {d['text'][:80]!r}: {d['reason']}")
     if out.machine:
-        out.emit(result)
+        out.emit(result.to_json())
         return
-    for w in result["written"]:
+    for w in result.written:
         out.line(f"{'would write' if dry_run else w['action']} {w['kind']}: {w['text']}"
                  + (f" {w['uri']}" if w.get("uri") else ""))
-    if not result["written"]:
+    if not result.written:
         out.hint("nothing durable in this transcript (a common, correct answer)")
 
 
@@ -42,6 +43,6 @@ holding an ID, hash, path or URL that is not verbatim in the transcript is
 dropped and reported on stderr, as is a fact you already have. Everything
 written has provenance {"via": "consolidated", "transcript_sha256": ...}.""",
         examples=("cortexctl consolidate transcript.txt", "cortexctl consolidate - --dry-run --json < turn.txt"),
-        exits=(0, 2, 4, 9, 10),
+        exits=(0, 2, 4, 9, 10), op="consolidate",
     ),
 ]

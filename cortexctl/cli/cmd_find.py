@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from cortexctl.cli import complete
 from cortexctl.cli.spec import COMMON, TAGS, Command, Option, form_option
+from cortexctl.ops import lookup
 
 LANES = {"lexical": "L", "semantic": "S", "salience": "R"}
 
@@ -12,19 +13,19 @@ def find(config, *, near, types, tags, frames, include_tombstoned, k, budget_tok
          verbose, store, actor, wait, json, jsonl) -> None:
     from cortexctl.cli.common import open_cortex
     from cortexctl.cli.output import Output
-    from cortexctl.engine.documents import find_document, split_found
-    from cortexctl.engine.models import FindQuery
+    from cortexctl.engine.documents import split_found
 
     out = Output(json=json, jsonl=jsonl)
-    query = FindQuery(types=types, tags=tags, frames=frames, include_tombstoned=include_tombstoned, k=k, form=form,
-                      near=near, budget_tokens=budget_tokens, session=session, summaries=summaries)
     cx = open_cortex(config, store, actor, wait)
-    hits, found = cx.find_with_warnings(query)
-    warnings, notes = split_found(found)
+    answer = lookup("find").run(cx, near=near, types=types, tags=tags, frames=frames, k=k, budget_tokens=budget_tokens,
+                                form=form, session=session, summaries=summaries,
+                                include_tombstoned=include_tombstoned)
+    hits = answer.hits
+    warnings, notes = split_found(answer.found)
     for w in warnings + (notes if verbose else []):
         out.warn(w)
     if out.machine:
-        out.emit_many((h.to_json() for h in hits), lambda docs: find_document(hits, found, docs))
+        out.emit_many(answer.docs(), answer.to_json)
         return
     if out.tty:
         refs = cx.short_refs([h.id for h in hits]) if hits else {}
@@ -98,6 +99,6 @@ session summarize) to pick a session, --session ID then searches inside it.""",
             "cortexctl find --include-tombstoned --jsonl | jq -r .uri",
         ),
         exits=(0, 2, 3, 4, 7),
-        exit_notes={3: "no store"},
+        exit_notes={3: "no store"}, op="find",
     ),
 ]

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 from cortexctl.cli import complete
-from cortexctl.cli.spec import COMMON, Argument, Command, Option
+from cortexctl.cli.spec import COMMON, Argument, Command, Option, command_for
+from cortexctl.ops import lookup
 
 
 def _rows(grants) -> list[tuple]:
-    from cortexctl.engine.models import iso
+    from cortexctl.engine.results import iso
 
     return [(g.id, g.granter, g.subagent, ",".join(g.types) or "any", ",".join(g.tags) or "any",
              iso(g.expires_at) or "never", g.state) for g in grants]
@@ -23,32 +24,24 @@ def grant(config, *, subagent, types, tags, expires, store, actor, wait, json, j
     if subagent == "list":
         if types or tags or expires is not None:
             raise UsageError("grant list takes no --type, --tag or --expires")
-        grants = cx.grants()
+        listing = lookup("grant_list").run(cx)
         if out.machine:
-            out.emit_many((g.to_json() for g in grants), lambda docs: {"count": len(docs), "grants": docs})
+            out.emit_many(listing.docs(), listing.to_json)
             return
-        if not grants:
+        if not listing.items:
             out.hint(f"actor {cx.actor!r} has given no grant and holds none")
             return
-        out.table(["id", "granter", "subagent", "types", "tags", "expires", "state"], _rows(grants))
+        out.table(["id", "granter", "subagent", "types", "tags", "expires", "state"], _rows(listing.items))
         return
-    got = cx.grant(subagent, types=types, tags=tags, expires=expires)
+    got = lookup("grant").run(cx, subagent=subagent, types=types, tags=tags, expires=expires)
     if out.machine:
         out.emit(got.to_json())
     else:
         out.line(got.id)
 
 
-def revoke(config, *, grant_id, store, actor, wait, json, jsonl) -> None:
-    from cortexctl.cli.common import open_cortex
-    from cortexctl.cli.output import Output
-
-    out = Output(json=json, jsonl=jsonl)
-    got = open_cortex(config, store, actor, wait).revoke(grant_id)
-    if out.machine:
-        out.emit(got.to_json())
-    else:
-        out.line(f"revoked {got.id} (granted to {got.subagent})")
+def _revoked(out, got) -> None:
+    out.line(f"revoked {got.id} (granted to {got.subagent})")
 
 
 COMMANDS = [
@@ -88,12 +81,10 @@ journaled, carried in backups and replayed by verify.""",
         exits=(0, 2, 3, 4),
         exit_notes={2: "usage error: a bad sub-agent name, --type or --expires, or a grant to yourself",
                     3: "no store at the path (grant list)"},
+        op=("grant", "grant_list"),
     ),
-    Command(
-        ("revoke",), "Take back a grant you gave.", revoke,
-        arguments=(Argument("grant_id", "GRANT_ID", "The grant's ID (grant list shows it) or a unique start of "
-                            "it, 6 characters or more."),),
-        options=COMMON,
+    command_for(
+        lookup("revoke"), ("revoke",), "Take back a grant you gave.", positional=("grant_id",), human=_revoked,
         notes="""Revokes one live grant the acting actor gave: from this command on, the
 sub-agent no longer sees the memories it covered. The grant stays listed
 (grant list) as revoked. To end every grant to one sub-agent, revoke each

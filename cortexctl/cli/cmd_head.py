@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-from cortexctl.cli.spec import COMMON, FRAMES, REF, Command, Option
+from cortexctl.cli import complete
+from cortexctl.cli.spec import command_for
+from cortexctl.ops import lookup
 
 
 def _print(out, result) -> None:
-    from cortexctl.engine.models import iso
+    from cortexctl.engine.results import iso
 
-    if out.machine:
-        out.emit(result.to_json())
-        return
     out.line(f"cortex://m/{result.id}")
     parts = [f"tags: {', '.join(result.tags) or '-'}", f"importance: {result.importance}",
              f"visibility: {result.visibility}"]
@@ -21,58 +20,17 @@ def _print(out, result) -> None:
     out.hint("   ".join(parts) + ("" if result.changed else "   (no change)"))
 
 
-def _opened(config, store, actor, wait, json, jsonl):
-    """The output object (which refuses --json with --jsonl first) and the Cortex."""
-    from cortexctl.cli.common import open_cortex
-    from cortexctl.cli.output import Output
-
-    out = Output(json=json, jsonl=jsonl)
-    return out, open_cortex(config, store, actor, wait)
-
-
-def tag(config, *, ref, add, remove, store, actor, wait, json, jsonl) -> None:
-    out, cx = _opened(config, store, actor, wait, json, jsonl)
-    _print(out, cx.tag(ref, add=add, remove=remove))
-
-
-def head(config, *, ref, importance, visibility, frames, remove_frames, store, actor, wait, json, jsonl) -> None:
-    out, cx = _opened(config, store, actor, wait, json, jsonl)
-    _print(out, cx.head(ref, importance=importance, visibility=visibility, add_frames=frames,
-                        remove_frames=remove_frames))
-
-
-def forget(config, *, ref, reason, store, actor, wait, json, jsonl) -> None:
-    out, cx = _opened(config, store, actor, wait, json, jsonl)
-    _print(out, cx.forget(ref, reason=reason))
-
-
-def unforget(config, *, ref, store, actor, wait, json, jsonl) -> None:
-    out, cx = _opened(config, store, actor, wait, json, jsonl)
-    _print(out, cx.unforget(ref))
-
-
 NOT_YOURS = {8: "not your memory"}
 COMMANDS = [
-    Command(
-        ("tag",), "Add or remove tags of a memory.", tag,
-        arguments=(REF,),
-        options=(Option("add", ("--add",), "Add a tag (repeatable).", many=True, metavar="TAG"),
-                 Option("remove", ("--remove",), "Remove a tag (repeatable).", many=True, metavar="TAG"), *COMMON),
+    command_for(
+        lookup("tag"), ("tag",), "Add or remove tags of a memory.", positional=("ref",), human=_print,
         examples=("cortexctl tag 01JD3K --add ops --add deploy", "cortexctl tag 01JD3K --remove stale"),
         exits=(0, 2, 3, 4, 8), exit_notes=NOT_YOURS,
     ),
-    Command(
-        ("head",), "Change importance, visibility or frames of a memory.", head,
-        arguments=(REF,),
-        options=(
-            Option("importance", ("--importance",), "Declared importance 0-10.", type=int, metavar="N"),
-            Option("visibility", ("--visibility",), "private, scoped or public.", metavar="V",
-                   choices=("private", "scoped", "public")),
-            FRAMES,
-            Option("remove_frames", ("--remove-frame",), "Remove a frame (repeatable).", many=True,
-                   metavar="VERB:KIND:REF"),
-            *COMMON,
-        ),
+    command_for(
+        lookup("head"), ("head",), "Change importance, visibility or frames of a memory.", positional=("ref",),
+        flags={"frames": ("--frame",), "remove_frames": ("--remove-frame",)},
+        completers={"frames": complete.frames}, human=_print,
         examples=(
             "cortexctl head 01JD3K --importance 9 --visibility public",
             "cortexctl head 01JD3K --frame build:repo:github.com/acme/api",
@@ -80,20 +38,17 @@ COMMANDS = [
         ),
         exits=(0, 2, 3, 4, 8), exit_notes=NOT_YOURS,
     ),
-    Command(
-        ("forget",), "Tombstone a memory: hidden from find, history kept.", forget,
-        arguments=(REF,),
-        options=(Option("reason", ("--reason",), "Why it is forgotten (required).", metavar="TEXT",
-                        required=True), *COMMON),
+    command_for(
+        lookup("forget"), ("forget",), "Tombstone a memory: hidden from find, history kept.", positional=("ref",),
+        human=_print,
         notes="The memory keeps every version (show and history still work); find hides it\n"
               "unless --include-tombstoned, and update refuses it.",
         examples=('cortexctl forget 01JD3K --reason "superseded by the new key policy"',),
         exits=(0, 1, 2, 3, 4, 8), exit_notes={1: "already forgotten", 8: "not your memory"},
     ),
-    Command(
-        ("unforget",), "Undo forget: the memory is found again, with the salience it had.", unforget,
-        arguments=(REF,),
-        options=COMMON,
+    command_for(
+        lookup("unforget"), ("unforget",), "Undo forget: the memory is found again, with the salience it had.",
+        positional=("ref",), human=_print,
         notes="Clears the tombstone (journaled as unforget, replayed by verify). Access, citations\n"
               "and importance were kept while the memory was forgotten, so find ranks it as before.",
         examples=("cortexctl unforget 01JD3K", "cortexctl unforget 01JD3K --json"),

@@ -9,12 +9,17 @@ def healthcheck(config, *, strict, store, actor, wait, json) -> None:
     from cortexctl import config as config_mod
     from cortexctl.cli.output import Output
     from cortexctl.engine import health
+    from cortexctl.engine.results import HealthReport
     from cortexctl.errors import CortexError
 
     out = Output(json=json)
-    doc = health.report(lambda: config_mod.load(config_path=config, store=store, actor=actor, wait=wait))
+    # the payload from the settings as the command line gives them: a config that cannot be read is
+    # reported as unhealthy, not raised, so the command reads them itself (the tool's Cortex has them)
+    report = HealthReport(health.report(lambda: config_mod.load(config_path=config, store=store, actor=actor,
+                                                                wait=wait)))
+    doc = report.doc
     if out.machine:
-        out.emit(doc)
+        out.emit(report.to_json())
     else:
         _render(out, doc)
     if doc["status"] == health.UNHEALTHY or (strict and doc["status"] == health.DEGRADED):
@@ -71,6 +76,6 @@ fields may be added to, never renamed or removed; secrets never appear.""",
         examples=("cortexctl healthcheck", "cortexctl healthcheck --json | jq .status",
                   "cortexctl healthcheck --strict --store /srv/agent/brain || alert"),
         exits=(0, 1, 2),
-        exit_notes={1: "unhealthy (or degraded, with --strict)"},
+        exit_notes={1: "unhealthy (or degraded, with --strict)"}, op="healthcheck",
     ),
 ]

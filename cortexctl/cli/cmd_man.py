@@ -204,5 +204,5 @@ def generate_man(config, *, directory) -> None:
 COMMANDS = [
     Command(("generate-man",), "Write the man pages into DIR.", generate_man,
             arguments=(Argument("directory", "DIR", "Where to write the pages (default: man).", required=False),),
-            hidden=True, exits=()),
+            hidden=True, exits=(), op="generate_man"),
 ]

@@ -56,6 +56,19 @@ def mcp(config, *, transport, listen, allow_remote, store, actor, wait) -> None:
     serve(Cortex(settings=settings, resident=True), transport=transport, host=host, port=port, token=token)
 
 
+def _tools_paragraph() -> str:
+    """The served tools, named from the operations that declare one (cortexctl/ops)."""
+    import textwrap
+
+    from cortexctl import ops
+
+    names = [op.name for op in ops.tools()]
+    text = (f"Tools: {', '.join(names[:-1])} and {names[-1]}; each answers with the document the command's "
+            "--json prints (an error is a result with isError and the one-line message). Resources: "
+            "cortex://m/ID, cortex://m/ID/v/N and cortex://pinned. Needs the MCP SDK: pip\0install 'cortexctl[mcp]'.")
+    return textwrap.fill(text, 78, break_on_hyphens=False, break_long_words=False).replace("\0", " ")
+
+
 COMMANDS = [
     Command(
         ("mcp",), "Serve the store to agents over the Model Context Protocol (stdio or HTTP).", mcp,
@@ -68,12 +81,7 @@ COMMANDS = [
                    type=bool, default=False),
             STORE, ACTOR, WAIT,
         ),
-        notes="""Tools: find, show, write, update, forget, remember, outcome, attest, compact,
-checkpoint_load, context, pinned, patterns, session_add, session_summarize and
-healthcheck; each answers with the document the command's --json prints (an
-error is a result with isError and the one-line message). Resources:
-cortex://m/ID, cortex://m/ID/v/N and cortex://pinned. Needs the MCP SDK:
-pip install 'cortexctl[mcp]'.
+        notes=_tools_paragraph() + """
 \b
 The server holds the store only inside a call, so a shell, cron or another
 server works beside it; its own calls run one at a time. --actor is the actor
@@ -90,6 +98,6 @@ is not loopback also needs --allow-remote (put TLS in front of it).""",
             "CORTEXCTL_MCP_TOKEN=$(openssl rand -hex 32) cortexctl mcp --transport http --listen 127.0.0.1:8765",
         ),
         exits=(0, 2),
-        exit_notes={2: "usage error, no token for http, or the MCP SDK not installed"},
+        exit_notes={2: "usage error, no token for http, or the MCP SDK not installed"}, op="mcp",
     ),
 ]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from cortexctl.cli.spec import COMMON, Command, Option
+from cortexctl.ops import lookup
 
 SPEC_OPTIONS = (
     Option("spec", ("--spec",), "The whole spec as a JSON object, @FILE, or - for stdin.", metavar="JSON|@FILE|-"),
@@ -40,7 +41,8 @@ def pattern_write(config, *, spec, name, trigger, preconditions, steps, gotchas,
     from cortexctl.cli.common import open_cortex
 
     s = _spec(spec, name, trigger, preconditions, steps, gotchas, success_criteria)
-    _emit(json, jsonl, open_cortex(config, store, actor, wait).pattern_write(s, strength=strength, coverage=coverage))
+    _emit(json, jsonl, lookup("pattern_write").run(open_cortex(config, store, actor, wait), spec=s, strength=strength,
+                                                   coverage=coverage))
 
 
 def pattern_reinforce(config, *, spec, name, trigger, preconditions, steps, gotchas, success_criteria, store,
@@ -48,7 +50,7 @@ def pattern_reinforce(config, *, spec, name, trigger, preconditions, steps, gotc
     from cortexctl.cli.common import open_cortex
 
     s = _spec(spec, name, trigger, preconditions, steps, gotchas, success_criteria)
-    _emit(json, jsonl, open_cortex(config, store, actor, wait).pattern_reinforce(s))
+    _emit(json, jsonl, lookup("pattern_reinforce").run(open_cortex(config, store, actor, wait), spec=s))
 
 
 COMMANDS = [
@@ -66,7 +68,7 @@ COMMANDS = [
             '--step "vault write keys/deploy" --step "restart the runner"',
             "cortexctl pattern write --spec @rotate.json --json",
         ),
-        exits=(0, 2, 4, 10), group_help=GROUP,
+        exits=(0, 2, 4, 10), group_help=GROUP, op="pattern_write",
     ),
     Command(
         ("pattern", "reinforce"), "Count one more success of a pattern, or write it as a new candidate.",
@@ -84,6 +86,6 @@ coverage reaches min_pattern_successes (default 3).""",
             '--step "vault write keys/deploy" --step "restart the runner"',
             "cortexctl pattern reinforce --spec - --json < rotate.json",
         ),
-        exits=(0, 2, 4, 10), group_help=GROUP,
+        exits=(0, 2, 4, 10), group_help=GROUP, op="pattern_reinforce",
     ),
 ]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from cortexctl.cli.spec import COMMON, QUIET, Command, Option
+from cortexctl.ops import lookup
 
 
 def reindex(config, *, rebuild, quiet, store, actor, wait, json, jsonl) -> None:
@@ -13,12 +14,12 @@ def reindex(config, *, rebuild, quiet, store, actor, wait, json, jsonl) -> None:
     cx = open_cortex(config, store, actor, wait)
     with out.progress("reindexing") as bar:
         progress = (lambda stage, done, total: bar(done, total)) if bar else None
-        result = cx.reindex(rebuild=rebuild, progress=progress)
+        result = lookup("reindex").run(cx, rebuild=rebuild, progress=progress)
     if out.machine:
-        out.emit(result)
+        out.emit(result.to_json())
         return
-    index = result["index"]
-    out.line(f"model {result['model']}: embedded {result['embedded']}, dropped {result['dropped']} "
+    index = result.index
+    out.line(f"model {result.model}: embedded {result.embedded}, dropped {result.dropped} "
              f"vectors of other models; index: {index['action']} ({index.get('vectors', 0)} vectors)")
 
 
@@ -41,5 +42,6 @@ A configured endpoint is probed first.""",
         exits=(0, 2, 4, 7, 9),
         exit_notes={2: "also: the endpoint's vectors do not have the configured dimension",
                     9: "the embedding endpoint cannot be reached"},
+        op="reindex",
     ),
 ]

@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-from cortexctl.cli.spec import COMMON, Argument, Command, Option
+from cortexctl.cli.spec import COMMON, Command, Option, command_for
+from cortexctl.ops import lookup
 
 GROUP = "Sessions: save turns, list and show them, summarize them."
-SESSION_ARG = Argument("session", "ID", "The session's ID.")
-
-
 def session_add(config, *, session, prompt, thought, response, turns, reopen, store, actor, wait, json,
                 jsonl) -> None:
     from cortexctl.cli.common import emit_result, open_cortex, read_jsonl
@@ -16,62 +14,37 @@ def session_add(config, *, session, prompt, thought, response, turns, reopen, st
 
     cx = open_cortex(config, store, actor, wait)
     if turns is None:
-        result = cx.session_add(session, prompt, response, thought, reopen=reopen)
+        result = lookup("session_add").run(cx, session=session, prompt=prompt, response=response, thought=thought,
+                                           reopen=reopen)
         emit_result(json, jsonl, result, result.uri)
         return
     if any(v is not None for v in (session, prompt, thought, response)):
         raise UsageError("--turns takes the turns from a file: give no --session, --prompt, --thought or --response")
-    results = cx.session_add_many(read_jsonl(turns, "--turns"), reopen=reopen)
+    added = lookup("session_add_many").run(cx, turns=read_jsonl(turns, "--turns"), reopen=reopen)
     out = Output(json=json, jsonl=jsonl)
     if out.machine:
-        out.emit_many((r.to_json() for r in results), lambda docs: {"count": len(docs), "turns": docs})
+        out.emit_many(added.docs(), added.to_json)
     else:
-        for r in results:
+        for r in added.items:
             out.line(r.uri)
 
 
-def session_show(config, *, session, store, actor, wait, json, jsonl) -> None:
-    from cortexctl.cli.common import open_cortex
-    from cortexctl.cli.output import Output
-
-    out = Output(json=json, jsonl=jsonl)
-    turns = open_cortex(config, store, actor, wait).session_show(session)
-    if out.machine:
-        out.emit_many(({"turn": i, **m.to_json()} for i, m in enumerate(turns, 1)),
-                      lambda docs: {"session": session, "count": len(docs), "turns": docs})
-        return
-    for i, m in enumerate(turns, 1):
+def _turns(out, shown) -> None:
+    for i, m in enumerate(shown.turns, 1):
         out.line(f"--- turn {i} {m.uri}")
         out.line(m.data["summary"])
 
 
-def session_list(config, *, store, actor, wait, json, jsonl) -> None:
-    from cortexctl.cli.common import open_cortex
-    from cortexctl.cli.output import Output
-
-    out = Output(json=json, jsonl=jsonl)
-    rows = open_cortex(config, store, actor, wait).session_list()
-    if out.machine:
-        out.emit_many(iter(rows), lambda docs: {"count": len(docs), "sessions": docs})
-        return
+def _sessions(out, listing) -> None:
     out.table(["session", "turns", "first", "last", "summarized"],
-              [(r["session"], r["turns"], r["first"], r["last"], "yes" if r["summarized"] else "no") for r in rows])
+              [(r["session"], r["turns"], r["first"], r["last"], "yes" if r["summarized"] else "no")
+               for r in listing.items])
 
 
-def session_summarize(config, *, session, pending, store, actor, wait, json, jsonl) -> None:
-    from cortexctl.cli.common import open_cortex
-    from cortexctl.cli.output import Output
-
-    from cortexctl.engine.documents import summaries_document
-
-    out = Output(json=json, jsonl=jsonl)
-    done = open_cortex(config, store, actor, wait).session_summarize(session, pending=pending)
-    if out.machine:
-        out.emit_many(iter(done), summaries_document)
-        return
-    for s in done:
+def _summaries(out, done) -> None:
+    for s in done.items:
         out.line(f"{s['session']} {s['uri']} [{s['category']}] {s['title']}")
-    if not done:
+    if not done.items:
         out.hint("no session waits for a summary")
 
 
@@ -93,26 +66,25 @@ COMMANDS = [
         examples=(
                   "cortexctl session add --turns turns.jsonl --json",'cortexctl session add --session s-42 --prompt "fix the flaky test" '
                   '--thought "timing issue" --response "added a retry around the poll"',),
-        exits=(0, 2, 4, 8, 10), group_help=GROUP,
+        exits=(0, 2, 4, 8, 10), group_help=GROUP, op=("session_add", "session_add_many"),
     ),
-    Command(
-        ("session", "show"), "A session's turns, in order.", session_show,
-        arguments=(SESSION_ARG,), options=COMMON,
+    command_for(
+        lookup("session_show"), ("session", "show"), "A session's turns, in order.", positional=("session",),
+        human=_turns,
         examples=("cortexctl session show s-42", "cortexctl session show s-42 --json"),
         exits=(0, 2, 3, 4), group_help=GROUP,
     ),
-    Command(
-        ("session", "list"), "Every session: turns, first and last activity, summarized or not.", session_list,
-        options=COMMON,
+    command_for(
+        lookup("session_list"), ("session", "list"),
+        "Every session: turns, first and last activity, summarized or not.",
+        human=_sessions,
         examples=("cortexctl session list", "cortexctl session list --json"),
         exits=(0, 2, 4), group_help=GROUP,
     ),
-    Command(
-        ("session", "summarize"), "Summarize a session (or every pending one) with the chat model.",
-        session_summarize,
-        arguments=(Argument("session", "ID", "The session's ID.", required=False),),
-        options=(Option("pending", ("--pending",), "Every session with turns and no summary.", type=bool,
-                        default=False), *COMMON),
+    command_for(
+        lookup("session_summarize"), ("session", "summarize"),
+        "Summarize a session (or every pending one) with the chat model.", positional=("session",),
+        human=_summaries,
         notes="""The chat endpoint (config section chat) returns a title, a category (bugfix,
 feature, refactoring, documentation, new-app, analysis, other), productivity,
 complexity and quality scores 0-100, a summary and technologies; it is

@@ -2,19 +2,14 @@
 
 from __future__ import annotations
 
-from cortexctl.cli.spec import COMMON, REF, Command, Option, form_option
+from cortexctl.cli.spec import command_for
+from cortexctl.ops import lookup
 
 
-def show(config, *, ref, version, form, store, actor, wait, json, jsonl) -> None:
-    from cortexctl.cli.common import open_cortex
-    from cortexctl.cli.output import Output
-    from cortexctl.engine.models import iso
+def _show(out, shown) -> None:
+    from cortexctl.engine.results import iso
 
-    out = Output(json=json, jsonl=jsonl)
-    m = open_cortex(config, store, actor, wait).show(ref, version=version)
-    if out.machine:
-        out.emit(m.to_json(form))
-        return
+    m, form = shown.memory, shown.form
     out.line(f"{m.uri}  (version {m.version} of {m.current_version})")
     out.line(f"type: {m.type}   actor: {m.actor}   visibility: {m.visibility}   importance: {m.importance}")
     if m.tags:
@@ -29,30 +24,20 @@ def show(config, *, ref, version, form, store, actor, wait, json, jsonl) -> None
     out.line(m.form(form))
 
 
-def history(config, *, ref, store, actor, wait, json, jsonl) -> None:
-    from cortexctl.cli.common import open_cortex
-    from cortexctl.cli.output import Output
-    from cortexctl.engine.models import iso
+def _history(out, history) -> None:
+    from cortexctl.engine.results import iso
 
-    out = Output(json=json, jsonl=jsonl)
-    versions = open_cortex(config, store, actor, wait).history(ref)
-    if out.machine:
-        out.emit_many((v.to_json() for v in versions),
-                      lambda docs: {"uri": f"cortex://m/{versions[0].id}", "versions": docs})
-        return
     out.table(
         ["version", "created", "by", "hash", "short form"],
         [(f"{v.version}{'*' if v.current else ''}", iso(v.created_at), v.created_by, v.hash[:12], v.short)
-         for v in versions],
+         for v in history.versions],
     )
 
 
 COMMANDS = [
-    Command(
-        ("show",), "Show one memory (its latest version unless --version).", show,
-        arguments=(REF,),
-        options=(Option("version", ("--version",), "Show this version.", type=int, metavar="N"),
-                 form_option("full"), *COMMON),
+    command_for(
+        lookup("show"), ("show",), "Show one memory (its latest version unless --version).", positional=("ref",),
+        human=_show,
         examples=(
             "cortexctl show 01JD3K",
             "cortexctl show cortex://m/01JD3KQ5ZC8M3V6W4Y2T7N9R0B/v/1",
@@ -61,9 +46,9 @@ COMMANDS = [
         ),
         exits=(0, 2, 3, 4, 7),
     ),
-    Command(
-        ("history",), "List every version of a memory, oldest first.", history,
-        arguments=(REF,), options=COMMON,
+    command_for(
+        lookup("history"), ("history",), "List every version of a memory, oldest first.", positional=("ref",),
+        human=_history,
         examples=("cortexctl history 01JD3K", "cortexctl history 01JD3K --jsonl"),
         exits=(0, 2, 3, 4, 7),
     ),

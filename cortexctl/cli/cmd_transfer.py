@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from cortexctl.cli.spec import ACTOR, COMMON, QUIET, STORE, WAIT, Argument, Command, Option
+from cortexctl.ops import lookup
 
 
 def import_(config, *, file, skip_invalid, skip_existing, keep_actors, batch_size, quiet, store, actor, wait, json, jsonl) -> None:
@@ -44,9 +45,8 @@ def import_(config, *, file, skip_invalid, skip_existing, keep_actors, batch_siz
 
 def _run(cx, source, out, skip_invalid: bool, skip_existing: bool, keep_actors: bool, batch_size: int):
     with out.progress("importing") as progress:
-        return cx.import_jsonl(source, skip_invalid=skip_invalid, skip_existing=skip_existing,
-                               keep_actors=keep_actors, batch_size=batch_size,
-                               progress=progress)
+        return lookup("import").run(cx, source=source, skip_invalid=skip_invalid, skip_existing=skip_existing,
+                                    keep_actors=keep_actors, batch_size=batch_size, progress=progress)
 
 
 def export(config, *, out, store, actor, wait, jsonl) -> None:
@@ -57,11 +57,11 @@ def export(config, *, out, store, actor, wait, jsonl) -> None:
 
     cx = open_cortex(config, store, actor, wait)
     if out is None:
-        cx.export_jsonl(sys.stdout.buffer)
+        lookup("export").run(cx, sink=sys.stdout.buffer)
         sys.stdout.buffer.flush()
     else:
-        n = cx.export_jsonl(Path(out))
-        sys.stderr.write(f"exported {n} memories to {Path(out)}\n")
+        written = lookup("export").run(cx, sink=Path(out))
+        sys.stderr.write(f"exported {written.n} memories to {Path(out)}\n")
 
 
 COMMANDS = [
@@ -99,7 +99,7 @@ fails, memories are imported all the same and wait for `reindex`.""",
                   "cortexctl import team-dump.jsonl --keep-actors",
                   "cortexctl import memories.jsonl --skip-existing"),
         exits=(0, 2, 4, 7, 10),
-        exit_notes={10: "invalid lines or conflicts with stored memories (nothing imported)"},
+        exit_notes={10: "invalid lines or conflicts with stored memories (nothing imported)"}, op="import",
     ),
     Command(
         ("export",), "Dump every memory you can see as JSONL.", export,
@@ -113,6 +113,6 @@ fails, memories are imported all the same and wait for `reindex`.""",
 in ID order; `import` reads it back into an equal store. --out writes the
 file atomically.""",
         examples=("cortexctl export > memories.jsonl", "cortexctl export --out backup/memories.jsonl"),
-        exits=(0, 2, 4, 7),
+        exits=(0, 2, 4, 7), op="export",
     ),
 ]

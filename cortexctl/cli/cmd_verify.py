@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from cortexctl.cli.spec import COMMON, Command, Option
+from cortexctl.ops import lookup
 
 
 def verify(config, *, jobs, store, actor, wait, json, jsonl) -> None:
@@ -11,7 +12,7 @@ def verify(config, *, jobs, store, actor, wait, json, jsonl) -> None:
     from cortexctl.errors import IntegrityError
 
     out = Output(json=json, jsonl=jsonl)
-    report = open_cortex(config, store, actor, wait).verify(jobs=jobs)
+    report = lookup("verify").run(open_cortex(config, store, actor, wait), jobs=jobs)
     if out.machine:
         out.emit(report.to_json())
     else:
@@ -41,6 +42,6 @@ make -j; default: the setting verify.jobs, else one per CPU); the report is
 the same whatever the number.""",
         examples=("cortexctl verify", "cortexctl verify --json --store /var/lib/agent/brain",
                   "cortexctl verify --jobs 1"),
-        exits=(0, 3, 4, 7), exit_notes={3: "no store", 7: "problems found"},
+        exits=(0, 3, 4, 7), exit_notes={3: "no store", 7: "problems found"}, op="verify",
     ),
 ]

@@ -5,14 +5,10 @@ from __future__ import annotations
 from cortexctl.cli import complete
 from cortexctl.cli.spec import COMMON, DATA, FRAMES, REF, SETS, TAGS, Argument, Command, Option
 from cortexctl.memory.types import TYPES
+from cortexctl.ops import lookup
 
 SHORT_FORM = Option("short_form", ("--short-form",), "Your own short form (<= 50 tokens).", metavar="TEXT")
 MEDIUM_FORM = Option("medium_form", ("--medium-form",), "Your own medium form (<= 200 tokens).", metavar="TEXT")
-
-
-def _forms(short: str | None, medium: str | None) -> dict | None:
-    forms = {k: v for k, v in (("short", short), ("medium", medium)) if v is not None}
-    return forms or None
 
 
 def write(config, *, type_name, text, sets, data, tags, frames, importance, visibility, confidence, session,
@@ -21,10 +17,10 @@ def write(config, *, type_name, text, sets, data, tags, frames, importance, visi
     from cortexctl.cli.output import Output
 
     out = Output(json=json, jsonl=jsonl)
-    result = open_cortex(config, store, actor, wait).write(
-        type_name, text, data=read_data(data), sets=sets, tags=tags, frames=frames, importance=importance,
-        visibility=visibility, confidence=confidence, forms=_forms(short_form, medium_form), session=session,
-        dedupe=dedupe,
+    result = lookup("write").run(
+        open_cortex(config, store, actor, wait), type=type_name, text=text, data=read_data(data), sets=sets,
+        tags=tags, frames=frames, importance=importance, visibility=visibility, confidence=confidence,
+        session=session, short_form=short_form, medium_form=medium_form, dedupe=dedupe,
     )
     for w in result.warnings:
         out.warn(w)
@@ -40,8 +36,9 @@ def update(config, *, ref, text, sets, data, confidence, short_form, medium_form
     from cortexctl.cli.output import Output
 
     out = Output(json=json, jsonl=jsonl)
-    result = open_cortex(config, store, actor, wait).update(
-        ref, text, data=read_data(data), sets=sets, confidence=confidence, forms=_forms(short_form, medium_form),
+    result = lookup("update").run(
+        open_cortex(config, store, actor, wait), ref=ref, text=text, data=read_data(data), sets=sets,
+        confidence=confidence, short_form=short_form, medium_form=medium_form,
     )
     for w in result.warnings:
         out.warn(w)
@@ -84,7 +81,7 @@ COMMANDS = [
             'cortexctl write event "deploy failed" --set outcome=failure --frame deliver:repo:acme/api --json',
             'cortexctl write fact "The deploy key rotates monthly" --dedupe',
         ),
-        exits=(0, 2, 4, 7, 10),
+        exits=(0, 2, 4, 7, 10), op="write",
     ),
     Command(
         ("update",), "Write a new version of a memory; old versions stay readable.", update,
@@ -101,6 +98,6 @@ COMMANDS = [
             'cortexctl update 01JD3K "The deploy key rotates weekly"',
             "cortexctl update cortex://m/01JD3KQ5ZC8M3V6W4Y2T7N9R0B --set confidence=0.6",
         ),
-        exits=(0, 1, 2, 3, 4, 8, 10), exit_notes={1: "memory forgotten", 8: "not your memory"},
+        exits=(0, 1, 2, 3, 4, 8, 10), exit_notes={1: "memory forgotten", 8: "not your memory"}, op="update",
     ),
 ]

@@ -1,8 +1,10 @@
 """Every command module, in the order ``cortexctl --help`` lists them.
 
 Adding a command: write ``cli/cmd_<name>.py`` with its ``COMMANDS`` list (see
-``cli/spec.py``) and add the module's name here. The parser, the Typer tree,
-the man pages and the tests that walk every command pick it up from this list.
+``cli/spec.py``; ``command_for`` derives one from an operation of
+``cortexctl/ops``) and add the module's name here (a dotted name is imported as
+it is). The parser, the Typer tree, the man pages and the tests that walk every
+command pick it up from this list.
 """
 
 from __future__ import annotations
@@ -41,7 +43,7 @@ def commands() -> list[Command]:
     """Every declared command (hidden ones included)."""
     if not _COMMANDS:
         for name in MODULES:
-            _COMMANDS.extend(importlib.import_module(f"cortexctl.cli.{name}").COMMANDS)
+            _COMMANDS.extend(importlib.import_module(name if "." in name else f"cortexctl.cli.{name}").COMMANDS)
     return _COMMANDS
 
 

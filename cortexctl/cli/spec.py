@@ -10,6 +10,12 @@ derived from that declaration:
   completion and the unusual forms (``--`` before positionals, say);
 - the man pages (``cli/cmd_man.py``, checked against ``man/`` by a test).
 
+Each command runs an operation of ``cortexctl/ops`` (``Command.op``), the
+declaration the MCP server's tools come from too. ``command_for`` derives a
+whole command from an operation: its parameters become the options (or the
+arguments), and its body prints the operation's result document (``--json``)
+or its human form.
+
 This module imports nothing but the standard library, so declaring costs no
 start-up time.
 """
@@ -102,6 +108,12 @@ class Command:
     exit_notes: dict[int, str] = field(default_factory=dict)
     group_help: str = ""  # for the first word of a two-word command
     hidden: bool = False
+    op: str | tuple[str, ...] | None = None  # the operation(s) of cortexctl/ops whose engine call the body runs
+
+    @property
+    def operations(self) -> tuple[str, ...]:
+        return (self.op,) if isinstance(self.op, str) else tuple(self.op or ())
+
 
     @property
     def name(self) -> str:
@@ -187,3 +199,60 @@ REF = Argument("ref", "REF", "URI, ID or unique ID prefix.")
 def form_option(default: str) -> Option:
     return Option("form", ("--form",), "short, medium or full.", default=default, metavar="FORM",
                   choices=("short", "medium", "full"))
+
+
+# -- a command derived from an operation -------------------------------------------------
+def _dashed(name: str) -> str:
+    return "--" + name.replace("_", "-")
+
+
+def command_for(op, words: tuple[str, ...], summary: str, *, positional: tuple[str, ...] = (),
+                flags: dict[str, tuple[str, ...]] | None = None,
+                completers: dict[str, Callable[[dict[str, Any], str], list[str]]] | None = None,
+                common: tuple[Option, ...] = COMMON, human: Callable[[Any, Any], None] | None = None,
+                **declared: Any) -> Command:
+    """The command of an operation (``cortexctl.ops.Operation``): its parameters, in order, as
+    options ``--name-with-dashes`` (``flags`` names others) or, for those in ``positional``,
+    arguments; then the ``common`` options. Its body opens the store, runs the operation and
+    prints the result's warnings on stderr, then its ``to_json()`` under ``--json`` (its
+    ``docs()`` one a line under ``--jsonl``, when it is a list) or, for people, ``human(out,
+    result)`` (default: the result's ``text()``). ``declared`` are the rest of the ``Command``
+    (notes, examples, exits, exit_notes, group_help)."""
+    flags, completers = flags or {}, completers or {}
+    arguments, options = [], []
+    for p in op.params:
+        if p.type not in (str, int, float, bool):
+            raise ValueError(f"{op.name}: parameter {p.name} ({p.type.__name__}) needs a command of its own")
+        helptext = p.cli_help or p.help
+        if p.name in positional:
+            arguments.append(Argument(p.name, p.metavar or p.name.upper(), helptext, required=p.required,
+                                      many=p.many, complete=completers.get(p.name)))
+        else:
+            options.append(Option(p.name, flags.get(p.name, (_dashed(p.name),)), helptext, type=p.type,
+                                  default=p.default, many=p.many, choices=p.choices,
+                                  metavar=None if p.type is bool else (p.metavar or p.name.upper()),
+                                  required=p.required, complete=completers.get(p.name)))
+    names = {o.name for o in common}
+
+    def run(config, **values: Any) -> None:
+        from cortexctl.cli.common import open_cortex
+        from cortexctl.cli.output import Output
+
+        given = {k: values.pop(k) for k in list(values) if k in names}
+        out = Output(json=given.get("json", False), jsonl=given.get("jsonl", False), quiet=given.get("quiet", False))
+        cx = open_cortex(config, given.get("store"), given.get("actor"), given.get("wait"))
+        result = op.run(cx, **values)
+        for w in getattr(result, "warnings", None) or ():
+            out.warn(w)
+        if out.machine:
+            if hasattr(result, "docs"):
+                out.emit_many(result.docs(), result.to_json)
+            else:
+                out.emit(result.to_json())
+        elif human is not None:
+            human(out, result)
+        else:
+            out.line(result.text())
+
+    return Command(tuple(words), summary, run, arguments=tuple(arguments), options=(*options, *common), op=op.name,
+                   **declared)

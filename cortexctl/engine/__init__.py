@@ -6,6 +6,6 @@ forget, show, history, find's checks), ``find``, ``semantic`` (vectors, the
 index file, reindex), ``attest``, ``compact``, ``transfer`` (import, export)
 and ``verify`` (with ``replay``). ``rows`` builds rows and journal payloads,
 ``refs`` resolves references, ``salience`` holds the salience formulas and
-``models`` the dataclasses the engine returns. The store is reached only
+``results`` the result documents the engine returns. The store is reached only
 through ``store.interface``.
 """

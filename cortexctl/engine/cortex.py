@@ -19,7 +19,7 @@ from typing import Iterable
 from cortexctl import config as config_mod
 from cortexctl.engine import memories
 from cortexctl.engine.context import Context
-from cortexctl.engine.models import FindHit, FindQuery, HeadResult, Memory, VersionInfo, WriteResult
+from cortexctl.engine.results import FindHit, FindQuery, HeadResult, Memory, VersionInfo, WriteResult
 from cortexctl.store import open_storage
 from cortexctl.store.interface import Storage
 

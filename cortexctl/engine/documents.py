@@ -4,16 +4,18 @@ Every front end prints the same document for the same answer: the CLI under
 ``--json`` and the MCP server as a tool's structured result. Answers that are
 one object carry their own ``to_json()`` (``Memory``, ``WriteResult``,
 ``HeadResult``, ``AttestResult``, ``CompactResult``, ``Checkpoint``,
-``Pinned``, ``ContextBlock``); the envelopes around lists are built here, once.
+``Pinned``, ``ContextBlock``, and the small ones in ``results.py``); the
+answers around lists are here, once, each a result with ``to_json()`` (the
+``--json`` document) and ``docs()`` (its items, one ``--jsonl`` line each).
 Fields may be added to these documents, never renamed or removed.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Sequence
 
-from cortexctl.engine.models import FindHit, Note
+from cortexctl.engine.results import FindHit, Memory, Note
 
 
 def split_found(found: Iterable[str]) -> tuple[list[str], list[str]]:
@@ -48,9 +50,101 @@ class PatternsAnswer:
         return "\n".join(p.text() for p in self.found) if self.found else ""
 
 
-def summaries_document(done: Sequence[dict]) -> dict:
-    """``session summarize --json``: the summaries made, one object each."""
-    return {"count": len(done), "summaries": list(done)}
+@dataclass
+class FindAnswer:
+    """``find``: the hits and the remarks on how they were found (``find_document``)."""
+
+    hits: Sequence[FindHit]
+    found: list
+
+    def docs(self) -> list[dict]:
+        return [h.to_json() for h in self.hits]
+
+    def to_json(self, docs: list[dict] | None = None) -> dict:
+        return find_document(self.hits, self.found, docs)
 
 
-__all__ = ["split_found", "find_document", "PatternsAnswer", "summaries_document"]
+@dataclass
+class Shown:
+    """``show``: one memory, its text at the form asked for."""
+
+    memory: Memory
+    form: str = "full"
+
+    def to_json(self) -> dict:
+        return self.memory.to_json(self.form)
+
+
+@dataclass
+class Listing:
+    """A counted list: ``{**head, "count": n, key: [items]}`` (checkpoints, grants, sessions, turns,
+    summaries); each item a result with ``to_json()`` or a document already."""
+
+    key: str
+    items: Sequence[Any]
+    head: dict = field(default_factory=dict)
+
+    def docs(self) -> list:
+        return [i.to_json() if hasattr(i, "to_json") else i for i in self.items]
+
+    def to_json(self, docs: list | None = None) -> dict:
+        docs = self.docs() if docs is None else docs
+        return {**self.head, "count": len(docs), self.key: docs}
+
+
+@dataclass
+class SessionTurns:
+    """``session show``: a session's turns in order, each numbered from 1."""
+
+    session: str
+    turns: Sequence[Memory]
+
+    def docs(self) -> list[dict]:
+        return [{"turn": i, **m.to_json()} for i, m in enumerate(self.turns, 1)]
+
+    def to_json(self, docs: list | None = None) -> dict:
+        return Listing("turns", self.docs() if docs is None else docs, {"session": self.session}).to_json()
+
+
+@dataclass
+class History:
+    """``history``: every version of one memory, oldest first."""
+
+    versions: Sequence[Any]
+
+    def docs(self) -> list[dict]:
+        return [v.to_json() for v in self.versions]
+
+    def to_json(self, docs: list | None = None) -> dict:
+        return {"uri": f"cortex://m/{self.versions[0].id}", "versions": self.docs() if docs is None else docs}
+
+
+@dataclass
+class ConfigAnswer:
+    """``config show``: every setting, its value and where it came from."""
+
+    config_file: str | None
+    rows: Sequence[tuple[str, Any, str]]
+
+    @classmethod
+    def of(cls, settings) -> "ConfigAnswer":
+        """From ``config.Settings``: each key's value and source, in the settings' order."""
+        return cls(str(settings.config_file) if settings.config_file else None,
+                   [(k, settings.values[k], settings.sources[k]) for k in settings.values])
+
+    def docs(self) -> list[dict]:
+        return [{"key": k, "value": v, "source": s} for k, v, s in self.rows]
+
+    def to_json(self, docs: list | None = None) -> dict:
+        docs = self.docs() if docs is None else docs
+        return {"config_file": self.config_file,
+                "settings": {d["key"]: {"value": d["value"], "source": d["source"]} for d in docs}}
+
+
+def summaries(done: Sequence[dict]) -> Listing:
+    """``session summarize``: the summaries made, one object each."""
+    return Listing("summaries", list(done))
+
+
+__all__ = ["split_found", "find_document", "PatternsAnswer", "FindAnswer", "Shown",
+           "Listing", "SessionTurns", "History", "ConfigAnswer", "summaries"]

@@ -37,7 +37,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
-from cortexctl.engine.models import FindHit, FindQuery, Note
+from cortexctl.engine.results import FindHit, FindQuery, Note
 from cortexctl.memory import codec
 from cortexctl.memory.forms import count_tokens
 from cortexctl.memory.terms import term_id, terms, words

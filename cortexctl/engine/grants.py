@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Iterable
 
-from cortexctl.engine.models import iso
+from cortexctl.engine.results import iso
 from cortexctl.engine.rows import clean_tags, plain
 from cortexctl.errors import NotFound, UsageError
 from cortexctl.memory import codec

@@ -28,8 +28,6 @@ from cortexctl.errors import CortexError
 HEALTHY, DEGRADED, UNHEALTHY = "healthy", "degraded", "unhealthy"
 PROBE_TIMEOUT = 2.0  # seconds: a dead endpoint must not stall monitoring
 _STARTED = time.monotonic()
-KEYS = ("status", "timestamp", "store", "topology", "index", "snapshot", "providers", "features", "backup", "identity",
-        "details", "version", "uptime")
 
 
 _ORDER = (HEALTHY, DEGRADED, UNHEALTHY)

@@ -13,7 +13,7 @@ from typing import Any, Iterable
 
 from cortexctl.engine import semantic
 from cortexctl.engine.context import Context
-from cortexctl.engine.models import FindQuery, HeadResult, Memory, VersionInfo, WriteResult, iso
+from cortexctl.engine.results import FindQuery, HeadResult, Memory, VersionInfo, WriteResult, iso
 from cortexctl.engine.refs import check_owner, resolve
 from cortexctl.engine.rows import (
     clean_frames,

@@ -29,7 +29,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from cortexctl.engine.context import Context
-from cortexctl.engine.models import FindQuery
+from cortexctl.engine.results import FindQuery
 from cortexctl.engine.writeback import USER_SUBJECT, USER_TAG, live_of_type
 from cortexctl.errors import BudgetUnreachable, UsageError
 from cortexctl.memory import pattern as pat

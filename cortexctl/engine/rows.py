@@ -11,7 +11,7 @@ import json
 from datetime import datetime, timedelta, timezone
 from typing import Iterable
 
-from cortexctl.engine.models import Tombstone
+from cortexctl.engine.results import Tombstone
 from cortexctl.errors import IntegrityError, UsageError
 from cortexctl.memory import codec
 from cortexctl.memory.record import VersionBody

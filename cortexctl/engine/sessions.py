@@ -111,7 +111,7 @@ def show(ctx: Context, session: str) -> list:
 
 def listing(ctx: Context) -> list[dict]:
     """Every session the actor can see: turns, first and last activity, summary."""
-    from cortexctl.engine.models import iso
+    from cortexctl.engine.results import iso
 
     with ctx.reading() as tx:
         rows = tx.sessions(ctx.viewer, TURN_TAG, SUMMARY_TAG)

@@ -50,7 +50,7 @@ from pathlib import Path
 from typing import IO, Any, Callable
 
 from cortexctl.engine.context import Context
-from cortexctl.engine.models import ImportReport, LineProblem, Tombstone, iso
+from cortexctl.engine.results import ImportReport, LineProblem, Tombstone, iso
 from cortexctl.engine.rows import (
     clean_frames,
     clean_tags,

@@ -36,7 +36,7 @@ import os
 from typing import TYPE_CHECKING
 
 from cortexctl.engine import replay, salience
-from cortexctl.engine.models import Problem, VerifyReport
+from cortexctl.engine.results import Problem, VerifyReport
 from cortexctl.errors import CortexError, IntegrityError, NotFound, UsageError
 from cortexctl.memory import codec
 from cortexctl.memory.ids import memory_uri

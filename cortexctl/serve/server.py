@@ -1,7 +1,9 @@
 """``cortexctl mcp``: the store as an MCP server, on the official ``mcp`` SDK (2.x, ``MCPServer``).
 
-Every tool is thin over the engine and answers with the document ``--json``
-prints for the same command (``to_json()`` of the engine's result, or an
+Every tool is built from an operation (``cortexctl/ops``): its input schema
+from the operation's parameters, its annotations from its hints, its body the
+operation's engine call; a new operation with a ``Tool`` is served without a
+change here. It answers with the document ``--json`` prints for the same command (``to_json()`` of the engine's result, or an
 envelope from ``engine/documents.py``), as the tool result's structured content
 and, serialized, as its text. A bad argument or an engine error is a result with
 ``isError`` and the error's one-line message (its ``--json`` error object as the
@@ -22,6 +24,7 @@ logging and Python warnings go to stderr.
 from __future__ import annotations
 
 import hmac
+import inspect
 import logging
 import sys
 import threading
@@ -34,10 +37,10 @@ from mcp.server.mcpserver.tools import Tool
 from mcp.types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import Field, ValidationError
 
-from cortexctl import __version__
+from cortexctl import __version__, ops
 from cortexctl.engine.cortex import Cortex
 from cortexctl.errors import CortexError, NotFound
-from cortexctl.memory.types import TYPES
+from cortexctl.ops import Operation, Param
 
 log = logging.getLogger("cortexctl.serve")
 
@@ -116,210 +119,52 @@ class Serving:
                 raise ResourceError(error_line(err)) from None
 
 
-# -- argument types, with the descriptions a model reads ------------------------------------
-Ref = Annotated[str, Field(description="A memory: its URI (cortex://m/<ID>), its ID, or a short ref find showed.")]
-Form = Literal["short", "medium", "full"]
-Texts = list[str]
-Goal = Annotated[str, Field(description="The current task, as you would state it.")]
-Budget = Annotated[int | None, Field(description="Token budget (default from config).")]
+# -- tools, built from the operations (cortexctl/ops) ------------------------------------------------
+_TYPES = {str: str, int: int, float: float, bool: bool, dict: dict[str, Any]}
+
+
+def annotation(p: Param) -> Any:
+    """A parameter's type for the SDK (pydantic): lists of text, Literal choices, ``X | None`` when it
+    may be left out with no default, and its help as the schema's description."""
+    if p.many:
+        base: Any = list[str]
+    elif p.choices is not None:
+        base = Literal[p.choices]  # type: ignore[valid-type]
+    else:
+        base = _TYPES[p.type]
+    if not p.many and not p.required and p.default is None:
+        base = base | None
+    return Annotated[base, Field(description=p.help)] if p.help else base
+
+
+def signature(op: Operation) -> inspect.Signature:
+    """The signature the SDK reads as the tool's input schema: one keyword per parameter, in order."""
+    params = []
+    for p in op.params:
+        default = inspect.Parameter.empty if p.required else ([] if p.many else p.default)
+        params.append(inspect.Parameter(p.name, inspect.Parameter.KEYWORD_ONLY, annotation=annotation(p),
+                                        default=default))
+    return inspect.Signature(params, return_annotation=Result)
+
+
+def tool_for(s: Serving, op: Operation) -> Tool:
+    """The MCP tool of one operation: its schema from the parameters, its annotations from the hints,
+    its body the engine call under the server's lock, answering the result's document."""
+
+    def body(**values: Any) -> CallToolResult:
+        return s.call(op.name, lambda cx: op.run(cx, **values).to_json())
+
+    body.__signature__ = signature(op)  # type: ignore[attr-defined]
+    body.__name__ = op.name
+    assert op.tool is not None
+    hints = ToolAnnotations(title=op.tool.title, read_only_hint=op.read_only, destructive_hint=op.destructive,
+                            idempotent_hint=op.read_only or op.idempotent, open_world_hint=op.open_world)
+    return Tool.from_function(body, name=op.name, description=op.tool.description, annotations=hints)
 
 
 def _tools(s: Serving) -> list[Tool]:
-    """Every tool, declared with its schema (from the signature), description and annotations."""
-    from cortexctl.engine import documents
-    from cortexctl.engine.models import FindQuery
-
-    def find(
-        near: Annotated[str | None, Field(description="Find by meaning: text to search for. Omit for "
-                                                      "salience order.")] = None,
-        types: Annotated[Texts, Field(description=f"Only these types ({', '.join(TYPES)}).")] = [],
-        tags: Annotated[Texts, Field(description="Every tag given must be present.")] = [],
-        frames: Annotated[Texts, Field(description="Frames VERB, VERB:KIND or VERB:KIND:REF; all must "
-                                                   "match.")] = [],
-        k: Annotated[int, Field(description="At most this many results.")] = 10,
-        budget_tokens: Annotated[int | None, Field(description="At most this many tokens of results, "
-                                                               "each at the form shown.")] = None,
-        form: Annotated[Form, Field(description="The form of each result's text.")] = "short",
-        session: Annotated[str | None, Field(description="Only this session's memories (zoom in).")] = None,
-        summaries: Annotated[bool, Field(description="Only session summaries (zoom out).")] = False,
-        include_tombstoned: Annotated[bool, Field(description="Also forgotten memories.")] = False,
-    ) -> Result:
-        query = FindQuery(types=types, tags=tags, frames=frames, include_tombstoned=include_tombstoned, k=k,
-                          form=form, near=near, budget_tokens=budget_tokens, session=session, summaries=summaries)
-
-        def body(cx):
-            hits, found = cx.find_with_warnings(query)
-            return documents.find_document(hits, found)
-
-        return s.call("find", body)
-
-    def show(
-        ref: Ref,
-        version: Annotated[int | None, Field(description="This version instead of the latest.")] = None,
-        form: Annotated[Form, Field(description="The form of the text field.")] = "full",
-    ) -> Result:
-        return s.call("show", lambda cx: cx.show(ref, version=version).to_json(form))
-
-    def write(
-        type: Annotated[Literal[TYPES], Field(description="The memory's type.")],  # type: ignore[valid-type]
-        text: Annotated[str | None, Field(description="The main text (statement, name, topic, summary or "
-                                                      "description, by type).")] = None,
-        data: Annotated[dict[str, Any] | None, Field(description="The type's other fields as an object "
-                                                                 "(text wins over its main field).")] = None,
-        tags: Annotated[Texts, Field(description="Tags.")] = [],
-        frames: Annotated[Texts, Field(description="Frames VERB:KIND:REF.")] = [],
-        importance: Annotated[int, Field(description="Declared importance 0-10.")] = 5,
-        visibility: Literal["private", "scoped", "public"] = "private",
-        confidence: Annotated[float, Field(description="Confidence in this version, 0-1.")] = 1.0,
-        session: Annotated[str | None, Field(description="The session this memory belongs to.")] = None,
-        short_form: Annotated[str | None, Field(description="Your own short form (<= 50 tokens).")] = None,
-        medium_form: Annotated[str | None, Field(description="Your own medium form (<= 200 tokens).")] = None,
-        dedupe: Annotated[bool, Field(description="When a live memory of yours has the same type and text, "
-                                                  "answer with it and write nothing.")] = False,
-    ) -> Result:
-        forms = {k: v for k, v in (("short", short_form), ("medium", medium_form)) if v is not None} or None
-        return s.call("write", lambda cx: cx.write(
-            type, text, data=data, tags=tags, frames=frames, importance=importance, visibility=visibility,
-            confidence=confidence, forms=forms, session=session, dedupe=dedupe).to_json())
-
-    def update(
-        ref: Ref,
-        text: Annotated[str | None, Field(description="New main text.")] = None,
-        data: Annotated[dict[str, Any] | None, Field(description="Fields to replace, as an object.")] = None,
-        confidence: Annotated[float | None, Field(description="Confidence in the new version, 0-1.")] = None,
-        short_form: Annotated[str | None, Field(description="Your own short form (<= 50 tokens).")] = None,
-        medium_form: Annotated[str | None, Field(description="Your own medium form (<= 200 tokens).")] = None,
-    ) -> Result:
-        forms = {k: v for k, v in (("short", short_form), ("medium", medium_form)) if v is not None} or None
-        return s.call("update", lambda cx: cx.update(ref, text, data=data, confidence=confidence,
-                                                     forms=forms).to_json())
-
-    def forget(ref: Ref, reason: Annotated[str, Field(description="Why it is forgotten.")]) -> Result:
-        return s.call("forget", lambda cx: cx.forget(ref, reason=reason).to_json())
-
-    def remember(
-        text: Annotated[str, Field(description="The fact.")],
-        user: Annotated[bool, Field(description="A fact about the user (part of the pinned user profile; "
-                                                "a repeat touches the existing one).")] = False,
-    ) -> Result:
-        return s.call("remember", lambda cx: cx.remember(text, user=user).to_json())
-
-    def outcome(
-        text: Annotated[str, Field(description="What was done and how it ended.")],
-        status: Literal["success", "failure", "partial"],
-        intent: Annotated[str | None, Field(description="The intent this outcome belongs to.")] = None,
-    ) -> Result:
-        return s.call("outcome", lambda cx: cx.outcome(text, status=status, intent=intent).to_json())
-
-    def attest(
-        intent: Annotated[str, Field(description="The intent's ID.")],
-        outcome: Literal["success", "failure"],
-        cited: Annotated[Texts, Field(description="The memories the intent relied on (URIs, IDs or refs), "
-                                                  "1 to 256.")],
-        reason: Annotated[str | None, Field(description="Why it failed (factual_error and wrong_assumption "
-                                                        "lower citations).")] = None,
-    ) -> Result:
-        return s.call("attest", lambda cx: cx.attest(intent, outcome, cited, reason=reason).to_json())
-
-    def compact(
-        intent: Annotated[str, Field(description="The intent's ID.")],
-        step: Annotated[str, Field(description="The step's ID.")],
-        budget_tokens: Annotated[int, Field(description="The token budget for kept memories and stubs.")],
-        in_context: Annotated[Texts, Field(description="The memories in context (URIs, IDs or refs).")],
-        load_bearing: Annotated[Texts, Field(description="Memories to keep whole.")] = [],
-    ) -> Result:
-        return s.call("compact", lambda cx: cx.compact(intent, step, budget_tokens, in_context,
-                                                       load_bearing=load_bearing).to_json())
-
-    def checkpoint_load(
-        intent: Annotated[str, Field(description="The intent's ID.")],
-        step: Annotated[str, Field(description="The step's ID.")],
-    ) -> Result:
-        return s.call("checkpoint_load", lambda cx: cx.load_checkpoint(intent, step).to_json())
-
-    def context(
-        goal: Goal,
-        query: Annotated[str | None, Field(description="Retrieve by this text instead of the goal.")] = None,
-        budget_tokens: Budget = None,
-    ) -> Result:
-        return s.call("context", lambda cx: cx.context_block(goal, query=query,
-                                                             budget_tokens=budget_tokens).to_json())
-
-    def pinned(goal: Goal, budget_tokens: Budget = None) -> Result:
-        return s.call("pinned", lambda cx: cx.pinned(goal, budget_tokens=budget_tokens).to_json())
-
-    def patterns(goal: Goal) -> Result:
-        return s.call("patterns", lambda cx: documents.PatternsAnswer(goal, cx.patterns(goal)).to_json())
-
-    def session_add(
-        session: Annotated[str, Field(description="The session's ID.")],
-        prompt: Annotated[str, Field(description="What the user asked.")],
-        response: Annotated[str, Field(description="What the agent answered.")],
-        thought: Annotated[str | None, Field(description="The agent's reasoning.")] = None,
-        reopen: Annotated[bool, Field(description="Add to a summarized session (its summary is "
-                                                  "forgotten).")] = False,
-    ) -> Result:
-        return s.call("session_add", lambda cx: cx.session_add(session, prompt, response, thought,
-                                                               reopen=reopen).to_json())
-
-    def session_summarize(
-        session: Annotated[str | None, Field(description="The session to summarize.")] = None,
-        pending: Annotated[bool, Field(description="Every session with turns and no summary.")] = False,
-    ) -> Result:
-        return s.call("session_summarize", lambda cx: documents.summaries_document(
-            cx.session_summarize(session, pending=pending)))
-
-    def healthcheck() -> Result:
-        return s.call("healthcheck", lambda cx: cx.healthcheck())
-
-    def ann(title: str, *, read_only: bool = False, destructive: bool = False, idempotent: bool = False,
-            open_world: bool = False) -> ToolAnnotations:
-        return ToolAnnotations(title=title, read_only_hint=read_only,
-                               destructive_hint=destructive,
-                               idempotent_hint=True if read_only else idempotent, open_world_hint=open_world)
-
-    RO = {"read_only": True}
-    table = [
-        (find, "Find memories by meaning (near), type, tag and frame. Three lanes (lexical, semantic, "
-               "salience) are merged; each result says which lanes found it and why it ranked. Without near: "
-               "salience order. Read-only: find never changes salience.", ann("Find memories", **RO)),
-        (show, "Read one memory: its data, forms, head fields and history position, at its latest version "
-               "or a given one.", ann("Show a memory", **RO)),
-        (write, "Write a new typed memory; answers with its URI. A live memory of yours with the same type "
-                "and text is named in warnings (dedupe: answer with it instead).", ann("Write a memory")),
-        (update, "Write a new version of a memory (given fields replace the current ones); old versions "
-                 "stay readable with show(version=N).", ann("Update a memory")),
-        (forget, "Tombstone a memory: hidden from find, history kept, updates refused (the shell's "
-                 "`cortexctl unforget` undoes it).", ann("Forget a memory", destructive=True)),
-        (remember, "Remember a fact about the world, or about the user (user=true; a repeat is not written "
-                   "again).", ann("Remember a fact")),
-        (outcome, "Record how a task ended: an event with status success, failure or partial.",
-         ann("Record an outcome")),
-        (attest, "Tell the store which memories an intent relied on and whether it succeeded: their use "
-                 "counts and citations change and salience learns (rate limited per intent).",
-         ann("Attest an outcome")),
-        (compact, "Fit the memories in context into a token budget: load-bearing ones, identities, hard "
-                  "constraints and active goals kept whole, the rest as stubs {ref, short form, salience}; "
-                  "stores a checkpoint (replacing one for the same intent and step). Over budget: an error, "
-                  "nothing stored.", ann("Compact the context", destructive=True, idempotent=True)),
-        (checkpoint_load, "Reload the checkpoint compact stored for an intent and step.",
-         ann("Load a checkpoint", **RO)),
-        (context, "Everything for the prompt in one call: the pinned block, the memories relevant to the "
-                  "goal (or query), and proven procedural patterns, within a token budget; 'text' is "
-                  "ready to paste.", ann("Context for a task", **RO)),
-        (pinned, "The block to keep in every turn: identity, inviolable rules, hard constraints, user "
-                 "profile and the goal, within the pinned budget.", ann("Pinned block", **RO)),
-        (patterns, "Proven procedural patterns (reinforced enough times) whose trigger matches the goal, "
-                   "best first.", ann("Proven patterns", **RO)),
-        (session_add, "Save one turn (prompt, thought, response) of a session as a memory.",
-         ann("Save a session turn")),
-        (session_summarize, "Summarize a session (or every pending one) with the configured chat model "
-                            "and store the summary; find(summaries=true) searches them.",
-         ann("Summarize a session", open_world=True)),
-        (healthcheck, "Is the store fine? Status (healthy, degraded, unhealthy), counts, index, providers "
-                      "and last backup; secrets never appear.", ann("Health check", **RO)),
-    ]
-    return [Tool.from_function(fn, name=fn.__name__, description=desc, annotations=a) for fn, desc, a in table]
+    """Every operation that has a tool, in the order they are declared."""
+    return [tool_for(s, op) for op in ops.tools()]
 
 
 def build(cx: Cortex) -> MCPServer:

@@ -168,7 +168,8 @@ class Records(Protocol):
         """The heads of these full IDs that ``actor`` may see, with ``fields``."""
 
     def heads_by_prefix(self, prefix: str, actor: "str | Viewer", limit: int = 6) -> list[dict]:
-        """Up to ``limit`` visible heads whose ID starts with ``prefix``, in ID order (a full ID matches itself)."""
+        """Up to ``limit`` visible heads whose ID starts or ends with ``prefix`` (a ref: the start of
+        an ID, or its end, as short refs are), in ID order; a full ID matches itself alone."""
 
     def heads_of(self, ids: Sequence[str]) -> dict[str, dict]:
         """id -> head of each of ``ids`` that exists, whoever owns it."""

@@ -11,8 +11,7 @@ from datetime import datetime
 from typing import Any, Iterable, Sequence
 
 from cortexctl.errors import IntegrityError
-from cortexctl.store.interface import (HEAD_FIELDS, JOURNAL_FIELDS, SALIENCE_FIELDS, VERSION_FIELDS, Filters, Scoring,
-                                      viewer_of)
+from cortexctl.store.interface import HEAD_FIELDS, JOURNAL_FIELDS, VERSION_FIELDS, Filters, Scoring, viewer_of
 
 HEAD_COLUMNS = HEAD_FIELDS
 VERSION_COLUMNS = VERSION_FIELDS
@@ -152,9 +151,6 @@ def heads_by_prefix(con, prefix: str, actor: str, limit: int = 6) -> list[dict]:
             [prefix, prefix, *seen_params],
         )
     return _dicts(cur, HEAD_COLUMNS)
-
-
-SALIENCE_COLUMNS = SALIENCE_FIELDS
 
 
 def heads_by_ids(con, ids: Sequence[str], actor: str, columns: Sequence[str] = HEAD_COLUMNS) -> list[dict]:
@@ -361,9 +357,10 @@ def ref_counts(con, parts: Sequence[str]) -> dict[str, int]:
     if any(len(p) != n or not _ID_CHARS.issuperset(p) for p in parts):
         raise IntegrityError("not parts of memory IDs")
     listed = "(" + ", ".join(f"'{p}'" for p in parts) + ")"
+    # UNION, not UNION ALL: an ID that starts and ends with the same part is one ID
     rows = con.execute(
-        f"SELECT s, count(*) FROM (SELECT right(id, {n}) AS s FROM heads WHERE right(id, {n}) IN {listed}"
-        f" UNION ALL SELECT left(id, {n}) FROM heads WHERE left(id, {n}) IN {listed}) GROUP BY s"
+        f"SELECT s, count(*) FROM (SELECT id, right(id, {n}) AS s FROM heads WHERE right(id, {n}) IN {listed}"
+        f" UNION SELECT id, left(id, {n}) FROM heads WHERE left(id, {n}) IN {listed}) GROUP BY s"
     ).fetchall()
     return {s: int(c) for s, c in rows}
 

@@ -37,7 +37,7 @@ import orjson
 import pytest
 
 from cortexctl import Cortex
-from cortexctl.engine.models import FindQuery
+from cortexctl.engine.results import FindQuery
 from tests.conftest import Run, assert_clean_error, assert_store_verifies
 
 # -- the shared store ------------------------------------------------------------------

@@ -128,7 +128,7 @@ def views(monkeypatch) -> list[str]:
 
 
 def test_a_sub_agents_find_is_answered_from_the_snapshot(store, views):
-    from cortexctl.engine.models import FindQuery
+    from cortexctl.engine.results import FindQuery
 
     ids = _setup(store, "by tag")
     Cortex(store=store, actor="alice").reindex()
@@ -143,7 +143,7 @@ def test_a_snapshot_of_the_format_before_the_visibility_code_is_not_read_for_any
     import json
     import zlib
 
-    from cortexctl.engine.models import FindQuery
+    from cortexctl.engine.results import FindQuery
 
     ids = _setup(store, "by tag")
     Cortex(store=store, actor="alice").reindex()

@@ -1,33 +1,51 @@
 """The storage contract's fixtures: one store per backend, and rows to put in it.
 
-``storage`` is the only place a backend is named: add a backend to ``BACKENDS``
-and to ``_open`` and every contract test runs against it too.
+``_open`` is the only place a backend is named: add a backend to ``BACKENDS``
+and to ``_open`` and every contract test runs against it too (``storage`` and
+``other_storage`` are two stores of it). Vectors come from the built-in hashing
+embedder (``embedded``), terms from ``memory.terms``: what the engine hands a store.
 """
 
 from __future__ import annotations
 
 from datetime import datetime, timedelta
+from typing import Protocol
 
 import pytest
+
+from cortexctl.store.interface import Scoring
 
 BACKENDS = ["duckdb"]
 
 T0 = datetime(2026, 3, 1, 12, 0, 0)
 FACT, GOAL = 2, 6  # type codes (memory.types); the store keeps them as small integers
+WEIGHTS = (0.2, 0.2, 0.2, 0.2, 0.2)
+SCORING = Scoring(T0 + timedelta(days=1), 7 * 86400.0, WEIGHTS)
 
 
-def _open(name: str, tmp_path):
+def _open(name: str, tmp_path, label: str = "store"):
     if name == "duckdb":
         from cortexctl.store import open_storage
 
-        return open_storage(tmp_path / "store", wait=5.0)
+        return open_storage(tmp_path / label, wait=5.0)
     raise AssertionError(f"unknown backend {name}")
 
 
 @pytest.fixture(params=BACKENDS)
-def storage(request, tmp_path):
+def backend(request) -> str:
+    return request.param
+
+
+@pytest.fixture
+def storage(backend, tmp_path):
     """An empty store of each backend (nothing exists until the first transaction)."""
-    return _open(request.param, tmp_path)
+    return _open(backend, tmp_path)
+
+
+@pytest.fixture
+def other_storage(backend, tmp_path):
+    """A second empty store of the same backend (where a bundle is restored, say)."""
+    return _open(backend, tmp_path, "other")
 
 
 def ident(n: int) -> str:
@@ -63,3 +81,47 @@ def put(storage, *memories) -> None:
     """Insert these (head, versions) pairs in one transaction."""
     with storage.transaction() as tx:
         tx.insert_memories([h for h, _ in memories], [v for _, vs in memories for v in vs])
+
+
+def entry(kind: str, ref: str | None = None, payload: bytes = b"p", actor: str = "alice", at=T0):
+    """A journal entry as the engine hands it to ``Tx.append_journal``."""
+    return (kind, at, actor, ref, payload)
+
+
+def unit_rows(n: int, dim: int = 4, seed: int = 0):
+    """``n`` random unit vectors (float32)."""
+    import numpy as np
+
+    m = np.random.default_rng(seed).normal(size=(n, dim)).astype(np.float32)
+    return m / np.linalg.norm(m, axis=1, keepdims=True)
+
+
+def embedded(texts, dim: int = 64):
+    """(model, matrix): the vectors of ``texts`` from the built-in hashing embedder the engine
+    uses when no endpoint is configured (``embed/hashing.py``)."""
+    from cortexctl.embed.hashing import HashEmbedder
+
+    embedder = HashEmbedder(dim)
+    return embedder.model, embedder.embed(list(texts))
+
+
+def in_session(n: int, session: str, **kw) -> tuple[dict, list[dict]]:
+    head, versions = memory(n, **kw)
+    head["session"] = session
+    return head, versions
+
+
+def grant_id(n: int) -> str:
+    return f"01G{n:023d}"
+
+
+def grant(n: int, granter: str, subagent: str, *, types=(), tags=(), expires=None, at=T0) -> dict:
+    """A grant row as the engine hands it to ``Tx.insert_grant``."""
+    return {"id": grant_id(n), "granter": granter, "subagent": subagent, "types": list(types), "tags": list(tags),
+            "created_at": at, "expires_at": expires, "revoked_at": None, "revoked_by": None}
+
+
+def methods(protocol) -> set[str]:
+    """The methods a protocol declares, its capabilities' included (``Tx`` is their union)."""
+    return {name for klass in protocol.__mro__ if klass not in (object, Protocol)
+            for name, value in vars(klass).items() if callable(value) and not name.startswith("_")}

@@ -12,13 +12,16 @@ import orjson
 import pytest
 from mcp.shared.exceptions import MCPError
 
+from cortexctl import ops
+
 from tests.conftest import run_process
 from tests.mcp.client import McpServer, isolated_env
 
-TOOLS = {"find", "show", "write", "update", "forget", "remember", "outcome", "attest", "compact",
-         "checkpoint_load", "context", "pinned", "patterns", "session_add", "session_summarize", "healthcheck"}
-READ_ONLY = {"find", "show", "checkpoint_load", "context", "pinned", "patterns", "healthcheck"}
-DESTRUCTIVE = {"forget", "compact"}
+# The tools are the operations that declare one (cortexctl/ops): no list of our own to fall behind.
+OPERATIONS = {op.name: op for op in ops.tools()}
+TOOLS = set(OPERATIONS)
+READ_ONLY = {name for name, op in OPERATIONS.items() if op.read_only}
+DESTRUCTIVE = {name for name, op in OPERATIONS.items() if op.destructive}
 SUMMARY = {"title": "Fixed the flaky poll test", "category": "bugfix", "productivity": 80, "complexity": 30,
            "quality": 70, "summary": "The user asked to fix a flaky test; a retry around the poll fixed it.",
            "technologies": ["python", "pytest"]}
@@ -81,6 +84,18 @@ def test_every_tool_is_listed_with_a_schema_a_description_and_annotations(served
         a = tool.annotations
         assert a.read_only_hint is (name in READ_ONLY), name
         assert a.destructive_hint is (name in DESTRUCTIVE), name
+        op = OPERATIONS[name]
+        assert a.title == op.tool.title and tool.description == op.tool.description, name
+        assert a.idempotent_hint is (op.read_only or op.idempotent) and a.open_world_hint is op.open_world, name
+        assert list(tool.input_schema["properties"]) == [p.name for p in op.params], name
+        assert tool.input_schema.get("required", []) == [p.name for p in op.params if p.required], name
+        for p in op.params:
+            assert tool.input_schema["properties"][p.name].get("description") == (p.help or None), (name, p.name)
+    # the names and hints agents already rely on
+    assert {"find", "show", "write", "update", "forget", "remember", "outcome", "attest", "compact",
+            "checkpoint_load", "context", "pinned", "patterns", "session_add", "session_summarize",
+            "healthcheck"} <= TOOLS
+    assert {"find", "show", "context", "pinned", "healthcheck"} <= READ_ONLY and {"forget", "compact"} <= DESTRUCTIVE
     props = tools["find"].input_schema["properties"]
     assert {"near", "types", "tags", "frames", "k", "budget_tokens", "form"} <= set(props)
     assert props["form"]["enum"] == ["short", "medium", "full"]

@@ -311,7 +311,7 @@ def test_unknown_form_in_override_is_rejected():
 
 
 def _query():
-    from cortexctl.engine.models import FindQuery
+    from cortexctl.engine.results import FindQuery
 
     return FindQuery(include_tombstoned=True, k=100)
 

@@ -8,7 +8,7 @@ import json
 from datetime import datetime
 
 from cortexctl import Cortex
-from cortexctl.engine.models import FindQuery
+from cortexctl.engine.results import FindQuery
 from cortexctl.store.vector_index import EXACT_MAX
 from cortexctl.store import snapshot
 

@@ -18,7 +18,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from cortexctl import Cortex
-from cortexctl.engine.models import FindQuery
+from cortexctl.engine.results import FindQuery
 from cortexctl.store import snapshot
 
 NOW = datetime(2026, 11, 23, 12, 0, 0, 123456)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import duckdb
 import pytest
 
-from cortexctl.engine.models import FindQuery
+from cortexctl.engine.results import FindQuery
 from cortexctl.errors import InvalidData, Tombstoned, UsageError
 from cortexctl.memory import codec, forms, schema
 from cortexctl.memory.types import (

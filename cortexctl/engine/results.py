@@ -1,4 +1,4 @@
-"""The plain dataclasses the engine takes and returns, each with its one JSON serializer.
+"""The result documents the engine takes and returns: plain dataclasses, each with its one JSON serializer.
 
 JSON documents are additive: fields may be added, never removed or renamed.
 """
@@ -494,3 +494,70 @@ class WriteBack:
         if self.coverage is not None:
             doc.update(coverage=self.coverage, strength=self.strength)
         return doc
+
+
+# -- small answers: a count, a dict the engine builds, each as a result with to_json() ----------------
+@dataclass
+class Count:
+    """A scalar answer: how many of something, as ``{what: n}`` (export's memories written, the
+    versions of a memory). A command or tool that answers a number answers one of these."""
+
+    what: str
+    n: int
+
+    def to_json(self) -> dict:
+        return {self.what: self.n}
+
+    def text(self) -> str:
+        return str(self.n)
+
+
+@dataclass
+class ReindexResult:
+    """``reindex``: the active model, what was embedded and dropped, and what the index file did."""
+
+    model: str
+    dim: int | None
+    embedded: int
+    dropped: int
+    index: dict
+
+    @classmethod
+    def of(cls, doc: dict) -> "ReindexResult":
+        return cls(doc["model"], doc["dim"], doc["embedded"], doc["dropped"], doc["index"])
+
+    def to_json(self) -> dict:
+        return {"model": self.model, "dim": self.dim, "embedded": self.embedded, "dropped": self.dropped,
+                "index": self.index}
+
+
+@dataclass
+class ConsolidateResult:
+    """``consolidate``: what was (or, with dry_run, would be) written from a transcript, and what was dropped."""
+
+    transcript_sha256: str
+    dry_run: bool
+    written: list[dict]
+    dropped: list[dict]
+
+    @classmethod
+    def of(cls, doc: dict) -> "ConsolidateResult":
+        return cls(doc["transcript_sha256"], doc["dry_run"], doc["written"], doc["dropped"])
+
+    def to_json(self) -> dict:
+        return {"transcript_sha256": self.transcript_sha256, "dry_run": self.dry_run, "count": len(self.written),
+                "written": self.written, "dropped": self.dropped}
+
+
+@dataclass
+class HealthReport:
+    """``healthcheck``: the monitoring payload (SPEC §12) as engine/health.py builds it."""
+
+    doc: dict
+
+    @property
+    def status(self) -> str:
+        return self.doc["status"]
+
+    def to_json(self) -> dict:
+        return self.doc

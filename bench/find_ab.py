@@ -1,0 +1,87 @@
+#!/usr/bin/env python3
+"""find A/B: the same cold finds on one store by two installs of cortexctl.
+
+    python bench/find_ab.py --store DIR --a BEFORE/bin/cortexctl --b AFTER/bin/cortexctl [--runs 15]
+
+The store is one built by ``bench/find_bench.py --keep`` (both installs must read its schema and
+its search snapshot). Each run times one fresh ``find --near`` process of A, then of B, over the
+same query, filter and store, with and without the search snapshot (moved aside between the two),
+so load on the machine falls on both alike. Prints the median wall and CPU time of each and the
+ratio B/A (below 1.0: B is faster). Nothing is asserted: it is a report.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import tempfile
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from cold_start import bench_env, log, time_once  # noqa: E402
+from find_bench import QUERIES, _rare_tag  # noqa: E402
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--store", type=Path, required=True)
+    ap.add_argument("--a", required=True, help="the reference cortexctl (before)")
+    ap.add_argument("--b", required=True, help="the cortexctl measured against it (after)")
+    ap.add_argument("--runs", type=int, default=15)
+    ap.add_argument("--memories", type=int, default=100_000, help="the store's size (picks a tag held by ~0.1%%)")
+    ap.add_argument("--json", action="store_true")
+    args = ap.parse_args()
+    env = bench_env(Path(tempfile.mkdtemp(prefix="cortex-findab-")))
+    snap = args.store / "cortex.snapshot"
+    aside = args.store.parent / "cortex.snapshot.aside"
+    kinds = [True, False] if snap.exists() else [False]
+    variants = [("", []), ("--type fact", ["--type", "fact"])]
+    rare = _rare_tag(args.store, args.memories)
+    if rare:
+        variants.append((" ".join(f"--tag {t}" for t in rare), [x for t in rare for x in ("--tag", t)]))
+    times: dict = {(side, name, k): [] for side in "ab" for name, _ in variants for k in kinds}
+    for exe in (args.a, args.b):  # warm the page cache and both installs' bytecode
+        time_once([exe, "find", "--near", "warm up", "--store", str(args.store)], env)
+    log(f"timing {args.runs} runs ...")
+    try:
+        for i in range(args.runs):
+            q = QUERIES[i % len(QUERIES)]
+            for with_snapshot in kinds:
+                if not with_snapshot and snap.exists():
+                    os.rename(snap, aside)
+                try:
+                    for name, extra in variants:
+                        for side, exe in (("a", args.a), ("b", args.b)):
+                            cmd = [exe, "find", "--near", q, "--store", str(args.store), "-k", "10", *extra]
+                            times[(side, name, with_snapshot)].append(time_once(cmd, env))
+                finally:
+                    if aside.exists():
+                        os.rename(aside, snap)
+    finally:
+        if aside.exists():
+            os.rename(aside, snap)
+    rows = []
+    for name, _ in variants:
+        for k in kinds:
+            a, b = times[("a", name, k)], times[("b", name, k)]
+            wall_a, wall_b = (statistics.median(t[0] for t in x) for x in (a, b))
+            cpu_a, cpu_b = (statistics.median(t[1] for t in x) for x in (a, b))
+            rows.append({"filter": name, "snapshot": k, "a_wall_ms": 1000 * wall_a, "b_wall_ms": 1000 * wall_b,
+                         "wall_ratio": wall_b / wall_a, "a_cpu_ms": 1000 * cpu_a, "b_cpu_ms": 1000 * cpu_b,
+                         "cpu_ratio": cpu_b / cpu_a})
+    if args.json:
+        print(json.dumps({"runs": args.runs, "loadavg": os.getloadavg(), "find": rows}, indent=2))
+        return 0
+    print(f"find --near, median of {args.runs} fresh processes each (load average {os.getloadavg()[0]:.1f})")
+    for r in rows:
+        label = (r["filter"] or "plain") + (", snapshot" if r["snapshot"] else ", DuckDB")
+        print(f"{label:<36} wall A {r['a_wall_ms']:7.1f} ms  B {r['b_wall_ms']:7.1f} ms  B/A {r['wall_ratio']:.2f}"
+              f"   cpu A {r['a_cpu_ms']:7.1f} ms  B {r['b_cpu_ms']:7.1f} ms  B/A {r['cpu_ratio']:.2f}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,359 @@
+"""Every operation, declared once (see ``ops/spec.py``): the MCP server's tools are built from
+these, and the commands (``cli/cmd_*.py``) run their engine calls.
+
+Adding an operation: declare it here (or in a module listed in ``ops.MODULES``)
+with its parameters, hints, engine call and either its ``Tool`` or why it has
+none; derive its command with ``cli.spec.command_for`` in a ``cli/cmd_*.py``.
+CONTRIBUTING.md, "Adding a command", walks through one.
+"""
+
+from __future__ import annotations
+
+from cortexctl.memory.types import TYPES
+from cortexctl.ops.spec import Operation, Param, Tool
+
+# -- parameters several operations share (their help is what a model reads) ------------------------
+REF = Param("ref", "A memory: its URI (cortex://m/<ID>), its ID, or a short ref find showed.", required=True,
+            metavar="REF", cli_help="URI, ID or unique ID prefix.")
+FORMS = ("short", "medium", "full")
+GOAL = Param("goal", "The current task, as you would state it.", required=True, metavar="TEXT",
+             cli_help="The current task, as the agent would state it.")
+BUDGET = Param("budget_tokens", "Token budget (default from config).", type=int, metavar="N")
+INTENT = Param("intent", "The intent's ID.", required=True, metavar="ID")
+STEP = Param("step", "The step's ID.", required=True, metavar="STEP")
+SHORT_FORM = Param("short_form", "Your own short form (<= 50 tokens).", metavar="TEXT")
+MEDIUM_FORM = Param("medium_form", "Your own medium form (<= 200 tokens).", metavar="TEXT")
+
+ADMIN = "admin-only: for the operator at the shell, not for an agent over MCP"
+LOCAL_FILES = "reads or writes files on the server's machine, which an agent over MCP must not name"
+
+
+def _forms(short: str | None, medium: str | None) -> dict | None:
+    forms = {k: v for k, v in (("short", short), ("medium", medium)) if v is not None}
+    return forms or None
+
+
+# -- engine calls: functions of a Cortex and the parameters, answering a result document ------------
+def _find(cx, *, near, types, tags, frames, k, budget_tokens, form, session, summaries, include_tombstoned):
+    from cortexctl.engine.documents import FindAnswer
+    from cortexctl.engine.results import FindQuery
+
+    query = FindQuery(types=types, tags=tags, frames=frames, include_tombstoned=include_tombstoned, k=k, form=form,
+                      near=near, budget_tokens=budget_tokens, session=session, summaries=summaries)
+    return FindAnswer(*cx.find_with_warnings(query))
+
+
+def _show(cx, *, ref, version, form):
+    from cortexctl.engine.documents import Shown
+
+    return Shown(cx.show(ref, version=version), form)
+
+
+def _write(cx, *, type, text, data, tags, frames, importance, visibility, confidence, session, short_form,
+           medium_form, dedupe, sets=()):
+    return cx.write(type, text, data=data, sets=sets, tags=tags, frames=frames, importance=importance,
+                    visibility=visibility, confidence=confidence, forms=_forms(short_form, medium_form),
+                    session=session, dedupe=dedupe)
+
+
+def _update(cx, *, ref, text, data, confidence, short_form, medium_form, sets=()):
+    return cx.update(ref, text, data=data, sets=sets, confidence=confidence, forms=_forms(short_form, medium_form))
+
+
+def _patterns(cx, *, goal):
+    from cortexctl.engine.documents import PatternsAnswer
+
+    return PatternsAnswer(goal, cx.patterns(goal))
+
+
+def _session_summarize(cx, *, session, pending):
+    from cortexctl.engine.documents import summaries
+
+    return summaries(cx.session_summarize(session, pending=pending))
+
+
+def _healthcheck(cx):
+    from cortexctl.engine.results import HealthReport
+
+    return HealthReport(cx.healthcheck())
+
+
+def _history(cx, *, ref):
+    from cortexctl.engine.documents import History
+
+    return History(cx.history(ref))
+
+
+def _checkpoint_list(cx, *, intent):
+    from cortexctl.engine.documents import Listing
+
+    return Listing("checkpoints", cx.checkpoints(intent))
+
+
+def _grant_list(cx):
+    from cortexctl.engine.documents import Listing
+
+    return Listing("grants", cx.grants())
+
+
+def _session_show(cx, *, session):
+    from cortexctl.engine.documents import SessionTurns
+
+    return SessionTurns(session, cx.session_show(session))
+
+
+def _session_list(cx):
+    from cortexctl.engine.documents import Listing
+
+    return Listing("sessions", cx.session_list())
+
+
+def _session_add_many(cx, *, turns, reopen):
+    from cortexctl.engine.documents import Listing
+
+    return Listing("turns", cx.session_add_many(turns, reopen=reopen))
+
+
+def _consolidate(cx, *, transcript, dry_run):
+    from cortexctl.engine.results import ConsolidateResult
+
+    return ConsolidateResult.of(cx.consolidate(transcript, dry_run=dry_run))
+
+
+def _reindex(cx, *, rebuild, progress=None):
+    from cortexctl.engine.results import ReindexResult
+
+    return ReindexResult.of(cx.reindex(rebuild=rebuild, progress=progress))
+
+
+def _export(cx, *, sink):
+    from cortexctl.engine.results import Count
+
+    return Count("memories", cx.export_jsonl(sink))
+
+
+def _config_show(cx):
+    from cortexctl.engine.documents import ConfigAnswer
+
+    return ConfigAnswer.of(cx.settings)
+
+
+RO = {"read_only": True, "idempotent": True}
+
+OPERATIONS: list[Operation] = [
+    # -- the tools an agent uses ---------------------------------------------------------------
+    Operation(
+        "find", _find, (
+            Param("near", "Find by meaning: text to search for. Omit for salience order."),
+            Param("types", f"Only these types ({', '.join(TYPES)}).", many=True),
+            Param("tags", "Every tag given must be present.", many=True),
+            Param("frames", "Frames VERB, VERB:KIND or VERB:KIND:REF; all must match.", many=True),
+            Param("k", "At most this many results.", type=int, default=10),
+            Param("budget_tokens", "At most this many tokens of results, each at the form shown.", type=int),
+            Param("form", "The form of each result's text.", default="short", choices=FORMS),
+            Param("session", "Only this session's memories (zoom in)."),
+            Param("summaries", "Only session summaries (zoom out).", type=bool, default=False),
+            Param("include_tombstoned", "Also forgotten memories.", type=bool, default=False),
+        ), **RO,
+        tool=Tool("Find memories", "Find memories by meaning (near), type, tag and frame. Three lanes (lexical, "
+                  "semantic, salience) are merged; each result says which lanes found it and why it ranked. "
+                  "Without near: salience order. Read-only: find never changes salience.")),
+    Operation(
+        "show", _show, (
+            REF,
+            Param("version", "This version instead of the latest.", type=int, metavar="N",
+                  cli_help="Show this version."),
+            Param("form", "The form of the text field.", default="full", choices=FORMS, metavar="FORM",
+                  cli_help="short, medium or full."),
+        ), **RO,
+        tool=Tool("Show a memory", "Read one memory: its data, forms, head fields and history position, at its "
+                  "latest version or a given one.")),
+    Operation(
+        "write", _write, (
+            Param("type", "The memory's type.", required=True, choices=TYPES),
+            Param("text", "The main text (statement, name, topic, summary or description, by type)."),
+            Param("data", "The type's other fields as an object (text wins over its main field).", type=dict),
+            Param("tags", "Tags.", many=True),
+            Param("frames", "Frames VERB:KIND:REF.", many=True),
+            Param("importance", "Declared importance 0-10.", type=int, default=5),
+            Param("visibility", default="private", choices=("private", "scoped", "public")),
+            Param("confidence", "Confidence in this version, 0-1.", type=float, default=1.0),
+            Param("session", "The session this memory belongs to."),
+            SHORT_FORM, MEDIUM_FORM,
+            Param("dedupe", "When a live memory of yours has the same type and text, answer with it and write "
+                  "nothing.", type=bool, default=False),
+        ),
+        tool=Tool("Write a memory", "Write a new typed memory; answers with its URI. A live memory of yours "
+                  "with the same type and text is named in warnings (dedupe: answer with it instead).")),
+    Operation(
+        "update", _update, (
+            REF,
+            Param("text", "New main text."),
+            Param("data", "Fields to replace, as an object.", type=dict),
+            Param("confidence", "Confidence in the new version, 0-1.", type=float),
+            SHORT_FORM, MEDIUM_FORM,
+        ),
+        tool=Tool("Update a memory", "Write a new version of a memory (given fields replace the current ones); "
+                  "old versions stay readable with show(version=N).")),
+    Operation(
+        "forget", lambda cx, *, ref, reason: cx.forget(ref, reason=reason), (
+            REF, Param("reason", "Why it is forgotten.", required=True, metavar="TEXT",
+                       cli_help="Why it is forgotten (required)."),
+        ), destructive=True,
+        tool=Tool("Forget a memory", "Tombstone a memory: hidden from find, history kept, updates refused (the "
+                  "shell's `cortexctl unforget` undoes it).")),
+    Operation(
+        "remember", lambda cx, *, text, user: cx.remember(text, user=user), (
+            Param("text", "The fact.", required=True, metavar="TEXT"),
+            Param("user", "A fact about the user (part of the pinned user profile; a repeat touches the "
+                  "existing one).", type=bool, default=False,
+                  cli_help="A fact about the user: part of the pinned user profile."),
+        ),
+        tool=Tool("Remember a fact", "Remember a fact about the world, or about the user (user=true; a repeat "
+                  "is not written again).")),
+    Operation(
+        "outcome", lambda cx, *, text, status, intent: cx.outcome(text, status=status, intent=intent), (
+            Param("text", "What was done and how it ended.", required=True, metavar="TEXT"),
+            Param("status", required=True, choices=("success", "failure", "partial"), metavar="STATUS",
+                  cli_help="success, failure or partial."),
+            Param("intent", "The intent this outcome belongs to.", metavar="ID",
+                  cli_help="The intent this outcome belongs to (kept in the provenance)."),
+        ),
+        tool=Tool("Record an outcome", "Record how a task ended: an event with status success, failure or "
+                  "partial.")),
+    Operation(
+        "attest", lambda cx, *, intent, outcome, cited, reason: cx.attest(intent, outcome, cited, reason=reason), (
+            INTENT,
+            Param("outcome", required=True, choices=("success", "failure")),
+            Param("cited", "The memories the intent relied on (URIs, IDs or refs), 1 to 256.", many=True,
+                  required=True),
+            Param("reason", "Why it failed (factual_error and wrong_assumption lower citations)."),
+        ),
+        tool=Tool("Attest an outcome", "Tell the store which memories an intent relied on and whether it "
+                  "succeeded: their use counts and citations change and salience learns (rate limited per "
+                  "intent).")),
+    Operation(
+        "compact", lambda cx, *, intent, step, budget_tokens, in_context, load_bearing, checkpoint_dir=None:
+        cx.compact(intent, step, budget_tokens, in_context, load_bearing=load_bearing,
+                   checkpoint_dir=checkpoint_dir), (
+            INTENT, STEP,
+            Param("budget_tokens", "The token budget for kept memories and stubs.", type=int, required=True),
+            Param("in_context", "The memories in context (URIs, IDs or refs).", many=True, required=True),
+            Param("load_bearing", "Memories to keep whole.", many=True),
+        ), destructive=True, idempotent=True,
+        tool=Tool("Compact the context", "Fit the memories in context into a token budget: load-bearing ones, "
+                  "identities, hard constraints and active goals kept whole, the rest as stubs {ref, short form, "
+                  "salience}; stores a checkpoint (replacing one for the same intent and step). Over budget: an "
+                  "error, nothing stored.")),
+    Operation(
+        "checkpoint_load", lambda cx, *, intent, step: cx.load_checkpoint(intent, step), (INTENT, STEP), **RO,
+        tool=Tool("Load a checkpoint", "Reload the checkpoint compact stored for an intent and step.")),
+    Operation(
+        "context", lambda cx, *, goal, query, budget_tokens: cx.context_block(goal, query=query,
+                                                                              budget_tokens=budget_tokens), (
+            GOAL,
+            Param("query", "Retrieve by this text instead of the goal.", metavar="TEXT"),
+            BUDGET,
+        ), **RO,
+        tool=Tool("Context for a task", "Everything for the prompt in one call: the pinned block, the memories "
+                  "relevant to the goal (or query), and proven procedural patterns, within a token budget; 'text' "
+                  "is ready to paste.")),
+    Operation(
+        "pinned", lambda cx, *, goal, budget_tokens: cx.pinned(goal, budget_tokens=budget_tokens), (GOAL, BUDGET),
+        **RO,
+        tool=Tool("Pinned block", "The block to keep in every turn: identity, inviolable rules, hard "
+                  "constraints, user profile and the goal, within the pinned budget.")),
+    Operation(
+        "patterns", _patterns, (GOAL,), **RO,
+        tool=Tool("Proven patterns", "Proven procedural patterns (reinforced enough times) whose trigger matches "
+                  "the goal, best first.")),
+    Operation(
+        "session_add", lambda cx, *, session, prompt, response, thought, reopen:
+        cx.session_add(session, prompt, response, thought, reopen=reopen), (
+            Param("session", "The session's ID.", required=True),
+            Param("prompt", "What the user asked.", required=True),
+            Param("response", "What the agent answered.", required=True),
+            Param("thought", "The agent's reasoning."),
+            Param("reopen", "Add to a summarized session (its summary is forgotten).", type=bool, default=False),
+        ),
+        tool=Tool("Save a session turn", "Save one turn (prompt, thought, response) of a session as a memory.")),
+    Operation(
+        "session_summarize", _session_summarize, (
+            Param("session", "The session to summarize.", metavar="ID", cli_help="The session's ID."),
+            Param("pending", "Every session with turns and no summary.", type=bool, default=False),
+        ), open_world=True,
+        tool=Tool("Summarize a session", "Summarize a session (or every pending one) with the configured chat "
+                  "model and store the summary; find(summaries=true) searches them.")),
+    Operation(
+        "healthcheck", _healthcheck, (), **RO,
+        tool=Tool("Health check", "Is the store fine? Status (healthy, degraded, unhealthy), counts, index, "
+                  "providers and last backup; secrets never appear.")),
+
+    # -- operations without a tool, each saying why ------------------------------------------------
+    Operation("history", _history, (REF,), **RO,
+              no_tool="not served yet: show(version=N) reads any version; the version list is for people"),
+    Operation("tag", lambda cx, *, ref, add, remove: cx.tag(ref, add=add, remove=remove), (
+        REF,
+        Param("add", "Add a tag (repeatable).", many=True, metavar="TAG"),
+        Param("remove", "Remove a tag (repeatable).", many=True, metavar="TAG"),
+    ), idempotent=True,
+              no_tool="not served yet: an agent gives tags when it writes; retagging is curation at the shell"),
+    Operation("head", lambda cx, *, ref, importance, visibility, frames, remove_frames:
+              cx.head(ref, importance=importance, visibility=visibility, add_frames=frames,
+                      remove_frames=remove_frames), (
+        REF,
+        Param("importance", "Declared importance 0-10.", type=int, metavar="N"),
+        Param("visibility", "private, scoped or public.", choices=("private", "scoped", "public"), metavar="V"),
+        Param("frames", "A frame VERB:KIND:REF (repeatable).", many=True, metavar="VERB:KIND:REF"),
+        Param("remove_frames", "Remove a frame (repeatable).", many=True, metavar="VERB:KIND:REF"),
+    ), idempotent=True,
+              no_tool="not served yet: visibility decides who sees a memory, a change the operator makes"),
+    Operation("unforget", lambda cx, *, ref: cx.unforget(ref), (REF,),
+              no_tool="undoing a forget is the person's decision at the shell (forget's tool says so)"),
+    Operation("pattern_write", lambda cx, *, spec, strength, coverage:
+              cx.pattern_write(spec, strength=strength, coverage=coverage),
+              no_tool="not served yet: agents learn patterns through consolidate and outcome"),
+    Operation("pattern_reinforce", lambda cx, *, spec: cx.pattern_reinforce(spec),
+              no_tool="not served yet: agents learn patterns through consolidate and outcome"),
+    Operation("session_add_many", _session_add_many,
+              no_tool="a JSONL file of turns (session_add takes one turn)"),
+    Operation("session_show", _session_show, (Param("session", "The session's ID.", required=True, metavar="ID"),),
+              **RO,
+              no_tool="not served yet: find(session=ID) searches one session's turns"),
+    Operation("session_list", _session_list, **RO, no_tool="not served yet: for people, at the shell"),
+    Operation("consolidate", _consolidate, open_world=True,
+              no_tool="not served yet: an agent calls remember, outcome and session_add itself"),
+    Operation("checkpoint_list", _checkpoint_list, (Param("intent", "Only this intent's checkpoints.", metavar="ID"),),
+              **RO,
+              no_tool="not served yet: an agent reloads the checkpoint it names (checkpoint_load)"),
+    Operation("grant", lambda cx, *, subagent, types, tags, expires:
+              cx.grant(subagent, types=types, tags=tags, expires=expires),
+              no_tool=ADMIN + " (a grant widens what another actor sees)"),
+    Operation("grant_list", _grant_list, **RO, no_tool=ADMIN),
+    Operation("revoke", lambda cx, *, grant_id: cx.revoke(grant_id), (
+        Param("grant_id", "The grant's ID (grant list shows it) or a unique start of it, 6 characters or more.",
+              required=True, metavar="GRANT_ID"),
+    ), destructive=True, no_tool=ADMIN),
+    Operation("import", lambda cx, *, source, skip_invalid, skip_existing, keep_actors, batch_size, progress=None:
+              cx.import_jsonl(source, skip_invalid=skip_invalid, skip_existing=skip_existing,
+                              keep_actors=keep_actors, batch_size=batch_size, progress=progress),
+              no_tool=LOCAL_FILES),
+    Operation("export", _export, read_only=True, no_tool=LOCAL_FILES),
+    Operation("reindex", _reindex, idempotent=True, no_tool=ADMIN + " (re-embeds the store; long-running)"),
+    Operation("verify", lambda cx, *, jobs: cx.verify(jobs=jobs), **RO,
+              no_tool=ADMIN + " (reads every record; long-running)"),
+    Operation("backup", lambda cx, *, dest, keep, max_age_days, encrypt, progress=None:
+              cx.backup(dest=dest, keep=keep, max_age_days=max_age_days, encrypt=encrypt, progress=progress),
+              no_tool=ADMIN + "; " + LOCAL_FILES),
+    Operation("restore", lambda cx, *, path, mode, force, force_topology_mismatch, dry_run, confirm, progress=None:
+              cx.restore(path, mode=mode, force=force, force_topology_mismatch=force_topology_mismatch,
+                         dry_run=dry_run, confirm=confirm, progress=progress),
+              destructive=True, no_tool=ADMIN + "; " + LOCAL_FILES),
+    Operation("bundle_verify", lambda cx, *, path: cx.verify_bundle(path), **RO, no_tool=LOCAL_FILES),
+    Operation("bundle_drill", lambda cx, *, path, progress=None: cx.drill_bundle(path, progress=progress),
+              read_only=True, no_tool=LOCAL_FILES),
+    Operation("config_show", _config_show, **RO,
+              no_tool="the server's own configuration, for its operator (API key variables included)"),
+    Operation("mcp", None, no_tool="the MCP server itself"),
+    Operation("generate_man", None, no_tool="writes the man pages; a step of building cortexctl"),
+]

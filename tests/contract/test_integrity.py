@@ -1,0 +1,150 @@
+"""Integrity: what verify and healthcheck read to prove the store whole."""
+
+from __future__ import annotations
+
+from tests.contract.conftest import FACT, GOAL, embedded, entry, ident, memory, put, unit_rows
+
+
+def test_a_sound_store_gives_the_integrity_queries_nothing_to_report(storage):
+    put(storage, memory(1, frames=["about:project:x"], versions=2), memory(2))
+    with storage.transaction() as tx:
+        tx.append_journal([entry("write", ident(1)), entry("write", ident(2))])
+        tx.add_postings([(ident(1), [5]), (ident(2), [6])])
+        tx.insert_vectors([ident(1)], [2], "m", unit_rows(1))
+    with storage.reading() as tx:
+        assert tx.head_version_mismatches() == [] and tx.orphan_versions() == []
+        assert tx.frame_mismatches() == [] and tx.journal_gaps() == []
+        assert list(tx.vector_problems()) == [] and list(tx.stray_postings()) == []
+        assert tx.index_problems("m") == [] and tx.index_problems("other") == []
+        terms = {ident(1): [5], ident(2): [6]}
+        hashes = [r for batch in tx.version_hashes(batch=2) for r in batch]
+        data_of = {r[3]: r[0] for r in hashes}
+        assert list(tx.lexical_mismatches(lambda t, d: terms[data_of[d]])) == []
+        assert [(r[0], r[1]) for r in hashes] == [(ident(1), 1), (ident(1), 2), (ident(2), 1)]
+
+
+def test_integrity_queries_name_heads_versions_postings_and_vectors_that_disagree(storage):
+    bad_head, versions = memory(1)
+    bad_head["current_version"] = 2  # says 2, has only 1
+    put(storage, (bad_head, versions), memory(2), memory(3))
+    with storage.transaction() as tx:
+        tx.insert_version(memory(9)[1][0])  # a version without a head
+        tx.add_postings([(ident(2), [5])])
+        tx.insert_vectors([ident(2)], [7], "m", unit_rows(1))  # not the current version
+    with storage.reading() as tx:
+        assert [(r[0], r[4]) for r in tx.head_version_mismatches()] == [(ident(1), "current version is not the latest")]
+        assert tx.orphan_versions() == [ident(9)]
+        problems = dict(tx.lexical_mismatches(lambda t, d: [6]))
+        assert problems[ident(2)] == "lexical postings do not match the current text"
+        assert problems[ident(3)] == "no lexical postings"
+        assert [(i, v) for i, v, _ in tx.vector_problems()] == [(ident(2), 7)]
+
+
+def test_postings_of_a_memory_that_does_not_exist_are_strays(storage):
+    put(storage, memory(1))
+    with storage.transaction() as tx:
+        tx.add_postings([(ident(1), [5]), (ident(8), [5, 6])])
+    with storage.reading() as tx:
+        assert [i for i, _ in tx.stray_postings()] == [ident(8)]
+        assert all(isinstance(p, str) and p for _, p in tx.stray_postings())
+        # lexical_mismatches adds the strays at the end, unless told not to
+        assert [i for i, _ in tx.lexical_mismatches(lambda t, d: [5])] == [ident(8)]
+        assert list(tx.lexical_mismatches(lambda t, d: [5], strays=False)) == []
+
+
+def test_lexical_mismatches_name_only_the_memories_of_the_range_asked_for(storage):
+    put(storage, memory(1), memory(2), memory(3), memory(4))
+    with storage.transaction() as tx:
+        tx.add_postings([(ident(1), [5]), (ident(2), [5, 5]), (ident(3), [6]), (ident(4), [5])])
+    with storage.reading() as tx:
+        # every memory's text should give [5]: 2 has the wrong frequency, 3 the wrong term
+        assert list(tx.lexical_mismatches(lambda t, d: [5], strays=False)) == [
+            (ident(2), "lexical postings do not match the current text"),
+            (ident(3), "lexical postings do not match the current text")]
+        assert [i for i, _ in tx.lexical_mismatches(lambda t, d: [5], after=ident(2), strays=False)] == [ident(3)]
+        assert [i for i, _ in tx.lexical_mismatches(lambda t, d: [5], upto=ident(2), strays=False)] == [ident(2)]
+        assert list(tx.lexical_mismatches(lambda t, d: [5], after=ident(3), upto=ident(4), strays=False)) == []
+
+
+def test_version_hashes_keep_the_ids_of_the_range_asked_for(storage):
+    put(storage, memory(1, versions=2), memory(2), memory(3, actor="bob"))
+    with storage.reading() as tx:
+        def rows(**kw):
+            return [(r[0], r[1]) for batch in tx.version_hashes(batch=1, **kw) for r in batch]
+
+        assert rows() == [(ident(1), 1), (ident(1), 2), (ident(2), 1), (ident(3), 1)]
+        assert rows(after=ident(1)) == [(ident(2), 1), (ident(3), 1)]
+        assert rows(upto=ident(2)) == [(ident(1), 1), (ident(1), 2), (ident(2), 1)]
+        assert rows(after=ident(1), upto=ident(2)) == [(ident(2), 1)]
+        (row,) = [r for batch in tx.version_hashes(after=ident(2)) for r in batch]
+    assert row == (ident(3), 1, FACT, b"data 3 v1", bytes([3, 1]) * 16)
+
+
+def test_unknown_kinds_and_unpaired_attests_are_reported(storage):
+    with storage.transaction() as tx:
+        tx.append_journal([entry("attest", "i"), entry("learn_weights", "alice"), entry("attest", "i"),
+                           entry("mystery"), entry("learn_weights", "alice")])
+    with storage.reading() as tx:
+        assert tx.unknown_kinds(["attest", "learn_weights"]) == [(4, "mystery")]
+        assert [(s, k) for s, k, _ in tx.unpaired_attests()] == [(3, "attest"), (5, "learn_weights")]
+
+
+def test_by_memory_gives_each_memorys_journal_head_and_versions_together(storage):
+    put(storage, memory(1, versions=2), memory(2))
+    with storage.transaction() as tx:
+        tx.append_journal([entry("write", ident(1), b"w1"), entry("write", ident(3), b"w3"),
+                           entry("attest", "intent"), entry("update", ident(1), b"u1")])
+    with storage.reading() as tx:
+        runs = list(tx.by_memory(batch=2))
+        as_rows = list(tx.by_memory(batch=2, rows=True))
+    journal = [row for j, _, _ in runs for row in j]
+    heads = [h["id"] for _, hs, _ in runs for h in hs]
+    versions = [(v["id"], v["version"]) for _, _, vs in runs for v in vs]
+    assert journal == [(ident(1), 1, "write", b"w1"), (ident(1), 4, "update", b"u1"), (ident(3), 2, "write", b"w3")]
+    assert heads == [ident(1), ident(2)]
+    assert versions == [(ident(1), 1), (ident(1), 2), (ident(2), 1)]
+    assert [list(h.values()) for _, hs, _ in runs for h in hs] == [list(h) for _, hs, _ in as_rows for h in hs]
+    assert [list(v.values()) for _, _, vs in runs for v in vs] == [list(v) for _, _, vs in as_rows for v in vs]
+
+
+def test_memory_batch_ends_split_the_walk_by_memory_into_the_very_same_runs(storage):
+    """verify splits its walk into ranges at these ends, and the ranges give the whole walk."""
+    put(storage, *(memory(n) for n in (1, 2, 4, 5, 7, 8, 9)))
+    with storage.transaction() as tx:  # a journal entry whose memory has no head is a memory of the walk too
+        tx.append_journal([entry("write", ident(n)) for n in (1, 2, 3, 4, 5, 7, 8, 9)] + [entry("attest", "i")])
+    with storage.reading() as tx:
+        ends = tx.memory_batch_ends(3)
+        assert ends == [ident(3), ident(7)]  # runs 1 2 3 | 4 5 7 | 8 9
+        assert tx.memory_batch_ends(10) == []
+        whole = list(tx.by_memory(batch=3))
+        bounds = [None, *ends, None]
+        pieces = [run for after, upto in zip(bounds, bounds[1:]) for run in tx.by_memory(3, after, upto)]
+    assert pieces == whole
+    assert [[h["id"] for h in hs] for _, hs, _ in whole] == [[ident(1), ident(2)], [ident(4), ident(5), ident(7)],
+                                                             [ident(8), ident(9)]]
+
+
+def test_health_counts_count_memories_by_type_the_forgotten_and_every_version(storage):
+    with storage.transaction() as tx:
+        empty = tx.health_counts()
+    assert (empty["by_type"], empty["tombstoned"], empty["versions"]) == ({}, 0, 0)
+    assert isinstance(empty["schema_version"], int) and empty["schema_version"] >= 1
+    put(storage, memory(1, versions=3), memory(2, actor="bob"), memory(3, type_=GOAL, tombstoned=True))
+    with storage.reading() as tx:
+        got = tx.health_counts()
+    assert got == {"by_type": {FACT: 2, GOAL: 1}, "tombstoned": 1, "versions": 5,
+                   "schema_version": empty["schema_version"]}
+
+
+def test_index_problems_find_nothing_wrong_with_search_structures_the_backend_keeps_itself(storage):
+    put(storage, *(memory(n) for n in range(1, 5)))
+    model, mat = embedded(["one", "two", "three", "four"])
+    with storage.transaction() as tx:
+        assert tx.index_problems(model) == []
+        tx.insert_vectors([ident(n) for n in range(1, 5)], [1] * 4, model, mat)
+    storage.update_index(model, rebuild=True)
+    with storage.transaction() as tx:
+        assert tx.index_problems(model) == []
+        tx.drop_vectors(ident(1))
+    with storage.reading() as tx:
+        assert tx.index_problems(model) == [] and tx.index_problems("other") == []

@@ -1,0 +1,338 @@
+"""Storage: the backend itself. Opening and transactions, the read-only views (``reading`` and
+find's ``searching``), and the upkeep of its search structures (``update_index``,
+``index_loader``, ``after_vectors``) with the healthcheck's blocks on them."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+
+from cortexctl.memory.terms import text_terms
+from cortexctl.store.interface import CAPABILITIES, Filters, NoStore, Scoring, Storage, Tx
+from tests.contract.conftest import (FACT, GOAL, T0, WEIGHTS, embedded, entry, grant, grant_id, ident, memory,
+                                     methods, put, unit_rows)
+
+INDEX_KEYS = {"path", "exists", "count", "model", "dimension", "consistent", "state"}
+ACTIONS = {"fold", "rebuild", "none"}
+# More memories than any backend may compare one by one (DuckDB's EXACT_MAX is 4096): nearest goes
+# through the backend's index.
+MANY = 4200
+
+
+# -- the protocols ------------------------------------------------------------------------------
+def test_tx_is_the_union_of_small_capabilities():
+    assert methods(Tx) == set().union(*(methods(c) for c in CAPABILITIES))
+    assert all(len(methods(c)) <= 15 for c in (*CAPABILITIES, Storage))
+
+
+def test_the_backend_has_every_method_of_the_protocols(storage):
+    assert all(callable(getattr(storage, m, None)) for m in methods(Storage)), methods(Storage)
+    assert isinstance(storage.location, str) and storage.location
+    with storage.transaction() as tx:
+        missing = {m for m in methods(Tx) if not callable(getattr(tx, m, None))}
+    assert not missing
+
+
+def test_the_search_view_has_every_method_of_tx_and_no_other_falls_through(storage):
+    """``searching()`` may answer from a cache (the DuckDB backend's snapshot): its view still has
+    every ``Tx`` method, and a name that is none of them does not reach the database behind it."""
+    head, versions = memory(1)
+    model, mat = embedded(["memory 1"])
+    with storage.transaction() as tx:
+        tx.insert_memories([head], versions)
+        tx.insert_vectors([ident(1)], [1], model, mat)
+    storage.update_index(model)
+    with storage.searching() as tx:
+        missing = {m for m in methods(Tx) if not callable(getattr(tx, m, None))}
+        assert not missing
+        assert getattr(tx, "heads_by_idz", None) is None and getattr(tx, "con", None) is None
+        assert tx.heads_by_ids([ident(1)], "alice")[0]["id"] == ident(1)
+
+
+# -- opening and transactions -------------------------------------------------------------------
+def test_a_store_does_not_exist_until_the_first_transaction(storage):
+    assert not storage.exists()
+    storage.check_path()  # an empty location can hold a store
+    with pytest.raises(NoStore):
+        with storage.reading():
+            pass
+    with pytest.raises(NoStore):
+        with storage.searching():
+            pass
+    with storage.transaction():
+        pass
+    assert storage.exists()
+    with storage.reading() as tx:
+        assert tx.count_heads() == 0
+
+
+def test_a_committed_transaction_is_seen_by_later_readers(storage):
+    put(storage, memory(1))
+    with storage.reading() as tx:
+        assert [h["id"] for h in tx.heads_by_ids([ident(1)], "alice")] == [ident(1)]
+
+
+def test_an_exception_in_a_transaction_leaves_nothing_written(storage):
+    put(storage, memory(1))
+    model, mat = embedded(["a new memory"])
+    with pytest.raises(RuntimeError):
+        with storage.transaction() as tx:
+            h, vs = memory(2)
+            tx.insert_memories([h], vs)
+            tx.append_journal([entry("write", ident(2))])
+            tx.add_postings([(ident(2), text_terms("a new memory"))])
+            tx.insert_vectors([ident(2)], [1], model, mat)
+            tx.set_weights("alice", WEIGHTS, seq=1, at=T0)
+            tx.insert_grant(grant(1, "alice", "bob"))
+            tx.update_head(ident(1), {"importance": 9})
+            raise RuntimeError("boom")
+    with storage.reading() as tx:
+        assert tx.existing_ids([ident(1), ident(2)]) == {ident(1)}
+        assert tx.heads_by_ids([ident(1)], "alice")[0]["importance"] == 5
+        assert tx.journal_bounds() == (0, None, None)
+        assert tx.search_terms(dict.fromkeys(text_terms("a new memory"), 1.0), Filters("alice"), 5) == []
+        assert tx.model_dim(model) is None
+        assert tx.weights("alice") is None and tx.all_grants() == {}
+        assert list(tx.stray_postings()) == []
+
+
+def test_writers_take_turns(storage, backend, tmp_path):
+    """A second writer (another handle on the same store) starts only after the first committed:
+    it sees what the first wrote. Synchronised on events: correct code passes however slow."""
+    import threading
+
+    from tests.contract.conftest import _open
+
+    put(storage, memory(1))
+    second = _open(backend, tmp_path)  # the same store, as another process would open it
+    holding, release = threading.Event(), threading.Event()
+    seen: list = []
+
+    def first_writer() -> None:
+        with storage.transaction() as tx:
+            tx.update_head(ident(1), {"importance": 9})
+            holding.set()
+            release.wait(30)
+
+    def second_writer() -> None:
+        with second.transaction() as tx:
+            seen.append(tx.heads_of([ident(1)])[ident(1)]["importance"])
+            tx.update_head(ident(1), {"importance": 3})
+
+    one = threading.Thread(target=first_writer)
+    one.start()
+    assert holding.wait(30)
+    two = threading.Thread(target=second_writer)
+    two.start()
+    two.join(0.5)  # time for a writer that does not wait its turn to get in first (and fail the test)
+    release.set()
+    one.join(30)
+    two.join(30)
+    assert seen == [9]
+    with storage.reading() as tx:
+        assert tx.heads_of([ident(1)])[ident(1)]["importance"] == 3
+
+
+def test_bulk_transactions_change_nothing_that_is_stored(storage):
+    for n in range(1, 4):
+        with storage.transaction(bulk=True) as tx:
+            tx.insert_memories(*(lambda h, vs: ([h], vs))(*memory(n)))
+    with storage.transaction() as tx:
+        tx.insert_memories(*(lambda h, vs: ([h], vs))(*memory(4)))
+    with storage.reading() as tx:
+        assert tx.existing_ids([ident(n) for n in range(1, 6)]) == {ident(n) for n in range(1, 5)}
+        assert sorted(h["id"] for h in tx.heads_by_ids([ident(n) for n in range(1, 5)], "alice")) == [
+            ident(n) for n in range(1, 5)]
+
+
+def test_size_bytes_is_a_count_of_bytes_before_and_after_the_store_is_made(storage):
+    assert storage.size_bytes() == 0  # nothing there yet
+    put(storage, memory(1))
+    size = storage.size_bytes()
+    assert isinstance(size, int) and size >= 0
+
+
+# -- searching: find's view -------------------------------------------------------------------------
+def test_searching_answers_as_reading_does_before_and_after_the_index_is_brought_up_to_date(storage):
+    """``searching()`` may answer from a cache of the backend's: the same answers as ``reading()``,
+    whether the cache is missing, current, or behind the writes made since."""
+    texts = [f"memory {i} about {'rivers' if i % 2 else 'mountains'} and {'boats' if i % 3 else 'trains'}"
+             for i in range(1, 21)]
+    mems = [memory(i, actor="alice" if i % 3 else "bob",
+                   visibility="public" if i % 4 == 0 else "scoped" if i % 4 == 2 or i % 7 == 1 else "private",
+                   type_=FACT if i % 2 else GOAL, tags=("a",) if i % 3 == 0 else ("a", "b") if i % 5 == 0 else (),
+                   importance=1 + i % 9, at=T0 + timedelta(minutes=i), tombstoned=i == 7, versions=1 + i % 2)
+            for i in range(1, 21)]
+    put(storage, *mems)
+    model, mat = embedded(texts)
+    with storage.transaction() as tx:
+        tx.add_postings([(ident(i), text_terms(texts[i - 1])) for i in range(1, 21)])
+        tx.insert_vectors([ident(i) for i in range(1, 21)], [1 + i % 2 for i in range(1, 21)], model, mat)
+        tx.set_weights("alice", (0.3, 0.2, 0.2, 0.2, 0.1), seq=1, at=T0)
+        tx.bump([ident(2), ident(3)], access=2, citations=1, at=T0 + timedelta(hours=3))
+        tx.insert_grant(grant(1, "alice", "carol", tags=("a",), expires=T0 + timedelta(days=3)))
+        tx.insert_grant(grant(2, "bob", "carol", types=(GOAL,)))
+        tx.insert_grant(grant(3, "alice", "dave"))
+        tx.revoke_grant(grant_id(3), at=T0 + timedelta(hours=1), by="alice")
+    ids = [ident(i) for i in range(0, 32)]  # 0 and 21..31 do not exist (yet)
+    now = T0 + timedelta(days=2, microseconds=7)
+    score = Scoring(now, 86400.0 * 7, (0.3, 0.2, 0.2, 0.2, 0.1))
+    filters = [Filters(actor="alice"), Filters(actor="bob", types=(FACT,)), Filters(actor="alice", tags=("a", "b")),
+               Filters(actor="alice", include_tombstoned=True), Filters(actor="carol"),
+               Filters(actor="carol", scopes=(("alice", (), ("a",)), ("bob", (GOAL,), ()))),
+               Filters(actor="bob", scopes=(("alice", (FACT, GOAL), ("a", "b")),), include_tombstoned=True),
+               Filters(actor="alice", scopes=(("bob", (FACT,), ()), ("nobody", (), ())))]
+    queries = [dict.fromkeys(text_terms(q), 1.0) for q in ("rivers", "mountains trains", "boats memory")]
+    vectors = embedded(["rivers and boats", "mountains", "memory 4"])[1]
+
+    def answers(view) -> list:
+        with view() as tx:
+            out: list = [tx.count_heads(), tx.weights("alice"), tx.weights("bob"), tx.model_dim(model),
+                         tx.search_data(ids), tx.result_rows(ids, "short"), tx.result_rows(ids, "medium"),
+                         *(tx.live_grants(a, now) for a in ("alice", "bob", "carol", "dave"))]
+            for f in filters:
+                out += [tx.count_heads(f), tx.passing(ids, f), tx.candidates(ids, f, score),
+                        tx.top_salience(f, score, 7),
+                        *(rounded(tx.search_terms(q, f, 5)) for q in queries),
+                        *(rounded(tx.nearest(v, model, f, 5)[0]) for v in vectors)]
+            return out
+
+    want = answers(storage.reading)
+    assert answers(storage.searching) == want  # no cache yet
+    assert storage.update_index(model)["action"] in ACTIONS
+    assert answers(storage.searching) == want
+    # changes made as the engine makes every change to a memory, with a journal entry naming it (a
+    # backend's cache may follow the journal to know what changed: the DuckDB snapshot's delta does)
+    def journaled(tx, kind, *ns):
+        tx.append_journal([entry(kind, ident(n)) for n in ns])
+
+    head, versions = memory(30, tags=("a",))
+    with storage.transaction() as tx:
+        tx.insert_memories([head], versions)
+        tx.add_postings([(ident(30), text_terms("rivers rivers"))])
+        journaled(tx, "write", 30)
+    assert answers(storage.searching) == answers(storage.reading)
+    with storage.transaction() as tx:  # an update, a bump and a forgotten memory
+        tx.update_head(ident(4), {"tags": ["b"], "importance": 9})
+        tx.bump([ident(5), ident(30)], access=3, citations=2, at=T0 + timedelta(hours=5))
+        tx.update_head(ident(6), {"tombstoned_at": T0 + timedelta(hours=6)})
+        tx.drop_vectors(ident(9))
+        journaled(tx, "update_head", 4, 5, 30)
+        journaled(tx, "tombstone", 6)
+        journaled(tx, "update", 9)
+    assert answers(storage.searching) == answers(storage.reading)
+    with storage.transaction() as tx:  # grants given and revoked, and a head made scoped
+        tx.insert_grant(grant(5, "bob", "dave", tags=("b",)))
+        tx.revoke_grant(grant_id(1), at=T0 + timedelta(hours=7), by="alice")
+        tx.update_head(ident(8), {"visibility": "scoped", "tags": ["a"]})
+        journaled(tx, "update_head", 8)
+    assert answers(storage.searching) == answers(storage.reading)
+    assert storage.cache_health()["problem"] is None
+
+
+def rounded(ranked: list[tuple[str, float]]) -> list[tuple[str, float]]:
+    """Scores to 6 places: the two views may sum in another order, or hold vectors at another precision."""
+    return [(i, round(s, 6)) for i, s in ranked]
+
+
+# -- the search structures: update_index, index_loader, after_vectors ------------------------------------
+def _many(storage, n: int = MANY, dim: int = 16):
+    put(storage, *(memory(i, actor="alice" if i % 2 else "bob") for i in range(1, n + 1)))
+    return unit_rows(n, dim=dim, seed=1)
+
+
+def _agrees_with_exact(storage, model: str, queries, filters: Filters) -> None:
+    """The top 10 found through the backend's index: the exact top 10, give or take its approximation."""
+    with storage.reading() as tx:
+        for q in queries:
+            got, note = tx.nearest(q, model, filters, 10)
+            want, _ = tx.nearest(q, model, filters, 10, exact=True)
+            assert len(got) == 10 and got == sorted(got, key=lambda kv: (-kv[1], kv[0]))
+            assert len({i for i, _ in got} & {i for i, _ in want}) >= 8, (got, want)
+            assert tx.passing([i for i, _ in got], filters).keys() == {i for i, _ in got}
+
+
+def test_update_index_reports_what_it_did_and_nearest_then_answers_through_it(storage):
+    model = "m"
+    with storage.transaction():
+        pass
+    done = storage.update_index(model)
+    assert done["action"] == "none" and done["vectors"] == 0  # nothing to index yet
+    mat = _many(storage)
+    with storage.transaction() as tx:
+        tx.insert_vectors([ident(i) for i in range(1, MANY + 1)], [1] * MANY, model, mat)
+    calls = []
+    done = storage.update_index(model, progress=lambda d, t: calls.append((d, t)), wait=0)
+    assert done["action"] in ACTIONS and done["vectors"] == MANY
+    assert all(0 <= d <= t for d, t in calls)
+    assert storage.update_index(model)["vectors"] == MANY  # again: nothing new, nothing lost
+    assert storage.update_index(model, rebuild=True)["vectors"] == MANY
+    with storage.reading() as tx:
+        assert tx.index_problems(model) == []
+        ((first, _),), note = tx.nearest(mat[0], model, Filters("alice"), 1)
+        assert first == ident(1)  # its own vector is the nearest
+    _agrees_with_exact(storage, model, unit_rows(5, dim=16, seed=2), Filters("alice"))
+    _agrees_with_exact(storage, model, unit_rows(3, dim=16, seed=3), Filters("bob", include_tombstoned=True))
+    health = storage.index_health(model)
+    assert set(health) == INDEX_KEYS
+    assert (health["count"], health["model"], health["dimension"], health["consistent"]) == (MANY, model, 16, True)
+
+
+def test_an_index_loader_fed_by_a_bulk_load_gives_the_same_answers(storage):
+    """import hands each committed batch's vectors to the loader, then ``update_index(loader=...)``."""
+    model = "m"
+    mat = _many(storage)
+    loader = storage.index_loader(model, threads=1)
+    step = 1500
+    for start in range(0, MANY, step):
+        ids = [ident(i) for i in range(start + 1, min(start + step, MANY) + 1)]
+        with storage.transaction(bulk=True) as tx:
+            last = tx.insert_vectors(ids, [1] * len(ids), model, mat[start:start + len(ids)])
+        loader.add(last, ids, [1] * len(ids), mat[start:start + len(ids)])
+    with storage.transaction() as tx:  # a change after the loader saw the vector: the answers still follow the store
+        tx.drop_vectors(ident(3), model=model)
+    done = storage.update_index(model, loader=loader)
+    assert done["action"] in ACTIONS and done["vectors"] == MANY - 1
+    _agrees_with_exact(storage, model, [mat[2], *unit_rows(4, dim=16, seed=4)], Filters("alice"))
+    with storage.reading() as tx:
+        assert ident(3) not in {i for i, _ in tx.nearest(mat[2], model, Filters("alice"), 10)[0]}
+        assert tx.index_problems(model) == []
+    assert storage.index_health(model)["consistent"] is True
+    unused = storage.index_loader(model)
+    unused.close()  # handed nothing: closing it changes nothing
+    assert storage.update_index(model)["vectors"] == MANY - 1
+
+
+def test_after_vectors_never_fails_and_new_vectors_are_found_at_once(storage):
+    model = "m"
+    storage.after_vectors(model, 1)  # no store yet
+    mat = _many(storage)
+    with storage.transaction() as tx:
+        tx.insert_vectors([ident(i) for i in range(1, MANY)], [1] * (MANY - 1), model, mat[:-1])
+    storage.update_index(model)
+    with storage.transaction() as tx:  # one more vector, written after the index was brought up to date
+        last = tx.insert_vectors([ident(MANY)], [1], model, mat[-1:])
+    storage.after_vectors(model, last)
+    storage.after_vectors(model, last + 10_000)  # a number far ahead: upkeep, never a failure
+    storage.after_vectors("another-model", last)
+    with storage.reading() as tx:
+        ((first, _),), _ = tx.nearest(mat[-1], model, Filters("bob"), 1)
+        assert first == ident(MANY)
+        assert tx.index_problems(model) == []
+
+
+def test_index_and_cache_health_describe_a_sound_store_as_sound(storage):
+    assert set(storage.index_health(None)) == INDEX_KEYS  # no store yet
+    assert set(storage.cache_health()) == {"state", "problem"}
+    put(storage, memory(1), memory(2))
+    model, mat = embedded(["one", "two"])
+    with storage.transaction() as tx:
+        tx.insert_vectors([ident(1), ident(2)], [1, 1], model, mat)
+    for _ in range(2):  # before and after the search structures are brought up to date
+        health = storage.index_health(model)
+        assert set(health) == INDEX_KEYS and health["consistent"] is not False
+        cache = storage.cache_health()
+        assert set(cache) == {"state", "problem"} and cache["problem"] is None and isinstance(cache["state"], str)
+        storage.update_index(model)
+    assert set(storage.index_health(None)) == INDEX_KEYS

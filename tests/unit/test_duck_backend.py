@@ -1,0 +1,207 @@
+"""The DuckDB backend's own reads, beside the storage protocols: the postings ``store/lexical.py``
+ranks over, the vector keys ``store/vector_index.py`` keeps its HNSW file by, the search
+snapshot's answers (``store/snapshot.py``), its lock and its directory. The backend-neutral
+contract is ``tests/contract``; these pin what the DuckDB backend builds it from."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import numpy as np
+import pytest
+
+from cortexctl.errors import UsageError
+from cortexctl.store import open_storage
+from cortexctl.store.interface import Filters, Scoring
+from tests.contract.conftest import FACT, GOAL, T0, grant, grant_id, ident, memory, put, unit_rows
+
+
+@pytest.fixture
+def storage(tmp_path):
+    return open_storage(tmp_path / "store", wait=5.0)
+
+
+def test_check_path_refuses_a_file_where_the_store_directory_belongs(storage):
+    storage.path.parent.mkdir(parents=True, exist_ok=True)
+    storage.path.write_text("not a store")
+    with pytest.raises(UsageError):
+        storage.check_path()
+
+
+def test_the_exclusive_lock_can_be_taken_again_by_its_holder_for_a_transaction(storage):
+    with storage.exclusive(wait=0):
+        with storage.transaction() as tx:
+            head, versions = memory(1)
+            tx.insert_memories([head], versions)
+    with storage.reading() as tx:
+        assert tx.count_heads() == 1
+
+
+def test_postings_hold_each_memorys_term_frequencies_and_length(storage):
+    put(storage, memory(1), memory(2))
+    with storage.transaction() as tx:
+        tx.add_postings([(ident(1), [5, 6, 5]), (ident(2), [6])])
+    with storage.reading() as tx:
+        assert tx.doc_count() == 2
+        got = tx.postings_of([5, 6])
+        docs = tx.doc_ids([int(d) for d in got["doc"]])
+        rows = sorted((int(t), docs[int(d)], int(f)) for t, d, f in zip(got["term"], got["doc"], got["tf"]))
+        assert rows == [(5, ident(1), 2), (6, ident(1), 1), (6, ident(2), 1)]
+        doc_of = {v: k for k, v in docs.items()}
+        assert tx.doc_terms([doc_of[ident(1)]]) == {doc_of[ident(1)]: ({5: 2, 6: 1}, 3)}
+        assert len(tx.postings_of([99])["doc"]) == 0
+
+
+def test_replaced_postings_drop_the_old_terms(storage):
+    put(storage, memory(1))
+    with storage.transaction() as tx:
+        tx.add_postings([(ident(1), [5, 6])])
+    with storage.transaction() as tx:
+        tx.replace_postings(ident(1), [7])
+    with storage.reading() as tx:
+        assert tx.doc_count() == 1
+        assert len(tx.postings_of([5, 6])["doc"]) == 0
+        assert list(tx.doc_ids(list(tx.postings_of([7])["doc"])).values()) == [ident(1)]
+
+
+def test_document_frequencies_leave_out_what_the_actor_may_not_see(storage):
+    put(storage, memory(1), memory(2, actor="bob"), memory(3, actor="bob", visibility="public"))
+    with storage.transaction() as tx:
+        tx.add_postings([(ident(1), [5]), (ident(2), [5]), (ident(3), [5, 6])])
+    with storage.reading() as tx:
+        hidden = tx.hidden_docs("alice")
+        assert list(tx.doc_ids([int(d) for d in hidden]).values()) == [ident(2)]
+        assert tx.term_df([5, 6], hidden) == {5: 2, 6: 1}
+        assert tx.term_df([5], tx.hidden_docs("bob")) == {5: 2}  # alice's private one is hidden from bob
+
+
+def test_vectors_get_increasing_keys_and_come_back_by_key(storage):
+    put(storage, memory(1), memory(2), memory(3))
+    mat = unit_rows(3)
+    with storage.transaction() as tx:
+        assert tx.insert_vectors([ident(1), ident(2)], [1, 1], "m", mat[:2]) == 2
+        assert tx.insert_vectors([ident(3)], [1], "m", [mat[2].astype("<f4").tobytes()]) == 3  # a few as bytes
+        assert tx.insert_vectors([], [], "m", mat[:0]) == 0
+    with storage.reading() as tx:
+        assert tx.model_dim("m") == 4 and tx.model_dim("other") is None
+        assert tx.vector_stats("m") == (3, 3, 4)
+        assert tx.count_vectors("m") == 3 and tx.count_vectors("m", after=2) == 1
+        ((keys, got),) = list(tx.iter_vectors("m", 4))
+        assert keys.tolist() == [1, 2, 3] and np.allclose(got, mat)
+        assert [k.tolist() for k, _ in tx.iter_vectors("m", 4, after=1, batch=1)] == [[2], [3]]
+        assert sorted(tx.vectors_of_keys([1, 3, 9], "m")) == [(1, ident(1), 1), (3, ident(3), 1)]
+        assert tx.vectors_between("m", 2, 3) == {2: (ident(2), 1), 3: (ident(3), 1)}
+        ids, versions, after = tx.vectors_after("m", 1, 4)
+        assert sorted(zip(ids, versions)) == [(ident(2), 1), (ident(3), 1)] and after.shape == (2, 4)
+
+
+def test_dropped_vectors_leave_service_but_stay_counted_until_cleared(storage):
+    put(storage, memory(1), memory(2))
+    with storage.transaction() as tx:
+        tx.insert_vectors([ident(1), ident(2)], [1, 1], "m", unit_rows(2))
+        tx.insert_vectors([ident(1)], [1], "n", unit_rows(1))
+    with storage.transaction() as tx:
+        tx.drop_vectors(ident(1), model="m")
+    with storage.reading() as tx:
+        assert tx.vector_stats("m")[0] == 1 and tx.vector_stats("n")[0] == 1
+        assert tx.dropped_keys("m") == [1]
+        assert tx.covered("m", 2) == 2  # live or dropped since
+    with storage.transaction() as tx:
+        tx.drop_vectors(ident(1))  # every model's
+        tx.clear_dropped("m")
+    with storage.reading() as tx:
+        assert tx.dropped_keys("m") == [] and tx.dropped_keys("n") == [3]
+        assert tx.covered("m", 2) == 1
+    with storage.transaction() as tx:
+        tx.clear_dropped()
+        assert tx.dropped_keys("n") == []
+
+
+def test_vectors_for_returns_the_current_version_vectors_of_memories_passing_the_filters(storage):
+    put(storage, memory(1, tags=["a"], versions=2), memory(2), memory(3, actor="bob", tags=["a"]))
+    mat = unit_rows(4)
+    with storage.transaction() as tx:
+        tx.insert_vectors([ident(1), ident(1), ident(2), ident(3)], [1, 2, 1, 1], "m", mat)
+    with storage.reading() as tx:
+        ids, got = tx.vectors_for(Filters("alice", tags=("a",)), "m", 4)
+        assert ids == [ident(1)] and np.allclose(got, mat[1:2])
+        ids, got = tx.vectors_for(Filters("carol"), "m", 4)
+        assert ids == [] and got.shape == (0, 4)
+
+
+def test_searching_answers_as_reading_does_from_a_current_snapshot_and_after_a_change(storage):
+    """``searching()`` may answer from the search snapshot: the same answers as ``reading()``,
+    whether the snapshot is current, missing or out of date."""
+    mems = [memory(i, actor="alice" if i % 3 else "bob",
+                   visibility="public" if i % 4 == 0 else "scoped" if i % 4 == 2 or i % 7 == 1 else "private",
+                   type_=FACT if i % 2 else GOAL, tags=("a",) if i % 3 == 0 else ("a", "b") if i % 5 == 0 else (),
+                   importance=1 + i % 9, at=T0 + timedelta(minutes=i), tombstoned=i == 7, versions=1 + i % 2)
+            for i in range(1, 21)]
+    put(storage, *mems)
+    mat = unit_rows(20, dim=4, seed=3)
+    with storage.transaction() as tx:
+        tx.add_postings([(ident(i), [i % 4, 10 + i % 3, i % 4]) for i in range(1, 21)])
+        tx.insert_vectors([ident(i) for i in range(1, 21)], [1 + i % 2 for i in range(1, 21)], "m", mat)
+        tx.set_weights("alice", (0.3, 0.2, 0.2, 0.2, 0.1), seq=1, at=T0)
+        tx.bump([ident(2), ident(3)], access=2, citations=1, at=T0 + timedelta(hours=3))
+        tx.insert_grant(grant(1, "alice", "carol", tags=("a",), expires=T0 + timedelta(days=3)))
+        tx.insert_grant(grant(2, "bob", "carol", types=(GOAL,)))
+        tx.insert_grant(grant(3, "alice", "bob", expires=T0 + timedelta(days=1)))  # expired at the query's now
+        tx.insert_grant(grant(4, "alice", "dave"))
+        tx.revoke_grant(grant_id(4), at=T0 + timedelta(hours=1), by="alice")
+    ids = [ident(i) for i in range(0, 23)]  # 0, 21 and 22 do not exist
+    now = T0 + timedelta(days=2, microseconds=7)
+    score = Scoring(now, 86400.0 * 7, (0.3, 0.2, 0.2, 0.2, 0.1))
+    filters = [Filters(actor="alice"), Filters(actor="bob", types=(FACT,)), Filters(actor="alice", tags=("a", "b")),
+               Filters(actor="alice", include_tombstoned=True), Filters(actor="carol"),
+               Filters(actor="carol", scopes=(("alice", (), ("a",)), ("bob", (GOAL,), ()))),
+               Filters(actor="bob", scopes=(("alice", (FACT, GOAL), ("a", "b")),), include_tombstoned=True),
+               Filters(actor="dave", scopes=(("alice", (), ()),), tags=("a",)),
+               Filters(actor="alice", scopes=(("bob", (FACT,), ()), ("nobody", (), ())))]
+
+    def answers(view) -> list:
+        with view() as tx:
+            out: list = [tx.doc_count(), tx.count_heads(), tx.weights("alice"), tx.weights("bob"),
+                         tx.model_dim("m"), tx.vector_stats("m"), tx.covered("m", 20), tx.covered("m", 5),
+                         sorted(tx.vectors_of_keys([1, 5, 19, 20, 99], "m")), tx.search_data(ids),
+                         tx.result_rows(ids, "short"), tx.result_rows(ids, "medium"),
+                         *(tx.live_grants(a, now) for a in ("alice", "bob", "carol", "dave"))]
+            for f in filters:
+                hidden = tx.hidden_docs(f.viewer)
+                post = tx.postings_of([0, 1, 2, 3, 10, 11, 12, 99])
+                out += [tx.count_heads(f), tx.passing(ids, f), tx.candidates(ids, f, score),
+                        tx.top_salience(f, score, 7), sorted(hidden.tolist()),
+                        sorted(zip(post["term"].tolist(), post["doc"].tolist(), post["tf"].tolist())),
+                        tx.doc_ids(list(range(0, 25))), tx.term_df([0, 1, 10, 99], hidden),
+                        tx.doc_terms([1, 2, 5, 99])]
+            return out
+
+    want = answers(storage.reading)
+    assert answers(storage.searching) == want  # no snapshot yet
+    assert storage.refresh_snapshot()["action"] == "build"
+    assert storage.snapshot_state() == "current"
+    assert answers(storage.searching) == want
+    # vector_keys_for may be None (the backend hands the vectors with vectors_for instead)
+    with storage.searching() as tx:
+        got = tx.vector_keys_for(Filters(actor="alice"), "m")
+    ids_, keys = got if got is not None else ([], np.zeros(0, np.uint64))
+    with storage.reading() as tx:
+        ids2, _ = tx.vectors_for(Filters(actor="alice"), "m", 4)
+        key_of = {i: k for k, i, v in tx.vectors_of_keys(list(range(1, 21)), "m")}
+    if got is not None:
+        assert sorted(ids_) == sorted(ids2) and all(key_of[i] == k for i, k in zip(ids_, keys.tolist()))
+    # a change: searching reads the store, or (a backend that keeps a delta of what changed since the
+    # snapshot, as DuckDB's does) the snapshot and its delta, with the same answers
+    put(storage, memory(30, tags=("a",)))
+    assert storage.snapshot_state() in ("current", "stale")
+    assert answers(storage.searching) == answers(storage.reading)
+    with storage.transaction() as tx:  # an update, a bump and a forgotten memory, on top of the delta
+        tx.update_head(ident(4), {"tags": ["b"], "importance": 9})
+        tx.bump([ident(5), ident(30)], access=3, citations=2, at=T0 + timedelta(hours=5))
+        tx.update_head(ident(6), {"tombstoned_at": T0 + timedelta(hours=6)})
+    assert answers(storage.searching) == answers(storage.reading)
+    with storage.transaction() as tx:  # grants given and revoked on top of the delta, and a head made scoped
+        tx.insert_grant(grant(5, "bob", "dave", tags=("b",)))
+        tx.revoke_grant(grant_id(1), at=T0 + timedelta(hours=7), by="alice")
+        tx.update_head(ident(8), {"visibility": "scoped", "tags": ["a"]})
+    assert answers(storage.searching) == answers(storage.reading)
