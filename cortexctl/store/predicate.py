@@ -21,122 +21,123 @@ last change and the last use, in epoch seconds).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Protocol
 
 # -- the nodes ---------------------------------------------------------------------------------
+class _Node:
+    """An immutable node, equal to another of the same class and fields (a key of ``evaluate``'s
+    memo). Plain slotted classes: find imports this module on every cold start, and a frozen
+    dataclass costs about half a millisecond to define."""
+
+    __slots__ = ()
+    _fields: tuple[str, ...] = ()
+
+    def __init__(self, *args) -> None:
+        if len(args) != len(self._fields):
+            raise TypeError(f"{type(self).__name__} takes {', '.join(self._fields)}")
+        for name, value in zip(self._fields, args):
+            object.__setattr__(self, name, value)
+
+    def __setattr__(self, name: str, value) -> None:
+        raise AttributeError("expression nodes are immutable")
+
+    def _key(self) -> tuple:
+        return (type(self), *(getattr(self, f) for f in self._fields))
+
+    def __eq__(self, other) -> bool:
+        return type(other) is type(self) and self._key() == other._key()
+
+    def __hash__(self) -> int:
+        return hash(self._key())
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({', '.join(repr(getattr(self, f)) for f in self._fields)})"
 
 
-@dataclass(frozen=True)
-class Col:
+class Col(_Node):
     """A head column by its meaning (see ``COLUMNS``)."""
 
-    name: str
+    __slots__ = _fields = ("name",)
 
 
-@dataclass(frozen=True)
-class Const:
+class Const(_Node):
     """A value: a string, a number or a time (a naive UTC ``datetime``)."""
 
-    value: Any
+    __slots__ = _fields = ("value",)
 
 
-@dataclass(frozen=True)
-class Eq:
-    col: Col
-    value: Const
+class Eq(_Node):
+    __slots__ = _fields = ("col", "value")  # a Col, a Const
 
 
-@dataclass(frozen=True)
-class In:
+class In(_Node):
     """The column's value is one of ``values`` (never empty: leave the condition out instead)."""
 
-    col: Col
-    values: tuple
+    __slots__ = _fields = ("col", "values")
 
 
-@dataclass(frozen=True)
-class HasAllTags:
-    tags: tuple[str, ...]
+class HasAllTags(_Node):
+    __slots__ = _fields = ("tags",)
 
 
-@dataclass(frozen=True)
-class HasAnyTag:
-    tags: tuple[str, ...]
+class HasAnyTag(_Node):
+    __slots__ = _fields = ("tags",)
 
 
-@dataclass(frozen=True)
-class HasFrame:
+class HasFrame(_Node):
     """The memory has a frame of ``verb`` (and ``kind``, ``ref`` when given). SQL only."""
 
-    verb: str
-    kind: str | None = None
-    ref: str | None = None
+    __slots__ = _fields = ("verb", "kind", "ref")
+
+    def __init__(self, verb: str, kind: str | None = None, ref: str | None = None) -> None:
+        super().__init__(verb, kind, ref)
 
 
-@dataclass(frozen=True)
-class And:
-    parts: tuple  # empty: true
+class And(_Node):
+    __slots__ = _fields = ("parts",)  # a tuple; empty: true
 
 
-@dataclass(frozen=True)
-class Or:
-    parts: tuple  # empty: false
+class Or(_Node):
+    __slots__ = _fields = ("parts",)  # a tuple; empty: false
 
 
-@dataclass(frozen=True)
-class Not:
-    part: Any
+class Not(_Node):
+    __slots__ = _fields = ("part",)
 
 
-@dataclass(frozen=True)
-class Add:
-    parts: tuple  # left to right: ((a + b) + c) ...
+class Add(_Node):
+    __slots__ = _fields = ("parts",)  # a tuple, summed left to right: ((a + b) + c) ...
 
 
-@dataclass(frozen=True)
-class Sub:
-    left: Any
-    right: Any
+class Sub(_Node):
+    __slots__ = _fields = ("left", "right")
 
 
-@dataclass(frozen=True)
-class Mul:
-    left: Any
-    right: Any
+class Mul(_Node):
+    __slots__ = _fields = ("left", "right")
 
 
-@dataclass(frozen=True)
-class Div:
-    left: Any
-    right: Any
+class Div(_Node):
+    __slots__ = _fields = ("left", "right")
 
 
-@dataclass(frozen=True)
-class Pow:
-    base: Any
-    exponent: Any
+class Pow(_Node):
+    __slots__ = _fields = ("base", "exponent")
 
 
-@dataclass(frozen=True)
-class Greatest:
-    left: Any
-    right: Any
+class Greatest(_Node):
+    __slots__ = _fields = ("left", "right")
 
 
-@dataclass(frozen=True)
-class Epoch:
+class Epoch(_Node):
     """A time (a ``Const`` datetime) in seconds since 1970, microseconds as the fraction."""
 
-    time: Const
+    __slots__ = _fields = ("time",)
 
 
-@dataclass(frozen=True)
-class If:
-    cond: Any
-    then: Any
-    otherwise: Any
+class If(_Node):
+    __slots__ = _fields = ("cond", "then", "otherwise")
 
 
 def all_of(*parts) -> And:
