@@ -13,7 +13,7 @@ import pytest
 from cortexctl.errors import UsageError
 from cortexctl.store import open_storage
 from cortexctl.store.interface import Filters, Scoring
-from tests.contract.conftest import FACT, GOAL, T0, grant, grant_id, ident, memory, put, unit_rows
+from tests.contract.conftest import FACT, GOAL, T0, entry, grant, grant_id, ident, memory, put, unit_rows
 
 
 @pytest.fixture
@@ -192,16 +192,27 @@ def test_searching_answers_as_reading_does_from_a_current_snapshot_and_after_a_c
         assert sorted(ids_) == sorted(ids2) and all(key_of[i] == k for i, k in zip(ids_, keys.tolist()))
     # a change: searching reads the store, or (a backend that keeps a delta of what changed since the
     # snapshot, as DuckDB's does) the snapshot and its delta, with the same answers
-    put(storage, memory(30, tags=("a",)))
+    # changes made as the engine makes them, each with the journal entry naming the memory: the delta
+    # follows the journal (store/snapshot/)
+    def journaled(tx, kind, *ns):
+        tx.append_journal([entry(kind, ident(n)) for n in ns])
+
+    head, versions = memory(30, tags=("a",))
+    with storage.transaction() as tx:
+        tx.insert_memories([head], versions)
+        journaled(tx, "write", 30)
     assert storage.snapshot_state() in ("current", "stale")
     assert answers(storage.searching) == answers(storage.reading)
     with storage.transaction() as tx:  # an update, a bump and a forgotten memory, on top of the delta
         tx.update_head(ident(4), {"tags": ["b"], "importance": 9})
         tx.bump([ident(5), ident(30)], access=3, citations=2, at=T0 + timedelta(hours=5))
         tx.update_head(ident(6), {"tombstoned_at": T0 + timedelta(hours=6)})
+        journaled(tx, "update_head", 4, 5, 30)
+        journaled(tx, "tombstone", 6)
     assert answers(storage.searching) == answers(storage.reading)
     with storage.transaction() as tx:  # grants given and revoked on top of the delta, and a head made scoped
         tx.insert_grant(grant(5, "bob", "dave", tags=("b",)))
         tx.revoke_grant(grant_id(1), at=T0 + timedelta(hours=7), by="alice")
         tx.update_head(ident(8), {"visibility": "scoped", "tags": ["a"]})
+        journaled(tx, "update_head", 8)
     assert answers(storage.searching) == answers(storage.reading)
