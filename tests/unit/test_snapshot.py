@@ -32,7 +32,32 @@ def _cx(store: Path, actor: str = "alice") -> Cortex:
     return cx
 
 
+_FILLED: dict[tuple[str, int], tuple[Path, list[str]]] = {}  # (actor, n) -> a filled store and its URIs
+_TEMPLATES: list[Path] = []  # where this module's filled stores are kept
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _filled_stores(tmp_path_factory):
+    """Each (actor, n) store is filled once per module and copied into each test's empty store."""
+    _TEMPLATES[:] = [tmp_path_factory.mktemp("filled")]
+    yield
+    _FILLED.clear()
+
+
 def _fill(cx: Cortex, n: int = 40) -> list[str]:
+    """``n`` memories of every type, tag and visibility, written at NOW (the same ones every time)."""
+    path, key = cx.store.path, (cx.actor, n)
+    if path.exists():
+        return _write_fill(cx, n)
+    if key not in _FILLED:
+        template = _TEMPLATES[0] / f"{cx.actor}-{n}"
+        _FILLED[key] = (template, _write_fill(_cx(template, cx.actor), n))
+    template, uris = _FILLED[key]
+    shutil.copytree(template, path)
+    return list(uris)
+
+
+def _write_fill(cx: Cortex, n: int) -> list[str]:
     import random
 
     r = random.Random(5)
