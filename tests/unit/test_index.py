@@ -184,33 +184,39 @@ def test_updating_the_last_indexed_memory_never_reuses_its_vector_key(tmp_path):
     assert_store_verifies(tmp_path / "s")
 
 
-def test_an_atomic_save_under_a_process_that_is_searching(big):
+@pytest.mark.slow
+def test_an_atomic_save_under_a_process_that_is_searching(big, tmp_path):
     cx = Cortex(store=big, actor="alice")
+    stop = tmp_path / "stop"
     reader = textwrap.dedent(f"""
-        import sys, time, numpy as np
+        import os, sys, numpy as np
         from cortexctl import Cortex, FindQuery
         cx = Cortex(store={str(big)!r}, actor="alice")
         from cortexctl.index import hnsw
         from usearch.index import Index
         n = 0
-        end = time.monotonic() + 4
         q = np.frombuffer(cx.embedder.embed_bytes("item5 alpha"), dtype="<f4")
-        while time.monotonic() < end:
+        while not os.path.exists({str(stop)!r}):  # searching until told to stop
             ix = Index.restore({str(big / semantic.INDEX_NAME)!r}, view=True)
             for _ in range(20):
                 ix.search(q, 10)
                 n += 1
             cx.find(FindQuery(near="item5 alpha", k=3))
-        print(n)
+            if n == 20:
+                print("searching", flush=True)
+        print(n, flush=True)
     """)
     proc = subprocess.Popen([sys.executable, "-c", reader], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    saves = 0
-    while proc.poll() is None and saves < 6:
-        cx.reindex(rebuild=True)
-        saves += 1
-    out, err = proc.communicate(timeout=120)
+    try:
+        assert proc.stdout.readline().strip() == b"searching", proc.stderr.read().decode()[-2000:]
+        for _ in range(4):  # each save replaces the file under the reader's open views
+            cx.reindex(rebuild=True)
+            assert proc.poll() is None, proc.stderr.read().decode()[-2000:]  # a SIGBUS would end it
+    finally:
+        stop.touch()
+        out, err = proc.communicate(timeout=120)
     assert proc.returncode == 0, err.decode()[-2000:]  # a SIGBUS would be -7
-    assert int(out) > 0 and saves >= 2
+    assert int(out) > 20
 
 
 def test_fingerprint_trusts_a_byte_identical_copy_and_notices_changed_bytes(tmp_path):
@@ -233,8 +239,8 @@ def test_a_damaged_index_under_a_busy_writer_is_searched_exactly_without_waiting
         fd = os.open({str(big / '.lock')!r}, os.O_RDWR | os.O_CREAT, 0o600)
         fcntl.flock(fd, fcntl.LOCK_EX)
         print("held", flush=True)
-        time.sleep(30)
-    """)], stdout=subprocess.PIPE)
+        sys.stdin.read()  # held until killed
+    """)], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
     try:
         assert holder.stdout.readline().strip() == b"held"
         _garbage(big / semantic.INDEX_NAME)
