@@ -1,0 +1,188 @@
+"""The one place tests reach a store's (or a bundle's) files behind cortexctl's back.
+
+Corruption tests say what they change by meaning: a field of a memory, a journal entry's payload,
+some bytes of a file, rows that go missing. How that is done on the backend's files (today the
+DuckDB database ``cortex.duckdb`` and a bundle's Parquet members) is kept here, so that a second
+backend is one more branch in this module and not a rewrite of every test. ``sql`` and ``rows`` are
+the last resort, for tampering no operation below names; inspection that cortexctl can answer
+itself goes through ``Cortex`` or ``Storage``, not here.
+
+Every function opens the files, changes or reads them, and closes them again: call them while no
+cortexctl process holds the store.
+"""
+
+from __future__ import annotations
+
+import os
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Callable, Iterator, Sequence
+
+DB_NAME = "cortex.duckdb"
+
+
+def db_file(store: str | os.PathLike) -> Path:
+    """The file holding the store's tables."""
+    return Path(store) / DB_NAME
+
+
+@contextmanager
+def _connect(store: str | os.PathLike, *, read_only: bool = False) -> Iterator[Any]:
+    import duckdb
+
+    con = duckdb.connect(str(db_file(store)), read_only=read_only)
+    try:
+        yield con
+    finally:
+        con.close()
+
+
+# -- by meaning ---------------------------------------------------------------------------------------
+def set_field(store: str | os.PathLike, memory_id: str, field: str, value: Any) -> None:
+    """Set one head field (importance, access_count, citations, type, ...) of a memory."""
+    sql(store, f'UPDATE heads SET "{field}" = ? WHERE id = ?', [value, memory_id])
+
+
+def set_version_field(store: str | os.PathLike, memory_id: str, version: int, field: str, value: Any) -> None:
+    """Set one field (data, hash, provenance, ...) of one stored version of a memory."""
+    sql(store, f'UPDATE versions SET "{field}" = ? WHERE id = ? AND version = ?', [value, memory_id, version])
+
+
+def version_field(store: str | os.PathLike, memory_id: str, version: int, field: str) -> Any:
+    """One field of one stored version of a memory, as stored."""
+    (value,) = rows(store, f'SELECT "{field}" FROM versions WHERE id = ? AND version = ?', [memory_id, version])[0]
+    return value
+
+
+def rename_memory(store: str | os.PathLike, memory_id: str, new_id: str) -> None:
+    """Give a memory (its head and its versions) another id."""
+    sql(store, "UPDATE heads SET id = ? WHERE id = ?", [new_id, memory_id])
+    sql(store, "UPDATE versions SET id = ? WHERE id = ?", [new_id, memory_id])
+
+
+def journal(store: str | os.PathLike) -> list[tuple[int, str]]:
+    """(seq, kind) of every journal entry, in order."""
+    return rows(store, "SELECT seq, kind FROM journal ORDER BY seq")
+
+
+def journal_kinds(store: str | os.PathLike) -> list[str]:
+    return [kind for _, kind in journal(store)]
+
+
+def delete_journal(store: str | os.PathLike, *, kind: str | None = None, seq: int | None = None) -> None:
+    """Remove the journal entries of a kind, or the one at a sequence number."""
+    if (kind is None) == (seq is None):
+        raise ValueError("give kind or seq")
+    if kind is not None:
+        sql(store, "DELETE FROM journal WHERE kind = ?", [kind])
+    else:
+        sql(store, "DELETE FROM journal WHERE seq = ?", [seq])
+
+
+def edit_payload(store: str | os.PathLike, kind: str, change: Callable[[dict], None], *, last: bool = False) -> int:
+    """Decode the first (or last) journal entry of ``kind``, let ``change`` edit the document in
+    place, and store it re-encoded; the entry's seq."""
+    from cortexctl.memory import codec
+
+    order = "DESC" if last else "ASC"
+    with _connect(store) as con:
+        seq, payload = con.execute(f"SELECT seq, payload FROM journal WHERE kind = ? ORDER BY seq {order} LIMIT 1",
+                                   [kind]).fetchall()[0]
+        doc = codec.decode(payload)
+        change(doc)
+        con.execute("UPDATE journal SET payload = ? WHERE seq = ?", [codec.encode(doc), seq])
+    return seq
+
+
+def count(store: str | os.PathLike, table: str) -> int:
+    """How many rows a table of the store holds (heads, versions, journal, rate_buckets, grants, ...)."""
+    return rows(store, f'SELECT count(*) FROM "{table}"')[0][0]
+
+
+def grants(store: str | os.PathLike) -> list[tuple]:
+    """Every stored grant row, ordered by id."""
+    return rows(store, "SELECT * FROM grants ORDER BY id")
+
+
+def replace_grants(store: str | os.PathLike, grant_rows: Sequence[Sequence[Any]]) -> None:
+    """Put these grant rows (as ``grants`` returns them) in place of the stored ones."""
+    with _connect(store) as con:
+        con.execute("DELETE FROM grants")
+        for row in grant_rows:
+            con.execute(f"INSERT INTO grants VALUES ({', '.join('?' * len(row))})", list(row))
+
+
+def drain_rate_bucket(store: str | os.PathLike, actor: str, intent: str, *, tokens: float = -1e6) -> None:
+    """Empty an (actor, intent) attest bucket so far below zero that it cannot refill during a test."""
+    sql(store, "UPDATE rate_buckets SET tokens = ? WHERE actor = ? AND intent = ?", [tokens, actor, intent])
+
+
+def every_table(store: str | os.PathLike) -> dict[str, list[str]]:
+    """Every row of every table, as sorted reprs: a whole-store state to compare before and after."""
+    state: dict[str, list[str]] = {}
+    with _connect(store, read_only=True) as con:
+        tables = [r[0] for r in con.execute(
+            "SELECT table_name FROM information_schema.tables WHERE table_schema = 'main' ORDER BY 1").fetchall()]
+        for t in tables:
+            state[t] = sorted(repr(row) for row in con.execute(f'SELECT * FROM "{t}"').fetchall())
+    return state
+
+
+# -- bytes of a file ------------------------------------------------------------------------------------
+def flip_bytes(path: str | os.PathLike, offset: int, n: int = 1) -> None:
+    """Invert ``n`` bytes of a file from ``offset`` (negative: from the end), keeping its size."""
+    with open(path, "r+b") as fh:
+        fh.seek(offset, os.SEEK_END if offset < 0 else os.SEEK_SET)
+        at = fh.tell()
+        data = fh.read(n)
+        fh.seek(at)
+        fh.write(bytes(b ^ 0xFF for b in data))
+
+
+def truncate(path: str | os.PathLike, size: int) -> None:
+    with open(path, "r+b") as fh:
+        fh.truncate(size)
+
+
+# -- a bundle's members ------------------------------------------------------------------------------------
+def rewrite_member(member: str | os.PathLike, statement: str, *, to: str | os.PathLike | None = None) -> int:
+    """Change a bundle's table member with ``statement`` run on it as table ``t``; written back in
+    place (or to ``to``); the rows it holds afterwards."""
+    import duckdb
+
+    con = duckdb.connect()
+    try:
+        con.execute(f"CREATE TABLE t AS SELECT * FROM read_parquet('{member}')")
+        con.execute(statement)
+        con.execute(f"COPY t TO '{to or member}' (FORMAT parquet)")
+        return con.execute("SELECT count(*) FROM t").fetchone()[0]
+    finally:
+        con.close()
+
+
+def member_rows(member: str | os.PathLike, query: str) -> list[tuple]:
+    """``query`` over a bundle's table member, read as table ``t``."""
+    import duckdb
+
+    con = duckdb.connect()
+    try:
+        con.execute(f"CREATE VIEW t AS SELECT * FROM read_parquet('{member}')")
+        return con.execute(query).fetchall()
+    finally:
+        con.close()
+
+
+# -- the last resort -------------------------------------------------------------------------------------
+def sql(store: str | os.PathLike, statement: str, params: Sequence[Any] = ()) -> None:
+    """Run a statement (or several, without params) on the store's tables."""
+    with _connect(store) as con:
+        if params:
+            con.execute(statement, list(params))
+        else:
+            con.execute(statement)
+
+
+def rows(store: str | os.PathLike, query: str, params: Sequence[Any] = ()) -> list[tuple]:
+    """A read-only query over the store's tables."""
+    with _connect(store, read_only=True) as con:
+        return con.execute(query, list(params)).fetchall()
