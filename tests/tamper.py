@@ -79,15 +79,21 @@ def delete_journal(store: str | os.PathLike, *, kind: str | None = None, seq: in
         sql(store, "DELETE FROM journal WHERE seq = ?", [seq])
 
 
-def edit_payload(store: str | os.PathLike, kind: str, change: Callable[[dict], None], *, last: bool = False) -> int:
-    """Decode the first (or last) journal entry of ``kind``, let ``change`` edit the document in
-    place, and store it re-encoded; the entry's seq."""
+def edit_payload(store: str | os.PathLike, kind: str, change: Callable[[dict], None], *, actor: str | None = None,
+                 ref: str | None = None, last: bool = False) -> int:
+    """Decode the first (or last) journal entry of ``kind`` (by ``actor``, about ``ref``), let
+    ``change`` edit the document in place, and store it re-encoded; the entry's seq."""
     from cortexctl.memory import codec
 
+    where, params = ["kind = ?"], [kind]
+    for column, value in (("actor", actor), ("ref", ref)):
+        if value is not None:
+            where.append(f"{column} = ?")
+            params.append(value)
     order = "DESC" if last else "ASC"
     with _connect(store) as con:
-        seq, payload = con.execute(f"SELECT seq, payload FROM journal WHERE kind = ? ORDER BY seq {order} LIMIT 1",
-                                   [kind]).fetchall()[0]
+        seq, payload = con.execute(f"SELECT seq, payload FROM journal WHERE {' AND '.join(where)} "
+                                   f"ORDER BY seq {order} LIMIT 1", params).fetchall()[0]
         doc = codec.decode(payload)
         change(doc)
         con.execute("UPDATE journal SET payload = ? WHERE seq = ?", [codec.encode(doc), seq])
