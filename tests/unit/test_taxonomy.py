@@ -7,7 +7,6 @@ hashed so that tampering is detected; update and tombstone semantics.
 
 from __future__ import annotations
 
-import duckdb
 import pytest
 
 from cortexctl.engine.models import FindQuery
@@ -28,6 +27,7 @@ from cortexctl.memory.types import (
     VISIBILITY,
     type_code,
 )
+from tests import tamper
 from tests.conftest import assert_clean_error, assert_store_verifies
 
 SPEC_ORDER = ["identity", "fact", "preference", "belief", "event", "goal", "constraint", "capability", "pattern"]
@@ -117,13 +117,8 @@ def test_every_type_writes_and_reads_back_equal(cx, store, type_name):
     blob = codec.encode(m.data)
     assert m.hash == codec.version_hash(TYPE_CODES[type_name], blob).hex()
     # the type byte is what is persisted, on the version and on the head
-    con = duckdb.connect(str(store / "cortex.duckdb"), read_only=True)
-    try:
-        stored = con.execute(
-            "SELECT v.type, h.type, v.data FROM versions v JOIN heads h USING (id) WHERE id = ?", [m.id]
-        ).fetchall()
-    finally:
-        con.close()
+    stored = tamper.rows(store, "SELECT v.type, h.type, v.data FROM versions v JOIN heads h USING (id) WHERE id = ?",
+                         [m.id])
     assert stored == [(TYPE_CODES[type_name], TYPE_CODES[type_name], blob)]
     assert_store_verifies(store)
 
@@ -363,16 +358,11 @@ def test_invalid_write_exits_10_on_the_cli(cli, store):
 
 
 def _flip_one_byte(store, id_: str, version: int = 1, index: int = -1) -> None:
-    con = duckdb.connect(str(store / "cortex.duckdb"))
-    try:
-        (blob,) = con.execute("SELECT data FROM versions WHERE id = ? AND version = ?", [id_, version]).fetchone()
-        tampered = bytearray(blob)
-        tampered[index] ^= 0x01
-        con.execute("UPDATE versions SET data = ? WHERE id = ? AND version = ?", [bytes(tampered), id_, version])
-        (check,) = con.execute("SELECT data FROM versions WHERE id = ? AND version = ?", [id_, version]).fetchone()
-        assert check == bytes(tampered) != blob
-    finally:
-        con.close()
+    blob = tamper.version_field(store, id_, version, "data")
+    tampered = bytearray(blob)
+    tampered[index] ^= 0x01
+    tamper.set_version_field(store, id_, version, "data", bytes(tampered))
+    assert tamper.version_field(store, id_, version, "data") == bytes(tampered) != blob
 
 
 def test_one_byte_change_in_stored_data_fails_the_hash(cx, store, cli):
