@@ -134,6 +134,43 @@ def every_table(store: str | os.PathLike) -> dict[str, list[str]]:
     return state
 
 
+# -- the schema -------------------------------------------------------------------------------------------
+_UNDO = {  # what each migration added, to make a store look as if it never ran
+    4: ["DROP TABLE grants"],
+    3: ["DROP TABLE learned_weights", "DROP TABLE rate_buckets", "DROP TABLE checkpoints",
+        "ALTER TABLE heads DROP COLUMN confidence"],
+    2: ["DROP TABLE vectors", "DROP TABLE vectors_dropped", "DROP TABLE lex_docs", "DROP TABLE lex_postings"],
+    1: ["DROP TABLE heads", "DROP TABLE versions", "DROP TABLE frames", "DROP TABLE journal", "DROP TABLE meta",
+        "DROP TABLE schema_migrations"],
+}
+
+
+def schema(store: str | os.PathLike) -> tuple[str, list[str]]:
+    """The store's recorded schema version and the names of the migrations it records, in order."""
+    with _connect(store, read_only=True) as con:
+        version = con.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchall()
+        names = [r[0] for r in con.execute("SELECT name FROM schema_migrations ORDER BY number").fetchall()]
+    return (version[0][0] if version else None), names
+
+
+def set_schema_version(store: str | os.PathLike, value: str) -> None:
+    """Record another schema version (a newer cortexctl's, say) without changing the tables."""
+    sql(store, "UPDATE meta SET value = ? WHERE key = 'schema_version'", [value])
+
+
+def rewind_schema(store: str | os.PathLike, to: int) -> None:
+    """Make the store what schema version ``to`` left (0: no tables at all): the later migrations'
+    tables, columns and records go, the data in what stays is kept."""
+    with _connect(store) as con:
+        latest = con.execute("SELECT max(number) FROM schema_migrations").fetchall()[0][0]
+        for number in range(latest, to, -1):
+            for statement in _UNDO[number]:
+                con.execute(statement)
+        if to:
+            con.execute("DELETE FROM schema_migrations WHERE number > ?", [to])
+            con.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'", [str(to)])
+
+
 # -- bytes of a file ------------------------------------------------------------------------------------
 def flip_bytes(path: str | os.PathLike, offset: int, n: int = 1) -> None:
     """Invert ``n`` bytes of a file from ``offset`` (negative: from the end), keeping its size."""
