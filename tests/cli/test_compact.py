@@ -5,18 +5,14 @@ from __future__ import annotations
 import json
 import os
 
-import duckdb
 import pytest
 
+from tests import tamper
 from tests.conftest import assert_clean_error, assert_store_verifies
 
 
 def _journal_len(store) -> int:
-    con = duckdb.connect(str(store / "cortex.duckdb"), read_only=True)
-    try:
-        return con.execute("SELECT count(*) FROM journal").fetchall()[0][0]
-    finally:
-        con.close()
+    return tamper.count(store, "journal")
 
 
 @pytest.fixture
