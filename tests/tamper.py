@@ -123,14 +123,19 @@ def drain_rate_bucket(store: str | os.PathLike, actor: str, intent: str, *, toke
     sql(store, "UPDATE rate_buckets SET tokens = ? WHERE actor = ? AND intent = ?", [tokens, actor, intent])
 
 
+def tables(store: str | os.PathLike) -> set[str]:
+    """The names of the store's tables."""
+    return {r[0] for r in rows(store, "SELECT table_name FROM information_schema.tables WHERE table_schema = 'main'")}
+
+
 def every_table(store: str | os.PathLike) -> dict[str, list[str]]:
     """Every row of every table, as sorted reprs: a whole-store state to compare before and after."""
     state: dict[str, list[str]] = {}
     with _connect(store, read_only=True) as con:
-        tables = [r[0] for r in con.execute(
-            "SELECT table_name FROM information_schema.tables WHERE table_schema = 'main' ORDER BY 1").fetchall()]
-        for t in tables:
-            state[t] = sorted(repr(row) for row in con.execute(f'SELECT * FROM "{t}"').fetchall())
+        names = [r[0] for r in con.execute(
+            "SELECT table_name FROM information_schema.tables ORDER BY table_name").fetchall()]
+        for name in names:
+            state[name] = sorted(repr(row) for row in con.execute(f'SELECT * FROM "{name}"').fetchall())
     return state
 
 

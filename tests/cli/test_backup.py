@@ -14,7 +14,7 @@ from cortexctl import Cortex, FindQuery
 from cortexctl.engine import bundle as eb
 from cortexctl.engine.merge import MERGED_TABLES
 from cortexctl.store import bundle as sb
-from cortexctl.store.db import Store
+from tests import tamper
 
 
 def _fill(cx: Cortex) -> dict:
@@ -50,9 +50,7 @@ def _files(root: Path) -> dict[str, bytes]:
 
 def test_every_state_table_is_bundled_or_named_as_left_out_and_has_a_merge_rule(cx, cli, tmp_path):
     cx.write("fact", "x")
-    with Store(cx.store.path).read() as con:
-        tables = {r[0] for r in con.execute(
-            "SELECT table_name FROM information_schema.tables WHERE table_schema = 'main'").fetchall()}
+    tables = tamper.tables(cx.store.path)
     path = _backup(cli, tmp_path / "bk")
     manifest = json.loads((path / "manifest.json").read_text())
     bundled = {m["table"] for m in manifest["members"]}
@@ -76,9 +74,8 @@ def test_a_bundle_restored_into_an_empty_store_answers_as_the_original(cx, cli, 
         assert _export(cli, target) == _export(cli, cx.store.path)
         other = Cortex(store=target, actor="alice")
         assert other.load_checkpoint("rel-1", "3") == cx.load_checkpoint("rel-1", "3")
-        with Store(target).read() as con1, Store(cx.store.path).read() as con2:
-            q = "SELECT * FROM learned_weights ORDER BY actor"
-            assert con1.execute(q).fetchall() == con2.execute(q).fetchall()
+        q = "SELECT * FROM learned_weights ORDER BY actor"
+        assert tamper.rows(target, q) == tamper.rows(cx.store.path, q)
         query = FindQuery(near="how often does the deploy key rotate", k=3)
         assert [h.id for h in other.find(query)] == [h.id for h in cx.find(query)]
         assert other.verify().ok
@@ -327,15 +324,8 @@ def _forge(path: Path, table: str, sql: str) -> None:
     what a forger who knows the format would do."""
     import hashlib
 
-    import duckdb
-
     member = path / f"{table}.parquet"
-    con = duckdb.connect()
-    con.execute(f"CREATE TABLE t AS SELECT * FROM read_parquet('{member}')")
-    con.execute(sql)
-    con.execute(f"COPY t TO '{member}' (FORMAT parquet)")
-    rows = con.execute("SELECT count(*) FROM t").fetchone()[0]
-    con.close()
+    rows = tamper.rewrite_member(member, sql)
     manifest = json.loads((path / "manifest.json").read_text())
     for m in manifest["members"]:
         if m["table"] == table:

@@ -11,11 +11,11 @@ import os
 import shutil
 from pathlib import Path
 
-import duckdb
 import pytest
 
 from cortexctl import Cortex
 from cortexctl.store import migrations
+from tests import tamper
 from tests.conftest import assert_clean_error, assert_store_verifies
 
 META = "bundle-meta.json"
@@ -293,13 +293,7 @@ def _forge(bundle: Path, member: str, sql: str) -> None:
     """Change a member's rows, then rewrite its manifest entry and the meta's manifest hash."""
     path = bundle / member
     tmp = path.with_name("forged.tmp")
-    con = duckdb.connect()
-    try:
-        con.execute(f"CREATE TABLE t AS SELECT * FROM read_parquet('{path}')")
-        con.execute(sql)
-        con.execute(f"COPY t TO '{tmp}' (FORMAT parquet)")
-    finally:
-        con.close()
+    tamper.rewrite_member(path, sql, to=tmp)
     os.replace(tmp, path)
 
     def fix(members):
@@ -314,10 +308,8 @@ def test_a_forger_who_changes_versions_data_and_rewrites_every_hash_is_caught_by
     _forge(bundle, "versions.parquet",
            "UPDATE t SET data = replace(CAST(data AS VARCHAR), 'weekly', 'yearly')::BLOB"
            " WHERE CAST(data AS VARCHAR) LIKE '%weekly%'")
-    con = duckdb.connect()
-    changed = con.execute(f"SELECT count(*) FROM read_parquet('{bundle / 'versions.parquet'}')"
-                          " WHERE CAST(data AS VARCHAR) LIKE '%yearly%'").fetchone()[0]
-    con.close()
+    (changed,), = tamper.member_rows(bundle / "versions.parquet",
+                                     "SELECT count(*) FROM t WHERE CAST(data AS VARCHAR) LIKE '%yearly%'")
     assert changed == 1  # the forgery took
     _all_refuse(cli, bundle, target)
     r = cli("bundle", "verify", bundle)
