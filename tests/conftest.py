@@ -233,17 +233,6 @@ def cx(store) -> Cortex:
     return Cortex(store=store, actor="alice")
 
 
-def run_sql(store: Path, statement: str, params=()) -> None:
-    """Change the store's tables directly, behind cortexctl's back (tampering tests)."""
-    import duckdb
-
-    con = duckdb.connect(str(store / "cortex.duckdb"))
-    try:
-        con.execute(statement, list(params))
-    finally:
-        con.close()
-
-
 def assert_store_verifies(path: Path) -> None:
     report = Cortex(store=path, actor="verifier").verify()
     assert report.ok, [str(p) for p in report.problems]

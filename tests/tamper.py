@@ -14,6 +14,8 @@ cortexctl process holds the store.
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Callable, Iterator, Sequence
@@ -174,6 +176,30 @@ def rewind_schema(store: str | os.PathLike, to: int) -> None:
         if to:
             con.execute("DELETE FROM schema_migrations WHERE number > ?", [to])
             con.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'", [str(to)])
+
+
+# -- holding the store from another process -------------------------------------------------------------
+_HOLD = """
+import sys, time, duckdb
+while True:  # as soon as the file can be had (between two of a writer's transactions)
+    try:
+        con = duckdb.connect(sys.argv[1])
+        break
+    except duckdb.IOException:
+        time.sleep(0.001)
+print("holding", flush=True)
+sys.stdin.readline()  # until told (a line, or stdin closed)
+con.close()
+print("released", flush=True)
+"""
+
+
+def hold_open(store: str | os.PathLike) -> subprocess.Popen:
+    """Start a process that opens the store's database for writing as soon as it can and keeps it
+    open until a line arrives on its stdin; it prints "holding" once it has it and "released"
+    after. Text pipes; the caller reads "holding" when it needs to know."""
+    return subprocess.Popen([sys.executable, "-c", _HOLD, str(db_file(store))], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, text=True)
 
 
 # -- bytes of a file ------------------------------------------------------------------------------------

@@ -5,31 +5,18 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
-import sys
 import time
 
 import orjson
 import pytest
 
 from cortexctl import Cortex, FindQuery
-from cortexctl.store.db import DB_NAME
+from tests import tamper
 from tests.conftest import assert_clean_error, assert_store_verifies, cortexctl_argv, run_process
-
-HOLDER = """
-import sys, duckdb
-con = duckdb.connect(sys.argv[1])
-con.execute("SELECT count(*) FROM heads").fetchall()
-print("holding", flush=True)
-sys.stdin.readline()  # holds the store until told (a line, or stdin closed)
-con.close()
-print("released", flush=True)
-"""
-
 
 def _hold(store) -> subprocess.Popen:
     """A process holding the store's database open for writing until its stdin gets a line."""
-    proc = subprocess.Popen([sys.executable, "-c", HOLDER, str(store / DB_NAME)], stdin=subprocess.PIPE,
-                            stdout=subprocess.PIPE, text=True)
+    proc = tamper.hold_open(store)
     assert proc.stdout.readline().strip() == "holding"
     return proc
 
@@ -124,10 +111,10 @@ def _kill_import_after_two_batches(tmp_path, store, total: int, batch: int) -> s
     reader = Cortex(store=store, actor="alice", wait=30)
     try:
         while proc.poll() is None:
-            if (store / DB_NAME).exists():
+            if tamper.db_file(store).exists():
                 try:
-                    with reader.store.read() as con:
-                        count = con.execute("SELECT count(*) FROM heads").fetchall()[0][0]
+                    with reader.store.reading() as tx:
+                        count = tx.count_heads()
                 except Exception:
                     count = 0
                 if count >= 2 * batch:
@@ -151,9 +138,7 @@ def test_sigkill_during_import_leaves_a_store_that_verifies_with_whole_batches(t
             break
     assert proc.returncode == -signal.SIGKILL, "every import finished before it could be killed"
     assert_store_verifies(store)
-    with Cortex(store=store, actor="alice").store.read() as con:
-        heads = con.execute("SELECT count(*) FROM heads").fetchall()[0][0]
-        journal = con.execute("SELECT count(*) FROM journal").fetchall()[0][0]
+    heads, journal = tamper.count(store, "heads"), tamper.count(store, "journal")
     assert 0 < heads < total
     assert heads % batch == 0, f"{heads} memories is not a whole number of {batch}-memory batches"
     assert journal == heads
@@ -185,29 +170,14 @@ def test_store_directory_is_0700_and_its_files_0600(cli, store):
         assert (p.stat().st_mode & 0o777) == 0o600, p
 
 
-GRABBER = """
-import sys, time, duckdb
-while True:  # between two of the import's batches
-    try:
-        con = duckdb.connect(sys.argv[1])
-        break
-    except duckdb.IOException:
-        time.sleep(0.001)
-print("holding", flush=True)
-sys.stdin.readline()  # until told
-con.close()
-"""
-
-
 def _import_with_the_store_taken(tmp_path, store, total: int, batch: int) -> tuple[int, str]:
     """Import ``total`` lines while another process takes the store between two batches and
     keeps it until the import has ended; the import's exit code and stderr."""
     proc = _start_import(tmp_path, store, total, "--batch-size", str(batch), "--wait", "0.3",
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    while not (store / DB_NAME).exists() and proc.poll() is None:
+    while not tamper.db_file(store).exists() and proc.poll() is None:
         time.sleep(0.01)
-    grabber = subprocess.Popen([sys.executable, "-c", GRABBER, str(store / DB_NAME)], stdin=subprocess.PIPE,
-                               stdout=subprocess.PIPE, text=True)
+    grabber = tamper.hold_open(store)  # between two of the import's batches
     try:
         _, err = proc.communicate(timeout=600)
     finally:
