@@ -41,6 +41,7 @@ def test_readme_test_command_is_what_ci_runs():
     assert test_cmd in readme and test_cmd in ci
 
 
+@pytest.mark.slow
 def test_a_built_wheel_installs_the_man_pages_beside_bin(tmp_path):
     """`man cortexctl` after `pip install .` in a venv: the pages go to <prefix>/share/man/man1."""
     import subprocess

@@ -222,6 +222,7 @@ def test_rate_limit_holds_across_processes_and_changes_nothing(cli, cx, store):
                env={"CORTEXCTL_ACTOR": "bob"}).code == 0
 
 
+@pytest.mark.slow
 def test_concurrent_attests_never_exceed_the_bucket(cli, store):
     """Ten processes at once on one intent: each either attests (exit 0) or is refused
     (exit 5); those that attest are at most the burst plus what refilled meanwhile."""
@@ -246,6 +247,7 @@ def test_concurrent_attests_never_exceed_the_bucket(cli, store):
     assert_store_verifies(store)
 
 
+@pytest.mark.slow
 def test_sigkill_during_attest_leaves_both_journal_entries_or_neither(store):
     """A process attesting in a loop is killed at varying moments; every time the store
     verifies, and attest and learn_weights entries come in pairs."""

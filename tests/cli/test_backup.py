@@ -166,6 +166,7 @@ def test_replace_refuses_a_store_that_holds_data_without_force(cx, cli, tmp_path
     assert cx.verify().ok and len(cx.find(FindQuery(k=10))) == 1
 
 
+@pytest.mark.slow
 def test_replace_at_the_default_store_needs_the_environment_and_the_confirmation(cli_proc, tmp_path):
     data, tmpdir = tmp_path / "home-data", tmp_path / "tmpdir"  # the default store, not under TMPDIR
     tmpdir.mkdir()

@@ -7,10 +7,12 @@ import json
 import random
 
 import orjson
+import pytest
 
 from cortexctl import Cortex, FindQuery
 
 
+@pytest.mark.slow
 def test_every_short_ref_of_memories_imported_together_resolves_to_its_memory(cli, store, tmp_path):
     src = tmp_path / "many.jsonl"
     src.write_bytes(b"".join(orjson.dumps({"type": "fact", "text": f"note {i}"}) + b"\n" for i in range(10_000)))

@@ -14,6 +14,8 @@ from cortexctl.engine.transfer import ImportRejected
 from tests import tamper
 from tests.conftest import assert_store_verifies
 
+pytestmark = pytest.mark.slow  # worker processes
+
 
 def _lines(n: int, start: int = 0) -> list[dict]:
     out = []

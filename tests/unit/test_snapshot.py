@@ -114,6 +114,7 @@ def test_answers_match_duckdb(store, q):
     assert got == _from_duckdb(cx, **q)
 
 
+@pytest.mark.slow
 def test_current_snapshot_spares_duckdb(store, tmp_path):
     # Past EXACT_MAX, so the semantic lane searches the index: an exact search of a small store
     # reads the store's own f32 vectors from DuckDB (an f16 index file only holds them rounded).
@@ -383,6 +384,7 @@ def test_backup_leaves_the_snapshot_out(tmp_path):
 
 
 # -- killed writers -------------------------------------------------------------------------------------
+@pytest.mark.slow
 def test_sigkill_between_commit_and_clean_mark(store):
     """The writer dies right after its COMMIT, before marking the generation clean: the generation
     stays dirty, and the next find reads DuckDB and sees the write."""
@@ -406,6 +408,7 @@ def test_sigkill_between_commit_and_clean_mark(store):
     assert _answer(cx, near="wombat survived")[0]["text"] == "the wombat survived the kill"
 
 
+@pytest.mark.slow
 def test_sigkill_at_random_moments_of_writes_and_folds(store):
     """Writers (with folds) killed at varying moments: every time, find answers as DuckDB does."""
     import time
@@ -439,6 +442,7 @@ def test_sigkill_at_random_moments_of_writes_and_folds(store):
                 else True
 
 
+@pytest.mark.slow
 def test_a_writer_killed_before_its_delta_leaves_nothing_to_trust_wrongly(store):
     """The writer dies after its COMMIT and clean mark, before writing the delta: the delta on disk
     is an earlier generation's, so find reads DuckDB (and sees the write) until the next fold."""
@@ -506,6 +510,7 @@ def test_a_delta_of_an_earlier_snapshot_is_bypassed(store):
     assert [h["text"] for h in _answer(cx, near="okapi census")][:1] == ["the okapi census"]
 
 
+@pytest.mark.slow
 def test_more_than_a_deltas_worth_of_changes_waits_for_the_next_fold(store, monkeypatch):
     monkeypatch.setattr(snapshot, "DELTA_MAX", 3)
     cx = _cx(store)
@@ -566,6 +571,7 @@ def _give(cx: Cortex, subagent: str, types, tags, state: str) -> None:
                      max_size=3),
     grants=st.lists(st.tuples(st.integers(0, 25), grant_spec), max_size=4),
 )
+@pytest.mark.slow
 def test_property_same_answers_with_and_without_the_snapshot(tmp_path_factory, memories, forget, queries, built,
                                                               updates, grants):
     # the snapshot is built after the first ``built`` memories; what follows is answered by its delta;
@@ -616,6 +622,7 @@ def test_verify_is_not_confused_by_the_snapshot(store):
     assert cx.verify().ok
 
 
+@pytest.mark.slow
 def test_a_builder_killed_midway_leaves_the_old_snapshot_and_its_temp_file_is_cleared(store):
     cx = _cx(store)
     _fill(cx, 10)
