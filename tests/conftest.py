@@ -11,6 +11,7 @@ import os
 import shutil
 import subprocess
 import sys
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -48,6 +49,19 @@ class Run:
 
 @pytest.fixture(autouse=True)
 def clean_env(tmp_path, monkeypatch):
+    _clean(tmp_path, monkeypatch)
+
+
+@contextmanager
+def clean_environment(tmp_path: Path):
+    """What ``clean_env`` gives a test, for a module- or session-scoped fixture that builds a
+    store once (its HOME under ``tmp_path``)."""
+    with pytest.MonkeyPatch.context() as monkeypatch:
+        _clean(tmp_path, monkeypatch)
+        yield
+
+
+def _clean(tmp_path: Path, monkeypatch) -> None:
     for key in list(os.environ):
         if key.startswith("CORTEXCTL_"):
             monkeypatch.delenv(key)

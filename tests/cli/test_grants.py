@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 from datetime import timedelta
 
 import pytest
@@ -10,7 +11,7 @@ from cortexctl import Cortex
 from cortexctl.engine.rows import utcnow
 from cortexctl.store import snapshot
 from tests import tamper
-from tests.conftest import assert_clean_error, assert_store_verifies
+from tests.conftest import assert_clean_error, assert_store_verifies, clean_environment
 
 # alice's memories (and one of carol's); every text holds "orchid", so find --near orchid reaches all
 CORPUS = {
@@ -38,11 +39,30 @@ CASES = {
 }
 
 
+@pytest.fixture(scope="module")
+def corpus_once(tmp_path_factory):
+    """The corpus, written once per module (each test copies it)."""
+    base = tmp_path_factory.mktemp("corpus")
+    with clean_environment(base):
+        ids = {}
+        for name, (actor, type_, text, tags, vis) in CORPUS.items():
+            ids[name] = Cortex(store=base / "store", actor=actor).write(type_, text, tags=tags, visibility=vis).id
+    return base / "store", ids
+
+
+@pytest.fixture(autouse=True)
+def _corpus(corpus_once):
+    _CORPUS[:] = [corpus_once]
+
+
+_CORPUS: list[tuple] = []
+
+
 def _setup(store, case: str) -> dict[str, str]:
-    """Write the corpus and give the case's grants; name -> memory ID."""
-    ids = {}
-    for name, (actor, type_, text, tags, vis) in CORPUS.items():
-        ids[name] = Cortex(store=store, actor=actor).write(type_, text, tags=tags, visibility=vis).id
+    """Copy the corpus into ``store`` and give the case's grants; name -> memory ID."""
+    template, ids = _CORPUS[0]
+    shutil.copytree(template, store)
+    ids = dict(ids)
     for granter, kwargs, state in CASES[case][0]:
         cx = Cortex(store=store, actor=granter)
         subagent = "dave" if case == "grant to another sub-agent" else "bob"

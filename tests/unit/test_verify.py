@@ -2,25 +2,37 @@
 
 from __future__ import annotations
 
+import shutil
+
 import pytest
 
 from cortexctl import Cortex
 from cortexctl.memory import codec
 from cortexctl.memory.ids import memory_uri
 from tests import tamper
-from tests.conftest import assert_clean_error
+from tests.conftest import assert_clean_error, clean_environment
+
+
+@pytest.fixture(scope="module")
+def built_once(tmp_path_factory):
+    base = tmp_path_factory.mktemp("built")
+    with clean_environment(base):
+        cx = Cortex(store=base / "store", actor="alice")
+        a = cx.write("fact", "alpha", tags=["x"], frames=["build:repo:acme/api"]).id
+        cx.update(a, "alpha two")
+        b = cx.write("goal", "beta", importance=3).id
+        c = cx.write("fact", "gamma").id
+        cx.forget(c, reason="old")
+        assert cx.verify().ok
+    return base / "store", {"a": a, "b": b, "c": c}
 
 
 @pytest.fixture
-def built(store):
-    cx = Cortex(store=store, actor="alice")
-    a = cx.write("fact", "alpha", tags=["x"], frames=["build:repo:acme/api"]).id
-    cx.update(a, "alpha two")
-    b = cx.write("goal", "beta", importance=3).id
-    c = cx.write("fact", "gamma").id
-    cx.forget(c, reason="old")
-    assert cx.verify().ok
-    return cx, {"a": a, "b": b, "c": c}
+def built(store, built_once):
+    """A small sound store (an update, a forget, a frame), built once per module and copied."""
+    template, ids = built_once
+    shutil.copytree(template, store)
+    return Cortex(store=store, actor="alice"), dict(ids)
 
 
 def _forged(id_: str) -> tuple[bytes, bytes]:
@@ -114,19 +126,30 @@ def test_verify_catches_damage_to_the_search_tables(built, store, case):
 
 
 # -- the per-memory checks split across worker processes -----------------------------------------
+@pytest.fixture(scope="module")
+def many_once(tmp_path_factory):
+    base = tmp_path_factory.mktemp("many")
+    with clean_environment(base):
+        cx = Cortex(store=base / "store", actor="alice")
+        ids = [cx.write("fact", f"memory number {i} about painting walls", tags=[f"t{i % 3}"]).id for i in range(14)]
+        for i in (3, 7, 11):
+            cx.update(ids[i], f"memory number {i} about painted rooms, second version")
+        cx.forget(ids[12], reason="old")
+        cx.attest("decorate", "success", [f"cortex://m/{i}" for i in ids[2:9]])
+        cx.attest("decorate", "failure", [f"cortex://m/{i}" for i in ids[5:11]], reason="factual_error")
+    return base / "store", ids
+
+
 @pytest.fixture
-def many(store, monkeypatch):
-    """A store of 14 memories (updates, a forget, attests across them) checked in runs of 2,
-    so that every worker's range holds several runs."""
+def many(store, monkeypatch, many_once):
+    """A store of 14 memories (updates, a forget, attests across them; built once per module and
+    copied) checked in runs of 2, so that every worker's range holds several runs."""
     from cortexctl.engine import verify as v
 
+    template, ids = many_once
+    shutil.copytree(template, store)
     cx = Cortex(store=store, actor="alice")
-    ids = [cx.write("fact", f"memory number {i} about painting walls", tags=[f"t{i % 3}"]).id for i in range(14)]
-    for i in (3, 7, 11):
-        cx.update(ids[i], f"memory number {i} about painted rooms, second version")
-    cx.forget(ids[12], reason="old")
-    cx.attest("decorate", "success", [f"cortex://m/{i}" for i in ids[2:9]])
-    cx.attest("decorate", "failure", [f"cortex://m/{i}" for i in ids[5:11]], reason="factual_error")
+    ids = list(ids)
     monkeypatch.setattr(v, "BATCH", 2)
     monkeypatch.setattr(v, "PARALLEL_FROM", 0)
     started = []
