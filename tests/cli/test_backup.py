@@ -17,8 +17,31 @@ from cortexctl.store import bundle as sb
 from tests import tamper
 
 
+_FILLED: dict[str, tuple[Path, dict]] = {}  # actor -> the filled store and its IDs
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _filled_stores(tmp_path_factory):
+    """``_fill`` writes its store once per module; each test gets a copy."""
+    _FILLED.clear()
+    _FILLED["base"] = (tmp_path_factory.mktemp("filled"), {})
+    yield
+    _FILLED.clear()
+
+
 def _fill(cx: Cortex) -> dict:
     """A store with a bit of everything: versions, tags, a forget, attests, learned weights, a checkpoint."""
+    if cx.store.path.exists():
+        return _write_fill(cx)
+    if cx.actor not in _FILLED:
+        template = _FILLED["base"][0] / cx.actor
+        _FILLED[cx.actor] = (template, _write_fill(Cortex(store=template, actor=cx.actor)))
+    template, ids = _FILLED[cx.actor]
+    shutil.copytree(template, cx.store.path)
+    return dict(ids)
+
+
+def _write_fill(cx: Cortex) -> dict:
     a = cx.write("fact", "The deploy key rotates monthly", tags=["ops"]).id
     b = cx.write("preference", "tabs over spaces").id
     c = cx.write("goal", "ship v2 before the end of the year").id
