@@ -16,7 +16,7 @@ import pytest
 from cortexctl import Cortex
 from cortexctl.store import migrations
 from tests import tamper
-from tests.conftest import assert_clean_error, assert_store_verifies
+from tests.conftest import assert_clean_error, assert_store_verifies, clean_environment, run_in_process
 
 META = "bundle-meta.json"
 MANIFEST = "manifest.json"
@@ -350,14 +350,29 @@ def test_an_empty_directory_is_refused_as_a_bundle_without_meta(cli, case, tmp_p
 
 
 # -- sealed bundles ---------------------------------------------------------------------------------------
-@pytest.fixture
-def sealed(tmp_path, cli, store):
-    _fill(Cortex(store=store, actor="alice"))
-    r = cli("backup", "--encrypt", "--dest", tmp_path / "sealed", "--json", env={"CORTEXCTL_BACKUP_KEY": PASSPHRASE})
+@pytest.fixture(scope="module")
+def sealed_once(tmp_path_factory):
+    """(store, its sealed bundle), made once per module."""
+    base = tmp_path_factory.mktemp("sealed")
+    with clean_environment(base):
+        store = base / "store"
+        _fill(Cortex(store=store, actor="alice"))
+        r = run_in_process(store, "backup", "--encrypt", "--dest", base / "sealed", "--json",
+                           env={"CORTEXCTL_BACKUP_KEY": PASSPHRASE})
     assert r.code == 0, r
     assert r.json()["encrypted"] is True
     assert PASSPHRASE not in r.out + r.err
-    return Path(r.json()["path"])
+    return store, Path(r.json()["path"])
+
+
+@pytest.fixture
+def sealed(tmp_path, store, sealed_once):
+    """A copy of the sealed bundle, and of the store it was made from in ``store``."""
+    source, bundle = sealed_once
+    shutil.copytree(source, store, symlinks=True)
+    copy = tmp_path / "sealed" / bundle.name
+    shutil.copytree(bundle, copy, symlinks=True)
+    return copy
 
 
 def test_a_sealed_bundle_round_trips_into_an_empty_store_with_an_equal_export(cli, sealed, store, tmp_path):

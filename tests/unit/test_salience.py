@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 from datetime import datetime, timedelta
 
 import duckdb
@@ -13,7 +14,7 @@ from cortexctl import Cortex, FindQuery
 from cortexctl.engine import salience
 from cortexctl.store import records
 from tests import tamper
-from tests.conftest import assert_clean_error
+from tests.conftest import assert_clean_error, clean_environment
 
 unit = st.floats(min_value=0.0, max_value=1.0, allow_nan=False)
 weights = st.lists(st.floats(min_value=0.0, max_value=1.0, allow_nan=False), min_size=5, max_size=5).filter(
@@ -27,6 +28,7 @@ weights = st.lists(st.floats(min_value=0.0, max_value=1.0, allow_nan=False), min
     importance=st.integers(0, 10), access=st.integers(0, 10**6), citations=st.integers(0, 10**6),
     confidence=unit, w=weights, forgotten=st.booleans(),
 )
+@pytest.mark.slow
 def test_the_sql_salience_is_the_documented_python_formula(age_s, used_s, importance, access, citations,
                                                           confidence, w, forgotten):
     now = datetime(2026, 6, 1, 12, 0, 0)
@@ -108,19 +110,30 @@ def test_find_ranks_the_salience_lane_by_the_actors_weights(store):
 
 
 # -- verify replays the feedback -----------------------------------------------------
+@pytest.fixture(scope="module")
+def fed_once(tmp_path_factory):
+    base = tmp_path_factory.mktemp("fed")
+    store = base / "store"
+    with clean_environment(base):
+        cx = Cortex(store=store, actor="alice")
+        a = cx.write("fact", "alpha").uri
+        b = cx.write("fact", "beta", importance=8).uri
+        cx.attest("i1", "success", [a, b])
+        cx.attest("i2", "failure", [a], reason="factual_error")
+        cx.update(a, "alpha two")
+        cx.attest("i3", "failure", [b], reason="timeout")
+        Cortex(store=store, actor="bob").attest("i1", "success", ["cortex://m/xyz"])
+        cx.compact("i1", "s1", 1000, [a, b])
+        assert cx.verify().ok, cx.verify().problems
+    return store, {"a": a.rsplit("/", 1)[1], "b": b.rsplit("/", 1)[1]}
+
+
 @pytest.fixture
-def fed(store):
-    cx = Cortex(store=store, actor="alice")
-    a = cx.write("fact", "alpha").uri
-    b = cx.write("fact", "beta", importance=8).uri
-    cx.attest("i1", "success", [a, b])
-    cx.attest("i2", "failure", [a], reason="factual_error")
-    cx.update(a, "alpha two")
-    cx.attest("i3", "failure", [b], reason="timeout")
-    Cortex(store=store, actor="bob").attest("i1", "success", ["cortex://m/xyz"])
-    cx.compact("i1", "s1", 1000, [a, b])
-    assert cx.verify().ok, cx.verify().problems
-    return cx, {"a": a.rsplit("/", 1)[1], "b": b.rsplit("/", 1)[1]}
+def fed(store, fed_once):
+    """Attests by two actors, an update and a checkpoint: built once per module, copied per test."""
+    template, ids = fed_once
+    shutil.copytree(template, store)
+    return Cortex(store=store, actor="alice"), dict(ids)
 
 
 FEEDBACK_TAMPERING = {
