@@ -80,6 +80,34 @@ def store(tmp_path) -> Path:
     return tmp_path / "store"
 
 
+@pytest.fixture(scope="session")
+def _stores_built_once(tmp_path_factory) -> tuple[Path, dict]:
+    return tmp_path_factory.mktemp("built-once"), {}
+
+
+@pytest.fixture
+def store_once(_stores_built_once, store):
+    """``store_once(build)``: make ``store`` a copy of the store ``build(path)`` fills at ``path``,
+    which runs once per test session (and worker) in an isolated environment; returns a copy of
+    what ``build`` returned. For fixtures that would write the same store for every test."""
+    import copy
+
+    base, built = _stores_built_once
+
+    def copy_of(build):
+        key = f"{build.__module__}.{build.__qualname__}"
+        if key not in built:
+            root = base / key
+            root.mkdir()
+            with clean_environment(root):
+                built[key] = (root / "store", build(root / "store"))
+        path, value = built[key]
+        shutil.copytree(path, store, symlinks=True)
+        return copy.deepcopy(value)
+
+    return copy_of
+
+
 def _as_bytes(input: bytes | str | None) -> bytes | None:
     return input.encode() if isinstance(input, str) else input
 
