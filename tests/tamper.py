@@ -213,6 +213,14 @@ def flip_bytes(path: str | os.PathLike, offset: int, n: int = 1) -> None:
         fh.write(bytes(b ^ 0xFF for b in data))
 
 
+def flip_every(path: str | os.PathLike, step: int) -> None:
+    """Invert every ``step``-th byte of a file (from the first): damage all through it."""
+    data = bytearray(Path(path).read_bytes())
+    for i in range(0, len(data), step):
+        data[i] ^= 0xFF
+    Path(path).write_bytes(bytes(data))
+
+
 def truncate(path: str | os.PathLike, size: int) -> None:
     with open(path, "r+b") as fh:
         fh.truncate(size)

@@ -401,7 +401,7 @@ def test_bad_import_file_against_a_missing_store_creates_nothing(cli, tmp_path):
 def test_a_store_file_that_is_not_duckdb_is_an_integrity_error_and_stays_untouched(cli, tmp_path):
     garbage = tmp_path / "garbage"
     garbage.mkdir()
-    db = garbage / "cortex.duckdb"
+    db = tamper.db_file(garbage)
     db.write_bytes(b"not a duckdb file at all\n" * 200)
 
     for args in (("write", "fact", "x"), ("find",)):

@@ -15,6 +15,7 @@ from cortexctl import FindQuery
 from cortexctl.errors import AmbiguousRef, NotFound, UsageError
 from cortexctl.memory import ids
 from cortexctl.memory.ids import CROCKFORD, ID_LEN, MIN_PREFIX, Ref, id_time_ms, memory_uri, new_id, parse_ref
+from tests import tamper
 
 # -- new_id ----------------------------------------------------------------------------
 
@@ -302,4 +303,4 @@ def test_full_id_resolves_even_when_it_is_a_prefix_of_nothing_else(cx):
 def test_short_prefix_is_refused_before_touching_the_store(cx, store):
     with pytest.raises(UsageError, match="too short"):
         cx.show("01ABC")
-    assert not (store / "cortex.duckdb").exists()
+    assert not tamper.db_file(store).exists()

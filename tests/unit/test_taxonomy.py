@@ -198,7 +198,7 @@ def test_enum_errors_name_the_field_and_list_the_allowed_values(cx, store, type_
     assert msg.startswith(f"{type_name}.{field}: ")
     assert "is not one of " + ", ".join(allowed) in msg
     assert exc.value.exit_code == 10
-    assert not (store / "cortex.duckdb").exists()  # validated before the store is touched
+    assert not tamper.db_file(store).exists()  # validated before the store is touched
 
 
 @pytest.mark.parametrize("type_name, field, allowed", [
@@ -317,7 +317,7 @@ def test_encoded_data_over_64_kib_is_rejected(cx, store):
     big = "x" * (32 * 1024)
     with pytest.raises(InvalidData, match=r"^fact: encoded data is \d+ bytes, over the 65536-byte limit"):
         cx.write("fact", data={"statement": big, "subject": big, "predicate": "p"})
-    assert not (store / "cortex.duckdb").exists()
+    assert not tamper.db_file(store).exists()
 
 
 @pytest.mark.parametrize("type_name", TYPES)
@@ -328,7 +328,7 @@ def test_unknown_fields_are_rejected_naming_the_field(cx, store, type_name):
     assert msg.startswith(f"{type_name}.colour: unknown field")
     for name in schema.FIELD_NAMES[type_name]:
         assert name in msg
-    assert not (store / "cortex.duckdb").exists()
+    assert not tamper.db_file(store).exists()
 
 
 def test_unknown_field_via_set_is_rejected(cx):
@@ -351,7 +351,7 @@ def test_invalid_write_exits_10_on_the_cli(cli, store):
     run = cli("write", "preference", "tabs", "--set", "polarity=love")
     assert_clean_error(run, 10)
     assert "preference.polarity" in run.err and "prefer, avoid, neutral, do, dont" in run.err
-    assert not (store / "cortex.duckdb").exists()
+    assert not tamper.db_file(store).exists()
 
 
 # -- tampering is detected ---------------------------------------------------------------
