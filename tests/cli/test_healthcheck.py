@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 from cortexctl.engine import health
+from tests import tamper
 from tests.embed_server import dead_url
 
 # The documented payload (README "healthcheck"): keys may be added, never renamed or removed.
@@ -67,11 +68,7 @@ def test_a_live_embedding_endpoint_is_probed(cli, embed_server):
 
 def test_a_corrupted_store_is_unhealthy(cli, store):
     assert cli("write", "fact", "x").code == 0
-    db = store / "cortex.duckdb"
-    data = bytearray(db.read_bytes())
-    for i in range(0, len(data), 97):
-        data[i] ^= 0xFF
-    db.write_bytes(bytes(data))
+    tamper.flip_every(tamper.db_file(store), 97)
     run, doc = _check(cli)
     assert run.code == 1 and doc["status"] == "unhealthy", run
     assert "cannot be read" in doc["details"][0] and run.err.count("\n") == 1
