@@ -11,6 +11,7 @@ import os
 import shutil
 import subprocess
 import sys
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -48,6 +49,19 @@ class Run:
 
 @pytest.fixture(autouse=True)
 def clean_env(tmp_path, monkeypatch):
+    _clean(tmp_path, monkeypatch)
+
+
+@contextmanager
+def clean_environment(tmp_path: Path):
+    """What ``clean_env`` gives a test, for a module- or session-scoped fixture that builds a
+    store once (its HOME under ``tmp_path``)."""
+    with pytest.MonkeyPatch.context() as monkeypatch:
+        _clean(tmp_path, monkeypatch)
+        yield
+
+
+def _clean(tmp_path: Path, monkeypatch) -> None:
     for key in list(os.environ):
         if key.startswith("CORTEXCTL_"):
             monkeypatch.delenv(key)
@@ -64,6 +78,34 @@ def clean_env(tmp_path, monkeypatch):
 @pytest.fixture
 def store(tmp_path) -> Path:
     return tmp_path / "store"
+
+
+@pytest.fixture(scope="session")
+def _stores_built_once(tmp_path_factory) -> tuple[Path, dict]:
+    return tmp_path_factory.mktemp("built-once"), {}
+
+
+@pytest.fixture
+def store_once(_stores_built_once, store):
+    """``store_once(build)``: make ``store`` a copy of the store ``build(path)`` fills at ``path``,
+    which runs once per test session (and worker) in an isolated environment; returns a copy of
+    what ``build`` returned. For fixtures that would write the same store for every test."""
+    import copy
+
+    base, built = _stores_built_once
+
+    def copy_of(build):
+        key = f"{build.__module__}.{build.__qualname__}"
+        if key not in built:
+            root = base / key
+            root.mkdir()
+            with clean_environment(root):
+                built[key] = (root / "store", build(root / "store"))
+        path, value = built[key]
+        shutil.copytree(path, store, symlinks=True)
+        return copy.deepcopy(value)
+
+    return copy_of
 
 
 def _as_bytes(input: bytes | str | None) -> bytes | None:
@@ -231,17 +273,6 @@ def cli_proc(store):
 @pytest.fixture
 def cx(store) -> Cortex:
     return Cortex(store=store, actor="alice")
-
-
-def run_sql(store: Path, statement: str, params=()) -> None:
-    """Change the store's tables directly, behind cortexctl's back (tampering tests)."""
-    import duckdb
-
-    con = duckdb.connect(str(store / "cortex.duckdb"))
-    try:
-        con.execute(statement, list(params))
-    finally:
-        con.close()
 
 
 def assert_store_verifies(path: Path) -> None:

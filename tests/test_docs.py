@@ -37,10 +37,11 @@ def test_every_command_is_in_the_readme_and_the_main_man_page(path):
 def test_readme_test_command_is_what_ci_runs():
     readme = (ROOT / "README.md").read_text()
     ci = (ROOT / ".ci" / "run").read_text()
-    test_cmd = "python3 -m venv .venv && . .venv/bin/activate && pip install -e '.[test]' && python -m pytest -q"
+    test_cmd = "python3 -m venv .venv && . .venv/bin/activate && pip install -e '.[test]' && python -m pytest -q -m \"not slow\" && python -m pytest -q -m slow"
     assert test_cmd in readme and test_cmd in ci
 
 
+@pytest.mark.slow
 def test_a_built_wheel_installs_the_man_pages_beside_bin(tmp_path):
     """`man cortexctl` after `pip install .` in a venv: the pages go to <prefix>/share/man/man1."""
     import subprocess

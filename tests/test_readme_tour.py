@@ -12,6 +12,8 @@ import pytest
 
 from tests.conftest import cortexctl_argv
 
+pytestmark = pytest.mark.slow  # runs the whole tour in a shell, one process per command
+
 ROOT = Path(__file__).resolve().parents[1]
 
 

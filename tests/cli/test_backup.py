@@ -14,11 +14,34 @@ from cortexctl import Cortex, FindQuery
 from cortexctl.engine import bundle as eb
 from cortexctl.engine.merge import MERGED_TABLES
 from cortexctl.store import bundle as sb
-from cortexctl.store.db import Store
+from tests import tamper
+
+
+_FILLED: dict[str, tuple[Path, dict]] = {}  # actor -> the filled store and its IDs
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _filled_stores(tmp_path_factory):
+    """``_fill`` writes its store once per module; each test gets a copy."""
+    _FILLED.clear()
+    _FILLED["base"] = (tmp_path_factory.mktemp("filled"), {})
+    yield
+    _FILLED.clear()
 
 
 def _fill(cx: Cortex) -> dict:
     """A store with a bit of everything: versions, tags, a forget, attests, learned weights, a checkpoint."""
+    if cx.store.path.exists():
+        return _write_fill(cx)
+    if cx.actor not in _FILLED:
+        template = _FILLED["base"][0] / cx.actor
+        _FILLED[cx.actor] = (template, _write_fill(Cortex(store=template, actor=cx.actor)))
+    template, ids = _FILLED[cx.actor]
+    shutil.copytree(template, cx.store.path)
+    return dict(ids)
+
+
+def _write_fill(cx: Cortex) -> dict:
     a = cx.write("fact", "The deploy key rotates monthly", tags=["ops"]).id
     b = cx.write("preference", "tabs over spaces").id
     c = cx.write("goal", "ship v2 before the end of the year").id
@@ -50,9 +73,7 @@ def _files(root: Path) -> dict[str, bytes]:
 
 def test_every_state_table_is_bundled_or_named_as_left_out_and_has_a_merge_rule(cx, cli, tmp_path):
     cx.write("fact", "x")
-    with Store(cx.store.path).read() as con:
-        tables = {r[0] for r in con.execute(
-            "SELECT table_name FROM information_schema.tables WHERE table_schema = 'main'").fetchall()}
+    tables = tamper.tables(cx.store.path)
     path = _backup(cli, tmp_path / "bk")
     manifest = json.loads((path / "manifest.json").read_text())
     bundled = {m["table"] for m in manifest["members"]}
@@ -76,9 +97,8 @@ def test_a_bundle_restored_into_an_empty_store_answers_as_the_original(cx, cli, 
         assert _export(cli, target) == _export(cli, cx.store.path)
         other = Cortex(store=target, actor="alice")
         assert other.load_checkpoint("rel-1", "3") == cx.load_checkpoint("rel-1", "3")
-        with Store(target).read() as con1, Store(cx.store.path).read() as con2:
-            q = "SELECT * FROM learned_weights ORDER BY actor"
-            assert con1.execute(q).fetchall() == con2.execute(q).fetchall()
+        q = "SELECT * FROM learned_weights ORDER BY actor"
+        assert tamper.rows(target, q) == tamper.rows(cx.store.path, q)
         query = FindQuery(near="how often does the deploy key rotate", k=3)
         assert [h.id for h in other.find(query)] == [h.id for h in cx.find(query)]
         assert other.verify().ok
@@ -169,6 +189,7 @@ def test_replace_refuses_a_store_that_holds_data_without_force(cx, cli, tmp_path
     assert cx.verify().ok and len(cx.find(FindQuery(k=10))) == 1
 
 
+@pytest.mark.slow
 def test_replace_at_the_default_store_needs_the_environment_and_the_confirmation(cli_proc, tmp_path):
     data, tmpdir = tmp_path / "home-data", tmp_path / "tmpdir"  # the default store, not under TMPDIR
     tmpdir.mkdir()
@@ -327,15 +348,8 @@ def _forge(path: Path, table: str, sql: str) -> None:
     what a forger who knows the format would do."""
     import hashlib
 
-    import duckdb
-
     member = path / f"{table}.parquet"
-    con = duckdb.connect()
-    con.execute(f"CREATE TABLE t AS SELECT * FROM read_parquet('{member}')")
-    con.execute(sql)
-    con.execute(f"COPY t TO '{member}' (FORMAT parquet)")
-    rows = con.execute("SELECT count(*) FROM t").fetchone()[0]
-    con.close()
+    rows = tamper.rewrite_member(member, sql)
     manifest = json.loads((path / "manifest.json").read_text())
     for m in manifest["members"]:
         if m["table"] == table:

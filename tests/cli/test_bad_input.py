@@ -32,12 +32,12 @@ import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import duckdb
 import orjson
 import pytest
 
 from cortexctl import Cortex
 from cortexctl.engine.results import FindQuery
+from tests import tamper
 from tests.conftest import Run, assert_clean_error, assert_store_verifies
 
 # -- the shared store ------------------------------------------------------------------
@@ -140,16 +140,8 @@ def store_state(path: Path) -> dict | None:
     if not path.exists():
         return None
     state: dict = {"files": sorted(p.name for p in path.iterdir()), "tables": {}}
-    db = path / "cortex.duckdb"
-    if db.is_file():
-        con = duckdb.connect(str(db), read_only=True)
-        try:
-            tables = [r[0] for r in con.execute(
-                "SELECT table_name FROM information_schema.tables ORDER BY table_name").fetchall()]
-            for t in tables:
-                state["tables"][t] = sorted(repr(row) for row in con.execute(f'SELECT * FROM "{t}"').fetchall())
-        finally:
-            con.close()
+    if tamper.db_file(path).is_file():
+        state["tables"] = tamper.every_table(path)
     return state
 
 
@@ -409,7 +401,7 @@ def test_bad_import_file_against_a_missing_store_creates_nothing(cli, tmp_path):
 def test_a_store_file_that_is_not_duckdb_is_an_integrity_error_and_stays_untouched(cli, tmp_path):
     garbage = tmp_path / "garbage"
     garbage.mkdir()
-    db = garbage / "cortex.duckdb"
+    db = tamper.db_file(garbage)
     db.write_bytes(b"not a duckdb file at all\n" * 200)
 
     for args in (("write", "fact", "x"), ("find",)):

@@ -11,12 +11,12 @@ import os
 import shutil
 from pathlib import Path
 
-import duckdb
 import pytest
 
 from cortexctl import Cortex
 from cortexctl.store import migrations
-from tests.conftest import assert_clean_error, assert_store_verifies
+from tests import tamper
+from tests.conftest import assert_clean_error, assert_store_verifies, clean_environment, run_in_process
 
 META = "bundle-meta.json"
 MANIFEST = "manifest.json"
@@ -293,13 +293,7 @@ def _forge(bundle: Path, member: str, sql: str) -> None:
     """Change a member's rows, then rewrite its manifest entry and the meta's manifest hash."""
     path = bundle / member
     tmp = path.with_name("forged.tmp")
-    con = duckdb.connect()
-    try:
-        con.execute(f"CREATE TABLE t AS SELECT * FROM read_parquet('{path}')")
-        con.execute(sql)
-        con.execute(f"COPY t TO '{tmp}' (FORMAT parquet)")
-    finally:
-        con.close()
+    tamper.rewrite_member(path, sql, to=tmp)
     os.replace(tmp, path)
 
     def fix(members):
@@ -314,10 +308,8 @@ def test_a_forger_who_changes_versions_data_and_rewrites_every_hash_is_caught_by
     _forge(bundle, "versions.parquet",
            "UPDATE t SET data = replace(CAST(data AS VARCHAR), 'weekly', 'yearly')::BLOB"
            " WHERE CAST(data AS VARCHAR) LIKE '%weekly%'")
-    con = duckdb.connect()
-    changed = con.execute(f"SELECT count(*) FROM read_parquet('{bundle / 'versions.parquet'}')"
-                          " WHERE CAST(data AS VARCHAR) LIKE '%yearly%'").fetchone()[0]
-    con.close()
+    (changed,), = tamper.member_rows(bundle / "versions.parquet",
+                                     "SELECT count(*) FROM t WHERE CAST(data AS VARCHAR) LIKE '%yearly%'")
     assert changed == 1  # the forgery took
     _all_refuse(cli, bundle, target)
     r = cli("bundle", "verify", bundle)
@@ -358,14 +350,29 @@ def test_an_empty_directory_is_refused_as_a_bundle_without_meta(cli, case, tmp_p
 
 
 # -- sealed bundles ---------------------------------------------------------------------------------------
-@pytest.fixture
-def sealed(tmp_path, cli, store):
-    _fill(Cortex(store=store, actor="alice"))
-    r = cli("backup", "--encrypt", "--dest", tmp_path / "sealed", "--json", env={"CORTEXCTL_BACKUP_KEY": PASSPHRASE})
+@pytest.fixture(scope="module")
+def sealed_once(tmp_path_factory):
+    """(store, its sealed bundle), made once per module."""
+    base = tmp_path_factory.mktemp("sealed")
+    with clean_environment(base):
+        store = base / "store"
+        _fill(Cortex(store=store, actor="alice"))
+        r = run_in_process(store, "backup", "--encrypt", "--dest", base / "sealed", "--json",
+                           env={"CORTEXCTL_BACKUP_KEY": PASSPHRASE})
     assert r.code == 0, r
     assert r.json()["encrypted"] is True
     assert PASSPHRASE not in r.out + r.err
-    return Path(r.json()["path"])
+    return store, Path(r.json()["path"])
+
+
+@pytest.fixture
+def sealed(tmp_path, store, sealed_once):
+    """A copy of the sealed bundle, and of the store it was made from in ``store``."""
+    source, bundle = sealed_once
+    shutil.copytree(source, store, symlinks=True)
+    copy = tmp_path / "sealed" / bundle.name
+    shutil.copytree(bundle, copy, symlinks=True)
+    return copy
 
 
 def test_a_sealed_bundle_round_trips_into_an_empty_store_with_an_equal_export(cli, sealed, store, tmp_path):

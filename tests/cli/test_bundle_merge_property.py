@@ -7,10 +7,13 @@ import io
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+import pytest
 
 from cortexctl import Cortex
 from cortexctl.errors import CortexError
 from tests.conftest import assert_store_verifies
+
+pytestmark = pytest.mark.slow  # many random stores, backed up and merged
 
 WORDS = st.sampled_from(["deploy", "key", "rotates", "weekly", "bob", "on-call", "latency", "budget", "tabs", "main"])
 TEXT = st.lists(WORDS, min_size=1, max_size=5).map(" ".join)

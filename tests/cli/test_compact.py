@@ -5,25 +5,18 @@ from __future__ import annotations
 import json
 import os
 
-import duckdb
 import pytest
 
-from tests.conftest import assert_clean_error, assert_store_verifies
+from tests import tamper
+from tests.conftest import assert_clean_error, assert_store_verifies, run_in_process
 
 
 def _journal_len(store) -> int:
-    con = duckdb.connect(str(store / "cortex.duckdb"), read_only=True)
-    try:
-        return con.execute("SELECT count(*) FROM journal").fetchall()[0][0]
-    finally:
-        con.close()
+    return tamper.count(store, "journal")
 
 
-@pytest.fixture
-def context(cli):
-    """A fact, a preference, a soft constraint and a paused goal (compactable), and an identity,
-    a hard constraint and an active goal (pinned)."""
-    w = lambda *a: cli("write", *a).out.strip()  # noqa: E731
+def _context(store):
+    w = lambda *a: run_in_process(store, "write", *a).out.strip()  # noqa: E731
     return {
         "fact": w("fact", "The deploy key rotates on the first Monday of every month"),
         "preference": w("preference", "Short answers in code review"),
@@ -33,6 +26,13 @@ def context(cli):
         "hard": w("constraint", "Never push to main directly", "--set", "strength=hard"),
         "active": w("goal", "Ship release 2.4", "--set", "status=active"),
     }
+
+
+@pytest.fixture
+def context(store_once):
+    """A fact, a preference, a soft constraint and a paused goal (compactable), and an identity,
+    a hard constraint and an active goal (pinned); written once per session, copied per test."""
+    return store_once(_context)
 
 
 def _compact(cli, context_uris, budget, step="s1", *extra, as_json=True):

@@ -12,8 +12,7 @@ from cortexctl import Cortex
 from cortexctl.cli import parser as fast
 
 
-@pytest.fixture
-def ids(store):
+def _ids(store):
     alice = Cortex(store=store, actor="alice")
     f = alice.write("fact", "the deploy key rotates monthly", tags=["ops"], frames=["modify:file:/etc/key"])
     alice.update(f.uri, "the deploy key rotates weekly")
@@ -22,6 +21,11 @@ def ids(store):
     alice.forget(gone.uri, reason="x")
     Cortex(store=store, actor="bob").write("fact", "bob only")
     return {"f": f.id, "g": g.id}
+
+
+@pytest.fixture
+def ids(store_once):
+    return store_once(_ids)
 
 
 # (command, positionals, options): the fast path gets them as typed; Typer gets

@@ -7,8 +7,7 @@ import pytest
 from cortexctl import Cortex
 
 
-@pytest.fixture
-def populated(store):
+def _populated(store):
     alice = Cortex(store=store, actor="alice")
     bob = Cortex(store=store, actor="bob")
     ids = {
@@ -21,6 +20,12 @@ def populated(store):
     }
     alice.forget(ids["gone"], reason="obsolete")
     return ids
+
+
+@pytest.fixture
+def populated(store_once):
+    """Memories of alice and bob (one forgotten): written once per session, copied per test."""
+    return store_once(_populated)
 
 
 def _ids(run):

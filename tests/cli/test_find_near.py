@@ -10,8 +10,7 @@ from cortexctl import Cortex, FindQuery
 from tests.conftest import assert_clean_error, assert_store_verifies
 
 
-@pytest.fixture
-def corpus(store):
+def _corpus(store):
     alice = Cortex(store=store, actor="alice")
     bob = Cortex(store=store, actor="bob")
     ids = {
@@ -25,6 +24,12 @@ def corpus(store):
         "bob_public": bob.write("fact", "Bob's public note: deploy key rotation uses vault", visibility="public").id,
     }
     return ids
+
+
+@pytest.fixture
+def corpus(store_once):
+    """Seven memories of alice and bob, written once per session and copied per test."""
+    return store_once(_corpus)
 
 
 def _find(cli, *args, actor=None):

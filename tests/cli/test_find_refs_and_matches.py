@@ -7,10 +7,12 @@ import json
 import random
 
 import orjson
+import pytest
 
 from cortexctl import Cortex, FindQuery
 
 
+@pytest.mark.slow
 def test_every_short_ref_of_memories_imported_together_resolves_to_its_memory(cli, store, tmp_path):
     src = tmp_path / "many.jsonl"
     src.write_bytes(b"".join(orjson.dumps({"type": "fact", "text": f"note {i}"}) + b"\n" for i in range(10_000)))
@@ -35,10 +37,9 @@ def test_a_clashing_short_ref_grows_until_it_names_one_memory(cli, store):
 
         assert short_refs(tx, [a, b]) == {a: a[-8:], b: b[-8:]}
     # a start of one ID that equals the end of another makes the short ref longer
-    from tests.conftest import run_sql
+    from tests import tamper
 
-    run_sql(store, "UPDATE heads SET id = ? WHERE id = ?", [b[:18] + a[:8], b])
-    run_sql(store, "UPDATE versions SET id = ? WHERE id = ?", [b[:18] + a[:8], b])
+    tamper.rename_memory(store, b, b[:18] + a[:8])
     with cx.context.reading() as tx:
         got = short_refs(tx, [a, b[:18] + a[:8]])
     assert got[b[:18] + a[:8]] == (b[:18] + a[:8])[-10:]

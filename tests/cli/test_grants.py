@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 from datetime import timedelta
 
 import pytest
@@ -9,7 +10,8 @@ import pytest
 from cortexctl import Cortex
 from cortexctl.engine.rows import utcnow
 from cortexctl.store import snapshot
-from tests.conftest import assert_clean_error, assert_store_verifies, run_sql
+from tests import tamper
+from tests.conftest import assert_clean_error, assert_store_verifies, clean_environment
 
 # alice's memories (and one of carol's); every text holds "orchid", so find --near orchid reaches all
 CORPUS = {
@@ -37,11 +39,30 @@ CASES = {
 }
 
 
+@pytest.fixture(scope="module")
+def corpus_once(tmp_path_factory):
+    """The corpus, written once per module (each test copies it)."""
+    base = tmp_path_factory.mktemp("corpus")
+    with clean_environment(base):
+        ids = {}
+        for name, (actor, type_, text, tags, vis) in CORPUS.items():
+            ids[name] = Cortex(store=base / "store", actor=actor).write(type_, text, tags=tags, visibility=vis).id
+    return base / "store", ids
+
+
+@pytest.fixture(autouse=True)
+def _corpus(corpus_once):
+    _CORPUS[:] = [corpus_once]
+
+
+_CORPUS: list[tuple] = []
+
+
 def _setup(store, case: str) -> dict[str, str]:
-    """Write the corpus and give the case's grants; name -> memory ID."""
-    ids = {}
-    for name, (actor, type_, text, tags, vis) in CORPUS.items():
-        ids[name] = Cortex(store=store, actor=actor).write(type_, text, tags=tags, visibility=vis).id
+    """Copy the corpus into ``store`` and give the case's grants; name -> memory ID."""
+    template, ids = _CORPUS[0]
+    shutil.copytree(template, store)
+    ids = dict(ids)
     for granter, kwargs, state in CASES[case][0]:
         cx = Cortex(store=store, actor=granter)
         subagent = "dave" if case == "grant to another sub-agent" else "bob"
@@ -204,16 +225,9 @@ def test_grant_prints_its_id_and_grant_list_shows_both_sides(cli, store):
 
 
 def _journal_and_grants(store) -> tuple:
-    import duckdb
-
-    if not (store / "cortex.duckdb").exists():
+    if not tamper.db_file(store).exists():
         return None
-    con = duckdb.connect(str(store / "cortex.duckdb"), read_only=True)
-    try:
-        return (con.execute("SELECT count(*) FROM journal").fetchall(),
-                con.execute("SELECT * FROM grants ORDER BY id").fetchall())
-    finally:
-        con.close()
+    return tamper.count(store, "journal"), tamper.grants(store)
 
 
 @pytest.mark.parametrize("args, code, words", [
@@ -275,14 +289,12 @@ def test_verify_passes_after_grants_and_revokes_and_reports_a_tampered_grants_ta
          " NULL, NULL, NULL)", [], "not in the journal"),
     ]:
         backup = {r[0]: r for r in _journal_and_grants(store)[1]}
-        run_sql(store, statement, params)
+        tamper.sql(store, statement, params)
         r = cli("verify", "--json")
         assert r.code == 7, r
         problems = [p for p in r.json()["problems"] if p["check"] == "grants"]
         assert len(problems) == 1 and words in problems[0]["message"], r.json()["problems"]
-        run_sql(store, "DELETE FROM grants")
-        for row in backup.values():
-            run_sql(store, "INSERT INTO grants VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", list(row))
+        tamper.replace_grants(store, list(backup.values()))
         assert cli("verify").code == 0
 
 

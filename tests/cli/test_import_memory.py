@@ -6,8 +6,11 @@ import os
 import subprocess
 
 import orjson
+import pytest
 
 from tests.conftest import _full_env, cortexctl_argv
+
+pytestmark = pytest.mark.slow  # imports 10k and 100k lines
 
 
 def _corpus(path, n: int) -> None:

@@ -5,14 +5,16 @@ from __future__ import annotations
 
 import io
 
-import duckdb
 import orjson
 import pytest
 
 from cortexctl import Cortex
 from cortexctl.engine import transfer
 from cortexctl.engine.transfer import ImportRejected
+from tests import tamper
 from tests.conftest import assert_store_verifies
+
+pytestmark = pytest.mark.slow  # worker processes
 
 
 def _lines(n: int, start: int = 0) -> list[dict]:
@@ -38,13 +40,9 @@ def small_jobs(monkeypatch):
 
 
 def _tables(path) -> dict:
-    con = duckdb.connect(str(path / "cortex.duckdb"), read_only=True)
-    try:
-        return {t: sorted(con.execute(f"SELECT {cols} FROM {t}").fetchall()) for t, cols in (
-            ("heads", "*"), ("versions", "*"), ("frames", "*"), ("vectors", "id, version, model, dim, vec"),
-            ("lex_docs", "id, len"), ("journal", "seq, kind, actor, ref, payload"))}
-    finally:
-        con.close()
+    return {t: sorted(tamper.rows(path, f"SELECT {cols} FROM {t}")) for t, cols in (
+        ("heads", "*"), ("versions", "*"), ("frames", "*"), ("vectors", "id, version, model, dim, vec"),
+        ("lex_docs", "id, len"), ("journal", "seq, kind, actor, ref, payload"))}
 
 
 def test_workers_make_the_same_store_as_one_process(tmp_path, small_jobs, monkeypatch):
@@ -71,13 +69,8 @@ def test_workers_make_the_same_store_as_one_process(tmp_path, small_jobs, monkey
 def test_workers_store_the_vectors_the_embedder_makes(tmp_path, small_jobs):
     cx = Cortex(store=tmp_path / "s", actor="alice")
     cx.import_jsonl(io.BytesIO(_jsonl(_lines(200))), batch_size=30)
-    con = duckdb.connect(str(tmp_path / "s" / "cortex.duckdb"), read_only=True)
-    try:
-        rows = con.execute("SELECT h.short, x.vec FROM vectors x JOIN heads h ON h.id = x.id").fetchall()
-        texts = dict(con.execute(
-            "SELECT h.id, v.data FROM heads h JOIN versions v ON v.id = h.id").fetchall())
-    finally:
-        con.close()
+    rows = tamper.rows(tmp_path / "s", "SELECT h.short, x.vec FROM vectors x JOIN heads h ON h.id = x.id")
+    texts = dict(tamper.rows(tmp_path / "s", "SELECT h.id, v.data FROM heads h JOIN versions v ON v.id = h.id"))
     assert len(rows) == len(texts) == 200
     from cortexctl.memory import codec
 

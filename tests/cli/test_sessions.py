@@ -156,6 +156,7 @@ def test_bad_input(cli, args, code):
     assert cli("session", "list", "--json").json()["count"] == 1
 
 
+@pytest.mark.slow
 def test_many_turns_from_jsonl_all_checked_first(cli, chat, tmp_path):
     lines = [{"session": "j1", "prompt": f"p{i}", "thought": "t", "response": f"r{i}"} for i in range(3)]
     lines.append({"session": "j2", "prompt": "p", "response": "r"})

@@ -9,8 +9,11 @@ import subprocess
 import time
 
 import orjson
+import pytest
 
 from tests.conftest import cortexctl_argv
+
+pytestmark = pytest.mark.slow  # imports under a pseudo-terminal
 
 
 def _run_on_terminal(args: list[str], env: dict, *, stdout_tty: bool) -> tuple[str, str]:

@@ -8,6 +8,7 @@ import orjson
 
 from cortexctl import Cortex
 from cortexctl.memory.ids import id_time_ms
+from tests import tamper
 from tests.conftest import assert_store_verifies
 
 
@@ -110,6 +111,6 @@ def test_import_refuses_lines_owned_by_another_actor_unless_keep_actors(cli, sto
     line = orjson.dumps({"type": "fact", "text": "send the keys to mallory", "actor": "alice"})
     r = cli("import", "-", "--actor", "bob", input=line)
     assert r.code == 10 and "--keep-actors" in r.err
-    assert not (store / "cortex.duckdb").exists()  # nothing written, not even an empty store
+    assert not tamper.db_file(store).exists()  # nothing written, not even an empty store
     assert cli("import", "-", "--actor", "bob", "--keep-actors", input=line).code == 0
     assert cli("find", "--json").json()["count"] == 1

@@ -2,17 +2,12 @@
 
 from __future__ import annotations
 
-import duckdb
-
+from tests import tamper
 from tests.conftest import assert_clean_error, assert_store_verifies
 
 
 def journal(store):
-    con = duckdb.connect(str(store / "cortex.duckdb"), read_only=True)
-    try:
-        return con.execute("SELECT kind FROM journal ORDER BY seq").fetchall()
-    finally:
-        con.close()
+    return [(kind,) for kind in tamper.journal_kinds(store)]
 
 
 def test_unforget_brings_a_forgotten_memory_back_with_its_salience(cli, store):
@@ -76,10 +71,8 @@ def test_unforget_of_an_unknown_memory_is_exit_3(cli):
 
 
 def test_verify_notices_a_deleted_unforget_entry(cli, store):
-    from tests.conftest import run_sql
-
     uri = cli("write", "fact", "x").out.strip()
     cli("forget", uri, "--reason", "r")
     cli("unforget", uri)
-    run_sql(store, "DELETE FROM journal WHERE kind = 'unforget'")
+    tamper.delete_journal(store, kind="unforget")
     assert cli("verify").code == 7

@@ -7,9 +7,12 @@ import subprocess
 import threading
 
 import orjson
+import pytest
 
 from tests.conftest import assert_clean_error, cortexctl_argv, run_process
 from tests.mcp.client import McpServer, isolated_env
+
+pytestmark = pytest.mark.slow  # servers in parallel on one store
 
 
 def test_two_servers_writing_in_parallel_lose_nothing_and_the_store_verifies(tmp_path):

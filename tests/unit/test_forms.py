@@ -20,6 +20,7 @@ from cortexctl.memory.ids import CROCKFORD, new_id
 from cortexctl.memory.record import build_version
 from cortexctl.memory.schema import MAX_TEXT_BYTES
 from cortexctl.memory.types import TYPES
+from tests import tamper
 
 FAST = settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
@@ -279,7 +280,7 @@ def test_short_override_one_token_over_is_rejected_naming_forms_short(cx, store,
         cx.write("fact", "too long", forms={"short": short})
     assert "51" in str(exc.value) and "50" in str(exc.value)
     assert exc.value.exit_code == 10
-    assert not (store / "cortex.duckdb").exists() or cx.find(_query()) == []
+    assert not tamper.db_file(store).exists() or cx.find(_query()) == []
 
 
 def test_medium_override_one_token_over_is_rejected_naming_forms_medium():

@@ -11,9 +11,11 @@ import time
 
 import pytest
 
+from cortexctl import FindQuery
 from cortexctl.errors import AmbiguousRef, NotFound, UsageError
 from cortexctl.memory import ids
 from cortexctl.memory.ids import CROCKFORD, ID_LEN, MIN_PREFIX, Ref, id_time_ms, memory_uri, new_id, parse_ref
+from tests import tamper
 
 # -- new_id ----------------------------------------------------------------------------
 
@@ -271,9 +273,15 @@ def test_prefix_shared_by_several_memories_is_ambiguous(cx):
 
 
 def test_ambiguous_six_character_prefix(cx):
-    written = [cx.write("fact", f"six {i}").id for i in range(2)]
-    if written[0][:6] != written[1][:6]:  # a 2^20 ms (~17 min) boundary fell between them
-        pytest.skip("IDs straddle a time boundary at character 6")
+    # created in the same millisecond (an import keeps created_at in the ID's time part), so no
+    # 2^20 ms boundary can fall between them
+    import json
+
+    lines = [json.dumps({"type": "fact", "text": f"six {i}", "created_at": "2026-01-02T03:04:05Z"}).encode() + b"\n"
+             for i in range(2)]
+    assert cx.import_jsonl(iter(lines)).imported == 2
+    written = [h.id for h in cx.find(FindQuery())]
+    assert len(written) == 2 and written[0][:6] == written[1][:6]
     with pytest.raises(AmbiguousRef):
         cx.show(written[0][:6])
 
@@ -295,4 +303,4 @@ def test_full_id_resolves_even_when_it_is_a_prefix_of_nothing_else(cx):
 def test_short_prefix_is_refused_before_touching_the_store(cx, store):
     with pytest.raises(UsageError, match="too short"):
         cx.show("01ABC")
-    assert not (store / "cortex.duckdb").exists()
+    assert not tamper.db_file(store).exists()

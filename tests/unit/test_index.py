@@ -59,6 +59,7 @@ def _exact_best(cx, text: str) -> str:
     return ids[int(np.argmax(mat @ q))]
 
 
+@pytest.mark.slow
 def test_an_unfiltered_find_goes_through_the_index_and_agrees_with_exact_search(big):
     cx = Cortex(store=big, actor="alice")
     assert _state(cx) == "ok"
@@ -69,6 +70,7 @@ def test_an_unfiltered_find_goes_through_the_index_and_agrees_with_exact_search(
     assert best.id == _exact_best(cx, "item1234 kilo")
 
 
+@pytest.mark.slow
 def test_a_narrow_filter_is_searched_exactly(big):
     cx = Cortex(store=big, actor="alice")
     hits = cx.find(FindQuery(near="item1500", tags=["rare"], k=20))
@@ -109,6 +111,7 @@ def _remove(p):
     os.unlink(p)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("damage", [_truncate, _flip, _garbage, _remove], ids=["truncated", "flipped", "garbage", "missing"])
 def test_a_damaged_index_file_is_detected_and_rebuilt_never_a_crash(big, damage):
     hits, warnings = _damage_and_find(big, damage)
@@ -117,6 +120,7 @@ def test_a_damaged_index_file_is_detected_and_rebuilt_never_a_crash(big, damage)
     assert_store_verifies(big)
 
 
+@pytest.mark.slow
 def test_verify_reports_a_damaged_index_file(big, cli):
     _flip(big / semantic.INDEX_NAME)
     run = cli("verify", "--store", str(big))
@@ -126,6 +130,7 @@ def test_verify_reports_a_damaged_index_file(big, cli):
     assert cli("verify", "--store", str(big)).code == 0
 
 
+@pytest.mark.slow
 def test_a_stale_index_file_from_an_earlier_state_is_rebuilt(big):
     cx = Cortex(store=big, actor="alice")
     old_index = (big / semantic.INDEX_NAME).read_bytes()
@@ -143,6 +148,7 @@ def test_a_stale_index_file_from_an_earlier_state_is_rebuilt(big):
     assert hits[0].id == first.id and any("rebuilt" in w for w in warnings)
 
 
+@pytest.mark.slow
 def test_an_index_built_by_another_model_is_not_used(big):
     cx = Cortex(store=big, actor="alice")
     record = json.loads((big / semantic.RECORD_NAME).read_text())
@@ -153,6 +159,7 @@ def test_an_index_built_by_another_model_is_not_used(big):
     assert hits[0].text.startswith("note 42 ") and _state(cx) == "ok"
 
 
+@pytest.mark.slow
 def test_writes_go_to_the_delta_and_a_grown_delta_is_folded(big):
     cx = Cortex(store=big, actor="alice")
     before = json.loads((big / semantic.RECORD_NAME).read_text())
@@ -184,33 +191,39 @@ def test_updating_the_last_indexed_memory_never_reuses_its_vector_key(tmp_path):
     assert_store_verifies(tmp_path / "s")
 
 
-def test_an_atomic_save_under_a_process_that_is_searching(big):
+@pytest.mark.slow
+def test_an_atomic_save_under_a_process_that_is_searching(big, tmp_path):
     cx = Cortex(store=big, actor="alice")
+    stop = tmp_path / "stop"
     reader = textwrap.dedent(f"""
-        import sys, time, numpy as np
+        import os, sys, numpy as np
         from cortexctl import Cortex, FindQuery
         cx = Cortex(store={str(big)!r}, actor="alice")
         from cortexctl.index import hnsw
         from usearch.index import Index
         n = 0
-        end = time.monotonic() + 4
         q = np.frombuffer(cx.embedder.embed_bytes("item5 alpha"), dtype="<f4")
-        while time.monotonic() < end:
+        while not os.path.exists({str(stop)!r}):  # searching until told to stop
             ix = Index.restore({str(big / semantic.INDEX_NAME)!r}, view=True)
             for _ in range(20):
                 ix.search(q, 10)
                 n += 1
             cx.find(FindQuery(near="item5 alpha", k=3))
-        print(n)
+            if n == 20:
+                print("searching", flush=True)
+        print(n, flush=True)
     """)
     proc = subprocess.Popen([sys.executable, "-c", reader], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    saves = 0
-    while proc.poll() is None and saves < 6:
-        cx.reindex(rebuild=True)
-        saves += 1
-    out, err = proc.communicate(timeout=120)
+    try:
+        assert proc.stdout.readline().strip() == b"searching", proc.stderr.read().decode()[-2000:]
+        for _ in range(4):  # each save replaces the file under the reader's open views
+            cx.reindex(rebuild=True)
+            assert proc.poll() is None, proc.stderr.read().decode()[-2000:]  # a SIGBUS would end it
+    finally:
+        stop.touch()
+        out, err = proc.communicate(timeout=120)
     assert proc.returncode == 0, err.decode()[-2000:]  # a SIGBUS would be -7
-    assert int(out) > 0 and saves >= 2
+    assert int(out) > 20
 
 
 def test_fingerprint_trusts_a_byte_identical_copy_and_notices_changed_bytes(tmp_path):
@@ -227,14 +240,15 @@ def test_fingerprint_trusts_a_byte_identical_copy_and_notices_changed_bytes(tmp_
     assert not hnsw.trusted(path, fp)
 
 
+@pytest.mark.slow
 def test_a_damaged_index_under_a_busy_writer_is_searched_exactly_without_waiting(big):
     holder = subprocess.Popen([sys.executable, "-c", textwrap.dedent(f"""
         import fcntl, os, sys, time
         fd = os.open({str(big / '.lock')!r}, os.O_RDWR | os.O_CREAT, 0o600)
         fcntl.flock(fd, fcntl.LOCK_EX)
         print("held", flush=True)
-        time.sleep(30)
-    """)], stdout=subprocess.PIPE)
+        sys.stdin.read()  # held until killed
+    """)], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
     try:
         assert holder.stdout.readline().strip() == b"held"
         _garbage(big / semantic.INDEX_NAME)
@@ -248,6 +262,7 @@ def test_a_damaged_index_under_a_busy_writer_is_searched_exactly_without_waiting
         holder.wait()
 
 
+@pytest.mark.slow
 def test_a_new_model_with_no_vectors_yet_still_answers_and_says_to_reindex(big, embed_server, monkeypatch):
     for k, v in embed_server.env("fresh-model").items():
         monkeypatch.setenv(k, v)
@@ -258,6 +273,7 @@ def test_a_new_model_with_no_vectors_yet_still_answers_and_says_to_reindex(big, 
     assert any("reindex" in w for w in warnings)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("field", ["max_key", "count", "dim"])
 def test_a_record_with_absurd_numbers_is_rebuilt_not_a_crash(big, field):
     record = json.loads((big / semantic.RECORD_NAME).read_text())

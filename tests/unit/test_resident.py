@@ -7,10 +7,14 @@ import io
 import json
 from datetime import datetime
 
+import pytest
+
 from cortexctl import Cortex
 from cortexctl.engine.results import FindQuery
 from cortexctl.store.vector_index import EXACT_MAX
 from cortexctl.store import snapshot
+
+pytestmark = pytest.mark.slow  # a long run of changes against a resident Cortex
 
 NOW = datetime(2026, 11, 23, 12, 0, 0)
 WORDS = "deploy key rotation friday latency budget payments owner oncall bastion credentials lock".split()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 from datetime import datetime, timedelta
 
 import duckdb
@@ -11,11 +12,10 @@ from hypothesis import strategies as st
 
 from cortexctl import Cortex, FindQuery
 from cortexctl.engine import salience
-from cortexctl.memory import codec
 from cortexctl.store import records
-from cortexctl.store.db import DB_NAME
 from cortexctl.store.interface import Scoring
-from tests.conftest import assert_clean_error, run_sql
+from tests import tamper
+from tests.conftest import assert_clean_error, clean_environment
 
 unit = st.floats(min_value=0.0, max_value=1.0, allow_nan=False)
 weights = st.lists(st.floats(min_value=0.0, max_value=1.0, allow_nan=False), min_size=5, max_size=5).filter(
@@ -29,6 +29,7 @@ weights = st.lists(st.floats(min_value=0.0, max_value=1.0, allow_nan=False), min
     importance=st.integers(0, 10), access=st.integers(0, 10**6), citations=st.integers(0, 10**6),
     confidence=unit, w=weights, forgotten=st.booleans(),
 )
+@pytest.mark.slow
 def test_the_sql_salience_is_the_documented_python_formula(age_s, used_s, importance, access, citations,
                                                           confidence, w, forgotten):
     now = datetime(2026, 6, 1, 12, 0, 0)
@@ -110,33 +111,30 @@ def test_find_ranks_the_salience_lane_by_the_actors_weights(store):
 
 
 # -- verify replays the feedback -----------------------------------------------------
+@pytest.fixture(scope="module")
+def fed_once(tmp_path_factory):
+    base = tmp_path_factory.mktemp("fed")
+    store = base / "store"
+    with clean_environment(base):
+        cx = Cortex(store=store, actor="alice")
+        a = cx.write("fact", "alpha").uri
+        b = cx.write("fact", "beta", importance=8).uri
+        cx.attest("i1", "success", [a, b])
+        cx.attest("i2", "failure", [a], reason="factual_error")
+        cx.update(a, "alpha two")
+        cx.attest("i3", "failure", [b], reason="timeout")
+        Cortex(store=store, actor="bob").attest("i1", "success", ["cortex://m/xyz"])
+        cx.compact("i1", "s1", 1000, [a, b])
+        assert cx.verify().ok, cx.verify().problems
+    return store, {"a": a.rsplit("/", 1)[1], "b": b.rsplit("/", 1)[1]}
+
+
 @pytest.fixture
-def fed(store):
-    cx = Cortex(store=store, actor="alice")
-    a = cx.write("fact", "alpha").uri
-    b = cx.write("fact", "beta", importance=8).uri
-    cx.attest("i1", "success", [a, b])
-    cx.attest("i2", "failure", [a], reason="factual_error")
-    cx.update(a, "alpha two")
-    cx.attest("i3", "failure", [b], reason="timeout")
-    Cortex(store=store, actor="bob").attest("i1", "success", ["cortex://m/xyz"])
-    cx.compact("i1", "s1", 1000, [a, b])
-    assert cx.verify().ok, cx.verify().problems
-    return cx, {"a": a.rsplit("/", 1)[1], "b": b.rsplit("/", 1)[1]}
-
-
-def _rewrite_entry(store, where: str, change) -> int:
-    """Decode the first journal entry matching ``where``, let ``change`` edit it, store it back
-    (behind cortexctl's back); returns its seq."""
-    con = duckdb.connect(str(store / DB_NAME))
-    try:
-        seq, payload = con.execute(f"SELECT seq, payload FROM journal WHERE {where}").fetchall()[0]
-        doc = codec.decode(payload)
-        change(doc)
-        con.execute("UPDATE journal SET payload = ? WHERE seq = ?", [codec.encode(doc), seq])
-    finally:
-        con.close()
-    return seq
+def fed(store, fed_once):
+    """Attests by two actors, an update and a checkpoint: built once per module, copied per test."""
+    template, ids = fed_once
+    shutil.copytree(template, store)
+    return Cortex(store=store, actor="alice"), dict(ids)
 
 
 FEEDBACK_TAMPERING = {
@@ -164,7 +162,7 @@ def test_verify_replays_counters_weights_and_checkpoints(fed, store, cli, what):
     statement, needle = FEEDBACK_TAMPERING[what]
     for key, value in ids.items():
         statement = statement.replace(f"${key}", f"'{value}'")
-    run_sql(store, statement)
+    tamper.sql(store, statement)
     report = cx.verify()
     assert not report.ok, what
     assert any(needle in p.message for p in report.problems), [str(p) for p in report.problems]
@@ -177,7 +175,7 @@ def test_a_forged_weight_step_is_named_as_the_first_divergence(fed, store):
     def swap(doc):
         doc["new"] = [doc["new"][1], doc["new"][0], *doc["new"][2:]]  # same sum, different weights
 
-    seq = _rewrite_entry(store, "kind = 'learn_weights' AND actor = 'alice' ORDER BY seq LIMIT 1", swap)
+    seq = tamper.edit_payload(store, "learn_weights", swap, actor="alice")
     messages = [p.message for p in cx.verify().problems]
     assert f"journal entry {seq} (learn_weights) records weights" in messages[0] or any(
         f"journal entry {seq} (learn_weights) records weights" in m for m in messages), messages
@@ -186,7 +184,7 @@ def test_a_forged_weight_step_is_named_as_the_first_divergence(fed, store):
 
 def test_a_store_edit_in_attest_counters_is_an_integrity_failure_from_the_cli(fed, store, cli):
     _, ids = fed
-    run_sql(store, f"UPDATE heads SET citations = 99 WHERE id = '{ids['b']}'")
+    tamper.set_field(store, ids["b"], "citations", 99)
     r = cli("verify")
     assert r.code == 7 and "citations" in r.out + r.err
 
@@ -194,10 +192,10 @@ def test_a_store_edit_in_attest_counters_is_an_integrity_failure_from_the_cli(fe
 def test_rate_limit_refusal_is_exit_5_with_one_line(cli, store):
     uri = cli("write", "fact", "x").out.strip()
     cx = Cortex(store=store, actor="alice")
+    now = cx.context.clock()
+    cx.context.clock = lambda: now  # the six calls at one moment: no refill between them, however slow
     for _ in range(5):
         cx.attest("burst", "success", [uri])
-    # In-process, the sixth call within the second is refused whatever the machine's speed
-    # would be for a new process.
     from cortexctl.errors import RateLimited
 
     with pytest.raises(RateLimited):
@@ -212,38 +210,34 @@ def test_a_forged_factor_profile_is_caught_even_with_consistent_weights(fed, sto
     def halve(doc):
         doc["profile"] = [x * 0.5 for x in doc["profile"]]  # the step is skipped (timeout): weights unchanged
 
-    seq = _rewrite_entry(store, "kind = 'learn_weights' AND actor = 'alice' ORDER BY seq DESC LIMIT 1", halve)
+    seq = tamper.edit_payload(store, "learn_weights", halve, actor="alice", last=True)
     messages = [p.message for p in cx.verify().problems]
     assert messages == [f"journal entry {seq} (learn_weights) stamps a factor profile that the replayed memories"
                         " do not give"], messages
 
 
 def test_the_token_bucket_refills_and_survives_a_clock_step_back(store):
-    from cortexctl.store import feedback
-
-    Cortex(store=store, actor="alice").write("fact", "x")  # creates the tables
-    con = duckdb.connect(str(store / DB_NAME))
-    try:
+    cx = Cortex(store=store, actor="alice")
+    cx.write("fact", "x")  # creates the tables
+    with cx.store.transaction() as tx:
         t0 = datetime(2026, 1, 1, 12, 0, 0)
-        take = lambda at: feedback.take_token(con, "alice", "i", at, rate=1.0, burst=5.0)  # noqa: E731
+        take = lambda at: tx.take_token("alice", "i", at, rate=1.0, burst=5.0)  # noqa: E731
         assert [take(t0) for _ in range(6)] == [True] * 5 + [False]
         assert take(t0 + timedelta(milliseconds=900)) is False
         assert take(t0 + timedelta(seconds=1)) is True
         assert take(t0 + timedelta(seconds=1)) is False
-        assert feedback.take_token(con, "alice", "other", t0, rate=1.0, burst=5.0) is True
-        assert feedback.take_token(con, "bob", "i", t0, rate=1.0, burst=5.0) is True
+        assert tx.take_token("alice", "other", t0, rate=1.0, burst=5.0) is True
+        assert tx.take_token("bob", "i", t0, rate=1.0, burst=5.0) is True
         # The clock goes back an hour: the bucket stamped in the future counts as full.
         assert take(t0 - timedelta(hours=1)) is True
         # Buckets full again are pruned.
         take(t0 + timedelta(hours=2))
-        assert con.execute("SELECT count(*) FROM rate_buckets").fetchall()[0][0] == 1
-    finally:
-        con.close()
+    assert tamper.count(store, "rate_buckets") == 1
 
 
 def test_a_journaled_head_without_salience_fields_is_a_replay_problem_not_a_crash(fed, store, cli):
     _, ids = fed
-    _rewrite_entry(store, f"kind = 'write' AND ref = '{ids['a']}'", lambda doc: doc["head"].pop("importance"))
+    tamper.edit_payload(store, "write", lambda doc: doc["head"].pop("importance"), ref=ids["a"])
     r = cli("verify")
     assert r.code == 7, r
     assert "missing salience fields" in r.out + r.err

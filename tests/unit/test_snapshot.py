@@ -32,7 +32,32 @@ def _cx(store: Path, actor: str = "alice") -> Cortex:
     return cx
 
 
+_FILLED: dict[tuple[str, int], tuple[Path, list[str]]] = {}  # (actor, n) -> a filled store and its URIs
+_TEMPLATES: list[Path] = []  # where this module's filled stores are kept
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _filled_stores(tmp_path_factory):
+    """Each (actor, n) store is filled once per module and copied into each test's empty store."""
+    _TEMPLATES[:] = [tmp_path_factory.mktemp("filled")]
+    yield
+    _FILLED.clear()
+
+
 def _fill(cx: Cortex, n: int = 40) -> list[str]:
+    """``n`` memories of every type, tag and visibility, written at NOW (the same ones every time)."""
+    path, key = cx.store.path, (cx.actor, n)
+    if path.exists():
+        return _write_fill(cx, n)
+    if key not in _FILLED:
+        template = _TEMPLATES[0] / f"{cx.actor}-{n}"
+        _FILLED[key] = (template, _write_fill(_cx(template, cx.actor), n))
+    template, uris = _FILLED[key]
+    shutil.copytree(template, path)
+    return list(uris)
+
+
+def _write_fill(cx: Cortex, n: int) -> list[str]:
     import random
 
     r = random.Random(5)
@@ -89,6 +114,7 @@ def test_answers_match_duckdb(store, q):
     assert got == _from_duckdb(cx, **q)
 
 
+@pytest.mark.slow
 def test_current_snapshot_spares_duckdb(store, tmp_path):
     # Past EXACT_MAX, so the semantic lane searches the index: an exact search of a small store
     # reads the store's own f32 vectors from DuckDB (an f16 index file only holds them rounded).
@@ -358,6 +384,7 @@ def test_backup_leaves_the_snapshot_out(tmp_path):
 
 
 # -- killed writers -------------------------------------------------------------------------------------
+@pytest.mark.slow
 def test_sigkill_between_commit_and_clean_mark(store):
     """The writer dies right after its COMMIT, before marking the generation clean: the generation
     stays dirty, and the next find reads DuckDB and sees the write."""
@@ -381,6 +408,7 @@ def test_sigkill_between_commit_and_clean_mark(store):
     assert _answer(cx, near="wombat survived")[0]["text"] == "the wombat survived the kill"
 
 
+@pytest.mark.slow
 def test_sigkill_at_random_moments_of_writes_and_folds(store):
     """Writers (with folds) killed at varying moments: every time, find answers as DuckDB does."""
     import time
@@ -414,6 +442,7 @@ def test_sigkill_at_random_moments_of_writes_and_folds(store):
             assert _answer(cx, **q) == _from_duckdb(cx, **q)
 
 
+@pytest.mark.slow
 def test_a_writer_killed_before_its_delta_leaves_nothing_to_trust_wrongly(store):
     """The writer dies after its COMMIT and clean mark, before writing the delta: the delta on disk
     is an earlier generation's, so find reads DuckDB (and sees the write) until the next fold."""
@@ -481,6 +510,7 @@ def test_a_delta_of_an_earlier_snapshot_is_bypassed(store):
     assert [h["text"] for h in _answer(cx, near="okapi census")][:1] == ["the okapi census"]
 
 
+@pytest.mark.slow
 def test_more_than_a_deltas_worth_of_changes_waits_for_the_next_fold(store, monkeypatch):
     monkeypatch.setattr(snapshot.delta, "DELTA_MAX", 3)
     cx = _cx(store)
@@ -541,6 +571,7 @@ def _give(cx: Cortex, subagent: str, types, tags, state: str) -> None:
                      max_size=3),
     grants=st.lists(st.tuples(st.integers(0, 25), grant_spec), max_size=4),
 )
+@pytest.mark.slow
 def test_property_same_answers_with_and_without_the_snapshot(tmp_path_factory, memories, forget, queries, built,
                                                               updates, grants):
     # the snapshot is built after the first ``built`` memories; what follows is answered by its delta;
@@ -591,6 +622,7 @@ def test_verify_is_not_confused_by_the_snapshot(store):
     assert cx.verify().ok
 
 
+@pytest.mark.slow
 def test_a_builder_killed_midway_leaves_the_old_snapshot_and_its_temp_file_is_cleared(store):
     cx = _cx(store)
     _fill(cx, 10)

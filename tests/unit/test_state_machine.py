@@ -13,9 +13,12 @@ import tempfile
 from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import Bundle, RuleBasedStateMachine, rule
+import pytest
 
 from cortexctl import Cortex
 from cortexctl.errors import AmbiguousRef, BudgetUnreachable, NotFound, Refused, Tombstoned, UsageError
+
+pytestmark = pytest.mark.slow  # many random steps on a real store
 
 ACTORS = ("alice", "bob")
 words = st.text(alphabet="abcdefghij klmnop", min_size=1, max_size=30).filter(lambda t: t.strip())

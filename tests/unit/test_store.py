@@ -2,37 +2,23 @@
 
 from __future__ import annotations
 
-import duckdb
 import pytest
 
 from cortexctl import Cortex, FindQuery
 from cortexctl.errors import SchemaTooNew, UsageError
 from cortexctl.store import migrations
-from cortexctl.store.db import DB_NAME
+from tests import tamper
 from tests.conftest import assert_clean_error
 
 
 def test_a_new_store_records_its_schema_version_and_migrations(cx, store):
     cx.write("fact", "x")
-    con = duckdb.connect(str(store / DB_NAME), read_only=True)
-    try:
-        assert con.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchall() == [(str(migrations.latest()),)]
-        assert [r[0] for r in con.execute("SELECT name FROM schema_migrations ORDER BY number").fetchall()] == [
-            name for _, name, _ in migrations.MIGRATIONS
-        ]
-    finally:
-        con.close()
-
-
-def _set_version(store, value: str) -> None:
-    con = duckdb.connect(str(store / DB_NAME))
-    con.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'", [value])
-    con.close()
+    assert tamper.schema(store) == (str(migrations.latest()), [name for _, name, _ in migrations.MIGRATIONS])
 
 
 def test_a_store_from_a_newer_cortexctl_is_refused_by_readers_and_writers(cx, cli, store):
     uri = cx.write("fact", "x").uri
-    _set_version(store, "99")
+    tamper.set_schema_version(store, "99")
     with pytest.raises(SchemaTooNew):
         cx.show(uri)
     with pytest.raises(SchemaTooNew):
@@ -44,14 +30,8 @@ def test_a_store_from_a_newer_cortexctl_is_refused_by_readers_and_writers(cx, cl
 
 def test_an_older_store_is_migrated_forward_when_opened(cx, store):
     uri = cx.write("fact", "x").uri
-    # Pretend the last migration never ran: drop its record and version.
-    con = duckdb.connect(str(store / DB_NAME))
-    con.execute("DELETE FROM meta WHERE key = 'schema_version'")
-    con.execute("DROP TABLE heads; DROP TABLE versions; DROP TABLE frames; DROP TABLE journal;")
-    con.execute("DROP TABLE meta; DROP TABLE schema_migrations;")
-    con.execute("DROP TABLE vectors; DROP TABLE vectors_dropped; DROP TABLE lex_docs; DROP TABLE lex_postings;")
-    con.execute("DROP TABLE learned_weights; DROP TABLE rate_buckets; DROP TABLE checkpoints; DROP TABLE grants;")
-    con.close()
+    # Pretend no migration ever ran: a database file without any of cortexctl's tables.
+    tamper.rewind_schema(store, 0)
     assert cx.find(FindQuery()) == []  # a reader migrates to the current schema
     assert cx.write("fact", "again").uri != uri
 
@@ -59,13 +39,7 @@ def test_an_older_store_is_migrated_forward_when_opened(cx, store):
 def test_a_store_from_before_the_search_tables_gets_postings_and_then_vectors(cx, store):
     uri = cx.write("fact", "The pager rota changes every Monday").uri
     # Make it a schema-1 store: no search tables, no record of migration 2.
-    con = duckdb.connect(str(store / DB_NAME))
-    con.execute("DROP TABLE vectors; DROP TABLE vectors_dropped; DROP TABLE lex_docs; DROP TABLE lex_postings;")
-    con.execute("DROP TABLE learned_weights; DROP TABLE rate_buckets; DROP TABLE checkpoints; DROP TABLE grants;")
-    con.execute("ALTER TABLE heads DROP COLUMN confidence")
-    con.execute("DELETE FROM schema_migrations WHERE number >= 2")
-    con.execute("UPDATE meta SET value = '1' WHERE key = 'schema_version'")
-    con.close()
+    tamper.rewind_schema(store, 1)
     hits = cx.find(FindQuery(near="pager rota"))
     assert [h.uri for h in hits] == [uri]
     assert "lexical" in hits[0].lanes and "semantic" not in hits[0].lanes  # its vector waits for reindex
@@ -75,7 +49,7 @@ def test_a_store_from_before_the_search_tables_gets_postings_and_then_vectors(cx
 
 def test_a_file_that_is_not_a_database_is_an_integrity_error(cli, store):
     store.mkdir(mode=0o700)
-    (store / DB_NAME).write_bytes(b"this is not a duckdb file" * 100)
+    tamper.db_file(store).write_bytes(b"this is not a duckdb file" * 100)
     r = cli("find")
     assert_clean_error(r, 7)
     assert str(store) in r.err
@@ -93,29 +67,16 @@ def test_a_store_from_before_salience_gets_head_confidence_and_verifies(cx, stor
     cx.update(low, confidence=0.5)
     sure = cx.write("fact", "a checked fact").uri
     # Make it a schema-2 store: no head confidence, no weights, buckets or checkpoints.
-    con = duckdb.connect(str(store / DB_NAME))
-    con.execute("DROP TABLE learned_weights; DROP TABLE rate_buckets; DROP TABLE checkpoints; DROP TABLE grants;")
-    con.execute("ALTER TABLE heads DROP COLUMN confidence")
-    con.execute("DELETE FROM schema_migrations WHERE number >= 3")
-    con.execute("UPDATE meta SET value = '2' WHERE key = 'schema_version'")
-    con.close()
+    tamper.rewind_schema(store, 2)
     assert cx.verify().ok  # opening migrates; the replay derives each head's confidence
-    con = duckdb.connect(str(store / DB_NAME), read_only=True)
-    try:
-        got = dict(con.execute("SELECT id, confidence FROM heads").fetchall())
-    finally:
-        con.close()
+    got = dict(tamper.rows(store, "SELECT id, confidence FROM heads"))
     assert got == {low.rsplit("/", 1)[1]: 0.5, sure.rsplit("/", 1)[1]: 1.0}
     assert cx.attest("i", "success", [low, sure]).affected
 
 
 def test_a_store_from_before_grants_gets_an_empty_grants_table_and_verifies(cx, store):
     uri = cx.write("fact", "kept across the migration", visibility="scoped").uri
-    con = duckdb.connect(str(store / DB_NAME))
-    con.execute("DROP TABLE grants")
-    con.execute("DELETE FROM schema_migrations WHERE number = 4")
-    con.execute("UPDATE meta SET value = '3' WHERE key = 'schema_version'")
-    con.close()
+    tamper.rewind_schema(store, 3)
     assert cx.grants() == []  # opening migrates
     assert cx.verify().ok
     cx.grant("helper")

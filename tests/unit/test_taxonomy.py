@@ -7,7 +7,6 @@ hashed so that tampering is detected; update and tombstone semantics.
 
 from __future__ import annotations
 
-import duckdb
 import pytest
 
 from cortexctl.engine.results import FindQuery
@@ -28,6 +27,7 @@ from cortexctl.memory.types import (
     VISIBILITY,
     type_code,
 )
+from tests import tamper
 from tests.conftest import assert_clean_error, assert_store_verifies
 
 SPEC_ORDER = ["identity", "fact", "preference", "belief", "event", "goal", "constraint", "capability", "pattern"]
@@ -117,13 +117,8 @@ def test_every_type_writes_and_reads_back_equal(cx, store, type_name):
     blob = codec.encode(m.data)
     assert m.hash == codec.version_hash(TYPE_CODES[type_name], blob).hex()
     # the type byte is what is persisted, on the version and on the head
-    con = duckdb.connect(str(store / "cortex.duckdb"), read_only=True)
-    try:
-        stored = con.execute(
-            "SELECT v.type, h.type, v.data FROM versions v JOIN heads h USING (id) WHERE id = ?", [m.id]
-        ).fetchall()
-    finally:
-        con.close()
+    stored = tamper.rows(store, "SELECT v.type, h.type, v.data FROM versions v JOIN heads h USING (id) WHERE id = ?",
+                         [m.id])
     assert stored == [(TYPE_CODES[type_name], TYPE_CODES[type_name], blob)]
     assert_store_verifies(store)
 
@@ -203,7 +198,7 @@ def test_enum_errors_name_the_field_and_list_the_allowed_values(cx, store, type_
     assert msg.startswith(f"{type_name}.{field}: ")
     assert "is not one of " + ", ".join(allowed) in msg
     assert exc.value.exit_code == 10
-    assert not (store / "cortex.duckdb").exists()  # validated before the store is touched
+    assert not tamper.db_file(store).exists()  # validated before the store is touched
 
 
 @pytest.mark.parametrize("type_name, field, allowed", [
@@ -322,7 +317,7 @@ def test_encoded_data_over_64_kib_is_rejected(cx, store):
     big = "x" * (32 * 1024)
     with pytest.raises(InvalidData, match=r"^fact: encoded data is \d+ bytes, over the 65536-byte limit"):
         cx.write("fact", data={"statement": big, "subject": big, "predicate": "p"})
-    assert not (store / "cortex.duckdb").exists()
+    assert not tamper.db_file(store).exists()
 
 
 @pytest.mark.parametrize("type_name", TYPES)
@@ -333,7 +328,7 @@ def test_unknown_fields_are_rejected_naming_the_field(cx, store, type_name):
     assert msg.startswith(f"{type_name}.colour: unknown field")
     for name in schema.FIELD_NAMES[type_name]:
         assert name in msg
-    assert not (store / "cortex.duckdb").exists()
+    assert not tamper.db_file(store).exists()
 
 
 def test_unknown_field_via_set_is_rejected(cx):
@@ -356,23 +351,18 @@ def test_invalid_write_exits_10_on_the_cli(cli, store):
     run = cli("write", "preference", "tabs", "--set", "polarity=love")
     assert_clean_error(run, 10)
     assert "preference.polarity" in run.err and "prefer, avoid, neutral, do, dont" in run.err
-    assert not (store / "cortex.duckdb").exists()
+    assert not tamper.db_file(store).exists()
 
 
 # -- tampering is detected ---------------------------------------------------------------
 
 
 def _flip_one_byte(store, id_: str, version: int = 1, index: int = -1) -> None:
-    con = duckdb.connect(str(store / "cortex.duckdb"))
-    try:
-        (blob,) = con.execute("SELECT data FROM versions WHERE id = ? AND version = ?", [id_, version]).fetchone()
-        tampered = bytearray(blob)
-        tampered[index] ^= 0x01
-        con.execute("UPDATE versions SET data = ? WHERE id = ? AND version = ?", [bytes(tampered), id_, version])
-        (check,) = con.execute("SELECT data FROM versions WHERE id = ? AND version = ?", [id_, version]).fetchone()
-        assert check == bytes(tampered) != blob
-    finally:
-        con.close()
+    blob = tamper.version_field(store, id_, version, "data")
+    tampered = bytearray(blob)
+    tampered[index] ^= 0x01
+    tamper.set_version_field(store, id_, version, "data", bytes(tampered))
+    assert tamper.version_field(store, id_, version, "data") == bytes(tampered) != blob
 
 
 def test_one_byte_change_in_stored_data_fails_the_hash(cx, store, cli):

@@ -2,24 +2,37 @@
 
 from __future__ import annotations
 
+import shutil
+
 import pytest
 
 from cortexctl import Cortex
 from cortexctl.memory import codec
 from cortexctl.memory.ids import memory_uri
-from tests.conftest import assert_clean_error, run_sql
+from tests import tamper
+from tests.conftest import assert_clean_error, clean_environment
+
+
+@pytest.fixture(scope="module")
+def built_once(tmp_path_factory):
+    base = tmp_path_factory.mktemp("built")
+    with clean_environment(base):
+        cx = Cortex(store=base / "store", actor="alice")
+        a = cx.write("fact", "alpha", tags=["x"], frames=["build:repo:acme/api"]).id
+        cx.update(a, "alpha two")
+        b = cx.write("goal", "beta", importance=3).id
+        c = cx.write("fact", "gamma").id
+        cx.forget(c, reason="old")
+        assert cx.verify().ok
+    return base / "store", {"a": a, "b": b, "c": c}
 
 
 @pytest.fixture
-def built(store):
-    cx = Cortex(store=store, actor="alice")
-    a = cx.write("fact", "alpha", tags=["x"], frames=["build:repo:acme/api"]).id
-    cx.update(a, "alpha two")
-    b = cx.write("goal", "beta", importance=3).id
-    c = cx.write("fact", "gamma").id
-    cx.forget(c, reason="old")
-    assert cx.verify().ok
-    return cx, {"a": a, "b": b, "c": c}
+def built(store, built_once):
+    """A small sound store (an update, a forget, a frame), built once per module and copied."""
+    template, ids = built_once
+    shutil.copytree(template, store)
+    return Cortex(store=store, actor="alice"), dict(ids)
 
 
 def _forged(id_: str) -> tuple[bytes, bytes]:
@@ -57,7 +70,7 @@ def test_verify_reports_tampering(built, store, cli, what):
     statement = TAMPERING[what]
     for key, value in ids.items():
         statement = statement.replace(f"${key}", f"'{value}'")
-    run_sql(store, statement)
+    tamper.sql(store, statement)
     report = cx.verify()
     assert not report.ok, what
     r = cli("verify")
@@ -67,7 +80,8 @@ def test_verify_reports_tampering(built, store, cli, what):
 def test_rewritten_data_with_a_recomputed_hash_is_caught_by_the_replay(built, store):
     cx, ids = built
     data, digest = _forged(ids["a"])
-    run_sql(store, "UPDATE versions SET data = ?, hash = ? WHERE id = ? AND version = 2", [data, digest, ids["a"]])
+    tamper.set_version_field(store, ids["a"], 2, "data", data)
+    tamper.set_version_field(store, ids["a"], 2, "hash", digest)
     problems = cx.verify().problems
     assert [(p.check, p.message) for p in problems] == [
         ("replay", "version 2 field data differs from the journal"),
@@ -78,11 +92,11 @@ def test_rewritten_data_with_a_recomputed_hash_is_caught_by_the_replay(built, st
 
 def test_corrupt_rows_are_integrity_errors_not_crashes(built, store, cli):
     _cx, ids = built
-    run_sql(store, "UPDATE versions SET provenance = '{' WHERE id = ?", [ids["b"]])
+    tamper.set_version_field(store, ids["b"], 1, "provenance", "{")
     assert_clean_error(cli("show", ids["b"]), 7)
-    run_sql(store, "UPDATE heads SET type = 99 WHERE id = ?", [ids["a"]])
+    tamper.set_field(store, ids["a"], "type", 99)
     assert_clean_error(cli("find"), 7)
-    run_sql(store, "DELETE FROM meta")
+    tamper.sql(store, "DELETE FROM meta")
     r = cli("find")
     assert_clean_error(r, 7)
     assert "schema version" in r.err
@@ -105,26 +119,37 @@ SEARCH_TAMPERING = {
 def test_verify_catches_damage_to_the_search_tables(built, store, case):
     cx, ids = built
     statement, check, message = SEARCH_TAMPERING[case]
-    run_sql(store, statement, [ids["a"]])  # memory a is at version 2
+    tamper.sql(store, statement, [ids["a"]])  # memory a is at version 2
     problems = [p for p in cx.verify().problems if p.check == check]
     assert problems and message in problems[0].message, cx.verify().problems
     assert problems[0].ref.startswith(f"cortex://m/{ids['a']}")
 
 
 # -- the per-memory checks split across worker processes -----------------------------------------
+@pytest.fixture(scope="module")
+def many_once(tmp_path_factory):
+    base = tmp_path_factory.mktemp("many")
+    with clean_environment(base):
+        cx = Cortex(store=base / "store", actor="alice")
+        ids = [cx.write("fact", f"memory number {i} about painting walls", tags=[f"t{i % 3}"]).id for i in range(14)]
+        for i in (3, 7, 11):
+            cx.update(ids[i], f"memory number {i} about painted rooms, second version")
+        cx.forget(ids[12], reason="old")
+        cx.attest("decorate", "success", [f"cortex://m/{i}" for i in ids[2:9]])
+        cx.attest("decorate", "failure", [f"cortex://m/{i}" for i in ids[5:11]], reason="factual_error")
+    return base / "store", ids
+
+
 @pytest.fixture
-def many(store, monkeypatch):
-    """A store of 14 memories (updates, a forget, attests across them) checked in runs of 2,
-    so that every worker's range holds several runs."""
+def many(store, monkeypatch, many_once):
+    """A store of 14 memories (updates, a forget, attests across them; built once per module and
+    copied) checked in runs of 2, so that every worker's range holds several runs."""
     from cortexctl.engine import verify as v
 
+    template, ids = many_once
+    shutil.copytree(template, store)
     cx = Cortex(store=store, actor="alice")
-    ids = [cx.write("fact", f"memory number {i} about painting walls", tags=[f"t{i % 3}"]).id for i in range(14)]
-    for i in (3, 7, 11):
-        cx.update(ids[i], f"memory number {i} about painted rooms, second version")
-    cx.forget(ids[12], reason="old")
-    cx.attest("decorate", "success", [f"cortex://m/{i}" for i in ids[2:9]])
-    cx.attest("decorate", "failure", [f"cortex://m/{i}" for i in ids[5:11]], reason="factual_error")
+    ids = list(ids)
     monkeypatch.setattr(v, "BATCH", 2)
     monkeypatch.setattr(v, "PARALLEL_FROM", 0)
     started = []
@@ -155,12 +180,13 @@ def test_damage_in_the_middle_is_reported_by_a_worker_exactly_as_in_one_process(
     cx, ids, started = many
     mid = ids[7]
     data, digest = _forged(mid)
-    run_sql(store, "UPDATE versions SET hash = '\\x00'::BLOB WHERE id = ? AND version = 1", [ids[6]])
-    run_sql(store, "UPDATE heads SET importance = 9 WHERE id = ?", [mid])
-    run_sql(store, "UPDATE versions SET data = ?, hash = ? WHERE id = ? AND version = 2", [data, digest, mid])
-    run_sql(store, "UPDATE heads SET access_count = 40 WHERE id = ?", [ids[8]])
-    run_sql(store, "DELETE FROM lex_postings WHERE doc = (SELECT doc FROM lex_docs WHERE id = ?)", [ids[9]])
-    run_sql(store, "UPDATE vectors SET vec = vec[1:10] WHERE id = ?", [ids[10]])
+    tamper.set_version_field(store, ids[6], 1, "hash", b"\x00")
+    tamper.set_field(store, mid, "importance", 9)
+    tamper.set_version_field(store, mid, 2, "data", data)
+    tamper.set_version_field(store, mid, 2, "hash", digest)
+    tamper.set_field(store, ids[8], "access_count", 40)
+    tamper.sql(store, "DELETE FROM lex_postings WHERE doc = (SELECT doc FROM lex_docs WHERE id = ?)", [ids[9]])
+    tamper.sql(store, "UPDATE vectors SET vec = vec[1:10] WHERE id = ?", [ids[10]])
     one = _found(cx.verify(jobs=1))
     assert one == [
         ("hash", "hash does not match the stored data (corrupt or tampered)", memory_uri(ids[6], 1)),
@@ -185,9 +211,9 @@ def test_damage_in_the_middle_is_reported_by_a_worker_exactly_as_in_one_process(
 
 def test_findings_do_not_depend_on_the_number_of_workers_when_the_journal_is_damaged(many, store, cli):
     cx, ids, _started = many
-    run_sql(store, "DELETE FROM journal WHERE seq = 5")  # a gap, and memory 4 never written
-    run_sql(store, "UPDATE journal SET payload = 'junk'::BLOB WHERE seq = 9")
-    run_sql(store, "INSERT INTO heads SELECT * REPLACE ('01ZZZZZZZZZZZZZZZZZZZZZZZZ' AS id) FROM heads WHERE id = ?",
+    tamper.delete_journal(store, seq=5)  # a gap, and memory 4 never written
+    tamper.sql(store, "UPDATE journal SET payload = 'junk'::BLOB WHERE seq = 9")
+    tamper.sql(store, "INSERT INTO heads SELECT * REPLACE ('01ZZZZZZZZZZZZZZZZZZZZZZZZ' AS id) FROM heads WHERE id = ?",
             [ids[1]])
     one = cx.verify(jobs=1)
     assert not one.ok and {p.check for p in one.problems} >= {"journal", "replay"}
@@ -257,7 +283,7 @@ def test_postings_damage_at_a_range_edge_is_found_as_by_the_per_run_walk(many, s
     statement, message = POSTINGS_DAMAGE[case]
     edges = _range_edges(store, ids)
     for id_ in edges:
-        run_sql(store, statement.replace("$id", f"'{id_}'"))
+        tamper.sql(store, statement.replace("$id", f"'{id_}'"))
     lexical = [(m, r) for c, m, r in _found(cx.verify(jobs=1)) if c == "lexical"]
     assert {r for _m, r in lexical} == {memory_uri(i) for i in edges}, lexical
     assert message in {m for m, _r in lexical}
@@ -288,12 +314,12 @@ def test_a_bad_worker_count_is_one_usage_line_and_nothing_is_checked(cli, store,
     assert says in r.err, r
 
 
-@pytest.mark.parametrize("tamper, message", [
+@pytest.mark.parametrize("statement, message", [
     ("UPDATE journal SET payload = ? WHERE kind = 'revoke'", "was never granted"),
     ("UPDATE journal SET payload = 'junk'::BLOB WHERE kind = 'grant'", "does not decode"),
     ("UPDATE grants SET subagent = 'mallory'", "differs from the journal (subagent)"),
 ])
-def test_grants_replay_from_the_journal_and_a_disagreement_is_found(store, tamper, message):
+def test_grants_replay_from_the_journal_and_a_disagreement_is_found(store, statement, message):
     cx = Cortex(store=store, actor="alice")
     cx.write("fact", "orchid", visibility="scoped")
     g = cx.grant("bob", types=["fact"], tags=["ops"], expires="1d")
@@ -301,8 +327,8 @@ def test_grants_replay_from_the_journal_and_a_disagreement_is_found(store, tampe
     cx.grant("carol")
     assert cx.verify().ok
     params = [codec.encode({"id": "01M85AWENDS9KJ2ARCZC6N5RNP", "revoked_at": 0, "revoked_by": "x"})] \
-        if "?" in tamper else []
-    run_sql(store, tamper, params)
+        if "?" in statement else []
+    tamper.sql(store, statement, params)
     report = cx.verify()
     assert not report.ok
     assert any(message in p.message for p in report.problems), report.problems
