@@ -472,13 +472,10 @@ class SnapshotTx(Lanes):
         return None if w is None else tuple(float(x) for x in w)
 
     def live_grants(self, subagent: str, now: datetime) -> list[dict]:
-        """From the header, as the learned weights (DuckDB for a snapshot built before grants)."""
-        got = self.top.get("grants")
-        if got is None:
-            return self._duck().live_grants(subagent, now)
+        """From the header, as the learned weights (every format-3 file carries the grants)."""
         at = _us(now)
         out = []
-        for id_, granter, sub, types, tags, created, expires in got:
+        for id_, granter, sub, types, tags, created, expires in self.top["grants"]:
             if sub != subagent or (expires is not None and expires <= at):
                 continue
             out.append({"id": id_, "granter": granter, "subagent": sub, "types": list(types), "tags": list(tags),
