@@ -558,7 +558,7 @@ def restore(ctx: Context, path: str | os.PathLike, *, mode: str, force: bool = F
 
     if mode not in ("merge", "replace"):
         raise UsageError(f"mode must be merge or replace (got {mode!r})", field="mode")
-    ctx.storage.check_path()
+    ctx.storage.check_location()
     target = Path(ctx.storage.location)
     with opened(path, passphrase=passphrase(ctx.settings)) as b:
         result = RestoreResult(mode=mode, target=str(target), dry_run=dry_run)

@@ -80,7 +80,7 @@ class Context:
     def require_store(self) -> None:
         """NotFound ("no store at ...") when there is no store yet; nothing is created."""
         if not self.storage.exists():
-            self.storage.check_path()
+            self.storage.check_location()
             raise self.no_store()
 
     @contextmanager

@@ -115,12 +115,12 @@ def _search(ctx: Context, query: FindQuery, filters: Filters, qvec, warnings: li
             exact: bool = False) -> list[FindHit]:
     """One search, answered from the search snapshot when it is current, else from the store
     (and from the store alone when the snapshot fails on the way: damaged, or the store moved on)."""
-    from cortexctl.store.interface import SnapshotUnusable
+    from cortexctl.store.interface import CacheUnusable
 
     found: list[str] = []
     try:
         hits = _search_in(ctx.searching, ctx, query, filters, qvec, found, exact=exact)
-    except SnapshotUnusable:
+    except CacheUnusable:
         found = []
         hits = _search_in(ctx.reading, ctx, query, filters, qvec, found, exact=exact)
     warnings.extend(found)

@@ -81,7 +81,7 @@ class Store:
     def exists(self) -> bool:
         return self.db_path.is_file()
 
-    def check_path(self) -> None:
+    def check_location(self) -> None:
         """UsageError when the path cannot hold a store."""
         if self.path.exists() and not self.path.is_dir():
             raise UsageError(f"store path {self.path} is not a directory")
@@ -90,7 +90,7 @@ class Store:
 
     def _create_dir(self) -> None:
         """Create the store directory (0700) if needed; an existing directory is left as it is."""
-        self.check_path()
+        self.check_location()
         if not self.path.exists():
             try:
                 self.path.mkdir(mode=0o700, parents=True)
@@ -176,7 +176,7 @@ class Store:
         """A read-only connection. Raises ``NoStore`` when there is no store yet."""
         from cortexctl.store import migrations
 
-        self.check_path()
+        self.check_location()
         if not self.exists():
             raise NoStore(f"no store at {self.path}")
         con = self._connect(read_only=True)
@@ -295,7 +295,7 @@ class Store:
         """A read-only view for find, answered from the search snapshot when it is current."""
         from cortexctl.store import snapshot
 
-        self.check_path()
+        self.check_location()
         if not self.exists():
             raise NoStore(f"no store at {self.path}")
         pair = snapshot.open_current(self.path, self.maps)

@@ -66,15 +66,15 @@ def _scopes(scopes) -> tuple[Scope, ...]:
 
 
 class NoStore(CortexError):
-    """Raised to readers when no store exists at the path yet."""
+    """Raised to readers when no store exists at the location yet."""
 
     exit_code = 3
     kind = "not_found"
 
 
-class SnapshotUnusable(CortexError):
-    """The search cache turned out damaged, or the store moved on while it answered: the caller
-    asks again through ``Storage.reading`` (the ground truth)."""
+class CacheUnusable(CortexError):
+    """A backend's read cache (behind ``Storage.searching``) turned out damaged, or the store moved
+    on while it answered: the caller asks again through ``Storage.reading`` (the ground truth)."""
 
 
 class IndexUnusable(CortexError):
@@ -458,7 +458,7 @@ class Storage(Protocol):
     def exists(self) -> bool:
         """A store exists there."""
 
-    def check_path(self) -> None:
+    def check_location(self) -> None:
         """UsageError when the location cannot hold a store."""
 
     def size_bytes(self) -> int:
@@ -475,7 +475,7 @@ class Storage(Protocol):
 
     def searching(self) -> ContextManager[Tx]:
         """A read-only view for find: like ``reading``, but it may be answered from a cache of
-        the backend's that is current. Its methods may raise ``SnapshotUnusable``: the caller
+        the backend's that is current. Its methods may raise ``CacheUnusable``: the caller
         then starts over with ``reading``."""
 
     def update_index(self, model: str, *, rebuild: bool = False, progress: Callable[[int, int], None] | None = None,
@@ -494,11 +494,11 @@ class Storage(Protocol):
         upkeep the backend's search structures want. Never fails."""
 
     def index_health(self, model: str | None) -> dict:
-        """The healthcheck's ``index`` block (path, exists, count, model, dimension, consistent,
-        state) for ``model``."""
+        """The healthcheck's ``index`` block for ``model``: where the index is, whether it exists,
+        its count, model and dimension, whether it is consistent, and its state."""
 
     def cache_health(self) -> dict:
-        """The healthcheck's ``snapshot`` block: {state, problem} of the backend's read cache."""
+        """The healthcheck's block on the backend's read cache: {state, problem}."""
 
     def export_bundle(self, dest: Any) -> tuple[list[dict], dict]:
         """Write the store's tables, from one committed state, as a bundle's members into the
@@ -513,6 +513,6 @@ class Storage(Protocol):
 
 
 __all__ = ["Storage", "Tx", "Filters", "Viewer", "Scope", "viewer_of", "GRANT_FIELDS", "Scoring", "NoStore", "HEAD_FIELDS", "VERSION_FIELDS",
-           "SALIENCE_FIELDS", "SnapshotUnusable", "JOURNAL_FIELDS", "WEIGHT_FIELDS", "CHECKPOINT_FIELDS", "MEMORY_KINDS",
+           "SALIENCE_FIELDS", "CacheUnusable", "JOURNAL_FIELDS", "WEIGHT_FIELDS", "CHECKPOINT_FIELDS", "MEMORY_KINDS",
            "JournalEntry", "IndexUnusable", "Remark", "CAPABILITIES", "Records", "Journal",
            "Listing", "LexicalSearch", "VectorSearch", "Feedback", "Grants", "Integrity", "BundleIO"]

@@ -53,7 +53,7 @@ def test_the_search_view_has_every_method_of_tx_and_no_other_falls_through(stora
 # -- opening and transactions -------------------------------------------------------------------
 def test_a_store_does_not_exist_until_the_first_transaction(storage):
     assert not storage.exists()
-    storage.check_path()  # an empty location can hold a store
+    storage.check_location()  # an empty location can hold a store
     with pytest.raises(NoStore):
         with storage.reading():
             pass

@@ -21,11 +21,11 @@ def storage(tmp_path):
     return open_storage(tmp_path / "store", wait=5.0)
 
 
-def test_check_path_refuses_a_file_where_the_store_directory_belongs(storage):
+def test_check_location_refuses_a_file_where_the_store_directory_belongs(storage):
     storage.path.parent.mkdir(parents=True, exist_ok=True)
     storage.path.write_text("not a store")
     with pytest.raises(UsageError):
-        storage.check_path()
+        storage.check_location()
 
 
 def test_the_exclusive_lock_can_be_taken_again_by_its_holder_for_a_transaction(storage):

@@ -28,7 +28,7 @@ is used only when all of them agree now. So:
   generation file) changes the file identity: bypassed;
 - a truncated or damaged file fails its header check (magic, length, CRC of the
   header) or, for the pages actually read, the CRC of each 16 KiB block
-  (checked the first time a block is touched): ``SnapshotUnusable``, and find
+  (checked the first time a block is touched): ``SnapshotUnusable`` (a ``CacheUnusable``), and find
   answers from DuckDB instead.
 
 A bypassed snapshot costs find nothing but a few small reads: it then reads
@@ -86,10 +86,11 @@ from __future__ import annotations
 from cortexctl.store.snapshot.builder import build, collect
 from cortexctl.store.snapshot.delta import (DELTA_MAX, check_whole, collect_delta, delta_start, open_current, remove,
                                             state, write_delta)
-from cortexctl.store.snapshot.format import (DELTA_NAME, FORMAT, GEN_NAME, MAGIC, SNAPSHOT_NAME, Snapshot, _header_of,
-                                             mark_clean, mark_dirty, read_gen, write)
+from cortexctl.store.snapshot.format import (DELTA_NAME, FORMAT, GEN_NAME, MAGIC, SNAPSHOT_NAME, Snapshot,
+                                             SnapshotUnusable, _header_of, mark_clean, mark_dirty, read_gen, write)
 from cortexctl.store.snapshot.query import SnapshotTx
 
-__all__ = ["SNAPSHOT_NAME", "DELTA_NAME", "GEN_NAME", "MAGIC", "FORMAT", "DELTA_MAX", "Snapshot", "SnapshotTx", "build",
+__all__ = ["SNAPSHOT_NAME", "DELTA_NAME", "GEN_NAME", "MAGIC", "FORMAT", "DELTA_MAX", "Snapshot", "SnapshotTx",
+           "SnapshotUnusable", "build",
            "collect", "write", "open_current", "state", "check_whole", "mark_dirty", "mark_clean", "read_gen", "remove",
            "delta_start", "collect_delta", "write_delta", "_header_of"]

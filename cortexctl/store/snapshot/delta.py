@@ -9,11 +9,10 @@ import os
 import zlib
 from pathlib import Path
 
-from cortexctl.store.interface import SnapshotUnusable
 from cortexctl.store.snapshot.builder import DATA_QUERY, HEAD_COLUMNS, _arrays, _grants_extra, journal_seq
-from cortexctl.store.snapshot.format import (DELTA_NAME, FORMAT, SNAPSHOT_NAME, Snapshot, _clear_temps, _header_of,
-                                             _map, _mark, _other_format, _schema_version, _stamp_ok, _unlink,
-                                             db_identity)
+from cortexctl.store.snapshot.format import (DELTA_NAME, FORMAT, SNAPSHOT_NAME, Snapshot, SnapshotUnusable, _clear_temps,
+                                             _header_of, _map, _mark, _other_format, _schema_version, _stamp_ok,
+                                             _unlink, db_identity)
 
 DELTA_MAX = 2_000  # memories a delta holds; past that, find reads DuckDB until the next fold
 

@@ -14,7 +14,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from cortexctl.store.interface import SnapshotUnusable
+from cortexctl.store.interface import CacheUnusable
 
 SNAPSHOT_NAME = "cortex.snapshot"
 DELTA_NAME = "cortex.snapdelta"
@@ -25,6 +25,11 @@ BLOCK = 1 << 14  # bytes per checksummed block
 ALIGN = 64
 EPOCH = datetime(1970, 1, 1)
 BUILD_BATCH = 10_000  # rows read at a time while building
+
+
+class SnapshotUnusable(CacheUnusable):
+    """The search snapshot or its delta turned out damaged, or the store moved on while it
+    answered: find starts over on DuckDB (``Storage.reading``)."""
 
 
 # -- the generation file ---------------------------------------------------------------------

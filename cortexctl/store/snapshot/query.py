@@ -9,11 +9,11 @@ from datetime import datetime, timedelta
 from typing import Sequence
 
 from cortexctl.store import rules
-from cortexctl.store.interface import Filters, Scoring, SnapshotUnusable, Viewer, viewer_of
+from cortexctl.store.interface import Filters, Scoring, Viewer, viewer_of
 from cortexctl.store.lanes import Lanes
 from cortexctl.store.predicate import evaluate
 from cortexctl.store.snapshot.delta import _MemSnap
-from cortexctl.store.snapshot.format import EPOCH, Snapshot, _stamp_ok, _us
+from cortexctl.store.snapshot.format import EPOCH, Snapshot, SnapshotUnusable, _stamp_ok, _us
 
 
 # -- answering find ------------------------------------------------------------------------------
