@@ -263,9 +263,9 @@ def _backup(ctx: Context, dest: Path, keep: int, max_age: float, encrypt: bool, 
     partial.mkdir(mode=0o700)
     try:
         step = progress or (lambda *a: None)
-        step("snapshot", 0, 1)
+        step("copy", 0, 1)
         members, facts = ctx.storage.export_bundle(partial)
-        step("snapshot", 1, 1)
+        step("copy", 1, 1)
         salt = os.urandom(16) if encrypt else None
         key = None
         if encrypt:

@@ -2,7 +2,7 @@
 
 ``interface`` is what the engine sees (the capability protocols that make up ``Tx``,
 ``Storage``, ``Filters``, ``Scoring``), and ``open_storage`` below is the one place a
-backend is built. The DuckDB backend: ``db`` (``Store``: locks, waiting, opening) and
+backend is built. The DuckDB backend: ``db`` (``DuckStorage``: locks, waiting, opening) and
 ``duck`` (``DuckTx``) run the queries of ``records``, ``search``, ``feedback``, ``grants``
 and ``integrity``; ``lexical`` ranks by words over its postings, ``vector_index`` keeps
 the HNSW file beside it and searches it, ``snapshot`` is find's read cache, ``bundle``
@@ -23,9 +23,9 @@ def open_storage(location, *, wait: float = DEFAULT_WAIT, resident: bool = False
     """The one place a backend is chosen and built: the ``Storage`` at ``location`` (a store
     directory). ``wait``: seconds to wait for a busy store; ``resident``: a long-lived process
     (``cortexctl mcp``) that may keep read caches between calls. Nothing is opened yet."""
-    from cortexctl.store.db import Store
+    from cortexctl.store.db import DuckStorage
 
-    return Store(location, wait=wait, resident=resident)
+    return DuckStorage(location, wait=wait, resident=resident)
 
 
 def storage_for(settings, *, resident: bool = False) -> Storage:

@@ -47,7 +47,7 @@ def _integrity(exc: Exception, path: Path) -> CortexError:
     return IntegrityError(f"store {path} cannot be read: {str(exc).splitlines()[0]}")
 
 
-class Store:
+class DuckStorage:
     """A store directory: the DuckDB backend of ``interface.Storage``.
 
     Connections are opened per operation and closed at once. ``reading()`` and
@@ -382,7 +382,7 @@ class Store:
         try:
             with self.exclusive():  # creates the target directory (for its lock) when it is new
                 sb.build_store(staging / DB_NAME, members, schema_version)
-                staged = Store(staging, wait=self.wait)
+                staged = DuckStorage(staging, wait=self.wait)
                 check(staged)
                 staged.tighten()
                 _swap(staging, target)

@@ -27,7 +27,7 @@ class DuckTx(Lanes):
 
     def __init__(self, con, store=None) -> None:
         self.con = con
-        self.store = store  # the Store it came from (its index file); None for a bare connection
+        self.store = store  # the DuckStorage it came from (its index file); None for a bare connection
         self._where: dict[Filters, tuple[str, list[Any]]] = {}
         # What this transaction changed, the search snapshot's delta (store/snapshot/) reads from the
         # journal: every change to a memory is a journal entry, and vectors come with growing keys.

@@ -1,7 +1,7 @@
 """The DuckDB backend's answers to ``LexicalSearch.search_terms``, ``VectorSearch.nearest`` and
 ``Integrity.index_problems``, shared by its two views: ``DuckTx`` (the tables) and
 ``SnapshotTx`` (the search snapshot). Both hold the reads these run over (postings,
-vectors, ``passing``) and ``store``, the ``Store`` they came from (for the index file)."""
+vectors, ``passing``) and ``store``, the ``DuckStorage`` they came from (for the index file)."""
 
 from __future__ import annotations
 

@@ -38,7 +38,7 @@ from typing import Callable
 from cortexctl.errors import CortexError, StoreBusy
 from cortexctl.store.interface import Filters, IndexUnusable, Remark
 
-Store = "cortexctl.store.db.Store"  # annotations only: the module reads a Store's path, lock and maps
+DuckStorage = "cortexctl.store.db.DuckStorage"  # annotations only: the module reads its path, lock and maps
 
 INDEX_NAME = "cortex.usearch"
 RECORD_NAME = "cortex.usearch.json"
@@ -127,7 +127,7 @@ class IndexLoader:
     CHUNK = 1024  # vectors per job, so that the last ones can be added with every core
     QUEUED = 16  # jobs waiting at most (about 25 MB of 384-d vectors)
 
-    def __init__(self, store: Store, model: str, *, threads: int = 1) -> None:
+    def __init__(self, store: DuckStorage, model: str, *, threads: int = 1) -> None:
         from concurrent.futures import ThreadPoolExecutor
 
         self.model = model
@@ -217,7 +217,7 @@ class IndexLoader:
         return np.concatenate([np.arange(f, f + len(ids), dtype=np.uint64) for f, ids, _ in self.added])
 
 
-def update(store: Store, model: str, *, rebuild: bool = False, progress: Callable[[int, int], None] | None = None,
+def update(store: DuckStorage, model: str, *, rebuild: bool = False, progress: Callable[[int, int], None] | None = None,
            built: IndexLoader | None = None, wait: float | None = None) -> dict:
     """Bring the index file up to date with the active model's vectors; returns what was done.
 
@@ -237,7 +237,7 @@ def update(store: Store, model: str, *, rebuild: bool = False, progress: Callabl
     return done
 
 
-def _fold(store: Store, model: str, *, rebuild: bool, progress, built: IndexLoader | None) -> dict:
+def _fold(store: DuckStorage, model: str, *, rebuild: bool, progress, built: IndexLoader | None) -> dict:
     from cortexctl.index import hnsw
 
     try:
@@ -297,7 +297,7 @@ def _fold(store: Store, model: str, *, rebuild: bool, progress, built: IndexLoad
     return {"action": action, "vectors": len(index), "added": done, "reason": why if action == "rebuild" else "delta"}
 
 
-def after_vectors(store: Store, model: str, last_key: int) -> None:
+def after_vectors(store: DuckStorage, model: str, last_key: int) -> None:
     """After a write that stored vectors up to ``last_key``: fold when the pending tail has grown
     to FOLD_AT. Never fails the write."""
     rec = read_record(store)
@@ -311,7 +311,7 @@ def after_vectors(store: Store, model: str, last_key: int) -> None:
 
 
 # -- searching ---------------------------------------------------------------------------
-def nearest(tx, store: Store, model: str, query_vec, filters: Filters, n: int, *,
+def nearest(tx, store: DuckStorage, model: str, query_vec, filters: Filters, n: int, *,
             exact: bool = False) -> tuple[list[tuple[str, float]], str | None]:
     """The ``n`` memories passing ``filters`` nearest to ``query_vec``: ([(id, cosine)], note).
 
@@ -427,7 +427,7 @@ def verify_index(tx, store, model: str) -> list[str]:
     return problems
 
 
-def health(store: Store, model: str | None) -> dict:
+def health(store: DuckStorage, model: str | None) -> dict:
     """The healthcheck's ``index`` block: the file, and whether it can be trusted for ``model``
     (a store too small to have one is searched exactly, which is as it should be)."""
     block = {"path": str(index_path(store)), "exists": index_path(store).is_file(),

@@ -264,9 +264,9 @@ POSTINGS_DAMAGE = {
 def _range_edges(store, ids) -> list[str]:
     """The memories at either end of the ID ranges two workers get (runs of 2), sorted."""
     from cortexctl.engine import verify as v
-    from cortexctl.store.db import Store
+    from cortexctl.store.db import DuckStorage
 
-    with Store(store).reading() as tx:
+    with DuckStorage(store).reading() as tx:
         ranges = v._ranges(tx.memory_batch_ends(2), 2)
     order = sorted(ids)
     (_, cut), _second = ranges

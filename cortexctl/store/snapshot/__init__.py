@@ -12,7 +12,7 @@ that a reader maps with numpy and touches only where it looks. A cold ``find``
 answered from it neither imports DuckDB nor decodes a column segment.
 
 Trust rests on the **generation file** ``cortex.gen``: ``TOKEN COUNTER STATE``.
-Every committing writer (``Store.transaction``) writes the next counter as
+Every committing writer (``DuckStorage.transaction``) writes the next counter as
 ``dirty`` *before* COMMIT (fsynced when a snapshot file exists: a store that
 never built one pays no sync for it), and the same counter as ``clean``
 after. The token is random, made when the file is first written (a missing or

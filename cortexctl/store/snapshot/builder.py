@@ -244,7 +244,7 @@ def _grants_extra(con) -> list[list]:
 
 
 def build(store) -> dict:
-    """Rebuild the snapshot of ``store`` (a ``db.Store``); the caller holds the writer lock and no
+    """Rebuild the snapshot of ``store`` (a ``db.DuckStorage``); the caller holds the writer lock and no
     connection. Returns {"action": "build"|"none", "memories": n}."""
     path = store.path
     if not store.db_path.is_file():
