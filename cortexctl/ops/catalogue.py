@@ -303,7 +303,7 @@ OPERATIONS: list[Operation] = [
                       remove_frames=remove_frames), (
         REF,
         Param("importance", "Declared importance 0-10.", type=int, metavar="N"),
-        Param("visibility", "private, scoped or public.", choices=("private", "scoped", "public"), metavar="V"),
+        Param("visibility", "Who may see the memory.", choices=("private", "scoped", "public"), metavar="V"),
         Param("frames", "A frame VERB:KIND:REF (repeatable).", many=True, metavar="VERB:KIND:REF"),
         Param("remove_frames", "Remove a frame (repeatable).", many=True, metavar="VERB:KIND:REF"),
     ), idempotent=True,
