@@ -170,15 +170,16 @@ OPERATIONS: list[Operation] = [
                   "latest version or a given one.")),
     Operation(
         "write", _write, (
-            Param("type", "The memory's type.", required=True, choices=TYPES),
-            Param("text", "The main text (statement, name, topic, summary or description, by type)."),
+            Param("type", "The memory's type.", required=True, choices=TYPES, metavar="TYPE"),
+            Param("text", "The main text (statement, name, topic, summary or description, by type).",
+                  metavar="TEXT"),
             Param("data", "The type's other fields as an object (text wins over its main field).", type=dict),
-            Param("tags", "Tags.", many=True),
-            Param("frames", "Frames VERB:KIND:REF.", many=True),
-            Param("importance", "Declared importance 0-10.", type=int, default=5),
-            Param("visibility", default="private", choices=("private", "scoped", "public")),
-            Param("confidence", "Confidence in this version, 0-1.", type=float, default=1.0),
-            Param("session", "The session this memory belongs to."),
+            Param("tags", "Tags.", many=True, metavar="TAG"),
+            Param("frames", "Frames VERB:KIND:REF.", many=True, metavar="VERB:KIND:REF"),
+            Param("importance", "Declared importance 0-10.", type=int, default=5, metavar="N"),
+            Param("visibility", default="private", choices=("private", "scoped", "public"), metavar="V"),
+            Param("confidence", "Confidence in this version, 0-1.", type=float, default=1.0, metavar="X"),
+            Param("session", "The session this memory belongs to.", metavar="ID"),
             SHORT_FORM, MEDIUM_FORM,
             Param("dedupe", "When a live memory of yours has the same type and text, answer with it and write "
                   "nothing.", type=bool, default=False),
@@ -188,9 +189,9 @@ OPERATIONS: list[Operation] = [
     Operation(
         "update", _update, (
             REF,
-            Param("text", "New main text."),
+            Param("text", "New main text.", metavar="TEXT"),
             Param("data", "Fields to replace, as an object.", type=dict),
-            Param("confidence", "Confidence in the new version, 0-1.", type=float),
+            Param("confidence", "Confidence in the new version, 0-1.", type=float, metavar="X"),
             SHORT_FORM, MEDIUM_FORM,
         ),
         tool=Tool("Update a memory", "Write a new version of a memory (given fields replace the current ones); "
