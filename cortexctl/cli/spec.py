@@ -225,7 +225,7 @@ def help_of(p, *, positional: bool = False) -> str:
     if p.type is dict:
         text = text.rstrip(".") + "; JSON, @FILE, or - for stdin."
     if p.many and not positional and "repeatable" not in text:
-        text = text.rstrip(".") + " (repeatable)."
+        text = text + " Repeatable." if text.endswith(").") else text.rstrip(".") + " (repeatable)."
     return text
 
 

@@ -144,14 +144,15 @@ OPERATIONS: list[Operation] = [
     # -- the tools an agent uses ---------------------------------------------------------------
     Operation(
         "find", _find, (
-            Param("near", "Find by meaning: text to search for. Omit for salience order."),
-            Param("types", f"Only these types ({', '.join(TYPES)}).", many=True),
-            Param("tags", "Every tag given must be present.", many=True),
-            Param("frames", "Frames VERB, VERB:KIND or VERB:KIND:REF; all must match.", many=True),
-            Param("k", "At most this many results.", type=int, default=10),
-            Param("budget_tokens", "At most this many tokens of results, each at the form shown.", type=int),
-            Param("form", "The form of each result's text.", default="short", choices=FORMS),
-            Param("session", "Only this session's memories (zoom in)."),
+            Param("near", "Find by meaning: text to search for. Omit for salience order.", metavar="TEXT"),
+            Param("types", f"Only these types ({', '.join(TYPES)}).", many=True, metavar="TYPE"),
+            Param("tags", "Every tag given must be present.", many=True, metavar="TAG"),
+            Param("frames", "Frames VERB, VERB:KIND or VERB:KIND:REF; all must match.", many=True, metavar="FRAME"),
+            Param("k", "At most this many results.", type=int, default=10, metavar="N"),
+            Param("budget_tokens", "At most this many tokens of results, each at the form shown.", type=int,
+                  metavar="N"),
+            Param("form", "The form of each result's text.", default="short", choices=FORMS, metavar="FORM"),
+            Param("session", "Only this session's memories (zoom in).", metavar="ID"),
             Param("summaries", "Only session summaries (zoom out).", type=bool, default=False),
             Param("include_tombstoned", "Also forgotten memories.", type=bool, default=False),
         ), **RO,
