@@ -229,7 +229,7 @@ def help_of(p, *, positional: bool = False) -> str:
     return text
 
 
-def command_for(op, words: tuple[str, ...], summary: str, *, positional: tuple[str, ...] = (),
+def command_for(operation, words: tuple[str, ...], summary: str, /, *, positional: tuple[str, ...] = (),
                 flags: dict[str, tuple[str, ...]] | None = None,
                 completers: dict[str, Callable[[dict[str, Any], str], list[str]]] | None = None,
                 names: dict[str, str] | None = None, optional: tuple[str, ...] = (),
@@ -252,6 +252,7 @@ def command_for(op, words: tuple[str, ...], summary: str, *, positional: tuple[s
     people, ``human(out, result)`` (default: the result's ``text()``). ``declared`` are the rest
     of the ``Command`` (notes, examples, exits, exit_notes, group_help; ``op`` when the command
     runs more operations than this one)."""
+    op = operation
     flags, completers, names = flags or {}, completers or {}, names or {}
     derived_args, derived_opts = [], []
     for p in op.params:

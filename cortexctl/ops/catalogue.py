@@ -226,10 +226,10 @@ OPERATIONS: list[Operation] = [
     Operation(
         "attest", lambda cx, *, intent, outcome, cited, reason: cx.attest(intent, outcome, cited, reason=reason), (
             INTENT,
-            Param("outcome", required=True, choices=("success", "failure")),
+            Param("outcome", required=True, choices=("success", "failure"), metavar="OUTCOME"),
             Param("cited", "The memories the intent relied on (URIs, IDs or refs), 1 to 256.", many=True,
-                  required=True),
-            Param("reason", "Why it failed (factual_error and wrong_assumption lower citations)."),
+                  required=True, metavar="URI..."),
+            Param("reason", "Why it failed (factual_error and wrong_assumption lower citations).", metavar="R"),
         ),
         tool=Tool("Attest an outcome", "Tell the store which memories an intent relied on and whether it "
                   "succeeded: their use counts and citations change and salience learns (rate limited per "
@@ -239,9 +239,11 @@ OPERATIONS: list[Operation] = [
         cx.compact(intent, step, budget_tokens, in_context, load_bearing=load_bearing,
                    checkpoint_dir=checkpoint_dir), (
             INTENT, STEP,
-            Param("budget_tokens", "The token budget for kept memories and stubs.", type=int, required=True),
-            Param("in_context", "The memories in context (URIs, IDs or refs).", many=True, required=True),
-            Param("load_bearing", "Memories to keep whole.", many=True),
+            Param("budget_tokens", "The token budget for kept memories and stubs.", type=int, required=True,
+                  metavar="N"),
+            Param("in_context", "The memories in context (URIs, IDs or refs).", many=True, required=True,
+                  metavar="URI..."),
+            Param("load_bearing", "Memories to keep whole.", many=True, metavar="URI"),
         ), destructive=True, idempotent=True,
         tool=Tool("Compact the context", "Fit the memories in context into a token budget: load-bearing ones, "
                   "identities, hard constraints and active goals kept whole, the rest as stubs {ref, short form, "
@@ -272,10 +274,10 @@ OPERATIONS: list[Operation] = [
     Operation(
         "session_add", lambda cx, *, session, prompt, response, thought, reopen:
         cx.session_add(session, prompt, response, thought, reopen=reopen), (
-            Param("session", "The session's ID.", required=True),
-            Param("prompt", "What the user asked.", required=True),
-            Param("response", "What the agent answered.", required=True),
-            Param("thought", "The agent's reasoning."),
+            Param("session", "The session's ID.", required=True, metavar="ID"),
+            Param("prompt", "What the user asked.", required=True, metavar="TEXT"),
+            Param("response", "What the agent answered.", required=True, metavar="TEXT"),
+            Param("thought", "The agent's reasoning.", metavar="TEXT"),
             Param("reopen", "Add to a summarized session (its summary is forgotten).", type=bool, default=False),
         ),
         tool=Tool("Save a session turn", "Save one turn (prompt, thought, response) of a session as a memory.")),
