@@ -217,10 +217,10 @@ DATA_INPUT = "JSON|@FILE|-"
 
 def help_of(p, *, positional: bool = False) -> str:
     """A parameter's help on the command line, derived from its one declaration (``Param``): its
-    ``help`` (or ``cli_help``), then its choices, "repeatable" for a list option, and how a JSON
-    object is given (text, a file or stdin)."""
+    ``help`` (or ``cli_help``), then its choices (unless it names them), "repeatable" for a list
+    option, and how a JSON object is given (text, a file or stdin)."""
     text = p.cli_help or p.help
-    if p.choices and not p.cli_help:
+    if p.choices and not p.cli_help and not all(c in text for c in p.choices):
         text = (text.rstrip(".") + ": " if text else "") + _one_of(p.choices) + "."
     if p.type is dict:
         text = text.rstrip(".") + "; JSON, @FILE, or - for stdin."
@@ -233,6 +233,7 @@ def command_for(operation, words: tuple[str, ...], summary: str, /, *, positiona
                 flags: dict[str, tuple[str, ...]] | None = None,
                 completers: dict[str, Callable[[dict[str, Any], str], list[str]]] | None = None,
                 names: dict[str, str] | None = None, optional: tuple[str, ...] = (),
+                envs: dict[str, str] | None = None,
                 arguments: tuple[Argument, ...] = (), options: tuple[Option, ...] = (),
                 run: Callable[..., Any] | None = None,
                 common: tuple[Option, ...] = COMMON, human: Callable[[Any, Any], None] | None = None,
@@ -244,7 +245,8 @@ def command_for(operation, words: tuple[str, ...], summary: str, /, *, positiona
     command's own ``arguments`` and ``options`` (what only the shell has: files, ``--set``,
     ``-v``), then the ``common`` options. ``names`` gives a parameter another name in the body
     (``{"type": "type_name"}``); those in ``optional`` are not required on the command line (the
-    body checks them, with its own message).
+    body checks them, with its own message); ``envs`` names the environment variable config
+    reads for one (shown in its help).
 
     Its body (unless ``run`` gives the command's own, called with every value by name) opens the
     store, runs the operation and prints the result's warnings on stderr, then its ``to_json()``
@@ -253,7 +255,7 @@ def command_for(operation, words: tuple[str, ...], summary: str, /, *, positiona
     of the ``Command`` (notes, examples, exits, exit_notes, group_help; ``op`` when the command
     runs more operations than this one)."""
     op = operation
-    flags, completers, names = flags or {}, completers or {}, names or {}
+    flags, completers, names, envs = flags or {}, completers or {}, names or {}, envs or {}
     derived_args, derived_opts = [], []
     for p in op.params:
         if p.type not in (str, int, float, bool, dict):
@@ -269,7 +271,7 @@ def command_for(operation, words: tuple[str, ...], summary: str, /, *, positiona
             derived_opts.append(Option(name, flags.get(p.name, (_dashed(p.name),)), help_of(p),
                                        type=str if p.type is dict else p.type, default=p.default, many=p.many,
                                        choices=p.choices, metavar=metavar, required=required,
-                                       complete=completers.get(p.name), param=p))
+                                       env=envs.get(p.name), complete=completers.get(p.name), param=p))
     common_names = {o.name for o in common}
     objects = {names.get(p.name, p.name): flags.get(p.name, (_dashed(p.name),))[0] for p in op.params
                if p.type is dict}

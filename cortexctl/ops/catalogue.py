@@ -23,6 +23,8 @@ INTENT = Param("intent", "The intent's ID.", required=True, metavar="ID")
 STEP = Param("step", "The step's ID.", required=True, metavar="STEP")
 SHORT_FORM = Param("short_form", "Your own short form (<= 50 tokens).", metavar="TEXT")
 MEDIUM_FORM = Param("medium_form", "Your own medium form (<= 200 tokens).", metavar="TEXT")
+BUNDLE = Param("path", "The bundle directory (backup-<timestamp>).", required=True, metavar="PATH")
+SPEC = Param("spec", "The whole spec as an object.", type=dict)
 
 ADMIN = "admin-only: for the operator at the shell, not for an agent over MCP"
 LOCAL_FILES = "reads or writes files on the server's machine, which an agent over MCP must not name"
@@ -315,9 +317,12 @@ OPERATIONS: list[Operation] = [
     Operation("unforget", lambda cx, *, ref: cx.unforget(ref), (REF,),
               no_tool="undoing a forget is the person's decision at the shell (forget's tool says so)"),
     Operation("pattern_write", lambda cx, *, spec, strength, coverage:
-              cx.pattern_write(spec, strength=strength, coverage=coverage),
-              no_tool="not served yet: agents learn patterns through consolidate and outcome"),
-    Operation("pattern_reinforce", lambda cx, *, spec: cx.pattern_reinforce(spec),
+              cx.pattern_write(spec, strength=strength, coverage=coverage), (
+        SPEC,
+        Param("strength", "How strong the pattern is, 0-1.", type=float, default=0.5, metavar="X"),
+        Param("coverage", "Successes it already covers.", type=int, default=1, metavar="N"),
+    ), no_tool="not served yet: agents learn patterns through consolidate and outcome"),
+    Operation("pattern_reinforce", lambda cx, *, spec: cx.pattern_reinforce(spec), (SPEC,),
               no_tool="not served yet: agents learn patterns through consolidate and outcome"),
     Operation("session_add_many", _session_add_many,
               no_tool="a JSONL file of turns (session_add takes one turn)"),
@@ -325,13 +330,22 @@ OPERATIONS: list[Operation] = [
               **RO,
               no_tool="not served yet: find(session=ID) searches one session's turns"),
     Operation("session_list", _session_list, **RO, no_tool="not served yet: for people, at the shell"),
-    Operation("consolidate", _consolidate, open_world=True,
+    Operation("consolidate", _consolidate, (
+        Param("dry_run", "Show what would be written; write nothing.", type=bool, default=False),
+    ), open_world=True,
               no_tool="not served yet: an agent calls remember, outcome and session_add itself"),
     Operation("checkpoint_list", _checkpoint_list, (Param("intent", "Only this intent's checkpoints.", metavar="ID"),),
               **RO,
               no_tool="not served yet: an agent reloads the checkpoint it names (checkpoint_load)"),
     Operation("grant", lambda cx, *, subagent, types, tags, expires:
-              cx.grant(subagent, types=types, tags=tags, expires=expires),
+              cx.grant(subagent, types=types, tags=tags, expires=expires), (
+        Param("subagent", "The sub-agent's actor name, or list to list grants.", required=True, metavar="SUBAGENT"),
+        Param("types", "Only memories of this type (repeatable; any type when none).", many=True, metavar="TYPE"),
+        Param("tags", "Only memories carrying this tag (repeatable: any one of them; any tags when none).",
+              many=True, metavar="TAG"),
+        Param("expires", "End the grant after this long: 30m, 2h, 7d or 2w (default: until revoked).",
+              metavar="DURATION"),
+    ),
               no_tool=ADMIN + " (a grant widens what another actor sees)"),
     Operation("grant_list", _grant_list, **RO, no_tool=ADMIN),
     Operation("revoke", lambda cx, *, grant_id: cx.revoke(grant_id), (
@@ -340,21 +354,49 @@ OPERATIONS: list[Operation] = [
     ), destructive=True, no_tool=ADMIN),
     Operation("import", lambda cx, *, source, skip_invalid, skip_existing, keep_actors, batch_size, progress=None:
               cx.import_jsonl(source, skip_invalid=skip_invalid, skip_existing=skip_existing,
-                              keep_actors=keep_actors, batch_size=batch_size, progress=progress),
+                              keep_actors=keep_actors, batch_size=batch_size, progress=progress), (
+        Param("skip_invalid", "Import the good lines, report the bad.", type=bool, default=False),
+        Param("skip_existing", "Skip lines whose memory the store holds with the same content (a re-run, a "
+              "re-import).", type=bool, default=False),
+        Param("keep_actors", "Keep lines owned by other actors as theirs (else refused).", type=bool, default=False),
+        Param("batch_size", "Memories per transaction.", type=int, default=5000, metavar="N"),
+    ),
               no_tool=LOCAL_FILES),
     Operation("export", _export, read_only=True, no_tool=LOCAL_FILES),
-    Operation("reindex", _reindex, idempotent=True, no_tool=ADMIN + " (re-embeds the store; long-running)"),
-    Operation("verify", lambda cx, *, jobs: cx.verify(jobs=jobs), **RO,
+    Operation("reindex", _reindex, (
+        Param("rebuild", "Build the index file from scratch.", type=bool, default=False),
+    ), idempotent=True, no_tool=ADMIN + " (re-embeds the store; long-running)"),
+    Operation("verify", lambda cx, *, jobs: cx.verify(jobs=jobs), (
+        Param("jobs", "Worker processes for the per-memory checks (0: one per CPU).", type=int, metavar="N"),
+    ), **RO,
               no_tool=ADMIN + " (reads every record; long-running)"),
     Operation("backup", lambda cx, *, dest, keep, max_age_days, encrypt, progress=None:
-              cx.backup(dest=dest, keep=keep, max_age_days=max_age_days, encrypt=encrypt, progress=progress),
+              cx.backup(dest=dest, keep=keep, max_age_days=max_age_days, encrypt=encrypt, progress=progress), (
+        Param("dest", "Directory for bundles [config backup.dest; default: backups/ beside the store].",
+              metavar="DIR"),
+        Param("keep", "Keep at least the newest K bundles [config backup.keep; default 3].", type=int, metavar="K"),
+        Param("max_age_days", "Prune bundles beyond the newest K once older than N days [config "
+              "backup.max_age_days; default 7].", type=float, metavar="N"),
+        Param("encrypt", "Seal every member (AES-256-GCM) under the passphrase in $CORTEXCTL_BACKUP_KEY [config "
+              "backup.key_env].", type=bool, default=False),
+    ),
               no_tool=ADMIN + "; " + LOCAL_FILES),
     Operation("restore", lambda cx, *, path, mode, force, force_topology_mismatch, dry_run, confirm, progress=None:
               cx.restore(path, mode=mode, force=force, force_topology_mismatch=force_topology_mismatch,
-                         dry_run=dry_run, confirm=confirm, progress=progress),
+                         dry_run=dry_run, confirm=confirm, progress=progress), (
+        BUNDLE,
+        Param("mode", "merge: union with what the store holds; replace: the bundle's store instead of this one.",
+              choices=("merge", "replace"), required=True, metavar="MODE"),
+        Param("force", "replace: overwrite a store that holds data.", type=bool, default=False),
+        Param("force_topology_mismatch", "Restore a bundle whose topology differs from this store's.", type=bool,
+              default=False),
+        Param("dry_run", "Say what would change; write nothing.", type=bool, default=False),
+        Param("confirm", "replace at the default store location: the word REPLACE (with "
+              "CORTEXCTL_ALLOW_DESTRUCTIVE=1).", metavar="WORD"),
+    ),
               destructive=True, no_tool=ADMIN + "; " + LOCAL_FILES),
-    Operation("bundle_verify", lambda cx, *, path: cx.verify_bundle(path), **RO, no_tool=LOCAL_FILES),
-    Operation("bundle_drill", lambda cx, *, path, progress=None: cx.drill_bundle(path, progress=progress),
+    Operation("bundle_verify", lambda cx, *, path: cx.verify_bundle(path), (BUNDLE,), **RO, no_tool=LOCAL_FILES),
+    Operation("bundle_drill", lambda cx, *, path, progress=None: cx.drill_bundle(path, progress=progress), (BUNDLE,),
               read_only=True, no_tool=LOCAL_FILES),
     Operation("config_show", _config_show, **RO,
               no_tool="the server's own configuration, for its operator (API key variables included)"),
