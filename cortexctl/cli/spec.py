@@ -188,19 +188,8 @@ JSONL = Option("jsonl", ("--jsonl",), "Print one JSON object per line.", type=bo
 QUIET = Option("quiet", ("--quiet", "-q"), "No progress bar or hints.", type=bool, default=False)
 COMMON = (STORE, ACTOR, WAIT, JSON, JSONL)
 
-TAGS = Option("tags", ("--tag",), "A tag (repeatable).", many=True, metavar="TAG")
-FRAMES = Option("frames", ("--frame",), "A frame VERB:KIND:REF (repeatable).", many=True, metavar="VERB:KIND:REF",
-                complete=complete.frames)
-DATA = Option("data", ("--data",), "The type's fields as a JSON object, @FILE, or - for stdin.",
-              metavar="JSON|@FILE|-")
 SETS = Option("sets", ("--set",), "Set one data field (repeatable).", many=True, metavar="FIELD=VALUE",
               complete=complete.data_fields)
-REF = Argument("ref", "REF", "URI, ID or unique ID prefix.")
-
-
-def form_option(default: str) -> Option:
-    return Option("form", ("--form",), "short, medium or full.", default=default, metavar="FORM",
-                  choices=("short", "medium", "full"))
 
 
 # -- a command derived from an operation -------------------------------------------------
@@ -217,10 +206,10 @@ DATA_INPUT = "JSON|@FILE|-"
 
 def help_of(p, *, positional: bool = False) -> str:
     """A parameter's help on the command line, derived from its one declaration (``Param``): its
-    ``help`` (or ``cli_help``), then its choices (unless it names them), "repeatable" for a list
+    ``help`` (the tool's), then its choices (unless it names them), "repeatable" for a list
     option, and how a JSON object is given (text, a file or stdin)."""
-    text = p.cli_help or p.help
-    if p.choices and not p.cli_help and not all(c in text for c in p.choices):
+    text = p.help
+    if p.choices and not all(c in text for c in p.choices):
         text = (text.rstrip(".") + ": " if text else "") + _one_of(p.choices) + "."
     if p.type is dict:
         text = text.rstrip(".") + "; JSON, @FILE, or - for stdin."

@@ -13,11 +13,10 @@ from cortexctl.memory.types import TYPES
 from cortexctl.ops.spec import Operation, Param, Tool
 
 # -- parameters several operations share (their help is what a model reads) ------------------------
-REF = Param("ref", "A memory: its URI (cortex://m/<ID>), its ID, or a short ref find showed.", required=True,
-            metavar="REF", cli_help="URI, ID or unique ID prefix.")
+REF = Param("ref", "A memory: its URI (cortex://m/<ID>), its ID, a unique start of its ID, or the short ref find "
+            "shows.", required=True, metavar="REF")
 FORMS = ("short", "medium", "full")
-GOAL = Param("goal", "The current task, as you would state it.", required=True, metavar="TEXT",
-             cli_help="The current task, as the agent would state it.")
+GOAL = Param("goal", "The current task, as the agent would state it.", required=True, metavar="TEXT")
 BUDGET = Param("budget_tokens", "Token budget (default from config).", type=int, metavar="N")
 INTENT = Param("intent", "The intent's ID.", required=True, metavar="ID")
 STEP = Param("step", "The step's ID.", required=True, metavar="STEP")
@@ -164,10 +163,8 @@ OPERATIONS: list[Operation] = [
     Operation(
         "show", _show, (
             REF,
-            Param("version", "This version instead of the latest.", type=int, metavar="N",
-                  cli_help="Show this version."),
-            Param("form", "The form of the text field.", default="full", choices=FORMS, metavar="FORM",
-                  cli_help="short, medium or full."),
+            Param("version", "This version instead of the latest.", type=int, metavar="N"),
+            Param("form", "The form of the text field.", default="full", choices=FORMS, metavar="FORM"),
         ), **RO,
         tool=Tool("Show a memory", "Read one memory: its data, forms, head fields and history position, at its "
                   "latest version or a given one.")),
@@ -201,8 +198,7 @@ OPERATIONS: list[Operation] = [
                   "old versions stay readable with show(version=N).")),
     Operation(
         "forget", lambda cx, *, ref, reason: cx.forget(ref, reason=reason), (
-            REF, Param("reason", "Why it is forgotten.", required=True, metavar="TEXT",
-                       cli_help="Why it is forgotten (required)."),
+            REF, Param("reason", "Why it is forgotten.", required=True, metavar="TEXT"),
         ), destructive=True,
         tool=Tool("Forget a memory", "Tombstone a memory: hidden from find, history kept, updates refused (the "
                   "shell's `cortexctl unforget` undoes it).")),
@@ -210,18 +206,15 @@ OPERATIONS: list[Operation] = [
         "remember", lambda cx, *, text, user: cx.remember(text, user=user), (
             Param("text", "The fact.", required=True, metavar="TEXT"),
             Param("user", "A fact about the user (part of the pinned user profile; a repeat touches the "
-                  "existing one).", type=bool, default=False,
-                  cli_help="A fact about the user: part of the pinned user profile."),
+                  "existing one).", type=bool, default=False),
         ),
         tool=Tool("Remember a fact", "Remember a fact about the world, or about the user (user=true; a repeat "
                   "is not written again).")),
     Operation(
         "outcome", lambda cx, *, text, status, intent: cx.outcome(text, status=status, intent=intent), (
             Param("text", "What was done and how it ended.", required=True, metavar="TEXT"),
-            Param("status", required=True, choices=("success", "failure", "partial"), metavar="STATUS",
-                  cli_help="success, failure or partial."),
-            Param("intent", "The intent this outcome belongs to.", metavar="ID",
-                  cli_help="The intent this outcome belongs to (kept in the provenance)."),
+            Param("status", required=True, choices=("success", "failure", "partial"), metavar="STATUS"),
+            Param("intent", "The intent this outcome belongs to (kept in the provenance).", metavar="ID"),
         ),
         tool=Tool("Record an outcome", "Record how a task ended: an event with status success, failure or "
                   "partial.")),
@@ -285,7 +278,7 @@ OPERATIONS: list[Operation] = [
         tool=Tool("Save a session turn", "Save one turn (prompt, thought, response) of a session as a memory.")),
     Operation(
         "session_summarize", _session_summarize, (
-            Param("session", "The session to summarize.", metavar="ID", cli_help="The session's ID."),
+            Param("session", "The session to summarize.", metavar="ID"),
             Param("pending", "Every session with turns and no summary.", type=bool, default=False),
         ), open_world=True,
         tool=Tool("Summarize a session", "Summarize a session (or every pending one) with the configured chat "
