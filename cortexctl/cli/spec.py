@@ -13,8 +13,10 @@ derived from that declaration:
 Each command runs an operation of ``cortexctl/ops`` (``Command.op``), the
 declaration the MCP server's tools come from too. ``command_for`` derives a
 whole command from an operation: its parameters become the options (or the
-arguments), and its body prints the operation's result document (``--json``)
-or its human form.
+arguments), each with its Param's one help text, and its body prints the
+operation's result document (``--json``) or its human form; a command adds the
+options only the shell has (files, ``--set``, progress) and, where it needs
+one, its own body. Every command with parameters is derived this way.
 
 This module imports nothing but the standard library, so declaring costs no
 start-up time.

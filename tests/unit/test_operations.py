@@ -113,8 +113,9 @@ RENAMED = {("write", "type"): "type_name", ("compact", "in_context"): "refs"}
 
 
 def test_every_command_takes_its_operations_parameters():
-    """A command declared by hand (its shape differs: files, --set, progress) still takes each
-    parameter of its operation, by the same name, so the shell and the tools cannot drift apart."""
+    """A command whose shape differs from its operation's (files, --set, progress) still takes each
+    parameter of its operation, by the same name (or its one named rename), so the shell and the
+    tools cannot drift apart."""
     for command in commands():
         takes = {a.name for a in command.arguments} | {o.name for o in command.options}
         for name in command.operations:
