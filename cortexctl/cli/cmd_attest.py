@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from cortexctl.cli.spec import COMMON, Argument, Command, Option
+from cortexctl.cli.spec import command_for
 from cortexctl.ops import lookup
 
 
@@ -36,18 +36,9 @@ def attest(config, *, cited, intent, outcome, reason, store, actor, wait, json, 
 
 
 COMMANDS = [
-    Command(
-        ("attest",), "Record an intent's outcome and feed it back into salience.", attest,
-        arguments=(Argument("cited", "URI...", "The memories the intent cited (URIs, IDs or unique ID prefixes).",
-                            required=False, many=True),),
-        options=(
-            Option("intent", ("--intent",), "The intent's ID.", metavar="ID"),
-            Option("outcome", ("--outcome",), "success or failure.", metavar="OUTCOME",
-                   choices=("success", "failure")),
-            Option("reason", ("--reason",), "Why it failed (factual_error and wrong_assumption lower citations).",
-                   metavar="R"),
-            *COMMON,
-        ),
+    command_for(
+        lookup("attest"), ("attest",), "Record an intent's outcome and feed it back into salience.", run=attest,
+        positional=("cited",), optional=("intent", "outcome", "cited"),
         notes="""Each distinct memory cited is touched (last used = now). On success its
 access count and citations go up by 1; on failure with reason factual_error
 or wrong_assumption its citations go down by 1 (never below 0); any other
@@ -61,7 +52,7 @@ together: attest at N, learn-weights at N+1. At most 256 citations; at most
             "cortexctl attest --intent 01JD3KX2 --outcome success cortex://m/01JD3K... cortex://m/01JD3M...",
             "cortexctl attest --intent deploy-7 --outcome failure --reason factual_error 01JD3K --json",
         ),
-        exits=(0, 2, 4, 5), op="attest",
+        exits=(0, 2, 4, 5),
         exit_notes={2: "empty intent, no citations, more than 256, or a bad outcome",
                     5: "over the rate limit for this actor and intent; nothing changed"},
     ),

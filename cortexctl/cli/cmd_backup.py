@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from cortexctl.cli.spec import COMMON, JSON, QUIET, Argument, Command, Option
+from cortexctl.cli.spec import JSON, QUIET, command_for
 from cortexctl.ops import lookup
 
 
@@ -103,23 +103,10 @@ def bundle_drill(config, *, path, quiet, json) -> None:
         raise IntegrityError(f"drill of {report.path} failed: {len(report.problems)} problems")
 
 
-_PATH = Argument("path", "PATH", "The bundle directory (backup-<timestamp>).")
-
 COMMANDS = [
-    Command(
-        ("backup",), "Write one consistent bundle of the whole store; prune old bundles.", backup,
-        options=(
-            Option("dest", ("--dest",), "Directory for bundles [config backup.dest; default: backups/ beside "
-                                        "the store].", metavar="DIR"),
-            Option("keep", ("--keep",), "Keep at least the newest K bundles [config backup.keep; default 3].",
-                   type=int, metavar="K"),
-            Option("max_age_days", ("--max-age-days",), "Prune bundles beyond the newest K once older than N "
-                                                        "days [config backup.max_age_days; default 7].",
-                   type=float, metavar="N"),
-            Option("encrypt", ("--encrypt",), "Seal every member (AES-256-GCM) under the passphrase in "
-                                              "$CORTEXCTL_BACKUP_KEY [config backup.key_env].",
-                   type=bool, default=False),
-            QUIET, *COMMON),
+    command_for(
+        lookup("backup"), ("backup",), "Write one consistent bundle of the whole store; prune old bundles.",
+        run=backup, options=(QUIET,),
         notes="""Copies the store's database while writers are held off (readers go on;
 a writer waits at most its --wait), exports every state table of the copy as
 Parquet into a hidden partial directory in DIR, writes manifest.json (sha256,
@@ -133,22 +120,11 @@ backup removes its partial one. The index file is not bundled: restore rebuilds 
             "CORTEXCTL_BACKUP_KEY='correct horse battery staple' cortexctl backup --encrypt --json",
         ),
         exits=(0, 2, 3, 4, 7),
-        exit_notes={3: "no store", 4: "the store stayed busy for --wait seconds"}, op="backup",
+        exit_notes={3: "no store", 4: "the store stayed busy for --wait seconds"},
     ),
-    Command(
-        ("restore",), "Restore a bundle into the store: merge (idempotent) or replace (destructive).", restore,
-        arguments=(_PATH,),
-        options=(
-            Option("mode", ("--mode",), "merge: union with what the store holds; replace: the bundle's store "
-                                        "instead of this one.", choices=("merge", "replace"), required=True,
-                   metavar="MODE"),
-            Option("force", ("--force",), "replace: overwrite a store that holds data.", type=bool, default=False),
-            Option("force_topology_mismatch", ("--force-topology-mismatch",),
-                   "Restore a bundle whose topology differs from this store's.", type=bool, default=False),
-            Option("dry_run", ("--dry-run",), "Say what would change; write nothing.", type=bool, default=False),
-            Option("confirm", ("--confirm",), "replace at the default store location: the word REPLACE "
-                                              "(with CORTEXCTL_ALLOW_DESTRUCTIVE=1).", metavar="WORD"),
-            QUIET, *COMMON),
+    command_for(
+        lookup("restore"), ("restore",), "Restore a bundle into the store: merge (idempotent) or replace (destructive).",
+        run=restore, positional=("path",), options=(QUIET,),
         notes="""The whole bundle is checked first (as bundle verify does, plus its format,
 schema and topology); a torn, partial, tampered or incompatible bundle is
 refused with exit 7 and nothing written.
@@ -175,11 +151,10 @@ directory need neither). Both modes end with a verify of the result.""",
         exits=(0, 2, 3, 4, 7, 8),
         exit_notes={3: "no bundle at PATH", 7: "the bundle is damaged, tampered, incompatible, or the key is wrong",
                     8: "replace refused: the store holds data (--force), or the default store lacks the confirmation"},
-        op="restore",
     ),
-    Command(
-        ("bundle", "verify"), "Check a bundle completely without touching any store.", bundle_verify,
-        arguments=(_PATH,), options=(JSON,),
+    command_for(
+        lookup("bundle_verify"), ("bundle", "verify"), "Check a bundle completely without touching any store.",
+        run=bundle_verify, positional=("path",), common=(JSON,),
         group_help="Check and drill backup bundles.",
         notes="""Checks the bundle's structure (only regular files the manifest lists),
 every member's size and sha256, that every member is Parquet with the columns
@@ -191,11 +166,11 @@ its passphrase in $CORTEXCTL_BACKUP_KEY (config backup.key_env).""",
         exits=(0, 2, 3, 7),
         exit_notes={2: "also: the bundle is encrypted and no passphrase is set", 3: "no bundle at PATH",
                     7: "the bundle is damaged, tampered or from a newer cortexctl, or the key is wrong"},
-        op="bundle_verify",
     ),
-    Command(
-        ("bundle", "drill"), "Restore a bundle into a throwaway store, verify it, compare; the CI restore drill.",
-        bundle_drill, arguments=(_PATH,), options=(QUIET, JSON),
+    command_for(
+        lookup("bundle_drill"), ("bundle", "drill"),
+        "Restore a bundle into a throwaway store, verify it, compare; the CI restore drill.", run=bundle_drill,
+        positional=("path",), common=(QUIET, JSON),
         notes="""Checks the bundle as bundle verify does, restores it into a store in the
 temp directory (all but the index file, a cache that restore builds), runs
 verify there, compares its row counts, journal position and every record with
@@ -204,6 +179,5 @@ the bundle, prints a report and removes the store.""",
                   "cortexctl bundle drill \"$(ls -d backups/backup-* | tail -1)\" --json"),
         exits=(0, 2, 3, 7),
         exit_notes={3: "no bundle at PATH", 7: "the bundle or the store restored from it is not sound"},
-        op="bundle_drill",
     ),
 ]

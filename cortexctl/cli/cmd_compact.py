@@ -2,11 +2,8 @@
 
 from __future__ import annotations
 
-from cortexctl.cli.spec import COMMON, Argument, Command, Option, command_for
+from cortexctl.cli.spec import Option, command_for
 from cortexctl.ops import lookup
-
-INTENT = Option("intent", ("--intent",), "The intent's ID.", metavar="ID")
-STEP = Option("step", ("--step",), "The step's ID.", metavar="STEP")
 
 
 def _read_refs(value: str) -> list[str]:
@@ -82,21 +79,15 @@ def _checkpoints(out, listing) -> None:
 
 
 COMMANDS = [
-    Command(
-        ("compact",), "Fit the memories in context into a budget; store a checkpoint.", compact,
-        arguments=(Argument("refs", "URI...", "The memories in context (URIs, IDs or unique ID prefixes).",
-                            required=False, many=True),),
+    command_for(
+        lookup("compact"), ("compact",), "Fit the memories in context into a budget; store a checkpoint.",
+        run=compact, positional=("in_context",), names={"in_context": "refs"},
+        optional=("intent", "step", "budget_tokens", "in_context"),
         options=(
-            INTENT, STEP,
-            Option("budget_tokens", ("--budget-tokens",), "The token budget for kept memories and stubs.", type=int,
-                   metavar="N"),
-            Option("load_bearing", ("--load-bearing",), "A memory to keep whole (repeatable).", many=True,
-                   metavar="URI"),
             Option("in_context_file", ("--in-context-file",), "Read the memories in context from a file, - for stdin.",
                    metavar="FILE"),
             Option("checkpoint_dir", ("--checkpoint-dir",), "Also mirror the checkpoint as JSON under this directory.",
                    metavar="DIR"),
-            *COMMON,
         ),
         notes="""The memories in context (URIs on the command line, or one per line in
 --in-context-file, - for stdin; a line may also be a JSON object with a
@@ -121,18 +112,17 @@ stderr and the checkpoint stands. compact never changes salience.""",
         exits=(0, 2, 3, 4, 6),
         exit_notes={3: "a memory in context does not exist (or is not yours to see)",
                     6: "budget unreachable: nothing was stored"},
-        op="compact",
     ),
-    Command(
-        ("checkpoint", "load"), "Print the checkpoint compact stored for an intent and step.", checkpoint_load,
-        options=(INTENT, STEP, *COMMON),
+    command_for(
+        lookup("checkpoint_load"), ("checkpoint", "load"), "Print the checkpoint compact stored for an intent and step.",
+        run=checkpoint_load, optional=("intent", "step"),
         group_help="Checkpoints stored by compact.",
         notes="Prints the checkpoint record compact stored for this intent and step: the\n"
               "kept memories with their medium forms (as compact counted them; --json prints\n"
               "the record as stored, kept URIs only) and the stubs {ref, short, salience}.",
         examples=("cortexctl checkpoint load --intent 01JD3KX2 --step step-7",
                   "cortexctl checkpoint load --intent rel-1 --step 2 --json"),
-        exits=(0, 2, 3, 4), exit_notes={3: "no checkpoint for this intent and step"}, op="checkpoint_load",
+        exits=(0, 2, 3, 4), exit_notes={3: "no checkpoint for this intent and step"},
     ),
     command_for(
         lookup("checkpoint_list"), ("checkpoint", "list"), "List your checkpoints, newest first.",

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from cortexctl.cli.spec import COMMON, Command
+from cortexctl.cli.spec import command_for
+from cortexctl.ops import lookup
 
 
 def config_show(config, *, store, actor, wait, json, jsonl) -> None:
@@ -20,14 +21,13 @@ def config_show(config, *, store, actor, wait, json, jsonl) -> None:
 
 
 COMMANDS = [
-    Command(
-        ("config", "show"), "Print every setting, its value and its source.", config_show,
-        options=COMMON,
+    command_for(
+        lookup("config_show"), ("config", "show"), "Print every setting, its value and its source.", run=config_show,
         group_help="Show the effective configuration.",
         notes="""Precedence: defaults < config file (-c/--config, $CORTEXCTL_CONFIG, or
 config.toml in the user config dir) < CORTEXCTL_* environment < flags.
 API keys are never shown: only the name of the variable that holds one.""",
         examples=("cortexctl config show", "cortexctl -c ./cortex.toml config show --json"),
-        exits=(0, 2), exit_notes={2: "bad config file or value"}, op="config_show",
+        exits=(0, 2), exit_notes={2: "bad config file or value"},
     ),
 ]

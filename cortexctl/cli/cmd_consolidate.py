@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from cortexctl.cli.spec import COMMON, Argument, Command, Option
+from cortexctl.cli.spec import Argument, command_for
 from cortexctl.ops import lookup
 
 
@@ -31,18 +31,16 @@ def consolidate(config, *, source, dry_run, store, actor, wait, json, jsonl) -> 
 
 
 COMMANDS = [
-    Command(
-        ("consolidate",), "File a transcript's durable learnings: facts, user facts, patterns, outcome.",
-        consolidate,
+    command_for(
+        lookup("consolidate"), ("consolidate",),
+        "File a transcript's durable learnings: facts, user facts, patterns, outcome.", run=consolidate,
         arguments=(Argument("source", "FILE|-", "The transcript (default: stdin).", required=False),),
-        options=(Option("dry_run", ("--dry-run",), "Show what would be written; write nothing.", type=bool,
-                        default=False), *COMMON),
         notes="""Needs a chat endpoint (config section chat). At most 5 facts, 5 user facts,
 3 patterns (reinforcing existing ones) and 1 outcome are written; an item
 holding an ID, hash, path or URL that is not verbatim in the transcript is
 dropped and reported on stderr, as is a fact you already have. Everything
 written has provenance {"via": "consolidated", "transcript_sha256": ...}.""",
         examples=("cortexctl consolidate transcript.txt", "cortexctl consolidate - --dry-run --json < turn.txt"),
-        exits=(0, 2, 4, 9, 10), op="consolidate",
+        exits=(0, 2, 4, 9, 10),
     ),
 ]

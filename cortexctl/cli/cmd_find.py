@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from cortexctl.cli import complete
-from cortexctl.cli.spec import COMMON, TAGS, Command, Option, form_option
+from cortexctl.cli.spec import Option, command_for
 from cortexctl.ops import lookup
 
 LANES = {"lexical": "L", "semantic": "S", "salience": "R"}
@@ -46,27 +46,12 @@ def find(config, *, near, types, tags, frames, include_tombstoned, k, budget_tok
 
 
 COMMANDS = [
-    Command(
-        ("find",), "Find memories by meaning, type, tag and frame.", find,
-        options=(
-            Option("near", ("--near",), "Find by meaning: text to search for.", metavar="TEXT"),
-            Option("types", ("--type",), "Only this type (repeatable).", many=True, metavar="TYPE",
-                   complete=complete.memory_types),
-            TAGS,
-            Option("frames", ("--frame",), "A frame VERB, VERB:KIND or VERB:KIND:REF (repeatable).", many=True,
-                   metavar="FRAME", complete=complete.frames),
-            Option("include_tombstoned", ("--include-tombstoned",), "Also forgotten memories.", type=bool,
-                   default=False),
-            Option("k", ("-k",), "At most this many results.", type=int, default=10, metavar="N"),
-            Option("budget_tokens", ("--budget-tokens",),
-                   "At most this many tokens of results (at the form shown).", type=int, metavar="N"),
-            Option("session", ("--session",), "Only this session's memories (zoom in).", metavar="ID"),
-            Option("summaries", ("--summaries",), "Only session summaries (zoom out).", type=bool, default=False),
-            form_option("short"),
-            Option("verbose", ("--verbose", "-v"), "Also say how the answer was found (an exact search, an "
-                                                   "index rebuilt).", type=bool, default=False),
-            *COMMON,
-        ),
+    command_for(
+        lookup("find"), ("find",), "Find memories by meaning, type, tag and frame.", run=find,
+        flags={"types": ("--type",), "tags": ("--tag",), "frames": ("--frame",), "k": ("-k",)},
+        completers={"types": complete.memory_types, "frames": complete.frames},
+        options=(Option("verbose", ("--verbose", "-v"), "Also say how the answer was found (an exact search, an "
+                                                        "index rebuilt).", type=bool, default=False),),
         notes="""With --near, three lanes search the memories that pass the filters: lexical
 (BM25 over the text), semantic (embedding similarity) and salience
 (importance, recency, use); results are merged by one score (see
@@ -99,6 +84,6 @@ session summarize) to pick a session, --session ID then searches inside it.""",
             "cortexctl find --include-tombstoned --jsonl | jq -r .uri",
         ),
         exits=(0, 2, 3, 4, 7),
-        exit_notes={3: "no store"}, op="find",
+        exit_notes={3: "no store"},
     ),
 ]

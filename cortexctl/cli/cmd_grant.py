@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from cortexctl.cli import complete
-from cortexctl.cli.spec import COMMON, Argument, Command, Option, command_for
+from cortexctl.cli.spec import command_for
 from cortexctl.ops import lookup
 
 
@@ -45,19 +45,10 @@ def _revoked(out, got) -> None:
 
 
 COMMANDS = [
-    Command(
-        ("grant",), "Let a sub-agent see your scoped memories, or list grants.", grant,
-        arguments=(Argument("subagent", "SUBAGENT", "The sub-agent's actor name, or list to list grants.",
-                            complete=complete.grant_subagent),),
-        options=(
-            Option("types", ("--type",), "Only memories of this type (repeatable; any type when none).", many=True,
-                   metavar="TYPE", complete=complete.memory_types),
-            Option("tags", ("--tag",), "Only memories carrying this tag (repeatable: any one of them; any "
-                   "tags when none).", many=True, metavar="TAG"),
-            Option("expires", ("--expires",), "End the grant after this long: 30m, 2h, 7d or 2w (default: "
-                   "until revoked).", metavar="DURATION"),
-            *COMMON,
-        ),
+    command_for(
+        lookup("grant"), ("grant",), "Let a sub-agent see your scoped memories, or list grants.", run=grant,
+        positional=("subagent",), flags={"types": ("--type",), "tags": ("--tag",)},
+        completers={"subagent": complete.grant_subagent, "types": complete.memory_types},
         notes="""A grant from the acting actor (the granter) lets SUBAGENT, acting as
 --actor SUBAGENT, see every memory that is the granter's, has visibility
 scoped, is of one of the --type values (any type when none is given) and

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from cortexctl.cli.spec import ACTOR, JSON, STORE, WAIT, Command, Option
+from cortexctl.cli.spec import ACTOR, JSON, STORE, WAIT, Option, command_for
+from cortexctl.ops import lookup
 
 
 def healthcheck(config, *, strict, store, actor, wait, json) -> None:
@@ -60,11 +61,11 @@ def _render(out, doc: dict) -> None:
 
 
 COMMANDS = [
-    Command(
-        ("healthcheck",), "Is the store fine? Status, counts, index, providers, last backup.", healthcheck,
+    command_for(
+        lookup("healthcheck"), ("healthcheck",), "Is the store fine? Status, counts, index, providers, last backup.",
+        run=healthcheck, common=(STORE, ACTOR, WAIT, JSON),
         options=(Option("strict", ("--strict",), "Exit 1 when degraded too, not only when unhealthy.",
-                        type=bool, default=False),
-                 STORE, ACTOR, WAIT, JSON),
+                        type=bool, default=False),),
         notes="""Status is unhealthy when the configuration cannot be read or the store is
 missing, unreadable, damaged or from a newer cortexctl; degraded when the
 embedding endpoint does not answer a 2-second probe, memories wait for their
@@ -76,6 +77,6 @@ fields may be added to, never renamed or removed; secrets never appear.""",
         examples=("cortexctl healthcheck", "cortexctl healthcheck --json | jq .status",
                   "cortexctl healthcheck --strict --store /srv/agent/brain || alert"),
         exits=(0, 1, 2),
-        exit_notes={1: "unhealthy (or degraded, with --strict)"}, op="healthcheck",
+        exit_notes={1: "unhealthy (or degraded, with --strict)"},
     ),
 ]

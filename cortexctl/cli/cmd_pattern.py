@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-from cortexctl.cli.spec import COMMON, Command, Option
+from cortexctl.cli.spec import Option, command_for
 from cortexctl.ops import lookup
 
 SPEC_OPTIONS = (
-    Option("spec", ("--spec",), "The whole spec as a JSON object, @FILE, or - for stdin.", metavar="JSON|@FILE|-"),
     Option("name", ("--name",), "The pattern's name.", metavar="TEXT"),
     Option("trigger", ("--trigger",), "When to apply it.", metavar="TEXT"),
     Option("preconditions", ("--precondition",), "Check before applying (repeatable).", many=True, metavar="TEXT"),
@@ -54,26 +53,21 @@ def pattern_reinforce(config, *, spec, name, trigger, preconditions, steps, gotc
 
 
 COMMANDS = [
-    Command(
-        ("pattern", "write"), "Write a procedural pattern from a spec.", pattern_write,
-        options=(*SPEC_OPTIONS,
-                 Option("strength", ("--strength",), "How strong the pattern is, 0-1.", type=float, default=0.5,
-                        metavar="X"),
-                 Option("coverage", ("--coverage",), "Successes it already covers.", type=int, default=1,
-                        metavar="N"),
-                 *COMMON),
+    command_for(
+        lookup("pattern_write"), ("pattern", "write"), "Write a procedural pattern from a spec.", run=pattern_write,
+        options=SPEC_OPTIONS,
         notes=SPEC_NOTES,
         examples=(
             'cortexctl pattern write --name "rotate deploy key" --trigger "deploy key expired" '
             '--step "vault write keys/deploy" --step "restart the runner"',
             "cortexctl pattern write --spec @rotate.json --json",
         ),
-        exits=(0, 2, 4, 10), group_help=GROUP, op="pattern_write",
+        exits=(0, 2, 4, 10), group_help=GROUP,
     ),
-    Command(
-        ("pattern", "reinforce"), "Count one more success of a pattern, or write it as a new candidate.",
-        pattern_reinforce,
-        options=(*SPEC_OPTIONS, *COMMON),
+    command_for(
+        lookup("pattern_reinforce"), ("pattern", "reinforce"),
+        "Count one more success of a pattern, or write it as a new candidate.", run=pattern_reinforce,
+        options=SPEC_OPTIONS,
         notes=SPEC_NOTES + """
 \b
 When one of your live patterns has the same name, trigger and steps (after
@@ -86,6 +80,6 @@ coverage reaches min_pattern_successes (default 3).""",
             '--step "vault write keys/deploy" --step "restart the runner"',
             "cortexctl pattern reinforce --spec - --json < rotate.json",
         ),
-        exits=(0, 2, 4, 10), group_help=GROUP, op="pattern_reinforce",
+        exits=(0, 2, 4, 10), group_help=GROUP,
     ),
 ]

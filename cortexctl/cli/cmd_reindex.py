@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from cortexctl.cli.spec import COMMON, QUIET, Command, Option
+from cortexctl.cli.spec import QUIET, command_for
 from cortexctl.ops import lookup
 
 
@@ -24,10 +24,9 @@ def reindex(config, *, rebuild, quiet, store, actor, wait, json, jsonl) -> None:
 
 
 COMMANDS = [
-    Command(
-        ("reindex",), "Re-embed what the active model did not embed; rebuild the index file.", reindex,
-        options=(Option("rebuild", ("--rebuild",), "Build the index file from scratch.", type=bool, default=False),
-                 QUIET, *COMMON),
+    command_for(
+        lookup("reindex"), ("reindex",), "Re-embed what the active model did not embed; rebuild the index file.",
+        run=reindex, options=(QUIET,),
         notes="""Embeds every live memory that has no vector from the active embedding model
 (memories written while the endpoint was down, or all of them after a
 change of model), drops vectors made by other models, and folds new vectors
@@ -42,6 +41,5 @@ A configured endpoint is probed first.""",
         exits=(0, 2, 4, 7, 9),
         exit_notes={2: "also: the endpoint's vectors do not have the configured dimension",
                     9: "the embedding endpoint cannot be reached"},
-        op="reindex",
     ),
 ]

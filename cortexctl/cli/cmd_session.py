@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from cortexctl.cli.spec import COMMON, Command, Option, command_for
+from cortexctl.cli.spec import Option, command_for
 from cortexctl.ops import lookup
 
 GROUP = "Sessions: save turns, list and show them, summarize them."
@@ -49,17 +49,11 @@ def _summaries(out, done) -> None:
 
 
 COMMANDS = [
-    Command(
-        ("session", "add"), "Save one turn of a session as a memory.", session_add,
-        options=(Option("session", ("--session",), "The session's ID.", metavar="ID"),
-                 Option("prompt", ("--prompt",), "What the user asked.", metavar="TEXT"),
-                 Option("response", ("--response",), "What the agent answered.", metavar="TEXT"),
-                 Option("thought", ("--thought",), "The agent's reasoning (optional).", metavar="TEXT"),
-                 Option("turns", ("--turns",), "Many turns: JSONL of {session, prompt, thought, response}, or -.",
-                        metavar="FILE|-"),
-                 Option("reopen", ("--reopen",), "Add to a summarized session (its summary is forgotten).",
-                        type=bool, default=False),
-                 *COMMON),
+    command_for(
+        lookup("session_add"), ("session", "add"), "Save one turn of a session as a memory.", run=session_add,
+        optional=("session", "prompt", "response"),
+        options=(Option("turns", ("--turns",), "Many turns: JSONL of {session, prompt, thought, response}, or -.",
+                        metavar="FILE|-"),),
         notes="A turn is an event of kind turn in the session, tagged turn. A summarized\n"
               "session refuses new turns (exit 8) unless --reopen. --turns reads one JSON\n"
               "object per line; every line is checked before any turn is written.",

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from cortexctl.cli.spec import ACTOR, COMMON, QUIET, STORE, WAIT, Argument, Command, Option
+from cortexctl.cli.spec import ACTOR, QUIET, STORE, WAIT, Argument, Option, command_for
 from cortexctl.ops import lookup
 
 
@@ -65,21 +65,9 @@ def export(config, *, out, store, actor, wait, jsonl) -> None:
 
 
 COMMANDS = [
-    Command(
-        ("import",), "Load memories in bulk from JSONL.", import_,
-        arguments=(Argument("file", "FILE", "A JSONL file, or - for stdin."),),
-        options=(
-            Option("skip_invalid", ("--skip-invalid",), "Import the good lines, report the bad.", type=bool,
-                   default=False),
-            Option("skip_existing", ("--skip-existing",),
-                   "Skip lines whose memory the store holds with the same content (a re-run, a re-import).",
-                   type=bool, default=False),
-            Option("keep_actors", ("--keep-actors",), "Keep lines owned by other actors as theirs (else refused).",
-                   type=bool, default=False),
-            Option("batch_size", ("--batch-size",), "Memories per transaction.", type=int, default=5000,
-                   metavar="N"),
-            QUIET, *COMMON,
-        ),
+    command_for(
+        lookup("import"), ("import",), "Load memories in bulk from JSONL.", run=import_,
+        arguments=(Argument("file", "FILE", "A JSONL file, or - for stdin."),), options=(QUIET,),
         notes="""One JSON object per line; the smallest is {"type": "fact", "text": "..."}.
 Optional keys: data, tags, frames, importance, visibility, confidence, actor,
 session, created_at, forms, id. Lines written by export (with "versions")
@@ -99,20 +87,18 @@ fails, memories are imported all the same and wait for `reindex`.""",
                   "cortexctl import team-dump.jsonl --keep-actors",
                   "cortexctl import memories.jsonl --skip-existing"),
         exits=(0, 2, 4, 7, 10),
-        exit_notes={10: "invalid lines or conflicts with stored memories (nothing imported)"}, op="import",
+        exit_notes={10: "invalid lines or conflicts with stored memories (nothing imported)"},
     ),
-    Command(
-        ("export",), "Dump every memory you can see as JSONL.", export,
-        options=(
-            Option("out", ("--out", "-o"), "Write to this file (atomically).", metavar="FILE"),
-            STORE, ACTOR, WAIT,
-            Option("jsonl", ("--jsonl",), "JSONL output (the only format; accepted for symmetry).", type=bool,
-                   default=False),
-        ),
+    command_for(
+        lookup("export"), ("export",), "Dump every memory you can see as JSONL.", run=export,
+        options=(Option("out", ("--out", "-o"), "Write to this file (atomically).", metavar="FILE"),),
+        common=(STORE, ACTOR, WAIT,
+                Option("jsonl", ("--jsonl",), "JSONL output (the only format; accepted for symmetry).", type=bool,
+                       default=False)),
         notes="""Writes every memory you can see, with every version, its head fields and IDs,
 in ID order; `import` reads it back into an equal store. --out writes the
 file atomically.""",
         examples=("cortexctl export > memories.jsonl", "cortexctl export --out backup/memories.jsonl"),
-        exits=(0, 2, 4, 7), op="export",
+        exits=(0, 2, 4, 7),
     ),
 ]

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from cortexctl.cli.spec import COMMON, Command, Option
+from cortexctl.cli.spec import command_for
 from cortexctl.ops import lookup
 
 
@@ -26,13 +26,9 @@ def verify(config, *, jobs, store, actor, wait, json, jsonl) -> None:
 
 
 COMMANDS = [
-    Command(
-        ("verify",), "Check the store's integrity.", verify,
-        options=(
-            Option("jobs", ("--jobs", "-j"), "Worker processes for the per-memory checks (0: one per CPU).",
-                   type=int, metavar="N", env="CORTEXCTL_VERIFY_JOBS"),
-            *COMMON,
-        ),
+    command_for(
+        lookup("verify"), ("verify",), "Check the store's integrity.", run=verify,
+        flags={"jobs": ("--jobs", "-j")}, envs={"jobs": "CORTEXCTL_VERIFY_JOBS"},
         notes="""Recomputes every version hash, checks every head against its latest version,
 the frame index against the heads, and the journal for gaps; replays the
 journal and compares every memory, the lexical postings and the vectors.
@@ -42,6 +38,6 @@ make -j; default: the setting verify.jobs, else one per CPU); the report is
 the same whatever the number.""",
         examples=("cortexctl verify", "cortexctl verify --json --store /var/lib/agent/brain",
                   "cortexctl verify --jobs 1"),
-        exits=(0, 3, 4, 7), exit_notes={3: "no store", 7: "problems found"}, op="verify",
+        exits=(0, 3, 4, 7), exit_notes={3: "no store", 7: "problems found"},
     ),
 ]

@@ -3,12 +3,8 @@
 from __future__ import annotations
 
 from cortexctl.cli import complete
-from cortexctl.cli.spec import COMMON, DATA, FRAMES, REF, SETS, TAGS, Argument, Command, Option
-from cortexctl.memory.types import TYPES
+from cortexctl.cli.spec import SETS, command_for
 from cortexctl.ops import lookup
-
-SHORT_FORM = Option("short_form", ("--short-form",), "Your own short form (<= 50 tokens).", metavar="TEXT")
-MEDIUM_FORM = Option("medium_form", ("--medium-form",), "Your own medium form (<= 200 tokens).", metavar="TEXT")
 
 
 def write(config, *, type_name, text, sets, data, tags, frames, importance, visibility, confidence, session,
@@ -51,25 +47,11 @@ def update(config, *, ref, text, sets, data, confidence, short_form, medium_form
 
 
 COMMANDS = [
-    Command(
-        ("write",), "Write a new memory and print its URI.", write,
-        arguments=(Argument("type_name", "TYPE", "Memory type.", complete=complete.memory_types),
-                   Argument("text", "TEXT", "The main text.", required=False)),
-        options=(
-            SETS, DATA, TAGS, FRAMES,
-            Option("importance", ("--importance",), "Declared importance 0-10.", type=int, default=5, metavar="N"),
-            Option("visibility", ("--visibility",), "private, scoped or public.", default="private", metavar="V",
-                   choices=("private", "scoped", "public")),
-            Option("confidence", ("--confidence",), "Confidence in this version, 0-1.", type=float, default=1.0,
-                   metavar="X"),
-            Option("session", ("--session",), "Session this memory belongs to.", metavar="ID"),
-            SHORT_FORM, MEDIUM_FORM,
-            Option("dedupe", ("--dedupe",), "When a live memory of yours has the same type and text, print it "
-                                            "and write nothing.", type=bool, default=False),
-            *COMMON,
-        ),
-        notes=f"Types: {', '.join(TYPES)}.\n"
-              "TEXT fills the type's main field (statement, name, topic, summary,\n"
+    command_for(
+        lookup("write"), ("write",), "Write a new memory and print its URI.", run=write,
+        positional=("type", "text"), names={"type": "type_name"}, flags={"tags": ("--tag",), "frames": ("--frame",)},
+        completers={"type": complete.memory_types, "frames": complete.frames}, options=(SETS,),
+        notes="TEXT fills the type's main field (statement, name, topic, summary,\n"
               "description). Later sources win: --data, then --set, then TEXT.\n"
               "Writing a memory whose type and text (words, in lower case) equal a live\n"
               "memory of yours warns and names it; --dedupe prints that one instead.",
@@ -81,23 +63,17 @@ COMMANDS = [
             'cortexctl write event "deploy failed" --set outcome=failure --frame deliver:repo:acme/api --json',
             'cortexctl write fact "The deploy key rotates monthly" --dedupe',
         ),
-        exits=(0, 2, 4, 7, 10), op="write",
+        exits=(0, 2, 4, 7, 10),
     ),
-    Command(
-        ("update",), "Write a new version of a memory; old versions stay readable.", update,
-        arguments=(REF,
-                   Argument("text", "TEXT", "New main text.", required=False)),
-        options=(
-            SETS, DATA,
-            Option("confidence", ("--confidence",), "Confidence in the new version, 0-1.", type=float, metavar="X"),
-            SHORT_FORM, MEDIUM_FORM, *COMMON,
-        ),
+    command_for(
+        lookup("update"), ("update",), "Write a new version of a memory; old versions stay readable.", run=update,
+        positional=("ref", "text"), options=(SETS,),
         notes="The new version starts from the current one; given fields replace its fields.\n"
               "Old versions stay readable with: cortexctl show REF --version N",
         examples=(
             'cortexctl update 01JD3K "The deploy key rotates weekly"',
             "cortexctl update cortex://m/01JD3KQ5ZC8M3V6W4Y2T7N9R0B --set confidence=0.6",
         ),
-        exits=(0, 1, 2, 3, 4, 8, 10), exit_notes={1: "memory forgotten", 8: "not your memory"}, op="update",
+        exits=(0, 1, 2, 3, 4, 8, 10), exit_notes={1: "memory forgotten", 8: "not your memory"},
     ),
 ]

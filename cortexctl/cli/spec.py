@@ -13,8 +13,10 @@ derived from that declaration:
 Each command runs an operation of ``cortexctl/ops`` (``Command.op``), the
 declaration the MCP server's tools come from too. ``command_for`` derives a
 whole command from an operation: its parameters become the options (or the
-arguments), and its body prints the operation's result document (``--json``)
-or its human form.
+arguments), each with its Param's one help text, and its body prints the
+operation's result document (``--json``) or its human form; a command adds the
+options only the shell has (files, ``--set``, progress) and, where it needs
+one, its own body. Every command with parameters is derived this way.
 
 This module imports nothing but the standard library, so declaring costs no
 start-up time.
@@ -69,6 +71,7 @@ class Option:
     env: str | None = None  # the environment variable config reads for it (shown in help)
     required: bool = False
     complete: Callable[[dict[str, Any], str], list[str]] | None = None  # shell completion (cli/complete.py)
+    param: Any = None  # the operation's Param it was derived from (command_for); None: the command line's own
 
     @property
     def is_flag(self) -> bool:
@@ -90,6 +93,7 @@ class Argument:
     required: bool = True
     many: bool = False
     complete: Callable[[dict[str, Any], str], list[str]] | None = None  # shell completion (cli/complete.py)
+    param: Any = None  # the operation's Param it was derived from (command_for); None: the command line's own
 
 
 @dataclass(frozen=True)
@@ -186,19 +190,8 @@ JSONL = Option("jsonl", ("--jsonl",), "Print one JSON object per line.", type=bo
 QUIET = Option("quiet", ("--quiet", "-q"), "No progress bar or hints.", type=bool, default=False)
 COMMON = (STORE, ACTOR, WAIT, JSON, JSONL)
 
-TAGS = Option("tags", ("--tag",), "A tag (repeatable).", many=True, metavar="TAG")
-FRAMES = Option("frames", ("--frame",), "A frame VERB:KIND:REF (repeatable).", many=True, metavar="VERB:KIND:REF",
-                complete=complete.frames)
-DATA = Option("data", ("--data",), "The type's fields as a JSON object, @FILE, or - for stdin.",
-              metavar="JSON|@FILE|-")
 SETS = Option("sets", ("--set",), "Set one data field (repeatable).", many=True, metavar="FIELD=VALUE",
               complete=complete.data_fields)
-REF = Argument("ref", "REF", "URI, ID or unique ID prefix.")
-
-
-def form_option(default: str) -> Option:
-    return Option("form", ("--form",), "short, medium or full.", default=default, metavar="FORM",
-                  choices=("short", "medium", "full"))
 
 
 # -- a command derived from an operation -------------------------------------------------
@@ -206,42 +199,84 @@ def _dashed(name: str) -> str:
     return "--" + name.replace("_", "-")
 
 
-def command_for(op, words: tuple[str, ...], summary: str, *, positional: tuple[str, ...] = (),
+def _one_of(choices: tuple[str, ...]) -> str:
+    return ", ".join(choices[:-1]) + " or " + choices[-1] if len(choices) > 1 else choices[0]
+
+
+DATA_INPUT = "JSON|@FILE|-"
+
+
+def help_of(p, *, positional: bool = False) -> str:
+    """A parameter's help on the command line, derived from its one declaration (``Param``): its
+    ``help`` (the tool's), then its choices (unless it names them), "repeatable" for a list
+    option, and how a JSON object is given (text, a file or stdin)."""
+    text = p.help
+    if p.choices and not all(c in text for c in p.choices):
+        text = (text.rstrip(".") + ": " if text else "") + _one_of(p.choices) + "."
+    if p.type is dict:
+        text = text.rstrip(".") + "; JSON, @FILE, or - for stdin."
+    if p.many and not positional and "repeatable" not in text:
+        text = text + " Repeatable." if text.endswith(").") else text.rstrip(".") + " (repeatable)."
+    return text
+
+
+def command_for(operation, words: tuple[str, ...], summary: str, /, *, positional: tuple[str, ...] = (),
                 flags: dict[str, tuple[str, ...]] | None = None,
                 completers: dict[str, Callable[[dict[str, Any], str], list[str]]] | None = None,
+                names: dict[str, str] | None = None, optional: tuple[str, ...] = (),
+                envs: dict[str, str] | None = None,
+                arguments: tuple[Argument, ...] = (), options: tuple[Option, ...] = (),
+                run: Callable[..., Any] | None = None,
                 common: tuple[Option, ...] = COMMON, human: Callable[[Any, Any], None] | None = None,
                 **declared: Any) -> Command:
     """The command of an operation (``cortexctl.ops.Operation``): its parameters, in order, as
     options ``--name-with-dashes`` (``flags`` names others) or, for those in ``positional``,
-    arguments; then the ``common`` options. Its body opens the store, runs the operation and
-    prints the result's warnings on stderr, then its ``to_json()`` under ``--json`` (its
-    ``docs()`` one a line under ``--jsonl``, when it is a list) or, for people, ``human(out,
-    result)`` (default: the result's ``text()``). ``declared`` are the rest of the ``Command``
-    (notes, examples, exits, exit_notes, group_help)."""
-    flags, completers = flags or {}, completers or {}
-    arguments, options = [], []
-    for p in op.params:
-        if p.type not in (str, int, float, bool):
-            raise ValueError(f"{op.name}: parameter {p.name} ({p.type.__name__}) needs a command of its own")
-        helptext = p.cli_help or p.help
-        if p.name in positional:
-            arguments.append(Argument(p.name, p.metavar or p.name.upper(), helptext, required=p.required,
-                                      many=p.many, complete=completers.get(p.name)))
-        else:
-            options.append(Option(p.name, flags.get(p.name, (_dashed(p.name),)), helptext, type=p.type,
-                                  default=p.default, many=p.many, choices=p.choices,
-                                  metavar=None if p.type is bool else (p.metavar or p.name.upper()),
-                                  required=p.required, complete=completers.get(p.name)))
-    names = {o.name for o in common}
+    arguments, each with the parameter's help, type, default and choices (``help_of``); a JSON
+    object parameter (``dict``) is an option taking JSON, @FILE or - for stdin. Then the
+    command's own ``arguments`` and ``options`` (what only the shell has: files, ``--set``,
+    ``-v``), then the ``common`` options. ``names`` gives a parameter another name in the body
+    (``{"type": "type_name"}``); those in ``optional`` are not required on the command line (the
+    body checks them, with its own message); ``envs`` names the environment variable config
+    reads for one (shown in its help).
 
-    def run(config, **values: Any) -> None:
-        from cortexctl.cli.common import open_cortex
+    Its body (unless ``run`` gives the command's own, called with every value by name) opens the
+    store, runs the operation and prints the result's warnings on stderr, then its ``to_json()``
+    under ``--json`` (its ``docs()`` one a line under ``--jsonl``, when it is a list) or, for
+    people, ``human(out, result)`` (default: the result's ``text()``). ``declared`` are the rest
+    of the ``Command`` (notes, examples, exits, exit_notes, group_help; ``op`` when the command
+    runs more operations than this one)."""
+    op = operation
+    flags, completers, names, envs = flags or {}, completers or {}, names or {}, envs or {}
+    derived_args, derived_opts = [], []
+    for p in op.params:
+        if p.type not in (str, int, float, bool, dict):
+            raise ValueError(f"{op.name}: parameter {p.name} ({p.type.__name__}) needs a command of its own")
+        name = names.get(p.name, p.name)
+        required = p.required and p.name not in optional
+        if p.name in positional:
+            derived_args.append(Argument(name, p.metavar or p.name.upper(), help_of(p, positional=True),
+                                         required=required, many=p.many, complete=completers.get(p.name),
+                                         param=p))
+        else:
+            metavar = None if p.type is bool else DATA_INPUT if p.type is dict else (p.metavar or p.name.upper())
+            derived_opts.append(Option(name, flags.get(p.name, (_dashed(p.name),)), help_of(p),
+                                       type=str if p.type is dict else p.type, default=p.default, many=p.many,
+                                       choices=p.choices, metavar=metavar, required=required,
+                                       env=envs.get(p.name), complete=completers.get(p.name), param=p))
+    common_names = {o.name for o in common}
+    objects = {names.get(p.name, p.name): flags.get(p.name, (_dashed(p.name),))[0] for p in op.params
+               if p.type is dict}
+
+    def derived_run(config, **values: Any) -> None:
+        from cortexctl.cli.common import open_cortex, read_data
         from cortexctl.cli.output import Output
 
-        given = {k: values.pop(k) for k in list(values) if k in names}
+        given = {k: values.pop(k) for k in list(values) if k in common_names}
         out = Output(json=given.get("json", False), jsonl=given.get("jsonl", False), quiet=given.get("quiet", False))
         cx = open_cortex(config, given.get("store"), given.get("actor"), given.get("wait"))
-        result = op.run(cx, **values)
+        for k, flag in objects.items():
+            values[k] = read_data(values[k], flag)
+        result = op.run(cx, **{p.name: values[names.get(p.name, p.name)] for p in op.params})
         for w in getattr(result, "warnings", None) or ():
             out.warn(w)
         if out.machine:
@@ -254,5 +289,6 @@ def command_for(op, words: tuple[str, ...], summary: str, *, positional: tuple[s
         else:
             out.line(result.text())
 
-    return Command(tuple(words), summary, run, arguments=tuple(arguments), options=(*options, *common), op=op.name,
-                   **declared)
+    declared.setdefault("op", op.name)
+    return Command(tuple(words), summary, run or derived_run, arguments=(*derived_args, *arguments),
+                   options=(*derived_opts, *options, *common), **declared)

@@ -13,16 +13,17 @@ from cortexctl.memory.types import TYPES
 from cortexctl.ops.spec import Operation, Param, Tool
 
 # -- parameters several operations share (their help is what a model reads) ------------------------
-REF = Param("ref", "A memory: its URI (cortex://m/<ID>), its ID, or a short ref find showed.", required=True,
-            metavar="REF", cli_help="URI, ID or unique ID prefix.")
+REF = Param("ref", "A memory: its URI (cortex://m/<ID>), its ID, a unique start of its ID, or the short ref find "
+            "shows.", required=True, metavar="REF")
 FORMS = ("short", "medium", "full")
-GOAL = Param("goal", "The current task, as you would state it.", required=True, metavar="TEXT",
-             cli_help="The current task, as the agent would state it.")
+GOAL = Param("goal", "The current task, as the agent would state it.", required=True, metavar="TEXT")
 BUDGET = Param("budget_tokens", "Token budget (default from config).", type=int, metavar="N")
 INTENT = Param("intent", "The intent's ID.", required=True, metavar="ID")
 STEP = Param("step", "The step's ID.", required=True, metavar="STEP")
 SHORT_FORM = Param("short_form", "Your own short form (<= 50 tokens).", metavar="TEXT")
 MEDIUM_FORM = Param("medium_form", "Your own medium form (<= 200 tokens).", metavar="TEXT")
+BUNDLE = Param("path", "The bundle directory (backup-<timestamp>).", required=True, metavar="PATH")
+SPEC = Param("spec", "The whole spec as an object.", type=dict)
 
 ADMIN = "admin-only: for the operator at the shell, not for an agent over MCP"
 LOCAL_FILES = "reads or writes files on the server's machine, which an agent over MCP must not name"
@@ -144,14 +145,15 @@ OPERATIONS: list[Operation] = [
     # -- the tools an agent uses ---------------------------------------------------------------
     Operation(
         "find", _find, (
-            Param("near", "Find by meaning: text to search for. Omit for salience order."),
-            Param("types", f"Only these types ({', '.join(TYPES)}).", many=True),
-            Param("tags", "Every tag given must be present.", many=True),
-            Param("frames", "Frames VERB, VERB:KIND or VERB:KIND:REF; all must match.", many=True),
-            Param("k", "At most this many results.", type=int, default=10),
-            Param("budget_tokens", "At most this many tokens of results, each at the form shown.", type=int),
-            Param("form", "The form of each result's text.", default="short", choices=FORMS),
-            Param("session", "Only this session's memories (zoom in)."),
+            Param("near", "Find by meaning: text to search for. Omit for salience order.", metavar="TEXT"),
+            Param("types", f"Only these types ({', '.join(TYPES)}).", many=True, metavar="TYPE"),
+            Param("tags", "Every tag given must be present.", many=True, metavar="TAG"),
+            Param("frames", "Frames VERB, VERB:KIND or VERB:KIND:REF; all must match.", many=True, metavar="FRAME"),
+            Param("k", "At most this many results.", type=int, default=10, metavar="N"),
+            Param("budget_tokens", "At most this many tokens of results, each at the form shown.", type=int,
+                  metavar="N"),
+            Param("form", "The form of each result's text.", default="short", choices=FORMS, metavar="FORM"),
+            Param("session", "Only this session's memories (zoom in).", metavar="ID"),
             Param("summaries", "Only session summaries (zoom out).", type=bool, default=False),
             Param("include_tombstoned", "Also forgotten memories.", type=bool, default=False),
         ), **RO,
@@ -161,24 +163,23 @@ OPERATIONS: list[Operation] = [
     Operation(
         "show", _show, (
             REF,
-            Param("version", "This version instead of the latest.", type=int, metavar="N",
-                  cli_help="Show this version."),
-            Param("form", "The form of the text field.", default="full", choices=FORMS, metavar="FORM",
-                  cli_help="short, medium or full."),
+            Param("version", "This version instead of the latest.", type=int, metavar="N"),
+            Param("form", "The form of the text field.", default="full", choices=FORMS, metavar="FORM"),
         ), **RO,
         tool=Tool("Show a memory", "Read one memory: its data, forms, head fields and history position, at its "
                   "latest version or a given one.")),
     Operation(
         "write", _write, (
-            Param("type", "The memory's type.", required=True, choices=TYPES),
-            Param("text", "The main text (statement, name, topic, summary or description, by type)."),
+            Param("type", "The memory's type.", required=True, choices=TYPES, metavar="TYPE"),
+            Param("text", "The main text (statement, name, topic, summary or description, by type).",
+                  metavar="TEXT"),
             Param("data", "The type's other fields as an object (text wins over its main field).", type=dict),
-            Param("tags", "Tags.", many=True),
-            Param("frames", "Frames VERB:KIND:REF.", many=True),
-            Param("importance", "Declared importance 0-10.", type=int, default=5),
-            Param("visibility", default="private", choices=("private", "scoped", "public")),
-            Param("confidence", "Confidence in this version, 0-1.", type=float, default=1.0),
-            Param("session", "The session this memory belongs to."),
+            Param("tags", "Tags.", many=True, metavar="TAG"),
+            Param("frames", "Frames VERB:KIND:REF.", many=True, metavar="VERB:KIND:REF"),
+            Param("importance", "Declared importance 0-10.", type=int, default=5, metavar="N"),
+            Param("visibility", default="private", choices=("private", "scoped", "public"), metavar="V"),
+            Param("confidence", "Confidence in this version, 0-1.", type=float, default=1.0, metavar="X"),
+            Param("session", "The session this memory belongs to.", metavar="ID"),
             SHORT_FORM, MEDIUM_FORM,
             Param("dedupe", "When a live memory of yours has the same type and text, answer with it and write "
                   "nothing.", type=bool, default=False),
@@ -188,17 +189,16 @@ OPERATIONS: list[Operation] = [
     Operation(
         "update", _update, (
             REF,
-            Param("text", "New main text."),
+            Param("text", "New main text.", metavar="TEXT"),
             Param("data", "Fields to replace, as an object.", type=dict),
-            Param("confidence", "Confidence in the new version, 0-1.", type=float),
+            Param("confidence", "Confidence in the new version, 0-1.", type=float, metavar="X"),
             SHORT_FORM, MEDIUM_FORM,
         ),
         tool=Tool("Update a memory", "Write a new version of a memory (given fields replace the current ones); "
                   "old versions stay readable with show(version=N).")),
     Operation(
         "forget", lambda cx, *, ref, reason: cx.forget(ref, reason=reason), (
-            REF, Param("reason", "Why it is forgotten.", required=True, metavar="TEXT",
-                       cli_help="Why it is forgotten (required)."),
+            REF, Param("reason", "Why it is forgotten.", required=True, metavar="TEXT"),
         ), destructive=True,
         tool=Tool("Forget a memory", "Tombstone a memory: hidden from find, history kept, updates refused (the "
                   "shell's `cortexctl unforget` undoes it).")),
@@ -206,28 +206,25 @@ OPERATIONS: list[Operation] = [
         "remember", lambda cx, *, text, user: cx.remember(text, user=user), (
             Param("text", "The fact.", required=True, metavar="TEXT"),
             Param("user", "A fact about the user (part of the pinned user profile; a repeat touches the "
-                  "existing one).", type=bool, default=False,
-                  cli_help="A fact about the user: part of the pinned user profile."),
+                  "existing one).", type=bool, default=False),
         ),
         tool=Tool("Remember a fact", "Remember a fact about the world, or about the user (user=true; a repeat "
                   "is not written again).")),
     Operation(
         "outcome", lambda cx, *, text, status, intent: cx.outcome(text, status=status, intent=intent), (
             Param("text", "What was done and how it ended.", required=True, metavar="TEXT"),
-            Param("status", required=True, choices=("success", "failure", "partial"), metavar="STATUS",
-                  cli_help="success, failure or partial."),
-            Param("intent", "The intent this outcome belongs to.", metavar="ID",
-                  cli_help="The intent this outcome belongs to (kept in the provenance)."),
+            Param("status", required=True, choices=("success", "failure", "partial"), metavar="STATUS"),
+            Param("intent", "The intent this outcome belongs to (kept in the provenance).", metavar="ID"),
         ),
         tool=Tool("Record an outcome", "Record how a task ended: an event with status success, failure or "
                   "partial.")),
     Operation(
         "attest", lambda cx, *, intent, outcome, cited, reason: cx.attest(intent, outcome, cited, reason=reason), (
             INTENT,
-            Param("outcome", required=True, choices=("success", "failure")),
+            Param("outcome", required=True, choices=("success", "failure"), metavar="OUTCOME"),
             Param("cited", "The memories the intent relied on (URIs, IDs or refs), 1 to 256.", many=True,
-                  required=True),
-            Param("reason", "Why it failed (factual_error and wrong_assumption lower citations)."),
+                  required=True, metavar="URI..."),
+            Param("reason", "Why it failed (factual_error and wrong_assumption lower citations).", metavar="R"),
         ),
         tool=Tool("Attest an outcome", "Tell the store which memories an intent relied on and whether it "
                   "succeeded: their use counts and citations change and salience learns (rate limited per "
@@ -237,9 +234,11 @@ OPERATIONS: list[Operation] = [
         cx.compact(intent, step, budget_tokens, in_context, load_bearing=load_bearing,
                    checkpoint_dir=checkpoint_dir), (
             INTENT, STEP,
-            Param("budget_tokens", "The token budget for kept memories and stubs.", type=int, required=True),
-            Param("in_context", "The memories in context (URIs, IDs or refs).", many=True, required=True),
-            Param("load_bearing", "Memories to keep whole.", many=True),
+            Param("budget_tokens", "The token budget for kept memories and stubs.", type=int, required=True,
+                  metavar="N"),
+            Param("in_context", "The memories in context (URIs, IDs or refs).", many=True, required=True,
+                  metavar="URI..."),
+            Param("load_bearing", "Memories to keep whole.", many=True, metavar="URI"),
         ), destructive=True, idempotent=True,
         tool=Tool("Compact the context", "Fit the memories in context into a token budget: load-bearing ones, "
                   "identities, hard constraints and active goals kept whole, the rest as stubs {ref, short form, "
@@ -270,16 +269,16 @@ OPERATIONS: list[Operation] = [
     Operation(
         "session_add", lambda cx, *, session, prompt, response, thought, reopen:
         cx.session_add(session, prompt, response, thought, reopen=reopen), (
-            Param("session", "The session's ID.", required=True),
-            Param("prompt", "What the user asked.", required=True),
-            Param("response", "What the agent answered.", required=True),
-            Param("thought", "The agent's reasoning."),
+            Param("session", "The session's ID.", required=True, metavar="ID"),
+            Param("prompt", "What the user asked.", required=True, metavar="TEXT"),
+            Param("response", "What the agent answered.", required=True, metavar="TEXT"),
+            Param("thought", "The agent's reasoning.", metavar="TEXT"),
             Param("reopen", "Add to a summarized session (its summary is forgotten).", type=bool, default=False),
         ),
         tool=Tool("Save a session turn", "Save one turn (prompt, thought, response) of a session as a memory.")),
     Operation(
         "session_summarize", _session_summarize, (
-            Param("session", "The session to summarize.", metavar="ID", cli_help="The session's ID."),
+            Param("session", "The session to summarize.", metavar="ID"),
             Param("pending", "Every session with turns and no summary.", type=bool, default=False),
         ), open_world=True,
         tool=Tool("Summarize a session", "Summarize a session (or every pending one) with the configured chat "
@@ -303,7 +302,7 @@ OPERATIONS: list[Operation] = [
                       remove_frames=remove_frames), (
         REF,
         Param("importance", "Declared importance 0-10.", type=int, metavar="N"),
-        Param("visibility", "private, scoped or public.", choices=("private", "scoped", "public"), metavar="V"),
+        Param("visibility", "Who may see the memory.", choices=("private", "scoped", "public"), metavar="V"),
         Param("frames", "A frame VERB:KIND:REF (repeatable).", many=True, metavar="VERB:KIND:REF"),
         Param("remove_frames", "Remove a frame (repeatable).", many=True, metavar="VERB:KIND:REF"),
     ), idempotent=True,
@@ -311,9 +310,12 @@ OPERATIONS: list[Operation] = [
     Operation("unforget", lambda cx, *, ref: cx.unforget(ref), (REF,),
               no_tool="undoing a forget is the person's decision at the shell (forget's tool says so)"),
     Operation("pattern_write", lambda cx, *, spec, strength, coverage:
-              cx.pattern_write(spec, strength=strength, coverage=coverage),
-              no_tool="not served yet: agents learn patterns through consolidate and outcome"),
-    Operation("pattern_reinforce", lambda cx, *, spec: cx.pattern_reinforce(spec),
+              cx.pattern_write(spec, strength=strength, coverage=coverage), (
+        SPEC,
+        Param("strength", "How strong the pattern is, 0-1.", type=float, default=0.5, metavar="X"),
+        Param("coverage", "Successes it already covers.", type=int, default=1, metavar="N"),
+    ), no_tool="not served yet: agents learn patterns through consolidate and outcome"),
+    Operation("pattern_reinforce", lambda cx, *, spec: cx.pattern_reinforce(spec), (SPEC,),
               no_tool="not served yet: agents learn patterns through consolidate and outcome"),
     Operation("session_add_many", _session_add_many,
               no_tool="a JSONL file of turns (session_add takes one turn)"),
@@ -321,13 +323,22 @@ OPERATIONS: list[Operation] = [
               **RO,
               no_tool="not served yet: find(session=ID) searches one session's turns"),
     Operation("session_list", _session_list, **RO, no_tool="not served yet: for people, at the shell"),
-    Operation("consolidate", _consolidate, open_world=True,
+    Operation("consolidate", _consolidate, (
+        Param("dry_run", "Show what would be written; write nothing.", type=bool, default=False),
+    ), open_world=True,
               no_tool="not served yet: an agent calls remember, outcome and session_add itself"),
     Operation("checkpoint_list", _checkpoint_list, (Param("intent", "Only this intent's checkpoints.", metavar="ID"),),
               **RO,
               no_tool="not served yet: an agent reloads the checkpoint it names (checkpoint_load)"),
     Operation("grant", lambda cx, *, subagent, types, tags, expires:
-              cx.grant(subagent, types=types, tags=tags, expires=expires),
+              cx.grant(subagent, types=types, tags=tags, expires=expires), (
+        Param("subagent", "The sub-agent's actor name, or list to list grants.", required=True, metavar="SUBAGENT"),
+        Param("types", "Only memories of this type (repeatable; any type when none).", many=True, metavar="TYPE"),
+        Param("tags", "Only memories carrying this tag (repeatable: any one of them; any tags when none).",
+              many=True, metavar="TAG"),
+        Param("expires", "End the grant after this long: 30m, 2h, 7d or 2w (default: until revoked).",
+              metavar="DURATION"),
+    ),
               no_tool=ADMIN + " (a grant widens what another actor sees)"),
     Operation("grant_list", _grant_list, **RO, no_tool=ADMIN),
     Operation("revoke", lambda cx, *, grant_id: cx.revoke(grant_id), (
@@ -336,21 +347,49 @@ OPERATIONS: list[Operation] = [
     ), destructive=True, no_tool=ADMIN),
     Operation("import", lambda cx, *, source, skip_invalid, skip_existing, keep_actors, batch_size, progress=None:
               cx.import_jsonl(source, skip_invalid=skip_invalid, skip_existing=skip_existing,
-                              keep_actors=keep_actors, batch_size=batch_size, progress=progress),
+                              keep_actors=keep_actors, batch_size=batch_size, progress=progress), (
+        Param("skip_invalid", "Import the good lines, report the bad.", type=bool, default=False),
+        Param("skip_existing", "Skip lines whose memory the store holds with the same content (a re-run, a "
+              "re-import).", type=bool, default=False),
+        Param("keep_actors", "Keep lines owned by other actors as theirs (else refused).", type=bool, default=False),
+        Param("batch_size", "Memories per transaction.", type=int, default=5000, metavar="N"),
+    ),
               no_tool=LOCAL_FILES),
     Operation("export", _export, read_only=True, no_tool=LOCAL_FILES),
-    Operation("reindex", _reindex, idempotent=True, no_tool=ADMIN + " (re-embeds the store; long-running)"),
-    Operation("verify", lambda cx, *, jobs: cx.verify(jobs=jobs), **RO,
+    Operation("reindex", _reindex, (
+        Param("rebuild", "Build the index file from scratch.", type=bool, default=False),
+    ), idempotent=True, no_tool=ADMIN + " (re-embeds the store; long-running)"),
+    Operation("verify", lambda cx, *, jobs: cx.verify(jobs=jobs), (
+        Param("jobs", "Worker processes for the per-memory checks (0: one per CPU).", type=int, metavar="N"),
+    ), **RO,
               no_tool=ADMIN + " (reads every record; long-running)"),
     Operation("backup", lambda cx, *, dest, keep, max_age_days, encrypt, progress=None:
-              cx.backup(dest=dest, keep=keep, max_age_days=max_age_days, encrypt=encrypt, progress=progress),
+              cx.backup(dest=dest, keep=keep, max_age_days=max_age_days, encrypt=encrypt, progress=progress), (
+        Param("dest", "Directory for bundles [config backup.dest; default: backups/ beside the store].",
+              metavar="DIR"),
+        Param("keep", "Keep at least the newest K bundles [config backup.keep; default 3].", type=int, metavar="K"),
+        Param("max_age_days", "Prune bundles beyond the newest K once older than N days [config "
+              "backup.max_age_days; default 7].", type=float, metavar="N"),
+        Param("encrypt", "Seal every member (AES-256-GCM) under the passphrase in $CORTEXCTL_BACKUP_KEY [config "
+              "backup.key_env].", type=bool, default=False),
+    ),
               no_tool=ADMIN + "; " + LOCAL_FILES),
     Operation("restore", lambda cx, *, path, mode, force, force_topology_mismatch, dry_run, confirm, progress=None:
               cx.restore(path, mode=mode, force=force, force_topology_mismatch=force_topology_mismatch,
-                         dry_run=dry_run, confirm=confirm, progress=progress),
+                         dry_run=dry_run, confirm=confirm, progress=progress), (
+        BUNDLE,
+        Param("mode", "merge: union with what the store holds; replace: the bundle's store instead of this one.",
+              choices=("merge", "replace"), required=True, metavar="MODE"),
+        Param("force", "replace: overwrite a store that holds data.", type=bool, default=False),
+        Param("force_topology_mismatch", "Restore a bundle whose topology differs from this store's.", type=bool,
+              default=False),
+        Param("dry_run", "Say what would change; write nothing.", type=bool, default=False),
+        Param("confirm", "replace at the default store location: the word REPLACE (with "
+              "CORTEXCTL_ALLOW_DESTRUCTIVE=1).", metavar="WORD"),
+    ),
               destructive=True, no_tool=ADMIN + "; " + LOCAL_FILES),
-    Operation("bundle_verify", lambda cx, *, path: cx.verify_bundle(path), **RO, no_tool=LOCAL_FILES),
-    Operation("bundle_drill", lambda cx, *, path, progress=None: cx.drill_bundle(path, progress=progress),
+    Operation("bundle_verify", lambda cx, *, path: cx.verify_bundle(path), (BUNDLE,), **RO, no_tool=LOCAL_FILES),
+    Operation("bundle_drill", lambda cx, *, path, progress=None: cx.drill_bundle(path, progress=progress), (BUNDLE,),
               read_only=True, no_tool=LOCAL_FILES),
     Operation("config_show", _config_show, **RO,
               no_tool="the server's own configuration, for its operator (API key variables included)"),

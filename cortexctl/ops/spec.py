@@ -37,10 +37,9 @@ class Param:
     many: bool = False
     choices: tuple[str, ...] | None = None
     required: bool = False
-    # For a command derived from the operation (cli.spec.command_for): its metavar, and its own
-    # help where the command line words it differently (else ``help``).
+    # For the command derived from the operation (cli.spec.command_for): its metavar. Its help is
+    # ``help``, the tool's and the command's alike (written once).
     metavar: str | None = None
-    cli_help: str | None = None
 
     @property
     def initial(self) -> Any:

@@ -113,10 +113,31 @@ RENAMED = {("write", "type"): "type_name", ("compact", "in_context"): "refs"}
 
 
 def test_every_command_takes_its_operations_parameters():
-    """A command declared by hand (its shape differs: files, --set, progress) still takes each
-    parameter of its operation, by the same name, so the shell and the tools cannot drift apart."""
+    """A command whose shape differs from its operation's (files, --set, progress) still takes each
+    parameter of its operation, by the same name (or its one named rename), so the shell and the
+    tools cannot drift apart."""
     for command in commands():
         takes = {a.name for a in command.arguments} | {o.name for o in command.options}
         for name in command.operations:
             for p in ops.lookup(name).params:
                 assert RENAMED.get((name, p.name), p.name) in takes, (command.name, name, p.name)
+
+
+def test_no_parameter_help_is_declared_twice():
+    """Every option or argument that takes an operation's parameter was derived from its Param
+    (command_for): its help is the Param's (help_of), its default and choices too, so a parameter's
+    help is written once, for the tool and the shell alike."""
+    from cortexctl.cli.spec import help_of
+
+    for command in commands():
+        takers = {a.name: a for a in command.arguments} | {o.name: o for o in command.options}
+        for name in command.operations:
+            for p in ops.lookup(name).params:
+                taker = takers[RENAMED.get((name, p.name), p.name)]
+                assert taker.param is p, (command.name, p.name, "declared by hand")
+                positional = taker in command.arguments
+                assert taker.help == help_of(p, positional=positional), (command.name, p.name)
+                if not positional:
+                    assert (taker.default, taker.choices, taker.many) == (p.default, p.choices, p.many), \
+                        (command.name, p.name)
+
