@@ -495,9 +495,9 @@ def _check_content(meta: dict, members: list[dict], files: dict[str, Path], work
     if set(meta["counts"]) != tables:
         raise IntegrityError("bundle-meta.json counts do not name the bundle's tables")
     records = 0
-    with sb.reader(work) as con:
+    with sb.Members(files, work) as bundle:
         for m in members:
-            cols, rows = sb.member_facts(con, files[m["table"]])
+            cols, rows = bundle.facts(m["table"])
             want = [name for name, _ in expected[m["table"]]]
             if [c for c, _ in cols] != want:
                 raise IntegrityError(f"bundle member {m['name']} has columns {[c for c, _ in cols]} "
@@ -505,19 +505,18 @@ def _check_content(meta: dict, members: list[dict], files: dict[str, Path], work
             if rows != m["rows"] or meta["counts"].get(m["table"]) != rows:
                 raise IntegrityError(f"bundle member {m['name']} holds {rows} rows; the manifest says "
                                      f"{m['rows']} and the meta {meta['counts'].get(m['table'])}")
-            for column, size in sb.widest(con, files[m["table"]], cols).items():
+            for column, size in bundle.widest(m["table"], cols).items():
                 limit = MAX_DATA_BYTES if (m["table"], column) == ("versions", "data") else MAX_VALUE_BYTES
                 if size > limit:
                     raise IntegrityError(f"bundle member {m['name']}: a value of {column} is {size} bytes, "
                                          f"over the {limit}-byte limit")
-        vpath = files["versions"]
-        for batch in sb.iter_rows(con, vpath, ("id", "version", "type", "data", "hash"), batch=1000):
+        for batch in bundle.rows("versions", ("id", "version", "type", "data", "hash"), batch=1000):
             for id_, version, type_code, data, stored in batch:
                 records += 1
                 if data is None or type_code is None or codec.version_hash(type_code, data) != stored:
                     raise IntegrityError(f"bundle record {id_} version {version}: hash does not match its data")
-        top = sb.scalar(con, files["journal"], "coalesce(max(seq), 0)")
-        if int(top) != meta["journal_position"]:
+        top = bundle.journal_end()
+        if top != meta["journal_position"]:
             raise IntegrityError(f"bundle journal ends at {top}; the meta says {meta['journal_position']}")
     return records
 
@@ -646,8 +645,8 @@ def drill(settings, path: str | os.PathLike, *, clock=None, progress: Progress |
                     problems.append(f"{table}: {counts.get(table)} rows restored, the bundle holds {n}")
             if position != b.meta["journal_position"]:
                 problems.append(f"journal ends at {position}, the bundle at {b.meta['journal_position']}")
-            with sb.reader(tmp) as con:
-                theirs = sb.scalar(con, b.files["versions"], sb.DIGEST)
+            with sb.Members(b.files, tmp) as bundle:
+                theirs = bundle.version_digest()
             if mine != theirs:
                 problems.append("the restored records differ from the bundle's")
             return DrillReport(path=str(b.root), counts=counts, journal_position=position, records=b.records,

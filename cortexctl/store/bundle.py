@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import os
 import shutil
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator, Sequence
 
@@ -139,16 +138,6 @@ def _sql_text(text: str) -> str:
 
 
 # -- reading a bundle ----------------------------------------------------------------------------
-@contextmanager
-def reader(temp_dir: Path | None = None) -> Iterator[object]:
-    """An in-memory connection for reading members (memory-limited, spilling to ``temp_dir``)."""
-    con = _connect(temp_dir=temp_dir)
-    try:
-        yield con
-    finally:
-        con.close()
-
-
 def expected_schema(schema_version: int) -> dict[str, list[tuple[str, str]]]:
     """table -> columns of the state tables of a store at ``schema_version``."""
     from cortexctl.store import migrations
@@ -161,52 +150,72 @@ def expected_schema(schema_version: int) -> dict[str, list[tuple[str, str]]]:
         con.close()
 
 
-def member_facts(con, path: Path) -> tuple[list[tuple[str, str]], int]:
-    """(columns, rows) of one Parquet member; IntegrityError when it is not readable Parquet."""
-    p = _sql_text(str(path))
-    try:
-        cols = [(r[0], r[1]) for r in con.execute(f"DESCRIBE SELECT * FROM read_parquet('{p}')").fetchall()]
-        rows = con.execute(f"SELECT coalesce(sum(num_rows), 0) FROM parquet_file_metadata('{p}')").fetchone()[0]
-    except Exception as exc:  # duckdb raises many kinds for a damaged file
-        raise _fail(f"member {path.name} is not readable Parquet", exc) from None
-    return cols, int(rows)
+class Members:
+    """A bundle's Parquet members, read (never written) through an in-memory connection,
+    memory-limited and spilling to ``temp_dir``. ``files`` maps each table to its member's file.
+    Every read of a damaged member is an IntegrityError naming it."""
 
+    def __init__(self, files: dict[str, Path], temp_dir: Path | None = None) -> None:
+        self.files = files
+        self._con = _connect(temp_dir=temp_dir)
 
-def widest(con, path: Path, cols: Sequence[tuple[str, str]]) -> dict[str, int]:
-    """column -> its largest value in bytes, for the text and blob columns among ``cols``."""
-    sized = [(name, f"strlen({_quote(name)})" if type_ == "VARCHAR" else f"octet_length({_quote(name)})")
-             for name, type_ in cols if type_ in ("VARCHAR", "BLOB")]
-    if not sized:
-        return {}
-    p = _sql_text(str(path))
-    try:
-        row = con.execute(f"SELECT {', '.join(f'coalesce(max({e}), 0)' for _, e in sized)}"
-                          f" FROM read_parquet('{p}')").fetchone()
-    except Exception as exc:
-        raise _fail(f"member {path.name} cannot be read", exc) from None
-    return {name: int(v) for (name, _), v in zip(sized, row)}
+    def close(self) -> None:
+        self._con.close()
 
+    def __enter__(self) -> "Members":
+        return self
 
-def iter_rows(con, path: Path, cols: Sequence[str], *, batch: int = 5000) -> Iterator[list[tuple]]:
-    """Batches of ``cols`` from one member, in file order."""
-    p = _sql_text(str(path))
-    try:
-        cur = con.execute(f"SELECT {', '.join(_quote(c) for c in cols)} FROM read_parquet('{p}')")
-        while rows := cur.fetchmany(batch):
-            yield rows
-    except IntegrityError:
-        raise
-    except Exception as exc:
-        raise _fail(f"member {path.name} cannot be read", exc) from None
+    def __exit__(self, *exc) -> None:
+        self.close()
 
+    def _source(self, table: str) -> str:
+        return f"read_parquet('{_sql_text(str(self.files[table]))}')"
 
-def scalar(con, path: Path, expression: str):
-    """One aggregate over a member (``expression`` is ours, never the bundle's)."""
-    p = _sql_text(str(path))
-    try:
-        return con.execute(f"SELECT {expression} FROM read_parquet('{p}')").fetchone()[0]
-    except Exception as exc:
-        raise _fail(f"member {path.name} cannot be read", exc) from None
+    def facts(self, table: str) -> tuple[list[tuple[str, str]], int]:
+        """(columns, rows) of the table's member; IntegrityError when it is not readable Parquet."""
+        path = self.files[table]
+        p = _sql_text(str(path))
+        try:
+            cols = [(r[0], r[1]) for r in self._con.execute(f"DESCRIBE SELECT * FROM {self._source(table)}").fetchall()]
+            rows = self._con.execute(
+                f"SELECT coalesce(sum(num_rows), 0) FROM parquet_file_metadata('{p}')").fetchone()[0]
+        except Exception as exc:  # duckdb raises many kinds for a damaged file
+            raise _fail(f"member {path.name} is not readable Parquet", exc) from None
+        return cols, int(rows)
+
+    def widest(self, table: str, cols: Sequence[tuple[str, str]]) -> dict[str, int]:
+        """column -> its largest value in bytes, for the text and blob columns among ``cols``."""
+        sized = [(name, f"strlen({_quote(name)})" if type_ == "VARCHAR" else f"octet_length({_quote(name)})")
+                 for name, type_ in cols if type_ in ("VARCHAR", "BLOB")]
+        if not sized:
+            return {}
+        row = self._one(table, ", ".join(f"coalesce(max({e}), 0)" for _, e in sized))
+        return {name: int(v) for (name, _), v in zip(sized, row)}
+
+    def rows(self, table: str, cols: Sequence[str], *, batch: int = 5000) -> Iterator[list[tuple]]:
+        """Batches of ``cols`` from the table's member, in file order."""
+        try:
+            cur = self._con.execute(f"SELECT {', '.join(_quote(c) for c in cols)} FROM {self._source(table)}")
+            while rows := cur.fetchmany(batch):
+                yield rows
+        except IntegrityError:
+            raise
+        except Exception as exc:
+            raise _fail(f"member {self.files[table].name} cannot be read", exc) from None
+
+    def journal_end(self) -> int:
+        """The last journal position the bundle holds (0 for none)."""
+        return int(self._one("journal", "coalesce(max(seq), 0)")[0])
+
+    def version_digest(self) -> str:
+        """The order-free digest of the bundle's (id, version, hash) rows, as ``Tx.version_digest``."""
+        return str(self._one("versions", DIGEST)[0])
+
+    def _one(self, table: str, expression: str) -> tuple:
+        try:
+            return self._con.execute(f"SELECT {expression} FROM {self._source(table)}").fetchone()
+        except Exception as exc:
+            raise _fail(f"member {self.files[table].name} cannot be read", exc) from None
 
 
 # -- restoring ------------------------------------------------------------------------------------
