@@ -49,7 +49,8 @@ class ordered_map:  # noqa: N801 - used like the builtin map
 
     The first tasks are handed out when it is made, so the caller can do other work while the
     workers start. An exception raised by ``fn`` is raised by the iteration, at its task's turn
-    (``fn`` must raise picklable exceptions). Use it in a ``with`` block (or call ``close``):
+    (``fn`` must raise picklable exceptions); a worker that dies (killed, out of memory) is a
+    ``CortexError``. Use it in a ``with`` block (or call ``close``):
     leaving early cancels the tasks not started and waits for the running ones.
     """
 
@@ -66,7 +67,11 @@ class ordered_map:  # noqa: N801 - used like the builtin map
         self._pool = ProcessPoolExecutor(max_workers=max(1, workers), mp_context=multiprocessing.get_context(method),
                                          initializer=_worker_start, initargs=(init,))
         self._queue: list = []
-        self._fill()
+        try:
+            self._fill()
+        except BaseException:
+            self.close()
+            raise
 
     def _fill(self) -> None:
         while len(self._queue) < self._limit:
@@ -76,8 +81,15 @@ class ordered_map:  # noqa: N801 - used like the builtin map
             self._queue.append(self._pool.submit(self._fn, *task))
 
     def __iter__(self) -> Iterator[Any]:
+        from concurrent.futures import BrokenExecutor
+
+        from cortexctl.errors import CortexError
+
         while self._queue:
-            result = self._queue.pop(0).result()
+            try:
+                result = self._queue.pop(0).result()
+            except BrokenExecutor:
+                raise CortexError("a worker process ended unexpectedly (killed, or out of memory)") from None
             self._fill()
             yield result
 

@@ -61,6 +61,16 @@ def _update(cx, *, ref, text, data, confidence, short_form, medium_form, sets=()
     return cx.update(ref, text, data=data, sets=sets, confidence=confidence, forms=_forms(short_form, medium_form))
 
 
+def _pattern_spec(spec):
+    """The spec parameter as the engine takes it: a JSON object is checked and made a spec
+    (InvalidData naming the field when it is not one); a made spec passes through."""
+    if isinstance(spec, dict) or spec is None:
+        from cortexctl.engine.writeback import spec_of
+
+        return spec_of(spec)
+    return spec
+
+
 def _patterns(cx, *, goal):
     from cortexctl.engine.documents import PatternsAnswer
 
@@ -310,12 +320,12 @@ OPERATIONS: list[Operation] = [
     Operation("unforget", lambda cx, *, ref: cx.unforget(ref), (REF,),
               no_tool="undoing a forget is the person's decision at the shell (forget's tool says so)"),
     Operation("pattern_write", lambda cx, *, spec, strength, coverage:
-              cx.pattern_write(spec, strength=strength, coverage=coverage), (
+              cx.pattern_write(_pattern_spec(spec), strength=strength, coverage=coverage), (
         SPEC,
         Param("strength", "How strong the pattern is, 0-1.", type=float, default=0.5, metavar="X"),
         Param("coverage", "Successes it already covers.", type=int, default=1, metavar="N"),
     ), no_tool="not served yet: agents learn patterns through consolidate and outcome"),
-    Operation("pattern_reinforce", lambda cx, *, spec: cx.pattern_reinforce(spec), (SPEC,),
+    Operation("pattern_reinforce", lambda cx, *, spec: cx.pattern_reinforce(_pattern_spec(spec)), (SPEC,),
               no_tool="not served yet: agents learn patterns through consolidate and outcome"),
     Operation("session_add_many", _session_add_many,
               no_tool="a JSONL file of turns (session_add takes one turn)"),

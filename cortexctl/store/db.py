@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Iterator
 
 from cortexctl.errors import CortexError, IntegrityError, StoreBusy, UsageError
+from cortexctl.store import DEFAULT_WAIT
 from cortexctl.store.interface import NoStore
 
 if TYPE_CHECKING:
@@ -35,7 +36,6 @@ DB_NAME = "cortex.duckdb"
 LOCK_NAME = ".lock"
 # Files of the store that cortexctl creates (the database, its WAL, the lock, later the index).
 OWN_FILE_PREFIXES = ("cortex.", LOCK_NAME)
-DEFAULT_WAIT = 5.0
 
 
 def _is_lock_error(exc: Exception) -> bool:
@@ -459,4 +459,4 @@ def _reraise_duckdb(exc: Exception, path: Path) -> None:
             raise _integrity(exc, path) from None
 
 
-__all__ = ["Store", "NoStore", "DEFAULT_WAIT", "DB_NAME"]
+__all__ = ["DuckStorage", "NoStore", "DEFAULT_WAIT", "DB_NAME"]

@@ -141,3 +141,16 @@ def test_no_parameter_help_is_declared_twice():
                     assert (taker.default, taker.choices, taker.many) == (p.default, p.choices, p.many), \
                         (command.name, p.name)
 
+
+
+def test_an_operation_taking_a_json_object_takes_it_as_a_tool_would_send_it(cx):
+    """pattern_write's spec is a JSON object (a dict), as any front end sends it: the operation
+    makes it a spec itself, and a bad one is InvalidData naming the field, not a crash."""
+    from cortexctl.errors import InvalidData
+
+    written = ops.lookup("pattern_write").run(cx, spec={"name": "rotate", "steps": ["stage", "swap"]})
+    assert written.to_json()["type"] == "pattern" and written.to_json()["action"] == "written"
+    reinforced = ops.lookup("pattern_reinforce").run(cx, spec={"name": "rotate", "steps": ["stage", "swap"]})
+    assert reinforced.to_json()["id"] == written.to_json()["id"]
+    with pytest.raises(InvalidData, match="name"):
+        ops.lookup("pattern_write").run(cx, spec={"steps": ["x"]})
