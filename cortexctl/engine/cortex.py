@@ -53,7 +53,7 @@ class Cortex:
 
     @property
     def store(self) -> Storage:
-        """The store (its ``path``; ``read()`` gives a raw connection, for tools and tests)."""
+        """The store's ``Storage`` (``store.interface``): what the engine reaches the store through."""
         return self.context.storage
 
     @property

@@ -3,12 +3,13 @@
 Lanes, each over the memories that pass the filters and the visibility rule:
 
 - **lexical**: the store's ``Tx.search_terms`` over the query's terms (the same
-  Porter-stemmed, stopword-free terms as the memories', ``memory.terms``): BM25
-  with one pass of pseudo-relevance feedback, with term statistics over every
-  memory the actor may see, so a score reveals nothing of another actor's
-  private words (``store/lexical.py`` says how);
+  Porter-stemmed, stopword-free terms as the memories', ``memory.terms``): a
+  relevance score with term statistics over every memory the actor may see, so
+  a score reveals nothing of another actor's private words (the DuckDB backend
+  scores BM25 with one pass of pseudo-relevance feedback: ``store/lexical.py``);
 - **semantic**: the store's ``Tx.nearest``: cosine similarity between the query's
-  embedding and each memory's vector (an HNSW index, or exact for a narrow filter);
+  embedding and each memory's vector (the DuckDB backend searches an HNSW index
+  file, or compares exactly under a narrow filter);
 - **salience**: the memories with the highest salience under the actor's
   learned weights (recency, importance, access, citations, confidence; see
   ``engine/salience.py``), so what was written a moment ago and is not yet
