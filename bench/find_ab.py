@@ -1,13 +1,15 @@
 #!/usr/bin/env python3
 """find A/B: the same cold finds on one store by two installs of cortexctl.
 
-    python bench/find_ab.py --store DIR --a BEFORE/bin/cortexctl --b AFTER/bin/cortexctl [--runs 15]
+    python bench/find_ab.py --store DIR --a BEFORE/bin/cortexctl --b AFTER/bin/cortexctl [--runs 15] [--store-b DIR2]
 
 The store is one built by ``bench/find_bench.py --keep`` (both installs must read its schema and
 its search snapshot). Each run times one fresh ``find --near`` process of A, then of B, over the
 same query, filter and store, with and without the search snapshot (moved aside between the two),
 so load on the machine falls on both alike. Prints the median wall and CPU time of each and the
-ratio B/A (below 1.0: B is faster). Nothing is asserted: it is a report.
+ratio B/A (below 1.0: B is faster). Nothing is asserted: it is a report. When the two write different
+search snapshot formats, give B a copy of the store with its own snapshot (``--store-b``: copy DIR,
+run B's ``cortexctl reindex --store DIR2``).
 """
 
 from __future__ import annotations
@@ -25,6 +27,19 @@ from cold_start import bench_env, log, time_once  # noqa: E402
 from find_bench import QUERIES, _rare_tag  # noqa: E402
 
 
+def _aside(snaps: dict) -> None:
+    """find then reads DuckDB alone (the stamp does not name the file, so it is current again once back)."""
+    for snap, aside in snaps.values():
+        if snap.exists():
+            os.rename(snap, aside)
+
+
+def _back(snaps: dict) -> None:
+    for snap, aside in snaps.values():
+        if aside.exists():
+            os.rename(aside, snap)
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--store", type=Path, required=True)
@@ -32,37 +47,37 @@ def main() -> int:
     ap.add_argument("--b", required=True, help="the cortexctl measured against it (after)")
     ap.add_argument("--runs", type=int, default=15)
     ap.add_argument("--memories", type=int, default=100_000, help="the store's size (picks a tag held by ~0.1%%)")
+    ap.add_argument("--store-b", type=Path, help="B's copy of the store (default: the same store)")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
+    stores = {"a": args.store, "b": args.store_b or args.store}
     env = bench_env(Path(tempfile.mkdtemp(prefix="cortex-findab-")))
-    snap = args.store / "cortex.snapshot"
-    aside = args.store.parent / "cortex.snapshot.aside"
-    kinds = [True, False] if snap.exists() else [False]
+    snaps = {side: (store / "cortex.snapshot", store.parent / f"cortex.snapshot.aside-{side}")
+             for side, store in stores.items()}
+    kinds = [True, False] if all(snap.exists() for snap, _ in snaps.values()) else [False]
     variants = [("", []), ("--type fact", ["--type", "fact"])]
     rare = _rare_tag(args.store, args.memories)
     if rare:
         variants.append((" ".join(f"--tag {t}" for t in rare), [x for t in rare for x in ("--tag", t)]))
     times: dict = {(side, name, k): [] for side in "ab" for name, _ in variants for k in kinds}
-    for exe in (args.a, args.b):  # warm the page cache and both installs' bytecode
-        time_once([exe, "find", "--near", "warm up", "--store", str(args.store)], env)
+    for side, exe in (("a", args.a), ("b", args.b)):  # warm the page cache and both installs' bytecode
+        time_once([exe, "find", "--near", "warm up", "--store", str(stores[side])], env)
     log(f"timing {args.runs} runs ...")
     try:
         for i in range(args.runs):
             q = QUERIES[i % len(QUERIES)]
             for with_snapshot in kinds:
-                if not with_snapshot and snap.exists():
-                    os.rename(snap, aside)
+                if not with_snapshot:
+                    _aside(snaps)
                 try:
                     for name, extra in variants:
                         for side, exe in (("a", args.a), ("b", args.b)):
-                            cmd = [exe, "find", "--near", q, "--store", str(args.store), "-k", "10", *extra]
+                            cmd = [exe, "find", "--near", q, "--store", str(stores[side]), "-k", "10", *extra]
                             times[(side, name, with_snapshot)].append(time_once(cmd, env))
                 finally:
-                    if aside.exists():
-                        os.rename(aside, snap)
+                    _back(snaps)
     finally:
-        if aside.exists():
-            os.rename(aside, snap)
+        _back(snaps)
     rows = []
     for name, _ in variants:
         for k in kinds:

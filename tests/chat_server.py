@@ -8,7 +8,6 @@ request is recorded with its Authorization header.
 
 from __future__ import annotations
 
-import json
 import threading
 import time
 from tests.embed_server import JsonHandler, LoopbackServer

@@ -122,7 +122,7 @@ def write(
                             "(write --dedupe returns it instead of writing another)")
         tx.insert_memories([head], [version])
         seq = tx.append_journal([("write", now, ctx.actor, id_, write_payload(head, [version]))])
-        tx.add_postings([(id_, term_ids)])
+        tx.add_terms([(id_, term_ids)])
         if vector is not None:
             last_key = semantic.store_or_warn(tx, ctx.embedder, [id_], [1], vector, warnings)
         catch_up = ctx.embedder.remote or tx.maybe_pending(ctx.embedder.model)
@@ -225,7 +225,7 @@ def update(
         )
         payload = codec.encode({"id": head["id"], **plain({"updated_at": now}), "version": plain(version)})
         seq = tx.append_journal([("update", now, ctx.actor, head["id"], payload)])
-        tx.replace_postings(head["id"], text_terms(body.search_text))
+        tx.replace_terms(head["id"], text_terms(body.search_text))
         tx.drop_vectors(head["id"])
         last_key = 0
         warnings: list[str] = []

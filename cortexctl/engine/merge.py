@@ -113,7 +113,7 @@ def _merge(ctx: Context, b: Opened, result: RestoreResult, *, dry_run: bool) -> 
             if dry_run:
                 continue
             tx.insert_memories([h for h, _ in got], [v for _, vs in got for v in vs])
-            tx.add_postings([(h["id"], text_terms(_text(vs[-1], schema, type_name))) for h, vs in got])
+            tx.add_terms([(h["id"], text_terms(_text(vs[-1], schema, type_name))) for h, vs in got])
             tx.append_journal([("write", now, ctx.actor, h["id"], write_payload(h, vs)) for h, vs in got])
         for start in range(0, len(ahead), BATCH):
             chunk = ahead[start:start + BATCH]
@@ -124,7 +124,7 @@ def _merge(ctx: Context, b: Opened, result: RestoreResult, *, dry_run: bool) -> 
                 continue
             for theirs, versions in got:
                 _advance(tx, ctx, now, mine[theirs["id"]], theirs, versions)
-                tx.replace_postings(theirs["id"], text_terms(_text(versions[-1], schema, type_name)))
+                tx.replace_terms(theirs["id"], text_terms(_text(versions[-1], schema, type_name)))
                 tx.drop_vectors(theirs["id"])
         if not dry_run:
             for row in missing_cps:

@@ -763,7 +763,7 @@ def _commit_batch(ctx: Context, batch: list[Prepared], ready: _Ready,
                      for p in batch if p.head["id"] in taken]
             raise ImportRejected(clash, len(batch))
         tx.insert_memories([p.head for p in batch], [v for p in batch for v in p.versions])
-        tx.add_postings(ready.postings)
+        tx.add_terms(ready.postings)
         last_key = semantic.store_or_warn(tx, ctx.embedder, *vectors, warnings) if vectors else 0
         seq = tx.append_journal(ready.entries)
     return seq, (0 if last_key else ready.live), ((last_key, *vectors) if last_key else None)

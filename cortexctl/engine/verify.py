@@ -144,7 +144,7 @@ def _verify(tx: Tx, store, model: str, jobs: int) -> VerifyReport:
             else:
                 whole.add("journal", f"learn_weights entry {seq} does not immediately follow an attest entry")
         tail = _Problems()
-        for id_, problem in tx.stray_postings():
+        for id_, problem in tx.stray_terms():
             tail.add("lexical", problem, memory_uri(id_))
         for id_, version, problem in tx.vector_problems():
             tail.add("vectors", problem, memory_uri(id_, version))

@@ -129,10 +129,10 @@ class DuckTx(Lanes):
         return {i: (int(v["type"]), v["data"]) for i, v in records.current_versions(self.con, list(ids)).items()}
 
     # -- lexical postings ----------------------------------------------------------------------
-    def add_postings(self, docs) -> None:
+    def add_terms(self, docs) -> None:
         sq.lex_add(self.con, docs)
 
-    def replace_postings(self, id_: str, term_ids: Sequence[int]) -> None:
+    def replace_terms(self, id_: str, term_ids: Sequence[int]) -> None:
         sq.lex_replace(self.con, id_, term_ids)
 
     def doc_count(self) -> int:
@@ -338,8 +338,8 @@ class DuckTx(Lanes):
     def lexical_mismatches(self, expected, after: str | None = None, upto: str | None = None, strays: bool = True):
         return sq.lexical_mismatches(self.con, expected, after=after, upto=upto, strays=strays)
 
-    def stray_postings(self):
-        return sq.stray_postings(self.con)
+    def stray_terms(self):
+        return sq.stray_terms(self.con)
 
     def vector_problems(self):
         return sq.vector_problems(self.con)

@@ -250,12 +250,12 @@ class Listing(Protocol):
 class LexicalSearch(Protocol):
     """Search by words. The engine hands each memory's search-text terms (``memory.terms``:
     term IDs in text order, repeats kept) and asks with the query's terms; how the backend
-    ranks (BM25 over postings, full-text search) is its own."""
+    ranks (BM25 over its own term lists, a full-text index) is its own."""
 
-    def add_postings(self, docs: Sequence[tuple[str, Sequence[int]]]) -> None:
+    def add_terms(self, docs: Sequence[tuple[str, Sequence[int]]]) -> None:
         """Terms of new memories: (id, term IDs in text order, repeats kept)."""
 
-    def replace_postings(self, id_: str, term_ids: Sequence[int]) -> None:
+    def replace_terms(self, id_: str, term_ids: Sequence[int]) -> None:
         """New terms for a memory whose text changed."""
 
     def search_terms(self, terms: dict[int, float], filters: Filters, n: int) -> list[tuple[str, float]]:
@@ -393,10 +393,10 @@ class Integrity(Protocol):
     def lexical_mismatches(self, expected: Callable[[int, bytes], list[int]], after: str | None = None,
                            upto: str | None = None, strays: bool = True) -> Iterator[tuple[str, str]]:
         """(id, problem) for every memory (ID in ``(after, upto]``) whose terms are not
-        ``expected(type code, data)``; ``strays`` adds ``stray_postings()`` at the
+        ``expected(type code, data)``; ``strays`` adds ``stray_terms()`` at the
         end. A call reads the range's terms once: ask for whole ranges, not memory by memory."""
 
-    def stray_postings(self) -> Iterator[tuple[str, str]]:
+    def stray_terms(self) -> Iterator[tuple[str, str]]:
         """(id, problem) for terms kept for memories that do not exist."""
 
     def vector_problems(self) -> Iterator[tuple[str, int, str]]:

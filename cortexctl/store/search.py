@@ -378,7 +378,7 @@ def lexical_mismatches(con, expected, batch: int = 5000, after: str | None = Non
     """(id, problem) for every memory whose postings are not ``expected(type, data)``'s terms.
 
     ``after`` and ``upto`` bound the memories to IDs in ``(after, upto]``; ``strays``
-    adds the postings of memories that do not exist (see ``stray_postings``). The
+    adds the postings of memories that do not exist (see ``stray_terms``). The
     expected terms and the stored postings become sorted (memory, term, tf) arrays,
     compared column by column, so a memory is named when its term count, any term or
     any frequency differs, or when its document length does.
@@ -386,7 +386,7 @@ def lexical_mismatches(con, expected, batch: int = 5000, after: str | None = Non
     The range is read once: its current texts by one cursor (``batch`` rows at a time,
     each memory's postings document and length beside its text) and all its postings by
     one query. Only when the range's ``lex_docs`` rows repeat a memory ID or a doc number
-    (damage: ``add_postings`` gives each memory one fresh doc number) does it fall back to
+    (damage: ``add_terms`` gives each memory one fresh doc number) does it fall back to
     one pair of queries per run of ``batch`` memories (``_lexical_runs``), whose findings
     (``more than one postings document`` among them) are those of that walk.
     """
@@ -399,7 +399,7 @@ def lexical_mismatches(con, expected, batch: int = 5000, after: str | None = Non
     else:
         yield from _lexical_runs(con, expected, batch, after, upto)
     if strays:
-        yield from stray_postings(con)
+        yield from stray_terms(con)
 
 
 def _range(column: str, after: str | None, upto: str | None) -> tuple[str, list]:
@@ -561,7 +561,7 @@ def _term_runs(mem, terms):
     return mem[start], terms[start], tf
 
 
-def stray_postings(con):
+def stray_terms(con):
     """(id, problem) for the postings documents of memories that do not exist."""
     for (id_,) in con.execute("SELECT id FROM lex_docs WHERE id NOT IN (SELECT id FROM heads) ORDER BY id").fetchall():
         yield id_, "lexical postings for a memory that does not exist"

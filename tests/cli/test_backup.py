@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import shutil
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -84,7 +83,7 @@ def test_every_state_table_is_bundled_or_named_as_left_out_and_has_a_merge_rule(
 
 
 def test_a_bundle_restored_into_an_empty_store_answers_as_the_original(cx, cli, tmp_path):
-    ids = _fill(cx)
+    _fill(cx)
     path = _backup(cli, tmp_path / "bk")
     meta = json.loads((path / "bundle-meta.json").read_text())
     assert meta["format"] == eb.FORMAT and meta["topology"] == {"mode": "embedded"}

@@ -22,7 +22,7 @@ def filled(storage) -> str:
     model, mat = embedded(["first memory", "second memory", "third memory"])
     with storage.transaction() as tx:
         tx.append_journal([entry("write", ident(n)) for n in (1, 2, 3)] + [entry("update", ident(1))])
-        tx.add_postings([(ident(n), text_terms(f"memory number {n} about rivers")) for n in (1, 2, 3)])
+        tx.add_terms([(ident(n), text_terms(f"memory number {n} about rivers")) for n in (1, 2, 3)])
         tx.insert_vectors([ident(1), ident(2), ident(3)], [2, 1, 1], model, mat)
         tx.set_weights("alice", WEIGHTS, seq=4, at=T0)
         tx.put_checkpoint({"actor": "alice", "intent": "i", "step": "s", "created_at": T0, "seq": 4, "record": b"r"})

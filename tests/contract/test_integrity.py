@@ -9,12 +9,12 @@ def test_a_sound_store_gives_the_integrity_queries_nothing_to_report(storage):
     put(storage, memory(1, frames=["about:project:x"], versions=2), memory(2))
     with storage.transaction() as tx:
         tx.append_journal([entry("write", ident(1)), entry("write", ident(2))])
-        tx.add_postings([(ident(1), [5]), (ident(2), [6])])
+        tx.add_terms([(ident(1), [5]), (ident(2), [6])])
         tx.insert_vectors([ident(1)], [2], "m", unit_rows(1))
     with storage.reading() as tx:
         assert tx.head_version_mismatches() == [] and tx.orphan_versions() == []
         assert tx.frame_mismatches() == [] and tx.journal_gaps() == []
-        assert list(tx.vector_problems()) == [] and list(tx.stray_postings()) == []
+        assert list(tx.vector_problems()) == [] and list(tx.stray_terms()) == []
         assert tx.index_problems("m") == [] and tx.index_problems("other") == []
         terms = {ident(1): [5], ident(2): [6]}
         hashes = [r for batch in tx.version_hashes(batch=2) for r in batch]
@@ -29,7 +29,7 @@ def test_integrity_queries_name_heads_versions_postings_and_vectors_that_disagre
     put(storage, (bad_head, versions), memory(2), memory(3))
     with storage.transaction() as tx:
         tx.insert_version(memory(9)[1][0])  # a version without a head
-        tx.add_postings([(ident(2), [5])])
+        tx.add_terms([(ident(2), [5])])
         tx.insert_vectors([ident(2)], [7], "m", unit_rows(1))  # not the current version
     with storage.reading() as tx:
         assert [(r[0], r[4]) for r in tx.head_version_mismatches()] == [(ident(1), "current version is not the latest")]
@@ -43,10 +43,10 @@ def test_integrity_queries_name_heads_versions_postings_and_vectors_that_disagre
 def test_postings_of_a_memory_that_does_not_exist_are_strays(storage):
     put(storage, memory(1))
     with storage.transaction() as tx:
-        tx.add_postings([(ident(1), [5]), (ident(8), [5, 6])])
+        tx.add_terms([(ident(1), [5]), (ident(8), [5, 6])])
     with storage.reading() as tx:
-        assert [i for i, _ in tx.stray_postings()] == [ident(8)]
-        assert all(isinstance(p, str) and p for _, p in tx.stray_postings())
+        assert [i for i, _ in tx.stray_terms()] == [ident(8)]
+        assert all(isinstance(p, str) and p for _, p in tx.stray_terms())
         # lexical_mismatches adds the strays at the end, unless told not to
         assert [i for i, _ in tx.lexical_mismatches(lambda t, d: [5])] == [ident(8)]
         assert list(tx.lexical_mismatches(lambda t, d: [5], strays=False)) == []
@@ -55,7 +55,7 @@ def test_postings_of_a_memory_that_does_not_exist_are_strays(storage):
 def test_lexical_mismatches_name_only_the_memories_of_the_range_asked_for(storage):
     put(storage, memory(1), memory(2), memory(3), memory(4))
     with storage.transaction() as tx:
-        tx.add_postings([(ident(1), [5]), (ident(2), [5, 5]), (ident(3), [6]), (ident(4), [5])])
+        tx.add_terms([(ident(1), [5]), (ident(2), [5, 5]), (ident(3), [6]), (ident(4), [5])])
     with storage.reading() as tx:
         # every memory's text should give [5]: 2 has the wrong frequency, 3 the wrong term
         assert list(tx.lexical_mismatches(lambda t, d: [5], strays=False)) == [

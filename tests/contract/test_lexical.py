@@ -24,7 +24,7 @@ def query(text: str) -> dict[int, float]:
 def indexed(storage, texts: dict[int, str], **kw) -> None:
     put(storage, *(memory(n, **kw) for n in texts))
     with storage.transaction() as tx:
-        tx.add_postings([(ident(n), text_terms(t)) for n, t in texts.items()])
+        tx.add_terms([(ident(n), text_terms(t)) for n, t in texts.items()])
 
 
 def test_search_terms_ranks_the_memories_holding_the_query_words_best_first(storage):
@@ -52,7 +52,7 @@ def test_search_terms_returns_only_memories_passing_the_filters(storage):
     put(storage, memory(1), memory(2, type_=GOAL), memory(3, actor="bob"), memory(4, tombstoned=True),
         memory(5, tags=["ops"]), memory(6, actor="bob", visibility="public"))
     with storage.transaction() as tx:
-        tx.add_postings([(ident(n), text_terms("rotate the signing keys")) for n in range(1, 7)])
+        tx.add_terms([(ident(n), text_terms("rotate the signing keys")) for n in range(1, 7)])
     words = query("signing keys")
     with storage.reading() as tx:
         def ids(filters):
@@ -73,7 +73,7 @@ def test_scores_count_only_what_the_viewer_may_see(storage):
         before = tx.search_terms(words, Filters("alice"), 10)
     put(storage, *(memory(n, actor="bob") for n in range(20, 26)))
     with storage.transaction() as tx:
-        tx.add_postings([(ident(n), text_terms("deploy deploy api")) for n in range(20, 26)])
+        tx.add_terms([(ident(n), text_terms("deploy deploy api")) for n in range(20, 26)])
     with storage.reading() as tx:
         assert tx.search_terms(words, Filters("alice"), 10) == before
         assert {ident(n) for n in range(20, 26)} <= {i for i, _ in tx.search_terms(words, Filters("bob"), 20)}
@@ -84,7 +84,7 @@ def test_scores_count_only_what_the_viewer_may_see(storage):
 def test_replaced_postings_drop_the_old_words(storage):
     indexed(storage, {1: "the api server", 2: "the api client"})
     with storage.transaction() as tx:
-        tx.replace_postings(ident(1), text_terms("a garden of roses"))
+        tx.replace_terms(ident(1), text_terms("a garden of roses"))
     with storage.reading() as tx:
         assert [i for i, _ in tx.search_terms(query("server"), Filters("alice"), 10)] == []
         assert [i for i, _ in tx.search_terms(query("api"), Filters("alice"), 10)] == [ident(2)]
@@ -97,7 +97,7 @@ def test_text_twins_are_live_memories_of_the_actor_and_type_with_as_many_terms_o
     put(storage, memory(1), memory(2), memory(3, type_=GOAL), memory(4, actor="bob"), memory(5, tombstoned=True),
         memory(6), memory(7))
     with storage.transaction() as tx:
-        tx.add_postings([(ident(n), text_terms(same)) for n in (1, 2, 3, 4, 5)]
+        tx.add_terms([(ident(n), text_terms(same)) for n in (1, 2, 3, 4, 5)]
                         + [(ident(6), text_terms(same + " kubernetes")), (ident(7), text_terms("forbidden fruit tastes"))])
     term_ids = text_terms(same)
     with storage.reading() as tx:

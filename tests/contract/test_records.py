@@ -69,7 +69,7 @@ def test_asking_about_no_memories_answers_nothing(storage):
     with storage.transaction() as tx:
         tx.insert_memories([], [])
         tx.bump([], access=1, citations=1, at=T0)
-        tx.add_postings([])
+        tx.add_terms([])
         assert tx.heads_by_ids([], "alice") == [] and tx.heads_of([]) == {} and tx.existing_ids([]) == set()
         assert tx.stored_hashes([]) == {} and tx.current_versions([]) == {} and tx.current_data({}) == {}
         assert tx.passing([], filters) == {} and tx.live_versions([]) == {}

@@ -81,7 +81,7 @@ def test_an_exception_in_a_transaction_leaves_nothing_written(storage):
             h, vs = memory(2)
             tx.insert_memories([h], vs)
             tx.append_journal([entry("write", ident(2))])
-            tx.add_postings([(ident(2), text_terms("a new memory"))])
+            tx.add_terms([(ident(2), text_terms("a new memory"))])
             tx.insert_vectors([ident(2)], [1], model, mat)
             tx.set_weights("alice", WEIGHTS, seq=1, at=T0)
             tx.insert_grant(grant(1, "alice", "bob"))
@@ -94,7 +94,7 @@ def test_an_exception_in_a_transaction_leaves_nothing_written(storage):
         assert tx.search_terms(dict.fromkeys(text_terms("a new memory"), 1.0), Filters("alice"), 5) == []
         assert tx.model_dim(model) is None
         assert tx.weights("alice") is None and tx.all_grants() == {}
-        assert list(tx.stray_postings()) == []
+        assert list(tx.stray_terms()) == []
 
 
 def test_writers_take_turns(storage, backend, tmp_path):
@@ -167,7 +167,7 @@ def test_searching_answers_as_reading_does_before_and_after_the_index_is_brought
     put(storage, *mems)
     model, mat = embedded(texts)
     with storage.transaction() as tx:
-        tx.add_postings([(ident(i), text_terms(texts[i - 1])) for i in range(1, 21)])
+        tx.add_terms([(ident(i), text_terms(texts[i - 1])) for i in range(1, 21)])
         tx.insert_vectors([ident(i) for i in range(1, 21)], [1 + i % 2 for i in range(1, 21)], model, mat)
         tx.set_weights("alice", (0.3, 0.2, 0.2, 0.2, 0.1), seq=1, at=T0)
         tx.bump([ident(2), ident(3)], access=2, citations=1, at=T0 + timedelta(hours=3))
@@ -210,7 +210,7 @@ def test_searching_answers_as_reading_does_before_and_after_the_index_is_brought
     head, versions = memory(30, tags=("a",))
     with storage.transaction() as tx:
         tx.insert_memories([head], versions)
-        tx.add_postings([(ident(30), text_terms("rivers rivers"))])
+        tx.add_terms([(ident(30), text_terms("rivers rivers"))])
         journaled(tx, "write", 30)
     assert answers(storage.searching) == answers(storage.reading)
     with storage.transaction() as tx:  # an update, a bump and a forgotten memory

@@ -40,7 +40,7 @@ def test_the_exclusive_lock_can_be_taken_again_by_its_holder_for_a_transaction(s
 def test_postings_hold_each_memorys_term_frequencies_and_length(storage):
     put(storage, memory(1), memory(2))
     with storage.transaction() as tx:
-        tx.add_postings([(ident(1), [5, 6, 5]), (ident(2), [6])])
+        tx.add_terms([(ident(1), [5, 6, 5]), (ident(2), [6])])
     with storage.reading() as tx:
         assert tx.doc_count() == 2
         got = tx.postings_of([5, 6])
@@ -55,9 +55,9 @@ def test_postings_hold_each_memorys_term_frequencies_and_length(storage):
 def test_replaced_postings_drop_the_old_terms(storage):
     put(storage, memory(1))
     with storage.transaction() as tx:
-        tx.add_postings([(ident(1), [5, 6])])
+        tx.add_terms([(ident(1), [5, 6])])
     with storage.transaction() as tx:
-        tx.replace_postings(ident(1), [7])
+        tx.replace_terms(ident(1), [7])
     with storage.reading() as tx:
         assert tx.doc_count() == 1
         assert len(tx.postings_of([5, 6])["doc"]) == 0
@@ -67,7 +67,7 @@ def test_replaced_postings_drop_the_old_terms(storage):
 def test_document_frequencies_leave_out_what_the_actor_may_not_see(storage):
     put(storage, memory(1), memory(2, actor="bob"), memory(3, actor="bob", visibility="public"))
     with storage.transaction() as tx:
-        tx.add_postings([(ident(1), [5]), (ident(2), [5]), (ident(3), [5, 6])])
+        tx.add_terms([(ident(1), [5]), (ident(2), [5]), (ident(3), [5, 6])])
     with storage.reading() as tx:
         hidden = tx.hidden_docs("alice")
         assert list(tx.doc_ids([int(d) for d in hidden]).values()) == [ident(2)]
@@ -140,7 +140,7 @@ def test_searching_answers_as_reading_does_from_a_current_snapshot_and_after_a_c
     put(storage, *mems)
     mat = unit_rows(20, dim=4, seed=3)
     with storage.transaction() as tx:
-        tx.add_postings([(ident(i), [i % 4, 10 + i % 3, i % 4]) for i in range(1, 21)])
+        tx.add_terms([(ident(i), [i % 4, 10 + i % 3, i % 4]) for i in range(1, 21)])
         tx.insert_vectors([ident(i) for i in range(1, 21)], [1 + i % 2 for i in range(1, 21)], "m", mat)
         tx.set_weights("alice", (0.3, 0.2, 0.2, 0.2, 0.1), seq=1, at=T0)
         tx.bump([ident(2), ident(3)], access=2, citations=1, at=T0 + timedelta(hours=3))

@@ -578,7 +578,7 @@ FROM_DUCKDB = (
     "stored_hashes", "versions", "current_versions", "current_data", "iter_visible", "bump", "next_seq",
     "append_journal", "live_versions", "sessions",
     # LexicalSearch, VectorSearch
-    "add_postings", "replace_postings", "insert_vectors", "drop_vectors", "drop_model", "drop_other_models",
+    "add_terms", "replace_terms", "insert_vectors", "drop_vectors", "drop_model", "drop_other_models",
     "maybe_pending", "count_pending", "pending", "text_twins",
     # Feedback, Grants
     "set_weights", "all_weights", "take_token", "put_checkpoint", "checkpoint", "all_checkpoints", "grants_of",
@@ -586,7 +586,7 @@ FROM_DUCKDB = (
     # Integrity
     "version_hashes", "head_version_mismatches", "orphan_versions", "frame_mismatches", "journal_bounds",
     "journal_gaps", "unknown_kinds", "unpaired_attests", "journal_entries", "memory_batch_ends", "by_memory",
-    "lexical_mismatches", "stray_postings", "vector_problems", "ref_counts", "health_counts",
+    "lexical_mismatches", "stray_terms", "vector_problems", "ref_counts", "health_counts",
     # BundleIO
     "table_counts", "version_digest", "attach_bundle", "bundle_plan", "bundle_memories", "heads_of",
     "bundle_missing_checkpoints", "bundle_grants",
