@@ -35,8 +35,13 @@ def atomic_path(path: str | os.PathLike, *, mode: int = 0o600) -> Iterator[str]:
         except OSError:
             pass
         raise
-    dfd = os.open(path.parent, os.O_RDONLY)
+    fsync_path(path.parent)
+
+
+def fsync_path(path: str | os.PathLike) -> None:
+    """fsync a file or a directory (a directory: so that a rename in it survives a crash)."""
+    fd = os.open(path, os.O_RDONLY)
     try:
-        os.fsync(dfd)
+        os.fsync(fd)
     finally:
-        os.close(dfd)
+        os.close(fd)

@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Iterator
 
 from cortexctl.errors import IntegrityError, NotFound, Refused, UsageError
+from cortexctl.files import fsync_path
 
 if TYPE_CHECKING:
     from cortexctl.engine.context import Context
@@ -146,14 +147,6 @@ def _sha256(path: Path) -> str:
 
 def _write_json(path: Path, doc: dict) -> None:
     path.write_bytes(json.dumps(doc, indent=2, sort_keys=True).encode() + b"\n")
-
-
-def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def _alive(pid: int) -> bool:
@@ -312,7 +305,7 @@ def _backup(ctx: Context, dest: Path, keep: int, max_age: float, encrypt: bool, 
         step("check", 1, 1)
         final = _final_name(dest, now)
         os.rename(partial, final)
-        _fsync_dir(dest)
+        fsync_path(dest)
     except BaseException:
         shutil.rmtree(partial, ignore_errors=True)
         raise

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Iterator
 
 from cortexctl.errors import CortexError, IntegrityError, StoreBusy, UsageError
+from cortexctl.files import fsync_path
 from cortexctl.store import DEFAULT_WAIT
 from cortexctl.store.interface import NoStore
 
@@ -420,14 +421,6 @@ def _nothing() -> Iterator[None]:
     yield
 
 
-def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
 def _swap(new: Path, target: Path) -> None:
     """Put ``new`` at ``target`` in one step; the old store (if any) ends up at ``new``."""
     if not target.exists():
@@ -435,7 +428,7 @@ def _swap(new: Path, target: Path) -> None:
         new.mkdir(mode=0o700)  # so the caller's cleanup finds a directory
     else:
         _exchange(new, target)
-    _fsync_dir(target.parent)
+    fsync_path(target.parent)
 
 
 def _exchange(a: Path, b: Path) -> None:
