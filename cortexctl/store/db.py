@@ -20,6 +20,7 @@ import errno
 import fcntl
 import os
 import random
+import threading
 import time
 from contextlib import contextmanager
 from pathlib import Path
@@ -64,7 +65,7 @@ class DuckStorage:
         self.wait = max(0.0, float(wait))
         self.db_path = self.path / DB_NAME
         self.lock_path = self.path / LOCK_NAME
-        self._held = False  # this process holds the writer lock (inside ``exclusive``)
+        self._holder: int | None = None  # the thread holding the writer lock (inside ``exclusive``)
 
     @property
     def location(self) -> str:
@@ -207,6 +208,12 @@ class DuckStorage:
             if after is not None:
                 after()
 
+    @property
+    def _held(self) -> bool:
+        """This thread holds the writer lock: its own nested writes need not take it again (another
+        thread sharing this storage takes its turn like another process)."""
+        return self._holder == threading.get_ident()
+
     @contextmanager
     def exclusive(self, *, wait: float | None = None) -> Iterator[None]:
         """Hold the writer lock without holding the file: readers go on, other writers wait.
@@ -221,11 +228,11 @@ class DuckStorage:
         self._create_dir()
         deadline = self._deadline() if wait is None else time.monotonic() + wait
         with self._writer_lock(deadline):
-            self._held = True
+            self._holder = threading.get_ident()
             try:
                 yield
             finally:
-                self._held = False
+                self._holder = None
 
     @contextmanager
     def write(self, *, deadline: float | None = None) -> Iterator[object]:

@@ -1,6 +1,6 @@
 """The DuckDB backend's own reads, beside the storage protocols: the postings ``store/lexical.py``
 ranks over, the vector keys ``store/vector_index.py`` keeps its HNSW file by, the search
-snapshot's answers (``store/snapshot.py``), its lock and its directory. The backend-neutral
+snapshot's answers (``store/snapshot/``), its lock and its directory. The backend-neutral
 contract is ``tests/contract``; these pin what the DuckDB backend builds it from."""
 
 from __future__ import annotations
@@ -216,3 +216,37 @@ def test_searching_answers_as_reading_does_from_a_current_snapshot_and_after_a_c
         tx.update_head(ident(8), {"visibility": "scoped", "tags": ["a"]})
         journaled(tx, "update_head", 8)
     assert answers(storage.searching) == answers(storage.reading)
+
+
+def test_threads_sharing_one_storage_take_turns_at_the_writer_lock(tmp_path):
+    """A thread holding the writer lock makes another thread of the same storage wait (and, past
+    its --wait, be told the store is busy), as another process would; its own nested writes go on."""
+    import threading
+
+    from cortexctl.errors import StoreBusy
+
+    shared = open_storage(tmp_path / "store", wait=0.2)
+    put(shared, memory(1))  # the store exists
+    holding, done = threading.Event(), threading.Event()
+    errors: list = []
+
+    def holder():
+        with shared.exclusive():
+            put(shared, memory(2))  # nested in its own lock: no second wait
+            holding.set()
+            done.wait(30)
+
+    t = threading.Thread(target=holder)
+    t.start()
+    try:
+        assert holding.wait(30)
+        try:
+            put(shared, memory(3))
+        except StoreBusy as exc:
+            errors.append(exc)
+    finally:
+        done.set()
+        t.join(30)
+    assert len(errors) == 1
+    with shared.reading() as tx:
+        assert set(tx.heads_of([ident(1), ident(2), ident(3)])) == {ident(1), ident(2)}
