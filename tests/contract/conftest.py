@@ -13,7 +13,7 @@ from typing import Protocol
 
 import pytest
 
-from cortexctl.store.interface import Scoring
+from cortexctl.store.interface import Filters, Scoring
 
 BACKENDS = ["duckdb"]
 
@@ -119,6 +119,31 @@ def grant(n: int, granter: str, subagent: str, *, types=(), tags=(), expires=Non
     """A grant row as the engine hands it to ``Tx.insert_grant``."""
     return {"id": grant_id(n), "granter": granter, "subagent": subagent, "types": list(types), "tags": list(tags),
             "created_at": at, "expires_at": expires, "revoked_at": None, "revoked_by": None}
+
+
+def mixed_memories(n: int = 20) -> list[tuple[dict, list[dict]]]:
+    """``n`` memories of two owners, every visibility, two types, tags, importances and times, one
+    forgotten and some with two versions: the corpus the searching tests compare views over."""
+    return [memory(i, actor="alice" if i % 3 else "bob",
+                   visibility="public" if i % 4 == 0 else "scoped" if i % 4 == 2 or i % 7 == 1 else "private",
+                   type_=FACT if i % 2 else GOAL, tags=("a",) if i % 3 == 0 else ("a", "b") if i % 5 == 0 else (),
+                   importance=1 + i % 9, at=T0 + timedelta(minutes=i), tombstoned=i == 7, versions=1 + i % 2)
+            for i in range(1, n + 1)]
+
+
+# Filters over ``mixed_memories``: owners, a type, tags, the forgotten, and viewers holding grants' scopes.
+MIXED_FILTERS = (
+    Filters(actor="alice"), Filters(actor="bob", types=(FACT,)), Filters(actor="alice", tags=("a", "b")),
+    Filters(actor="alice", include_tombstoned=True), Filters(actor="carol"),
+    Filters(actor="carol", scopes=(("alice", (), ("a",)), ("bob", (GOAL,), ()))),
+    Filters(actor="bob", scopes=(("alice", (FACT, GOAL), ("a", "b")),), include_tombstoned=True),
+    Filters(actor="alice", scopes=(("bob", (FACT,), ()), ("nobody", (), ()))),
+)
+
+
+def journaled(tx, kind: str, *ns: int) -> None:
+    """Journal entries naming these memories, as the engine writes one with every change to a memory."""
+    tx.append_journal([entry(kind, ident(n)) for n in ns])
 
 
 def methods(protocol) -> set[str]:

@@ -10,8 +10,8 @@ import pytest
 
 from cortexctl.memory.terms import text_terms
 from cortexctl.store.interface import CAPABILITIES, Filters, NoStore, Scoring, Storage, Tx
-from tests.contract.conftest import (FACT, GOAL, T0, WEIGHTS, embedded, entry, grant, grant_id, ident, memory,
-                                     methods, put, unit_rows)
+from tests.contract.conftest import (GOAL, MIXED_FILTERS, T0, WEIGHTS, embedded, entry, grant, grant_id, ident,
+                                     journaled, memory, methods, mixed_memories, put, unit_rows)
 
 INDEX_KEYS = {"path", "exists", "count", "model", "dimension", "consistent", "state"}
 ACTIONS = {"fold", "rebuild", "none"}
@@ -159,12 +159,7 @@ def test_searching_answers_as_reading_does_before_and_after_the_index_is_brought
     whether the cache is missing, current, or behind the writes made since."""
     texts = [f"memory {i} about {'rivers' if i % 2 else 'mountains'} and {'boats' if i % 3 else 'trains'}"
              for i in range(1, 21)]
-    mems = [memory(i, actor="alice" if i % 3 else "bob",
-                   visibility="public" if i % 4 == 0 else "scoped" if i % 4 == 2 or i % 7 == 1 else "private",
-                   type_=FACT if i % 2 else GOAL, tags=("a",) if i % 3 == 0 else ("a", "b") if i % 5 == 0 else (),
-                   importance=1 + i % 9, at=T0 + timedelta(minutes=i), tombstoned=i == 7, versions=1 + i % 2)
-            for i in range(1, 21)]
-    put(storage, *mems)
+    put(storage, *mixed_memories())
     model, mat = embedded(texts)
     with storage.transaction() as tx:
         tx.add_terms([(ident(i), text_terms(texts[i - 1])) for i in range(1, 21)])
@@ -178,11 +173,7 @@ def test_searching_answers_as_reading_does_before_and_after_the_index_is_brought
     ids = [ident(i) for i in range(0, 32)]  # 0 and 21..31 do not exist (yet)
     now = T0 + timedelta(days=2, microseconds=7)
     score = Scoring(now, 86400.0 * 7, (0.3, 0.2, 0.2, 0.2, 0.1))
-    filters = [Filters(actor="alice"), Filters(actor="bob", types=(FACT,)), Filters(actor="alice", tags=("a", "b")),
-               Filters(actor="alice", include_tombstoned=True), Filters(actor="carol"),
-               Filters(actor="carol", scopes=(("alice", (), ("a",)), ("bob", (GOAL,), ()))),
-               Filters(actor="bob", scopes=(("alice", (FACT, GOAL), ("a", "b")),), include_tombstoned=True),
-               Filters(actor="alice", scopes=(("bob", (FACT,), ()), ("nobody", (), ())))]
+    filters = MIXED_FILTERS
     queries = [dict.fromkeys(text_terms(q), 1.0) for q in ("rivers", "mountains trains", "boats memory")]
     vectors = embedded(["rivers and boats", "mountains", "memory 4"])[1]
 
@@ -204,9 +195,6 @@ def test_searching_answers_as_reading_does_before_and_after_the_index_is_brought
     assert answers(storage.searching) == want
     # changes made as the engine makes every change to a memory, with a journal entry naming it (a
     # backend's cache may follow the journal to know what changed: the DuckDB snapshot's delta does)
-    def journaled(tx, kind, *ns):
-        tx.append_journal([entry(kind, ident(n)) for n in ns])
-
     head, versions = memory(30, tags=("a",))
     with storage.transaction() as tx:
         tx.insert_memories([head], versions)

@@ -13,7 +13,8 @@ import pytest
 from cortexctl.errors import UsageError
 from cortexctl.store import open_storage
 from cortexctl.store.interface import Filters, Scoring
-from tests.contract.conftest import FACT, GOAL, T0, entry, grant, grant_id, ident, memory, put, unit_rows
+from tests.contract.conftest import (GOAL, MIXED_FILTERS, T0, grant, grant_id, ident, journaled, memory, mixed_memories,
+                                     put, unit_rows)
 
 
 @pytest.fixture
@@ -132,12 +133,7 @@ def test_vectors_for_returns_the_current_version_vectors_of_memories_passing_the
 def test_searching_answers_as_reading_does_from_a_current_snapshot_and_after_a_change(storage):
     """``searching()`` may answer from the search snapshot: the same answers as ``reading()``,
     whether the snapshot is current, missing or out of date."""
-    mems = [memory(i, actor="alice" if i % 3 else "bob",
-                   visibility="public" if i % 4 == 0 else "scoped" if i % 4 == 2 or i % 7 == 1 else "private",
-                   type_=FACT if i % 2 else GOAL, tags=("a",) if i % 3 == 0 else ("a", "b") if i % 5 == 0 else (),
-                   importance=1 + i % 9, at=T0 + timedelta(minutes=i), tombstoned=i == 7, versions=1 + i % 2)
-            for i in range(1, 21)]
-    put(storage, *mems)
+    put(storage, *mixed_memories())
     mat = unit_rows(20, dim=4, seed=3)
     with storage.transaction() as tx:
         tx.add_terms([(ident(i), [i % 4, 10 + i % 3, i % 4]) for i in range(1, 21)])
@@ -152,12 +148,7 @@ def test_searching_answers_as_reading_does_from_a_current_snapshot_and_after_a_c
     ids = [ident(i) for i in range(0, 23)]  # 0, 21 and 22 do not exist
     now = T0 + timedelta(days=2, microseconds=7)
     score = Scoring(now, 86400.0 * 7, (0.3, 0.2, 0.2, 0.2, 0.1))
-    filters = [Filters(actor="alice"), Filters(actor="bob", types=(FACT,)), Filters(actor="alice", tags=("a", "b")),
-               Filters(actor="alice", include_tombstoned=True), Filters(actor="carol"),
-               Filters(actor="carol", scopes=(("alice", (), ("a",)), ("bob", (GOAL,), ()))),
-               Filters(actor="bob", scopes=(("alice", (FACT, GOAL), ("a", "b")),), include_tombstoned=True),
-               Filters(actor="dave", scopes=(("alice", (), ()),), tags=("a",)),
-               Filters(actor="alice", scopes=(("bob", (FACT,), ()), ("nobody", (), ())))]
+    filters = [*MIXED_FILTERS, Filters(actor="dave", scopes=(("alice", (), ()),), tags=("a",))]
 
     def answers(view) -> list:
         with view() as tx:
@@ -194,9 +185,6 @@ def test_searching_answers_as_reading_does_from_a_current_snapshot_and_after_a_c
     # snapshot, as DuckDB's does) the snapshot and its delta, with the same answers
     # changes made as the engine makes them, each with the journal entry naming the memory: the delta
     # follows the journal (store/snapshot/)
-    def journaled(tx, kind, *ns):
-        tx.append_journal([entry(kind, ident(n)) for n in ns])
-
     head, versions = memory(30, tags=("a",))
     with storage.transaction() as tx:
         tx.insert_memories([head], versions)
