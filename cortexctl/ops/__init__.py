@@ -1,4 +1,4 @@
-"""Operations: what cortexctl can do, declared once for every front end (issue 20, part 4).
+"""Operations: what cortexctl can do, declared once for every front end.
 
 ``spec.py`` says how an operation is declared (``Operation``, ``Param``,
 ``Tool``); ``catalogue.py`` declares every one. The MCP server (``serve/``)
