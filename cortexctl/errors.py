@@ -99,6 +99,10 @@ class ProviderUnreachable(CortexError):
     kind = "provider_unreachable"
 
 
+class StoreUnreachable(ProviderUnreachable):
+    """The server holding the store (PostgreSQL) cannot be reached."""
+
+
 class InvalidData(CortexError):
     exit_code = 10
     kind = "invalid"

@@ -23,6 +23,11 @@ def open_storage(location, *, wait: float = DEFAULT_WAIT, resident: bool = False
     """The one place a backend is chosen and built: the ``Storage`` at ``location`` (a store
     directory). ``wait``: seconds to wait for a busy store; ``resident``: a long-lived process
     (``cortexctl mcp``) that may keep read caches between calls. Nothing is opened yet."""
+    text = str(location)
+    if text.startswith(("postgresql://", "postgres://")):
+        from cortexctl.store.pg import PgStorage
+
+        return PgStorage(text, wait=wait, resident=resident)
     from cortexctl.store.db import DuckStorage
 
     return DuckStorage(location, wait=wait, resident=resident)

