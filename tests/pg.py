@@ -37,8 +37,12 @@ def base_uri() -> str:
     return _server["uri"]
 
 
-def store_uri(label: str = "store") -> str:
-    """The URI of a new, empty store (a fresh schema) on the test server."""
+def store_uri(label: str = "store", where=None) -> str:
+    """The URI of a store (a schema of its own) on the test server: a new, empty one, or with
+    ``where`` (a test's tmp_path) the same one for the same ``where`` and ``label``."""
+    import hashlib
+
     base = base_uri()
     sep = "&" if "?" in base else "?"
-    return f"{base}{sep}schema=t_{label}_{uuid.uuid4().hex[:12]}"
+    tail = uuid.uuid4().hex[:12] if where is None else hashlib.sha1(str(where).encode()).hexdigest()[:12]
+    return f"{base}{sep}schema=t_{label}_{tail}"

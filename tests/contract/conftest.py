@@ -32,7 +32,7 @@ def _open(name: str, tmp_path, label: str = "store"):
         from cortexctl.store import open_storage
         from tests.pg import store_uri
 
-        return open_storage(store_uri(label), wait=5.0)
+        return open_storage(store_uri(label, tmp_path), wait=5.0)
     raise AssertionError(f"unknown backend {name}")
 
 
