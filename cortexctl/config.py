@@ -19,6 +19,7 @@ import getpass
 import json
 import math
 import os
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -102,6 +103,7 @@ DEFAULTS: dict[str, Any] = {
 }
 
 STORE_BACKENDS = ("auto", "duckdb", "postgres")
+_OTHER_URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")  # a URL that is no postgresql:// URI is no store
 
 # key path -> (python type(s), rule text)
 _RULES: dict[str, tuple[tuple[type, ...], str]] = {
@@ -237,9 +239,9 @@ def _check_store(path: str, value: str, source: str, rule: str) -> None:
             dsn.parts(value, env={})
         except ValueError as exc:
             raise ConfigError(f"{where}: {dsn.redact(value)}: {exc}") from None
-    elif path == "store.dsn" and value.strip():
-        raise ConfigError(f"{where}: {rule} (postgresql://USER@HOST:PORT/DATABASE), "
-                          f"got {repr(value[:80])}")
+    elif (path == "store.dsn" and value.strip()) or _OTHER_URL.match(value):
+        # not echoed: it may be another kind of URL, with a password
+        raise ConfigError(f"{where}: {rule} (postgresql://USER@HOST:PORT/DATABASE)")
 
 
 def _read_file(path: Path) -> dict:
@@ -286,6 +288,7 @@ class Settings:
         if self.backend != "duckdb":
             raise ConfigError(f"the store is a PostgreSQL database ({dsn.redact(self.location)}), not a directory")
         return Path(self.location)
+
     @property
     def actor(self) -> str:
         return self.values["actor"]

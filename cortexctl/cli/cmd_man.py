@@ -46,7 +46,7 @@ ENVIRONMENT = [
 STORE_TEXT = (
     "The store is a directory on this machine (the DuckDB backend) or a PostgreSQL database (the postgres "
     "extra: pip install 'cortexctl[postgres]'), named by a postgresql:// or postgres:// URI; libpq's "
-    "key=value connection strings are not accepted. The setting store (--store, CORTEXCTL_STORE, or store "
+    "key=value connection strings and URLs of other schemes are not accepted. The setting store (--store, CORTEXCTL_STORE, or store "
     "in the config file, a string or the path of a [store] table) takes either; the table's backend (auto, "
     "the default, duckdb or postgres) and dsn (CORTEXCTL_STORE_DSN) name a database. Which store is used: "
     "a URI in store is PostgreSQL; else backend postgres, or auto with a dsn and no path given by --store or "

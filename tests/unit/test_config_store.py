@@ -181,3 +181,14 @@ def test_bundles_of_a_postgres_store_go_to_backups_in_the_user_data_dir(tmp_path
     assert default_dest(load(tmp_path, store=URI)) == config.default_store_path().parent / "backups"
     assert default_dest(load(tmp_path, store=tmp_path / "s")) == tmp_path / "backups"
     assert default_dest(load(tmp_path, f'[backup]\ndest = "{tmp_path / "b"}"\n', store=URI)) == tmp_path / "b"
+
+
+def test_a_dsn_of_another_scheme_is_refused_without_echoing_it(tmp_path):
+    message = refused(tmp_path, env={"CORTEXCTL_STORE_DSN": "mysql://bob:s3cr3t@db/memory"})
+    assert "must be a postgresql:// URI" in message and "mysql" not in message
+
+
+@pytest.mark.parametrize("url", ["mysql://bob:s3cr3t@db/memory", "https://bob:s3cr3t@example.com/x", "file:///srv/x"])
+def test_a_url_of_another_scheme_is_no_store_path(tmp_path, url):
+    message = refused(tmp_path, store=url)
+    assert "--store: store: must be a path or a postgresql:// URI" in message
