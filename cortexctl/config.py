@@ -6,6 +6,10 @@ defaults: ``-c/--config PATH``, else ``$CORTEXCTL_CONFIG``, else
 ``config.toml`` in the user config dir (platformdirs). Secrets (API keys) are
 read only from the environment variables the config names, never stored here,
 never printed.
+
+The store is a directory (the DuckDB backend) or a PostgreSQL database named by a
+``postgresql://`` URI (``resolve_store`` says which, and ``dsn.redact`` hides a URI's
+password wherever one is shown).
 """
 
 from __future__ import annotations
@@ -15,15 +19,18 @@ import getpass
 import json
 import math
 import os
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import cortexctl.dsn as dsn
 from cortexctl.errors import ConfigError
 
 APP = "cortexctl"
 
 ENV_STORE = "CORTEXCTL_STORE"
+ENV_STORE_DSN = "CORTEXCTL_STORE_DSN"
 ENV_ACTOR = "CORTEXCTL_ACTOR"
 ENV_WAIT = "CORTEXCTL_WAIT"
 ENV_CONFIG = "CORTEXCTL_CONFIG"
@@ -39,6 +46,7 @@ ENV_VERIFY_JOBS = "CORTEXCTL_VERIFY_JOBS"
 # key path -> environment variable
 ENV_NAMES: dict[str, str] = {
     "store": ENV_STORE,
+    "store.dsn": ENV_STORE_DSN,
     "actor": ENV_ACTOR,
     "wait": ENV_WAIT,
     "embedding.base_url": ENV_EMBED_BASE_URL,
@@ -51,7 +59,10 @@ ENV_NAMES: dict[str, str] = {
 }
 
 DEFAULTS: dict[str, Any] = {
-    "store": None,  # resolved to the user data dir
+    "store": None,  # a path or a postgresql:// URI; a path resolved to the user data dir when unset
+    # [store] in a config file may be a table: path (the "store" above), backend and dsn
+    "store.backend": "auto",  # auto: a URI in store or a dsn means postgres, else duckdb
+    "store.dsn": None,  # the PostgreSQL database's postgresql:// URI (backend postgres, or auto)
     "actor": None,  # resolved to the OS user name
     "wait": 5.0,
     "embedding": {
@@ -91,9 +102,14 @@ DEFAULTS: dict[str, Any] = {
     },
 }
 
+STORE_BACKENDS = ("auto", "duckdb", "postgres")
+_OTHER_URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")  # a URL that is no postgresql:// URI is no store
+
 # key path -> (python type(s), rule text)
 _RULES: dict[str, tuple[tuple[type, ...], str]] = {
-    "store": ((str,), "must be a path"),
+    "store": ((str,), "must be a path or a postgresql:// URI"),
+    "store.backend": ((str,), "must be one of auto, duckdb, postgres"),
+    "store.dsn": ((str,), "must be a postgresql:// URI"),
     "actor": ((str,), "must be a name of 1-256 printable characters"),
     "wait": ((int, float), "must be a number of seconds, 0 or more"),
     "embedding.base_url": ((str,), "must be an http(s) URL"),
@@ -138,10 +154,12 @@ def _flatten(tree: dict, prefix: str = "") -> dict[str, Any]:
     out = {}
     for k, v in tree.items():
         path = f"{prefix}{k}"
-        if isinstance(v, dict) and path in ("embedding", "chat", "backup", "pager", "verify", "mcp"):
+        if isinstance(v, dict) and path in ("embedding", "chat", "backup", "pager", "verify", "mcp", "store"):
             out.update(_flatten(v, path + "."))
         else:
             out[path] = v
+    if "store.path" in out:  # [store] path = "...": the same setting as store = "..."
+        out["store"] = out.pop("store.path")
     return out
 
 
@@ -171,6 +189,10 @@ def _check(path: str, value: Any, source: str) -> Any:
         return None
     types, rule = _RULES[path]
     bad = isinstance(value, bool) or not isinstance(value, types)
+    if not bad and path in ("store", "store.dsn"):
+        _check_store(path, value, source, rule)
+    if not bad and path == "store.backend" and value not in STORE_BACKENDS:
+        bad = True
     if not bad and path.endswith("base_url"):
         bad = not value.startswith(("http://", "https://")) or not _url_ok(value)
     if not bad and path in ("wait",) and value < 0:
@@ -199,9 +221,27 @@ def _check(path: str, value: Any, source: str) -> Any:
     if not bad and isinstance(value, float) and not math.isfinite(value):
         bad = True
     if bad:
-        shown = repr(value).encode("ascii", "backslashreplace").decode("ascii")
+        shown = repr(dsn.redact(value) if path in ("store", "store.dsn") and isinstance(value, str) else value)
+        shown = shown.encode("ascii", "backslashreplace").decode("ascii")
         raise ConfigError(f"{source}: {path.replace('.', ' -> ')}: {rule}, got {shown}")
     return value
+
+
+def _check_store(path: str, value: str, source: str, rule: str) -> None:
+    """A store location or DSN: a URI must be one libpq can read (its password never shown);
+    libpq's key=value form is refused with a pointer to the URI form."""
+    where = f"{source}: {path.replace('.', ' -> ')}"
+    if dsn.is_keyword_form(value):
+        raise ConfigError(f"{where}: a key=value connection string is not supported; give a postgresql:// URI "
+                          f"(postgresql://USER@HOST:PORT/DATABASE)")
+    if dsn.is_postgres(value):
+        try:
+            dsn.parts(value, env={})
+        except ValueError as exc:
+            raise ConfigError(f"{where}: {dsn.redact(value)}: {exc}") from None
+    elif (path == "store.dsn" and value.strip()) or _OTHER_URL.match(value):
+        # not echoed: it may be another kind of URL, with a password
+        raise ConfigError(f"{where}: {rule} (postgresql://USER@HOST:PORT/DATABASE)")
 
 
 def _read_file(path: Path) -> dict:
@@ -235,13 +275,19 @@ class Settings:
     values: dict[str, Any] = field(default_factory=dict)
     sources: dict[str, str] = field(default_factory=dict)
     config_file: Path | None = None
+    backend: str = "duckdb"  # the store's backend as resolved: "duckdb" or "postgres"
+    location: str = ""  # what store.open_storage opens: the directory, or the full DSN (may hold a password)
 
     def get(self, path: str) -> Any:
         return self.values[path]
 
     @property
     def store(self) -> Path:
-        return Path(self.values["store"]).expanduser()
+        """The store's directory (the DuckDB backend). ConfigError for a store on PostgreSQL:
+        use ``location`` there."""
+        if self.backend != "duckdb":
+            raise ConfigError(f"the store is a PostgreSQL database ({dsn.redact(self.location)}), not a directory")
+        return Path(self.location)
 
     @property
     def actor(self) -> str:
@@ -296,8 +342,9 @@ def load(
             values[path] = _check(path, str(value) if path == "store" else value, flag)
             sources[path] = f"flag {flag}"
 
-    if values["store"] is None:
-        values["store"] = str(default_store_path())
+    backend, location = resolve_store(values, sources)
+    if backend == "duckdb" and values["store"] is None:
+        values["store"] = location
         sources["store"] = "default (user data dir)"
     if values["actor"] is None:
         try:
@@ -305,4 +352,32 @@ def load(
         except Exception:
             values["actor"] = "unknown"
         sources["actor"] = "default (OS user)"
-    return Settings(values=values, sources=sources, config_file=cfg_file)
+    return Settings(values=values, sources=sources, config_file=cfg_file, backend=backend, location=location)
+
+
+def resolve_store(values: dict[str, Any], sources: dict[str, str]) -> tuple[str, str]:
+    """The store's backend and location from ``store``, ``store.backend`` and ``store.dsn``:
+
+    1. a ``postgresql://`` URI in ``store`` (flag, environment or file): PostgreSQL at that URI;
+    2. else backend ``postgres``, or ``auto`` with ``store.dsn`` set and no path given by
+       ``--store`` or ``CORTEXCTL_STORE``: PostgreSQL at ``store.dsn``;
+    3. else DuckDB at the ``store`` path (the user data dir's ``store`` when unset).
+
+    ConfigError for backend ``postgres`` with no DSN (or with a path from --store or
+    CORTEXCTL_STORE), and for backend ``duckdb`` with a URI in ``store``."""
+    store, backend, url = values["store"], values["store.backend"] or "auto", values["store.dsn"]
+    if dsn.is_postgres(store):
+        if backend == "duckdb":
+            raise ConfigError(f"store.backend is duckdb ({sources['store.backend']}) but store is a postgresql:// "
+                              f"URI ({sources['store']}): give a path, or set store.backend to postgres or auto")
+        return "postgres", store
+    path_given = store is not None and sources["store"].startswith(("flag", "env"))
+    if backend == "postgres" and path_given:
+        raise ConfigError(f"store.backend is postgres ({sources['store.backend']}) but store is a path "
+                          f"({sources['store']}): give a postgresql:// URI there, or set store.backend to duckdb")
+    if backend == "postgres" or (backend == "auto" and url and not path_given):
+        if not url:
+            raise ConfigError(f"store.backend is postgres ({sources['store.backend']}) but no store.dsn is set: "
+                              f"set store.dsn or ${ENV_STORE_DSN}, or give a postgresql:// URI to --store")
+        return "postgres", url
+    return "duckdb", str(Path(store).expanduser() if store is not None else default_store_path())

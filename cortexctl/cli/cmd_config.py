@@ -26,7 +26,8 @@ COMMANDS = [
         group_help="Show the effective configuration.",
         notes="""Precedence: defaults < config file (-c/--config, $CORTEXCTL_CONFIG, or
 config.toml in the user config dir) < CORTEXCTL_* environment < flags.
-API keys are never shown: only the name of the variable that holds one.""",
+API keys are never shown: only the name of the variable that holds one; the
+password of a PostgreSQL URI (store, store.dsn) is shown as ***.""",
         examples=("cortexctl config show", "cortexctl -c ./cortex.toml config show --json"),
         exits=(0, 2), exit_notes={2: "bad config file or value"},
     ),

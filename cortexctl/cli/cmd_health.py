@@ -36,8 +36,11 @@ def _render(out, doc: dict) -> None:
                  f"{s['pending_embeddings'] or 0} waiting for embedding, {s['size_bytes']} bytes")
     elif s:
         out.line(f"store: {s['path']} (not readable)")
-    if doc["topology"]:
-        out.line(f"store chosen by: {doc['topology']['resolved_via']}")
+    t = doc["topology"]
+    if t and t["mode"] == "external":
+        out.line(f"store: {t['backend']} at {t['host'] or 'the local socket'}:{t['port']}, database {t['database']}")
+    if t:
+        out.line(f"store chosen by: {t['resolved_via']}")
     i = doc["index"]
     if i and i["state"]:
         out.line(f"index: {i['state']} ({i['count']} vectors, {i['model']}, dimension {i['dimension']})")
@@ -73,7 +76,9 @@ embedding, the index file is out of step, a remote chat endpoint has no key, or
 no bundle is newer than config backup.window_days (when set); else healthy.
 It reads counts and the index file's record only, so it answers in about a
 second on a large store; verify proves every record. The --json payload's
-fields may be added to, never renamed or removed; secrets never appear.""",
+fields may be added to, never renamed or removed; secrets never appear. Its
+topology is embedded (a store directory) or external (a PostgreSQL server:
+host, port and database; never the password).""",
         examples=("cortexctl healthcheck", "cortexctl healthcheck --json | jq .status",
                   "cortexctl healthcheck --strict --store /srv/agent/brain || alert"),
         exits=(0, 1, 2),

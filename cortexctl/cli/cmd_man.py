@@ -27,7 +27,9 @@ EXIT_CODES = [
 ]
 
 ENVIRONMENT = [
-    ("CORTEXCTL_STORE", "store directory (else the config file, else the user data dir)"),
+    ("CORTEXCTL_STORE", "the store: a directory, or a postgresql:// URI (else the config file, else the user "
+                        "data dir; see STORE)"),
+    ("CORTEXCTL_STORE_DSN", "store.dsn: a PostgreSQL database's postgresql:// URI (see STORE)"),
     ("CORTEXCTL_ACTOR", "acting agent (else the config file, else the OS user name)"),
     ("CORTEXCTL_WAIT", "seconds to wait for a busy store (default 5)"),
     ("CORTEXCTL_CONFIG", "config file, when -c/--config is not given"),
@@ -39,6 +41,20 @@ ENVIRONMENT = [
     ("CORTEXCTL_DEBUG", "1 shows a traceback on an internal error"),
     ("NO_COLOR", "no colour in terminal output"),
 ]
+
+
+STORE_TEXT = (
+    "The store is a directory on this machine (the DuckDB backend) or a PostgreSQL database (the postgres "
+    "extra: pip install 'cortexctl[postgres]'), named by a postgresql:// or postgres:// URI; libpq's "
+    "key=value connection strings and URLs of other schemes are not accepted. The setting store (--store, CORTEXCTL_STORE, or store "
+    "in the config file, a string or the path of a [store] table) takes either; the table's backend (auto, "
+    "the default, duckdb or postgres) and dsn (CORTEXCTL_STORE_DSN) name a database. Which store is used: "
+    "a URI in store is PostgreSQL; else backend postgres, or auto with a dsn and no path given by --store or "
+    "CORTEXCTL_STORE, is PostgreSQL at dsn; else the directory in store, or store/ under the user data dir. "
+    "backend postgres with no dsn (or with a path from --store or CORTEXCTL_STORE), and backend duckdb with "
+    "a URI, are exit 2. A URI's password is never printed: config show, healthcheck and every message show "
+    "it as ***."
+)
 
 
 FIND_TEXT = (
@@ -149,12 +165,14 @@ def main_page(shown: list[Command]) -> str:
     lines += [
         ".SH COMMON OPTIONS",
         "Every command that opens a store accepts, after the command's name:",
-        ".TP", "\\fB\\-\\-store\\fR \\fIPATH\\fR", "the store directory",
+        ".TP", "\\fB\\-\\-store\\fR \\fIPATH\\fR", "the store directory, or a postgresql:// URI (see STORE)",
         ".TP", "\\fB\\-\\-actor\\fR \\fINAME\\fR", "the acting agent; private memories are seen only by their actor",
         ".TP", "\\fB\\-\\-wait\\fR \\fISECONDS\\fR", "how long to wait for a busy store before exit 4",
         ".TP", "\\fB\\-\\-json\\fR, \\fB\\-\\-jsonl\\fR",
         "one JSON document, or one JSON object per line; errors then go to stderr as a JSON object. "
         "Fields may be added in later versions, never removed.",
+        ".SH STORE",
+        _esc(STORE_TEXT),
         ".SH FIND",
         _esc(FIND_TEXT),
         ".SH SALIENCE",
@@ -170,6 +188,7 @@ def main_page(shown: list[Command]) -> str:
         lines += [".TP", f"\\fB{_esc(name)}\\fR", _esc(meaning)]
     lines += [
         ".SH FILES",
+        "A store directory (DuckDB) holds:",
         ".TP", "\\fISTORE/cortex.duckdb\\fR",
         "the store: heads, versions, the journal, vectors, lexical postings, learned weights, attest "
         "rate-limit buckets and checkpoints (mode 0600, directory 0700)",

@@ -179,7 +179,8 @@ def exit_status(*codes: int, notes: dict[int, str] | None = None) -> str:
 
 
 # -- options many commands share -------------------------------------------------------
-STORE = Option("store", ("--store",), f"Store directory [env {ENV_STORE}; default: user data dir].",
+STORE = Option("store", ("--store",), f"Store directory or postgresql:// URI [env {ENV_STORE}; default: user data "
+                                     "dir].",
                metavar="PATH", env=ENV_STORE)
 ACTOR = Option("actor", ("--actor",), f"Acting agent [env {ENV_ACTOR}; default: OS user].", metavar="NAME",
                env=ENV_ACTOR)

@@ -59,9 +59,15 @@ Progress = Callable[[str, int, int], None]
 
 
 def default_dest(settings) -> Path:
-    """Where bundles go: config backup.dest, else backups/ beside the store directory."""
+    """Where bundles go: config backup.dest, else backups/ beside the store directory (for a
+    store on PostgreSQL, backups/ in the user data dir, beside the default store's place)."""
+    from cortexctl.config import default_store_path
+
     dest = settings.get("backup.dest")
-    return Path(dest).expanduser() if dest else settings.store.parent / "backups"
+    if dest:
+        return Path(dest).expanduser()
+    home = settings.store if settings.backend == "duckdb" else default_store_path()
+    return home.parent / "backups"
 
 
 def passphrase(settings) -> str | None:
@@ -228,8 +234,8 @@ def backup(ctx: Context, *, dest: str | os.PathLike | None = None, keep: int | N
     dest = Path(dest).expanduser() if dest is not None else default_dest(settings)
     if dest.exists() and not dest.is_dir():
         raise UsageError(f"dest {dest} is not a directory", field="dest")
-    home = Path(ctx.storage.location).resolve()
-    if dest.resolve() == home or home in dest.resolve().parents:
+    home = ctx.storage.local_dir()
+    if home is not None and (dest.resolve() == home.resolve() or home.resolve() in dest.resolve().parents):
         raise UsageError(f"dest {dest} is inside the store; choose a directory outside it", field="dest")
     try:
         dest.mkdir(mode=0o700, parents=True, exist_ok=True)
@@ -551,16 +557,19 @@ def restore(ctx: Context, path: str | os.PathLike, *, mode: str, force: bool = F
     if mode not in ("merge", "replace"):
         raise UsageError(f"mode must be merge or replace (got {mode!r})", field="mode")
     ctx.storage.check_location()
-    target = Path(ctx.storage.location)
+    target = ctx.storage.location
+    local = ctx.storage.local_dir()
     with opened(path, passphrase=passphrase(ctx.settings)) as b:
-        result = RestoreResult(mode=mode, target=str(target), dry_run=dry_run)
+        result = RestoreResult(mode=mode, target=target, dry_run=dry_run)
         _topology(b.meta, force_topology_mismatch, result.notes)
         full = _holds_data(ctx)
         if mode == "replace" and full:
             if not force:
                 raise Refused(f"store {target} holds data; restore --mode replace overwrites it only with --force")
-            at_default = Path(os.path.realpath(target)) == Path(os.path.realpath(default_store_path()))
-            if at_default and not _is_throwaway(target):
+            # the default store is the one a slip of --store replaces; a server's database is named on purpose
+            at_default = local is not None and Path(os.path.realpath(local)) == Path(
+                os.path.realpath(default_store_path()))
+            if at_default and not _is_throwaway(local):
                 if os.environ.get(ENV_ALLOW_DESTRUCTIVE) != "1" or confirm != CONFIRM:
                     raise Refused(f"replacing the default store needs {ENV_ALLOW_DESTRUCTIVE}=1 and "
                                   f"--confirm {CONFIRM}")

@@ -41,7 +41,7 @@ class Cortex:
         index file's view and the search snapshot's mapping between calls while they are the same
         files (each call still opens and closes the store, and sees every other process's writes)."""
         settings = settings or config_mod.load(config_path=config, store=store, actor=actor, wait=wait)
-        self.context = Context(settings, open_storage(settings.store, wait=settings.wait, resident=resident))
+        self.context = Context(settings, open_storage(settings.location, wait=settings.wait, resident=resident))
 
     @property
     def settings(self) -> config_mod.Settings:

@@ -128,9 +128,15 @@ class ConfigAnswer:
 
     @classmethod
     def of(cls, settings) -> "ConfigAnswer":
-        """From ``config.Settings``: each key's value and source, in the settings' order."""
+        """From ``config.Settings``: each key's value and source, in the settings' order; a
+        PostgreSQL URI's password (``store``, ``store.dsn``) is shown as ``***``."""
+        from cortexctl.dsn import redact
+
+        def shown(key: str, value: Any) -> Any:
+            return redact(value) if key in ("store", "store.dsn") and isinstance(value, str) else value
+
         return cls(str(settings.config_file) if settings.config_file else None,
-                   [(k, settings.values[k], settings.sources[k]) for k in settings.values])
+                   [(k, shown(k, settings.values[k]), settings.sources[k]) for k in settings.values])
 
     def docs(self) -> list[dict]:
         return [{"key": k, "value": v, "source": s} for k, v, s in self.rows]

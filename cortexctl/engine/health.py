@@ -83,10 +83,13 @@ def report(load_settings: Callable[[], object], *, probe: bool = True) -> dict:
     from cortexctl.engine.context import Context
     from cortexctl.store import storage_for
 
-    ctx = Context(settings, storage_for(settings))
-    doc["topology"] = {"mode": "embedded", "coordinates": str(settings.store),
-                       "resolved_via": settings.sources.get("store", "default")}
+    doc["topology"] = topology(settings)
     doc["identity"] = {"actor": settings.actor, "source": settings.sources.get("actor", "default")}
+    try:
+        ctx = Context(settings, storage_for(settings))
+    except CortexError as exc:  # a backend this installation lacks (the postgres extra)
+        f.add(UNHEALTHY, f"the store cannot be opened: {exc.message}")
+        return _close(doc, f)
     embedder = _embedding(ctx, doc, f, probe)
     _store(ctx, doc, f, embedder)
     _summary(settings, doc, f)
@@ -94,6 +97,22 @@ def report(load_settings: Callable[[], object], *, probe: bool = True) -> dict:
     doc["features"] = {"semantic_search": embedder is not None, "summarization": bool(
         settings.get("chat.base_url") and settings.get("chat.model")), "encryption": _can_encrypt()}
     return _close(doc, f)
+
+
+def topology(settings) -> dict:
+    """Where the store is: ``embedded`` (a DuckDB directory on this machine) or ``external``
+    (a PostgreSQL server: host, port and database, never the password), and which setting
+    named it."""
+    import cortexctl.dsn as dsn
+
+    if settings.backend == "duckdb":
+        return {"mode": "embedded", "backend": "duckdb", "coordinates": settings.location,
+                "resolved_via": settings.sources.get("store", "default")}
+    named_by = "store" if dsn.is_postgres(settings.values.get("store")) else "store.dsn"
+    where = dsn.parts(settings.location)
+    return {"mode": "external", "backend": "postgres", "coordinates": dsn.redact(settings.location),
+            "host": where["host"], "port": where["port"], "database": where["database"],
+            "resolved_via": settings.sources.get(named_by, "default")}
 
 
 def _close(doc: dict, f: _Findings) -> dict:

@@ -469,7 +469,7 @@ def read_prepared(
     total = 0
     id_cols: list = []
     line_cols: list = []
-    spill = _Spill(getattr(ctx.storage, "path", None))
+    spill = _Spill(ctx.storage.local_dir())
     try:
         from cortexctl.embed.hashing import HashEmbedder
 

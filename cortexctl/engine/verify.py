@@ -118,7 +118,7 @@ def _verify(tx: Tx, store, model: str, jobs: int) -> VerifyReport:
         from cortexctl.parallel import ordered_map
 
         # fresh interpreters: this process holds the store open, and must not fork
-        pool = ordered_map(check_range, [(store.location, after, upto, part, BATCH, store.wait)
+        pool = ordered_map(check_range, [(store.address, after, upto, part, BATCH, store.wait)
                                          for (after, upto), part in zip(ranges, parts)],
                            workers=min(jobs, len(ranges)), ahead=len(ranges), fresh=True)
         results = iter(pool)
@@ -221,14 +221,14 @@ class _RangeResult:
         self.unwritten: list[tuple[str, int]] = []  # (id, first attest seq) of attested IDs never written
 
 
-def check_range(path: str, after: str | None, upto: str | None, attested: Attests, batch: int,
+def check_range(address: str, after: str | None, upto: str | None, attested: Attests, batch: int,
                 wait: float) -> _RangeResult:
     """A worker process's share: the per-memory checks over IDs in ``(after, upto]``, on a
     read-only connection of its own (many processes may read a store at once)."""
     from cortexctl.store import open_storage
 
     try:
-        with open_storage(path, wait=wait).reading() as tx:
+        with open_storage(address, wait=wait).reading() as tx:
             return _check_range(tx, after, upto, attested, batch)
     except CortexError:
         raise

@@ -279,7 +279,9 @@ def serve(cx: Cortex, *, transport: str = "stdio", host: str = "127.0.0.1", port
     assert token, "the http transport needs a token"
     asgi = BearerGate(app.streamable_http_app(host=host), token)
     where = f"[{host}]" if ":" in host else host
-    sys.stderr.write(f"cortexctl mcp: serving {cx.store.location} as {cx.actor} at http://{where}:{port}/mcp\n")
+    from cortexctl.dsn import redact
+
+    sys.stderr.write(f"cortexctl mcp: serving {redact(cx.store.location)} as {cx.actor} at http://{where}:{port}/mcp\n")
     sys.stderr.flush()
     config = uvicorn.Config(asgi, host=host, port=port, log_level="warning", lifespan="on")
     anyio.run(uvicorn.Server(config).serve)

@@ -19,20 +19,32 @@ if TYPE_CHECKING:
 DEFAULT_WAIT = 5.0  # seconds a command waits for a busy store (``--wait``)
 
 
-def open_storage(location, *, wait: float = DEFAULT_WAIT, resident: bool = False) -> Storage:
-    """The one place a backend is chosen and built: the ``Storage`` at ``location`` (a store
-    directory). ``wait``: seconds to wait for a busy store; ``resident``: a long-lived process
-    (``cortexctl mcp``) that may keep read caches between calls. Nothing is opened yet."""
-    text = str(location)
-    if text.startswith(("postgresql://", "postgres://")):
-        from cortexctl.store.pg import PgStorage
+POSTGRES_EXTRA = "the PostgreSQL backend needs the postgres extra: pip install 'cortexctl[postgres]'"
 
-        return PgStorage(text, wait=wait, resident=resident)
+
+def open_storage(location, *, wait: float = DEFAULT_WAIT, resident: bool = False) -> Storage:
+    """The one place a backend is chosen and built: the ``Storage`` at ``location``, a store
+    directory (DuckDB) or a ``postgresql://`` URI (PostgreSQL; psycopg is imported only then,
+    ConfigError when the ``postgres`` extra is not installed). ``wait``: seconds to wait for a
+    busy store; ``resident``: a long-lived process (``cortexctl mcp``) that may keep read
+    caches between calls. Nothing is opened yet."""
+    from cortexctl.dsn import is_postgres
+
+    if is_postgres(str(location)):
+        try:
+            import psycopg  # noqa: F401  (the extra's presence, checked before the backend imports it)
+        except ImportError:
+            from cortexctl.errors import ConfigError
+
+            raise ConfigError(POSTGRES_EXTRA) from None
+        from cortexctl.store import pg
+
+        return pg.PgStorage(str(location), wait=wait, resident=resident)
     from cortexctl.store.db import DuckStorage
 
     return DuckStorage(location, wait=wait, resident=resident)
 
 
 def storage_for(settings, *, resident: bool = False) -> Storage:
-    """``open_storage`` for the settings' store (``store``, ``wait``)."""
-    return open_storage(settings.store, wait=settings.wait, resident=resident)
+    """``open_storage`` for the settings' store (``location``: its directory or DSN, ``wait``)."""
+    return open_storage(settings.location, wait=settings.wait, resident=resident)

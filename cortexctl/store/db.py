@@ -71,6 +71,14 @@ class DuckStorage:
     def location(self) -> str:
         return str(self.path)
 
+    @property
+    def address(self) -> str:
+        return str(self.path)
+
+    def local_dir(self) -> Path:
+        """The store's directory (it may not exist yet)."""
+        return self.path
+
     # -- state ---------------------------------------------------------------
     def size_bytes(self) -> int:
         """The bytes the store's directory holds (its files, not below)."""

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
+from pathlib import Path
 from typing import Any, Callable, ContextManager, Iterator, Protocol, Sequence
 
 from cortexctl.errors import CortexError
@@ -453,7 +454,12 @@ class Storage(Protocol):
     """A store, opened per operation for as short a time as it can be (``store.open_storage``
     builds one from the settings)."""
 
-    location: str  # where the store is, as a user names it in messages
+    location: str  # where the store is, as a user names it in messages (never a password)
+    address: str  # what store.open_storage takes to reopen this store (in another process); may
+    #               hold credentials, so it is never printed
+
+    def local_dir(self) -> Path | None:
+        """The local directory holding the store, None for a store on a server."""
 
     def exists(self) -> bool:
         """A store exists there."""

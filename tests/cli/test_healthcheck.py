@@ -13,7 +13,7 @@ TOP = {"status", "timestamp", "store", "topology", "index", "snapshot", "provide
        "details", "version", "uptime"}
 STORE = {"path", "exists", "size_bytes", "schema_version", "memories", "by_type", "tombstoned", "versions",
          "journal_entries", "pending_embeddings"}
-TOPOLOGY = {"mode", "coordinates", "resolved_via"}
+TOPOLOGY = {"mode", "backend", "coordinates", "resolved_via"}
 INDEX = {"path", "exists", "count", "model", "dimension", "consistent", "state"}
 EMBEDDING = {"active", "host", "model", "dimensions", "probe"}
 SUMMARY = {"active", "host", "model", "endpoint", "local", "credential"}
@@ -37,7 +37,7 @@ def test_a_fresh_default_store_is_healthy_and_the_payload_has_the_documented_key
     assert set(doc["providers"]["summary"]["credential"]) >= CREDENTIAL
     assert set(doc["backup"]) >= BACKUP and set(doc["identity"]) >= IDENTITY
     assert doc["store"]["memories"] == 1 and doc["store"]["by_type"] == {"fact": 1}
-    assert doc["topology"] == {"mode": "embedded", "coordinates": doc["store"]["path"],
+    assert doc["topology"] == {"mode": "embedded", "backend": "duckdb", "coordinates": doc["store"]["path"],
                                "resolved_via": "default (user data dir)"}
     assert doc["identity"] == {"actor": "alice", "source": "env CORTEXCTL_ACTOR"}
     assert doc["index"]["consistent"] is True and doc["details"] == ["all checks passed"]

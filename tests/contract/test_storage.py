@@ -51,6 +51,25 @@ def test_the_search_view_has_every_method_of_tx_and_no_other_falls_through(stora
 
 
 # -- opening and transactions -------------------------------------------------------------------
+def test_the_address_reopens_the_store_and_local_dir_is_where_it_lives(storage):
+    """``address`` is what ``open_storage`` takes to reach the same store again (verify's
+    workers do, in other processes); ``local_dir`` is its directory on this machine, None for
+    a store on a server."""
+    from pathlib import Path
+
+    from cortexctl.store import open_storage
+
+    head, versions = memory(1)
+    with storage.transaction() as tx:
+        tx.insert_memories([head], versions)
+    again = open_storage(storage.address, wait=5.0)
+    assert again.location == storage.location
+    with again.reading() as tx:
+        assert tx.heads_by_ids([ident(1)], "alice")[0]["id"] == ident(1)
+    where = storage.local_dir()
+    assert where is None or (isinstance(where, Path) and where.is_dir() and any(where.iterdir()))
+
+
 def test_a_store_does_not_exist_until_the_first_transaction(storage):
     assert not storage.exists()
     storage.check_location()  # an empty location can hold a store
