@@ -153,7 +153,7 @@ def test_the_mcp_server_serves_a_postgresql_store_as_it_serves_a_duckdb_one(loca
     env = isolated_env(tmp_path / "mcp-home")
     with McpServer(location, env=env) as server:
         wrote = server.call("write", {"type": "fact", "text": "The deploy key rotates monthly"})
-        assert not wrote.isError, wrote
+        assert not wrote.is_error, wrote.content
         found = server.call("find", {"near": "deploy key"})
-        assert not found.isError, found
-        assert "The deploy key rotates monthly" in str(found.content), found
+        assert not found.is_error, found.content
+        assert [r["text"] for r in found.structured_content["results"]] == ["The deploy key rotates monthly"]
