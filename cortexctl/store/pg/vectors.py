@@ -19,6 +19,10 @@ current versions and the filters, then ranked again by the full-precision cosine
 iterative scan (``hnsw.iterative_scan = relaxed_order``) keeps reading the index
 while the filters drop its candidates, so a filtered search still fills ``n``; when
 the scan ends short of ``n`` (a filter that keeps very few), the exact search answers.
+As on DuckDB, a narrow filter (types, tags, frames, a session) that leaves at most
+``SMALL`` memories is answered exactly from the start. ``update_index`` also runs
+ANALYZE, so that after an import the planner weighs the index against the filters
+with the tables' real sizes.
 """
 
 from __future__ import annotations
@@ -30,10 +34,13 @@ from cortexctl.errors import CortexError
 from cortexctl.store.interface import Filters, IndexUnusable, Remark
 
 HALFVEC_MAX = 4000  # the most dimensions a halfvec (and so the index) holds
-SMALL = 4096  # a model's vectors searched exactly when it has no index yet, without asking for one
-EF_MIN, EF_MAX = 200, 1000  # hnsw.ef_search: at least twice the candidates, within pgvector's bounds
+SMALL = 4096  # candidates compared one by one: a narrow filter's, or a model's without an index yet
+EF_MIN, EF_MAX = 400, 1000  # hnsw.ef_search: at least twice the candidates, within pgvector's bounds
 CANDIDATES = 2  # the index's candidates per result, ranked again at full precision
 INDEX_PREFIX = "vec_"
+# (store address, model, dimension) whose index this process has seen: after_vectors then needs no
+# connection of its own (an index dropped since is rebuilt by find, which IndexUnusable asks for)
+_INDEXED: set[tuple[str, str, int]] = set()
 
 
 def index_stem(model: str) -> str:
@@ -55,7 +62,12 @@ def _model_index(con, model: str) -> tuple[str, int, bool] | None:
     return None
 
 
-def _drop_indexes(con, where: str, params: Sequence[Any]) -> None:
+def _forget(address: str, model: str) -> None:
+    for key in [k for k in _INDEXED if k[0] == address and k[1] == model]:
+        _INDEXED.discard(key)
+
+
+def _drop_indexes(con, address: str, where: str, params: Sequence[Any]) -> None:
     """Drop the indexes of the models (of the store's vectors) matching ``where`` over ``model``."""
     from cortexctl.store.pg import quote_ident
 
@@ -63,6 +75,7 @@ def _drop_indexes(con, where: str, params: Sequence[Any]) -> None:
         got = _model_index(con, model)
         if got is not None:
             con.execute(f"DROP INDEX {quote_ident(got[0])}")
+        _forget(address, model)
 
 
 def _create_index(con, model: str, dim: int) -> str:
@@ -104,6 +117,9 @@ class VectorReads:
             # the model's vectors were dropped and it now makes another length: its old index would
             # refuse them (update_index and after_vectors build the new one)
             self._drop_model_index(got[0])
+            _forget(self.store.address, model)
+        elif got is not None:
+            _INDEXED.add((self.store.address, model, dim))
         first = int(self._rows("SELECT coalesce(max(key), 0) + 1 FROM vectors")[0][0])
         import psycopg
 
@@ -135,11 +151,11 @@ class VectorReads:
 
     def drop_model(self, model: str) -> int:
         """Delete the model's vectors and its index (the next update_index builds one afresh)."""
-        _drop_indexes(self.con, "model = %s", [model])
+        _drop_indexes(self.con, self.store.address, "model = %s", [model])
         return self.con.execute("DELETE FROM vectors WHERE model = %s", [model]).rowcount
 
     def drop_other_models(self, model: str) -> int:
-        _drop_indexes(self.con, "model <> %s", [model])
+        _drop_indexes(self.con, self.store.address, "model <> %s", [model])
         return self.con.execute("DELETE FROM vectors WHERE model <> %s", [model]).rowcount
 
     # -- pending ------------------------------------------------------------------------------
@@ -192,6 +208,8 @@ class VectorReads:
         if dim > HALFVEC_MAX:
             return self._exact(q, model, filters, n), Remark(
                 f"vectors of {dim} dimensions have no index (at most {HALFVEC_MAX}): exact search")
+        if filters.narrow and self.count_heads(filters) <= SMALL:
+            return self._exact(q, model, filters, n), None  # few candidates: compared one by one, as on DuckDB
         got = _model_index(self.con, model)
         if got is None or got[1] != dim or not got[2]:
             why = "missing" if got is None else "invalid" if not got[2] else f"built for {got[1]} dimensions"
@@ -324,11 +342,15 @@ def update_index(store, model: str, *, rebuild: bool = False, progress=None, wai
 
 def after_vectors(store, model: str) -> None:
     """After a write stored vectors of ``model``: build its index when it has none. Never fails the write."""
+    if any(k[0] == store.address and k[1] == model for k in _INDEXED):
+        return
     try:
         with store.reading() as tx:
             dim = tx.model_dim(model)
             got = _model_index(tx.con, model)
         if dim is None or dim > HALFVEC_MAX or (got is not None and got[1] == dim):
+            if got is not None and got[1] == dim:
+                _INDEXED.add((store.address, model, dim))
             return
         update_index(store, model)
     except (CortexError, OSError):
