@@ -314,7 +314,7 @@ class PgStorage:
     def index_loader(self, model: str, *, threads: int = 1):
         from cortexctl.store.pg import vectors
 
-        return vectors.NoLoader()
+        return vectors.BulkLoader(self, model)
 
     def after_vectors(self, model: str, last_key: int) -> None:
         from cortexctl.store.pg import vectors

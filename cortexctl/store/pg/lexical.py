@@ -1,7 +1,205 @@
-"""The lexical lane on PostgreSQL: BM25 postings in tables, ranked by ``store/lexical.py`` (``LexicalReads``)."""
+"""The lexical lane on PostgreSQL: BM25 postings in tables, ranked by ``store/lexical.py`` (``LexicalReads``).
+
+The postings are the DuckDB store's: ``lex_docs`` gives each memory a doc number
+(the next above every one given so far, a fresh one when its text changes) and its
+length in terms; ``lex_postings`` holds (term ID, doc, term frequency) rows. They
+change in the same transaction as the memory, so the lane is never behind the
+store, and ``store/lexical.py`` ranks over them exactly as it does over DuckDB's
+tables: the same BM25 with feedback, the same scores on both backends.
+
+Postings come back to Python as numpy arrays read from a binary ``COPY`` (one
+buffer, no row objects): a common word's postings at 100k memories are tens of
+thousands of rows.
+"""
 
 from __future__ import annotations
 
+import itertools
+from collections import Counter
+from typing import Any, Sequence
+
+from cortexctl.store.interface import Filters, Viewer
+
+_CURSORS = itertools.count(1)  # server-side cursor names, unique in the process
+TF_MAX = 32767  # lex_postings.tf is a smallint: a term repeated more often counts this many times
+
+
+def copy_columns(con, sql: str, params: Sequence[Any], columns: Sequence[tuple[str, str]]) -> dict:
+    """The rows of ``sql`` as numpy arrays, one per column, read with one binary COPY.
+
+    ``columns``: (name, numpy big-endian dtype) of each fixed-width, NOT NULL column
+    (``>i8`` bigint, ``>i4`` integer, ``>i2`` smallint), in the query's order.
+    """
+    import numpy as np
+
+    with con.cursor() as cur:
+        with cur.copy(f"COPY ({sql}) TO STDOUT (FORMAT BINARY)", list(params)) as copy:
+            raw = b"".join(bytes(block) for block in copy)
+    fields: list[tuple[str, str]] = [("_n", ">i2")]
+    for k, (name, dtype) in enumerate(columns):
+        fields += [(f"_len{k}", ">i4"), (name, dtype)]
+    row = np.dtype(fields)
+    # header: 11-byte signature, 4 bytes of flags, 4 bytes of extension length, the extension
+    start = 19 + int.from_bytes(raw[15:19], "big") if len(raw) >= 19 else 0
+    end = len(raw) - 2  # the trailer: a field count of -1
+    count = max(0, (end - start) // row.itemsize)
+    if count * row.itemsize != end - start:
+        raise ValueError("unexpected binary COPY layout")
+    rows = np.frombuffer(raw, dtype=row, count=count, offset=start)
+    return {name: rows[name].astype(dtype.replace(">", "<")) for name, dtype in columns}
+
 
 class LexicalReads:
-    """``interface.LexicalSearch`` and the postings parts of ``Integrity`` over a ``PgTx``'s connection."""
+    """``interface.LexicalSearch`` and the postings parts of ``Integrity`` over a ``PgTx``'s connection,
+    with the reads ``store/lexical.py`` ranks over (doc_count, postings_of, doc_ids, hidden_docs,
+    term_df, doc_terms)."""
+
+    # -- writing ---------------------------------------------------------------------------
+    def add_terms(self, docs: Sequence[tuple[str, Sequence[int]]]) -> None:
+        """Postings for new memories: each gets the next doc number, in the order given."""
+        if not docs:
+            return
+        first = int(self._rows("SELECT coalesce(max(doc), 0) + 1 FROM lex_docs")[0][0])
+        doc_rows = []
+        posting_rows = []
+        for i, (id_, tids) in enumerate(docs):
+            doc_rows.append((first + i, id_, len(tids)))
+            posting_rows.extend((int(t), first + i, min(c, TF_MAX)) for t, c in Counter(tids).items())
+        self._insert("lex_docs", ("doc", "id", "len"), doc_rows)
+        self._insert("lex_postings", ("term", "doc", "tf"), posting_rows)
+
+    def replace_terms(self, id_: str, term_ids: Sequence[int]) -> None:
+        self.con.execute("DELETE FROM lex_postings WHERE doc IN (SELECT doc FROM lex_docs WHERE id = %s)", [id_])
+        self.con.execute("DELETE FROM lex_docs WHERE id = %s", [id_])
+        self.add_terms([(id_, term_ids)])
+
+    # -- searching ---------------------------------------------------------------------------
+    def search_terms(self, terms: dict[int, float], filters: Filters, n: int) -> list[tuple[str, float]]:
+        from cortexctl.store import lexical
+
+        return lexical.search(self, terms, filters, n)
+
+    def text_twins(self, actor: str, type_code: int, n_terms: int, term: int, limit: int = 20) -> list[str]:
+        rows = self._rows(
+            "SELECT h.id FROM lex_docs d JOIN heads h ON h.id = d.id WHERE d.len = %s AND h.actor = %s AND h.type = %s"
+            " AND h.tombstoned_at IS NULL AND d.doc IN (SELECT doc FROM lex_postings WHERE term = %s)"
+            f" ORDER BY h.id LIMIT {int(limit)}", [int(n_terms), actor, int(type_code), int(term)])
+        return [r[0] for r in rows]
+
+    # -- the reads store/lexical.py ranks over -------------------------------------------------
+    def doc_count(self) -> int:
+        return int(self._rows("SELECT count(*) FROM lex_docs")[0][0])
+
+    def postings_of(self, terms: Sequence[int]):
+        """Every posting of these terms: numpy arrays term (int64), doc (uint64), tf (uint16)."""
+        import numpy as np
+
+        if not terms:
+            return {"term": np.zeros(0, np.int64), "doc": np.zeros(0, np.uint64), "tf": np.zeros(0, np.uint16)}
+        got = copy_columns(self.con, "SELECT term, doc, tf FROM lex_postings WHERE term = ANY(%s::bigint[])",
+                           [[int(t) for t in terms]], [("term", ">i8"), ("doc", ">i8"), ("tf", ">i2")])
+        return {"term": got["term"], "doc": got["doc"].astype(np.uint64), "tf": got["tf"].astype(np.uint16)}
+
+    def doc_ids(self, docs: Sequence[int]) -> dict[int, str]:
+        if not len(docs):
+            return {}
+        return {int(d): i for d, i in self._rows("SELECT doc, id FROM lex_docs WHERE doc = ANY(%s::bigint[])",
+                                                 [[int(d) for d in docs]])}
+
+    def hidden_docs(self, viewer: str | Viewer):
+        """The doc numbers of the memories ``viewer`` may not see (uint64 array): term statistics
+        leave them out, so scores reveal nothing of another actor's private words."""
+        import numpy as np
+
+        from cortexctl.store import rules
+        from cortexctl.store.interface import viewer_of
+        from cortexctl.store.predicate import to_sql
+
+        seen, params = to_sql(rules.visibility(viewer_of(viewer)), "h", "postgres")  # tx.py's visible_sql
+        got = copy_columns(self.con, f"SELECT d.doc FROM lex_docs d JOIN heads h ON h.id = d.id WHERE NOT ({seen})",
+                           params, [("doc", ">i8")])
+        return got["doc"].astype(np.uint64)
+
+    def term_df(self, terms: Sequence[int], hidden) -> dict[int, int]:
+        """Document frequency of each term, leaving out the ``hidden`` doc numbers."""
+        if not terms:
+            return {}
+        rows = self._rows(
+            "SELECT term, count(*) FROM lex_postings WHERE term = ANY(%s::bigint[])"
+            " AND doc NOT IN (SELECT unnest(%s::bigint[])) GROUP BY term",
+            [[int(t) for t in terms], [int(d) for d in hidden]])
+        return {int(t): int(c) for t, c in rows}
+
+    def doc_terms(self, docs: Sequence[int]) -> dict[int, tuple[dict[int, int], int]]:
+        """Each doc's term frequencies and length: doc -> ({term: tf}, length)."""
+        if not len(docs):
+            return {}
+        want = [int(d) for d in docs]
+        out: dict[int, tuple[dict[int, int], int]] = {
+            int(d): ({}, int(n)) for d, n in self._rows("SELECT doc, len FROM lex_docs WHERE doc = ANY(%s::bigint[])",
+                                                       [want])}
+        for doc, term, tf in self._rows("SELECT doc, term, tf FROM lex_postings WHERE doc = ANY(%s::bigint[])", [want]):
+            out[int(doc)][0][int(term)] = int(tf)
+        return out
+
+    # -- integrity ---------------------------------------------------------------------------
+    def lexical_mismatches(self, expected, after: str | None = None, upto: str | None = None, strays: bool = True,
+                           batch: int = 5000):
+        """(id, problem) for every memory (ID in ``(after, upto]``) whose postings are not
+        ``expected(type, data)``'s terms, then (``strays``) those of memories that do not exist.
+
+        The range's postings are read by one COPY, its current texts by one server-side
+        cursor ``batch`` rows at a time, each beside its postings document and length;
+        ``store/search.py``'s comparison names a memory whose term count, any term, any
+        frequency or its length differs. (``lex_docs`` has one row per memory and doc
+        number here: its ``id`` is unique, so DuckDB's walk for repeated rows is not needed.)
+        """
+        import numpy as np
+
+        from cortexctl.store.search import _expected_runs, _mismatched, _problem
+
+        where, params = _range("d.id", after, upto)
+        got = copy_columns(self.con, f"SELECT p.doc, p.term, p.tf FROM lex_postings p JOIN lex_docs d ON d.doc = p.doc"
+                                     f" WHERE {where} ORDER BY p.doc", params,
+                           [("doc", ">i8"), ("term", ">i8"), ("tf", ">i2")])
+        p_doc, p_term, p_tf = got["doc"], got["term"], got["tf"].astype(np.int64)
+        where, params = _range("h.id", after, upto)
+        with self.con.cursor(name=f"cortexctl_lexical_{next(_CURSORS)}") as current:
+            current.execute("SELECT h.id, v.type, v.data, d.doc, d.len FROM heads h"
+                            " JOIN versions v ON v.id = h.id AND v.version = h.current_version"
+                            f" LEFT JOIN lex_docs d ON d.id = h.id WHERE {where} ORDER BY h.id", params)
+            while rows := current.fetchmany(batch):
+                rows = [(r[0], r[1], bytes(r[2]), r[3], r[4]) for r in rows]
+                docs = np.array([-1 if r[3] is None else r[3] for r in rows], dtype=np.int64)
+                stored_len = np.array([-1 if r[4] is None else r[4] for r in rows], dtype=np.int64)
+                first = np.searchsorted(p_doc, docs, "left")
+                n_post = np.searchsorted(p_doc, docs, "right") - first
+                n_post[docs < 0] = 0
+                h_mem = np.repeat(np.arange(len(rows), dtype=np.int64), n_post)
+                take = np.repeat(first - np.cumsum(n_post) + n_post, n_post) + np.arange(len(h_mem), dtype=np.int64)
+                sizes: list[int] = []
+                flat: list[int] = []
+                skip: list[int] = []
+                _expected_runs(expected, rows, sizes, flat, skip)
+                for i in _mismatched(sizes, flat, skip, stored_len, h_mem, p_term[take], p_tf[take]).tolist():
+                    yield rows[i][0], _problem(int(stored_len[i]))
+        if strays:
+            yield from self.stray_terms()
+
+    def stray_terms(self):
+        """(id, problem) for the postings documents of memories that do not exist."""
+        for (id_,) in self._rows("SELECT d.id FROM lex_docs d WHERE NOT EXISTS (SELECT 1 FROM heads h WHERE h.id = d.id)"
+                                 " ORDER BY d.id"):
+            yield id_, "lexical postings for a memory that does not exist"
+
+
+def _range(column: str, after: str | None, upto: str | None) -> tuple[str, list]:
+    """A WHERE clause for ``after < column <= upto`` (either end open when None)."""
+    parts, params = [f"{column} > %s"], ["" if after is None else after]
+    if upto is not None:
+        parts.append(f"{column} <= %s")
+        params.append(upto)
+    return " AND ".join(parts), params
+
+
+__all__ = ["LexicalReads", "copy_columns"]
