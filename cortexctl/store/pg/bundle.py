@@ -105,10 +105,11 @@ def _into_duck(duck, table: str, cols: Sequence[tuple[str, str]], rows: Sequence
 
 
 def _walk(con, sql: str, params: Sequence[Any] = (), batch: int = BATCH) -> Iterator[list[tuple]]:
-    """The rows of ``sql`` in batches, through a server-side cursor of the current transaction."""
+    """The rows of ``sql`` in batches, through a server-side cursor of the current transaction
+    (binary results: vectors load without parsing text)."""
     from cortexctl.store.pg.integrity import _close, _server_cursor
 
-    cur = _server_cursor(con)
+    cur = _server_cursor(con, binary=True)
     try:
         cur.execute(sql, list(params))
         while rows := cur.fetchmany(batch):
@@ -369,7 +370,9 @@ def _fill(con, db_path: Path) -> None:
             names = ", ".join(_quote(name) for name, _ in cols)
             vec_at = [i for i, (name, _) in enumerate(cols) if table == VECTOR_TABLE and name == VECTOR_COLUMN]
             cur = duck.execute(f"SELECT {names} FROM {_quote(table)}")
-            with con.cursor() as pg, pg.copy(f"COPY {_quote(table)} ({names}) FROM STDIN") as copy:
+            types = _pg_types(con, table, [name for name, _ in cols])
+            with con.cursor() as pg, pg.copy(f"COPY {_quote(table)} ({names}) FROM STDIN (FORMAT BINARY)") as copy:
+                copy.set_types(types)
                 while rows := cur.fetchmany(BATCH):
                     for r in rows:
                         if vec_at:
@@ -379,6 +382,17 @@ def _fill(con, db_path: Path) -> None:
                         copy.write_row(r)
     finally:
         duck.close()
+
+
+def _pg_types(con, table: str, names: Sequence[str]) -> list[str]:
+    """The PostgreSQL type of each named column of ``table`` (on the search path), for a binary COPY."""
+    rows = dict(con.execute("SELECT a.attname, format_type(a.atttypid, NULL) FROM pg_attribute a"
+                            " WHERE a.attrelid = to_regclass(%s) AND a.attnum > 0 AND NOT a.attisdropped",
+                            [_quote(table)]).fetchall())
+    missing = [n for n in names if n not in rows]
+    if missing:
+        raise IntegrityError(f"the PostgreSQL table {table} has no column {missing[0]}")
+    return [rows[n] for n in names]
 
 
 def _refuse_shared_schema(cur, store) -> None:

@@ -30,9 +30,10 @@ def _id_range(column: str, after: str | None, upto: str | None) -> tuple[str, li
     return (" AND ".join(parts) or "true"), params
 
 
-def _server_cursor(con):
-    """A server-side cursor of the current transaction: rows come as they are fetched."""
-    return con.cursor(name=f"cortexctl_walk_{next(_cursor_names)}")
+def _server_cursor(con, *, binary: bool = False):
+    """A server-side cursor of the current transaction: rows come as they are fetched
+    (``binary``: in PostgreSQL's binary form, which spares parsing vectors' text)."""
+    return con.cursor(name=f"cortexctl_walk_{next(_cursor_names)}", binary=binary)
 
 
 class _Cursors:
