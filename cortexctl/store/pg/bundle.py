@@ -12,8 +12,8 @@ private DuckDB database, a batch at a time (never a whole table in memory):
 - ``restore`` builds the DuckDB store from the members (``bundle.build_store``), copies
   it into a new staging schema of the same database (its tables made by
   ``store/pg/schema.py``'s migrations), hands ``check`` a ``PgStorage`` of that schema,
-  and only then swaps it in: in one transaction, the live schema is renamed away, the
-  staging one takes its name, the old one is dropped. The store's writer lock is held
+  and only then swaps it in: in one transaction, the live schema is renamed away and the
+  staging one takes its name; then the old one is dropped. The store's writer lock is held
   from start to end (a session-level advisory lock), so no write lands in between and
   is lost. A failed check or any error drops the staging schema and leaves the store
   as it was (a store that did not exist stays absent).
@@ -320,13 +320,16 @@ def restore(store, members: dict[str, Any], schema_version: int, check) -> None:
         for model in _models(db_path):
             staged.after_vectors(model, 0)  # the backend's index of each model's vectors
         check(staged)
-        with con.cursor() as cur, con.transaction():
-            _swap(cur, store.schema, staging, tag)
-        made = False
+        with con.cursor() as cur:
+            with con.transaction():
+                old = _swap(cur, store.schema, staging, tag)
+            made = False
+            if old is not None:  # readers still in the old tables finish first; the lock is still held
+                _drop_schema(con, store, old)
     finally:
         if con is not None:
             if made:
-                _drop_staging(con, store, staging)
+                _drop_schema(con, store, staging)
             try:
                 con.close()  # ends the session: the writer lock is released
             except Exception:  # noqa: BLE001
@@ -429,21 +432,23 @@ def _store_tables() -> set[str]:
         duck.close()
 
 
-def _swap(cur, live: str, staging: str, tag: str) -> None:
-    """In the caller's transaction: the staging schema takes the live one's name, the old one is dropped."""
+def _swap(cur, live: str, staging: str, tag: str) -> str | None:
+    """In the caller's transaction: the staging schema takes the live one's name. Only schemas are
+    renamed (no table is locked), so the swap is quick; returns the old schema's new name (None
+    when there was none), for the caller to drop once the swap has committed."""
     cur.execute("SELECT 1 FROM pg_namespace WHERE nspname = %s", [live])
+    old = None
     if cur.fetchone() is not None:
         old = f"{live[:40]}_old_{tag}"
         cur.execute(f"ALTER SCHEMA {_quote(live)} RENAME TO {_quote(old)}")
-        cur.execute(f"ALTER SCHEMA {_quote(staging)} RENAME TO {_quote(live)}")
-        cur.execute(f"DROP SCHEMA {_quote(old)} CASCADE")
-    else:
-        cur.execute(f"ALTER SCHEMA {_quote(staging)} RENAME TO {_quote(live)}")
+    cur.execute(f"ALTER SCHEMA {_quote(staging)} RENAME TO {_quote(live)}")
+    return old
 
 
-def _drop_staging(con, store, staging: str) -> None:
-    """Drop what a failed restore made (on this connection, or a new one when it broke)."""
-    sql = f"DROP SCHEMA IF EXISTS {_quote(staging)} CASCADE"
+def _drop_schema(con, store, name: str) -> None:
+    """Drop a schema a restore made or replaced (on this connection, or a new one when it broke);
+    a server that is gone leaves it behind, as a killed restore does."""
+    sql = f"DROP SCHEMA IF EXISTS {_quote(name)} CASCADE"
     try:
         con.execute(sql)
         return
@@ -456,5 +461,5 @@ def _drop_staging(con, store, staging: str) -> None:
             other.execute(sql)
         finally:
             other.close()
-    except Exception:  # noqa: BLE001 - the server is gone: the staging schema is left for a later restore
+    except Exception:  # noqa: BLE001
         pass

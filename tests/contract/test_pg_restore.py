@@ -1,0 +1,83 @@
+"""What a restore does on PostgreSQL beyond the contract: it holds the store's writer lock from
+start to end, leaves no schema of its own behind, and will not replace a schema the store shares."""
+
+from __future__ import annotations
+
+import pytest
+
+from cortexctl.errors import StoreBusy, UsageError
+from tests.contract.conftest import _open, entry, ident, memory, put
+from tests.contract.test_bundle_io import exported, filled
+
+
+def schemas_like(storage) -> set[str]:
+    """The schemas whose names start with the store's."""
+    with storage._connection() as con:
+        rows = con.execute("SELECT nspname FROM pg_namespace WHERE starts_with(nspname, %s)",
+                           [storage.schema]).fetchall()
+        con.rollback()
+    return {r[0] for r in rows}
+
+
+@pytest.fixture
+def bundle(tmp_path):
+    source = _open("duckdb", tmp_path, "source")
+    filled(source)
+    _, facts, files = exported(source, tmp_path)
+    return files, facts["schema_version"]
+
+
+def test_writers_wait_for_a_restore_and_then_write_into_the_restored_store(bundle, tmp_path):
+    from cortexctl.store import open_storage
+
+    files, version = bundle
+    target = _open("postgres", tmp_path, "target")
+    put(target, memory(50))
+    writer = open_storage(target.address, wait=0.3)  # another handle on the same store
+    refused = []
+
+    def check(staged) -> None:
+        with pytest.raises(StoreBusy):
+            with writer.transaction() as tx:
+                tx.append_journal([entry("write", ident(50))])
+        refused.append(True)
+
+    target.restore_bundle(files, version, check)
+    assert refused == [True]
+    with writer.transaction() as tx:  # the lock is free again, and the store is the bundle's
+        assert tx.existing_ids([ident(1), ident(50)]) == {ident(1)}
+        tx.append_journal([entry("write", ident(1))])
+    with target.reading() as tx:
+        assert tx.journal_bounds()[0] == 5
+
+
+def test_a_restore_leaves_no_schema_of_its_own_behind(bundle, tmp_path):
+    files, version = bundle
+    target = _open("postgres", tmp_path, "target")
+    staged_names = []
+
+    def refuse(staged) -> None:
+        staged_names.append(staged.schema)
+        raise RuntimeError("does not verify")
+
+    with pytest.raises(RuntimeError):
+        target.restore_bundle(files, version, refuse)
+    assert schemas_like(target) == set()
+    target.restore_bundle(files, version, lambda staged: staged_names.append(staged.schema))
+    target.restore_bundle(files, version, lambda staged: staged_names.append(staged.schema))
+    assert schemas_like(target) == {target.schema}
+    assert all(name.startswith(target.schema + "_restore_") for name in staged_names)
+
+
+def test_a_schema_the_store_shares_with_other_tables_is_not_replaced(bundle, tmp_path):
+    files, version = bundle
+    target = _open("postgres", tmp_path, "target")
+    put(target, memory(50))
+    with target._connection() as con:
+        con.execute("CREATE TABLE not_ours (x integer)")
+        con.commit()
+    with pytest.raises(UsageError, match="holds more than the store"):
+        target.restore_bundle(files, version, lambda staged: None)
+    with target.reading() as tx:
+        assert tx.existing_ids([ident(1), ident(50)]) == {ident(50)}
+    assert schemas_like(target) == {target.schema}
