@@ -1,9 +1,11 @@
 """What verify and healthcheck read on PostgreSQL (``PgTx``'s ``IntegrityReads``).
 
 The same answers as the DuckDB store's (``store/integrity.py``, ``records.health_counts``):
-bytea comes back as bytes, counts as ints. Memory IDs are compared and ordered bytewise
-(``COLLATE "C"``), as DuckDB and Python order them, whatever the database's collation: the
-runs of ``by_memory`` are cut by comparing IDs in Python. Long walks read through
+bytea comes back as bytes, counts as ints. Memory IDs are compared and ordered bytewise,
+as DuckDB and Python order them, whatever the database's collation (the runs of
+``by_memory`` are cut by comparing IDs in Python): in a database whose default collation
+is bytewise already (C, POSIX, C.UTF-8) the indexes on IDs serve, elsewhere the queries
+say ``COLLATE "C"``. Long walks read through
 server-side cursors, a batch at a time, so no answer is held whole in memory.
 """
 
@@ -14,18 +16,35 @@ from typing import Any, Iterator, Sequence
 
 from cortexctl.store.interface import HEAD_FIELDS, MEMORY_KINDS, VERSION_FIELDS
 
-C = ' COLLATE "C"'  # bytewise order and comparison of IDs
+BYTEWISE = ' COLLATE "C"'
+BYTEWISE_DEFAULTS = ("C", "POSIX", "C.UTF-8", "C.utf8")
 _cursor_names = itertools.count(1)
+_collations: dict[str, str] = {}  # conninfo -> what makes a comparison of IDs bytewise there
 
 
-def _id_range(column: str, after: str | None, upto: str | None) -> tuple[str, list[Any]]:
+def bytewise(con, key: str) -> str:
+    """'' when the database's default collation orders text bytewise, else ``COLLATE "C"``."""
+    got = _collations.get(key)
+    if got is None:
+        if con.info.server_version >= 150000:
+            provider, collate = con.execute(
+                "SELECT datlocprovider, datcollate FROM pg_database WHERE datname = current_database()").fetchone()
+        else:
+            provider, collate = con.execute(
+                "SELECT 'c', datcollate FROM pg_database WHERE datname = current_database()").fetchone()
+        bytewise_already = provider in ("c", "b") and collate in BYTEWISE_DEFAULTS  # libc's or the builtin provider
+        got = _collations[key] = "" if bytewise_already else BYTEWISE
+    return got
+
+
+def _id_range(column: str, after: str | None, upto: str | None, c: str) -> tuple[str, list[Any]]:
     """A WHERE clause for ``after < column <= upto`` (either end open when None)."""
     parts, params = [], []
     if after is not None:
-        parts.append(f"{column}{C} > %s")
+        parts.append(f"{column}{c} > %s")
         params.append(after)
     if upto is not None:
-        parts.append(f"{column}{C} <= %s")
+        parts.append(f"{column}{c} <= %s")
         params.append(upto)
     return (" AND ".join(parts) or "true"), params
 
@@ -55,14 +74,19 @@ class IntegrityReads:
     """``interface.Integrity`` (but vectors and postings) over a ``PgTx``'s connection."""
 
     con: Any
+    store: Any
+
+    def _c(self) -> str:
+        return bytewise(self.con, self.store.conninfo)
 
     def version_hashes(self, batch: int = 10000, after: str | None = None,
                        upto: str | None = None) -> Iterator[list[tuple]]:
-        where, params = _id_range("id", after, upto)
+        c = self._c()
+        where, params = _id_range("id", after, upto, c)
         cur = _server_cursor(self.con)
         try:
             cur.execute(f"SELECT id, version, type, data, hash FROM versions WHERE {where}"
-                        f" ORDER BY id{C}, version", params)
+                        f" ORDER BY id{c}, version", params)
             while True:
                 rows = cur.fetchmany(batch)
                 if not rows:
@@ -73,7 +97,7 @@ class IntegrityReads:
 
     def head_version_mismatches(self) -> list[tuple]:
         rows = self.con.execute(
-            """
+            f"""
             SELECT h.id, h.current_version, count(v.version), max(v.version),
                    CASE WHEN count(v.version) = 0 THEN 'no versions'
                         WHEN max(v.version) <> h.current_version THEN 'current version is not the latest'
@@ -86,13 +110,13 @@ class IntegrityReads:
                 OR count(v.version) <> max(v.version)
                 OR bool_or(v.version = h.current_version
                            AND (v.type <> h.type OR v.short <> h.short OR v.medium <> h.medium))
-            ORDER BY h.id COLLATE "C"
+            ORDER BY h.id{self._c()}
             """).fetchall()
         return [(r[0], int(r[1]), int(r[2]), None if r[3] is None else int(r[3]), r[4]) for r in rows]
 
     def orphan_versions(self) -> list[str]:
         return [r[0] for r in self.con.execute(
-            "SELECT DISTINCT v.id COLLATE \"C\" FROM versions v"
+            f"SELECT DISTINCT v.id{self._c()} FROM versions v"
             " WHERE NOT EXISTS (SELECT 1 FROM heads h WHERE h.id = v.id) ORDER BY 1").fetchall()]
 
     def frame_mismatches(self) -> list[tuple]:
@@ -131,9 +155,10 @@ class IntegrityReads:
             """).fetchall()]
 
     def memory_batch_ends(self, batch: int = 5000) -> list[str]:
+        c = self._c()
         return [r[0] for r in self.con.execute(
-            f"SELECT id FROM (SELECT id, row_number() OVER (ORDER BY id{C}) AS n FROM ({_memory_ids_sql()}) AS m) AS r"
-            " WHERE mod(n, %s) = 0 ORDER BY id COLLATE \"C\"", [list(MEMORY_KINDS), int(batch)]).fetchall()]
+            f"SELECT id FROM (SELECT id, row_number() OVER (ORDER BY id{c}) AS n FROM ({_memory_ids_sql()}) AS m) AS r"
+            f" WHERE mod(n, %s) = 0 ORDER BY id{c}", [list(MEMORY_KINDS), int(batch)]).fetchall()]
 
     def by_memory(self, batch: int = 5000, after: str | None = None, upto: str | None = None,
                   rows: bool = False) -> Iterator[tuple[list[tuple], list, list]]:
@@ -142,22 +167,23 @@ class IntegrityReads:
         from cortexctl.store.integrity import _Stream
 
         last = "" if after is None else after
+        c = self._c()
         hcols = ", ".join(HEAD_FIELDS)
         vcols = ", ".join(VERSION_FIELDS)
 
         def bound(col: str) -> tuple[str, list]:
-            return ("", []) if upto is None else (f" AND {col}{C} <= %s", [upto])
+            return ("", []) if upto is None else (f" AND {col}{c} <= %s", [upto])
 
         src = _Cursors(self.con)
         kinds = list(MEMORY_KINDS)
         b_id, p_id = bound("id")
         b_ref, p_ref = bound("ref")
-        ids = _Stream(src, f"SELECT id FROM ({_memory_ids_sql()}) AS m WHERE id{C} > %s{b_id} ORDER BY id{C}",
+        ids = _Stream(src, f"SELECT id FROM ({_memory_ids_sql()}) AS m WHERE id{c} > %s{b_id} ORDER BY id{c}",
                       [kinds, last, *p_id])
-        journal = _Stream(src, f"SELECT ref, seq, kind, payload FROM journal WHERE ref{C} > %s{b_ref}"
-                               f" AND kind = ANY(%s) ORDER BY ref{C}, seq", [last, *p_ref, kinds])
-        heads = _Stream(src, f"SELECT {hcols} FROM heads WHERE id{C} > %s{b_id} ORDER BY id{C}", [last, *p_id])
-        versions = _Stream(src, f"SELECT {vcols} FROM versions WHERE id{C} > %s{b_id} ORDER BY id{C}, version",
+        journal = _Stream(src, f"SELECT ref, seq, kind, payload FROM journal WHERE ref{c} > %s{b_ref}"
+                               f" AND kind = ANY(%s) ORDER BY ref{c}, seq", [last, *p_ref, kinds])
+        heads = _Stream(src, f"SELECT {hcols} FROM heads WHERE id{c} > %s{b_id} ORDER BY id{c}", [last, *p_id])
+        versions = _Stream(src, f"SELECT {vcols} FROM versions WHERE id{c} > %s{b_id} ORDER BY id{c}, version",
                            [last, *p_id])
         data_at = VERSION_FIELDS.index("data"), VERSION_FIELDS.index("hash")
         try:
