@@ -32,11 +32,12 @@ import os
 import shutil
 import tempfile
 import weakref
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Callable, Iterator, Sequence
 from urllib.parse import urlencode
 
-from cortexctl.errors import IntegrityError, UsageError
+from cortexctl.errors import ConfigError, IntegrityError, UsageError
 
 BATCH = 20_000  # rows per batch between PostgreSQL and DuckDB
 VECTOR_TABLE, VECTOR_COLUMN = "vectors", "vec"
@@ -302,8 +303,8 @@ def restore(store, members: dict[str, Any], schema_version: int, check) -> None:
         sb.build_store(db_path, {t: Path(p) for t, p in members.items()}, schema_version)
         con = store._open()
         con.autocommit = True
-        store._configure(con)
-        with con.cursor() as cur:
+        with _errors(store), con.cursor() as cur:
+            store._configure(con)
             store._lock(cur, session=True)  # held until this connection ends
             _refuse_shared_schema(cur, store)
             if store._vector_schema is None:
@@ -320,7 +321,7 @@ def restore(store, members: dict[str, Any], schema_version: int, check) -> None:
         for model in _models(db_path):
             staged.after_vectors(model, 0)  # the backend's index of each model's vectors
         check(staged)
-        with con.cursor() as cur:
+        with _errors(store), con.cursor() as cur:
             with con.transaction():
                 old = _swap(cur, store.schema, staging, tag)
             made = False
@@ -335,6 +336,24 @@ def restore(store, members: dict[str, Any], schema_version: int, check) -> None:
             except Exception:  # noqa: BLE001
                 pass
         shutil.rmtree(work, ignore_errors=True)
+
+
+@contextmanager
+def _errors(store) -> Iterator[None]:
+    """PostgreSQL's errors a user can meet during a restore, as the store's other operations say them."""
+    import psycopg
+
+    from cortexctl.store.pg import _reraise
+
+    try:
+        yield
+    except psycopg.errors.InsufficientPrivilege as exc:
+        raise ConfigError(f"PostgreSQL store {store.location}: {str(exc).splitlines()[0]}",
+                          hint="a restore makes the new store in a schema beside the old one: the user needs"
+                               " CREATE on the database and to own the store's schema") from None
+    except Exception as exc:
+        _reraise(exc, store)
+        raise
 
 
 def _search_path(cur, schema: str, vector_schema: str | None) -> None:
