@@ -81,3 +81,32 @@ def test_a_schema_the_store_shares_with_other_tables_is_not_replaced(bundle, tmp
     with target.reading() as tx:
         assert tx.existing_ids([ident(1), ident(50)]) == {ident(50)}
     assert schemas_like(target) == {target.schema}
+
+
+def test_a_user_who_may_not_make_the_staging_schema_is_told_so_and_nothing_changes(bundle, tmp_path):
+    import uuid
+
+    from cortexctl.errors import ConfigError
+    from cortexctl.store import open_storage
+
+    files, version = bundle
+    owner = _open("postgres", tmp_path, "target")
+    put(owner, memory(50))
+    role = f"r_{uuid.uuid4().hex[:10]}"
+    with owner._connection() as con:
+        con.execute(f'CREATE ROLE "{role}" LOGIN')
+        con.commit()
+    try:
+        parts = owner.address.split("://", 1)[1]
+        _user, _, rest = parts.partition("@")
+        limited = open_storage(f"postgresql://{role}@{rest}", wait=1.0)
+        with pytest.raises(ConfigError, match="permission denied") as err:
+            limited.restore_bundle(files, version, lambda staged: None)
+        assert "CREATE on the database" in err.value.hint
+        with owner.reading() as tx:
+            assert tx.existing_ids([ident(1), ident(50)]) == {ident(50)}
+        assert schemas_like(owner) == {owner.schema}
+    finally:
+        with owner._connection() as con:
+            con.execute(f'DROP ROLE "{role}"')
+            con.commit()
