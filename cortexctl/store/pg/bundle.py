@@ -315,7 +315,8 @@ def restore(store, members: dict[str, Any], schema_version: int, check) -> None:
                 cur.execute(f"CREATE SCHEMA {_quote(staging)}")
                 _search_path(cur, staging, store._vector_schema)
                 pg_schema.migrate(cur, 0)
-                _fill(con, db_path)
+                for table in _fill(con, db_path):
+                    cur.execute(f"ANALYZE {_quote(table)}")  # the planner's statistics, as for a store grown by writes
             _search_path(cur, store.schema, store._vector_schema)
         staged = _staged_storage(store, staging)
         for model in _models(db_path):
@@ -378,8 +379,9 @@ def _models(db_path: Path) -> list[str]:
         duck.close()
 
 
-def _fill(con, db_path: Path) -> None:
-    """Every state table of the DuckDB store at ``db_path`` into the same tables on the search path, by COPY."""
+def _fill(con, db_path: Path) -> list[str]:
+    """Every state table of the DuckDB store at ``db_path`` into the same tables on the search path, by
+    binary COPY; returns the tables filled."""
     import duckdb
     import numpy as np
 
@@ -387,7 +389,8 @@ def _fill(con, db_path: Path) -> None:
 
     duck = duckdb.connect(str(db_path), read_only=True)
     try:
-        for table in sb.state_tables(duck):
+        tables = sb.state_tables(duck)
+        for table in tables:
             cols = sb.columns(duck, table)
             names = ", ".join(_quote(name) for name, _ in cols)
             vec_at = [i for i, (name, _) in enumerate(cols) if table == VECTOR_TABLE and name == VECTOR_COLUMN]
@@ -402,6 +405,7 @@ def _fill(con, db_path: Path) -> None:
                             for i in vec_at:
                                 r[i] = np.frombuffer(r[i], dtype="<f4")
                         copy.write_row(r)
+        return tables
     finally:
         duck.close()
 
