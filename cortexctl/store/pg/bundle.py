@@ -40,6 +40,10 @@ from urllib.parse import urlencode
 from cortexctl.errors import ConfigError, IntegrityError, UsageError
 
 BATCH = 20_000  # rows per batch between PostgreSQL and DuckDB
+# Tables whose rows may be wide (a version's data and forms run to about 100 KB): read a few rows at a
+# time, and handed over in batches of at most BATCH rows or BATCH_BYTES bytes, so memory stays bounded.
+WIDE = {"heads": 500, "versions": 500, "journal": 500, "checkpoints": 500}
+BATCH_BYTES = 32 << 20
 VECTOR_TABLE, VECTOR_COLUMN = "vectors", "vec"
 
 
@@ -123,10 +127,24 @@ def _copy_to_duck(con, duck, table: str, cols: Sequence[tuple[str, str]], sql: s
     """Every row of the PostgreSQL table (or of ``sql``) into DuckDB's ``table``; returns how many."""
     convert = _converters(table, cols)
     n = 0
-    for rows in _walk(con, sql or _pg_select(table, cols)):
+    for rows in _bounded(_walk(con, sql or _pg_select(table, cols), batch=WIDE.get(table, BATCH))):
         _into_duck(duck, table, cols, rows, convert)
         n += len(rows)
     return n
+
+
+def _bounded(batches: Iterator[list[tuple]]) -> Iterator[list[tuple]]:
+    """The rows of ``batches`` gathered into batches of at most BATCH rows or about BATCH_BYTES bytes."""
+    out: list[tuple] = []
+    size = 0
+    for rows in batches:
+        out.extend(rows)
+        size += sum(len(v) for r in rows for v in r if isinstance(v, (bytes, str)))
+        if len(out) >= BATCH or size >= BATCH_BYTES:
+            yield out
+            out, size = [], 0
+    if out:
+        yield out
 
 
 def _pg_tables(con, schema: str) -> set[str]:
@@ -398,7 +416,7 @@ def _fill(con, db_path: Path) -> list[str]:
             types = _pg_types(con, table, [name for name, _ in cols])
             with con.cursor() as pg, pg.copy(f"COPY {_quote(table)} ({names}) FROM STDIN (FORMAT BINARY)") as copy:
                 copy.set_types(types)
-                while rows := cur.fetchmany(BATCH):
+                while rows := cur.fetchmany(WIDE.get(table, BATCH)):
                     for r in rows:
                         if vec_at:
                             r = list(r)
