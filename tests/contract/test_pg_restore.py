@@ -110,3 +110,45 @@ def test_a_user_who_may_not_make_the_staging_schema_is_told_so_and_nothing_chang
         with owner._connection() as con:
             con.execute(f'DROP ROLE "{role}"')
             con.commit()
+
+
+def test_readers_during_a_restore_see_the_old_store_or_the_new_one_never_a_mix(bundle, tmp_path):
+    import threading
+
+    files, version = bundle
+    target = _open("postgres", tmp_path, "target")
+    put(target, *(memory(n) for n in range(50, 80)))
+    with target.transaction() as tx:
+        tx.append_journal([entry("write", ident(n)) for n in range(50, 60)])
+
+    def state() -> tuple:
+        with target.reading() as tx:
+            return tx.count_heads(), tx.journal_bounds(), tx.version_digest(), len(tx.all_grants())
+
+    old = state()
+    seen: list = []
+    errors: list = []
+    done = threading.Event()
+
+    def reader() -> None:
+        while not done.is_set():
+            try:
+                seen.append(state())
+            except Exception as exc:  # noqa: BLE001 - collected, asserted below
+                errors.append(exc)
+
+    readers = [threading.Thread(target=reader) for _ in range(2)]
+    for r in readers:
+        r.start()
+    try:
+        target.restore_bundle(files, version, lambda staged: None)
+        new = state()
+        while len([s for s in seen if s == new]) < 2 and not errors:  # readers reach the new store too
+            done.wait(0.05)
+    finally:
+        done.set()
+        for r in readers:
+            r.join(30)
+    assert errors == []
+    assert new != old and set(seen) <= {old, new} and old in seen
+    assert schemas_like(target) == {target.schema}

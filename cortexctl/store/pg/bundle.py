@@ -12,7 +12,9 @@ private DuckDB database, a batch at a time (never a whole table in memory):
 - ``restore`` builds the DuckDB store from the members (``bundle.build_store``), copies
   it into a new staging schema of the same database (its tables made by
   ``store/pg/schema.py``'s migrations), hands ``check`` a ``PgStorage`` of that schema,
-  and only then swaps it in: in one transaction, the live schema is renamed away and the
+  and only then swaps it in: in one transaction, the live ``meta`` table, which every
+  reader reads first, is locked (readers in the store finish first, readers that come
+  meanwhile wait and then read the new tables), the live schema is renamed away and the
   staging one takes its name; then the old one is dropped. The store's writer lock is held
   from start to end (a session-level advisory lock), so no write lands in between and
   is lost. A failed check or any error drops the staging schema and leaves the store
@@ -342,9 +344,9 @@ def restore(store, members: dict[str, Any], schema_version: int, check) -> None:
         check(staged)
         with _errors(store), con.cursor() as cur:
             with con.transaction():
-                old = _swap(cur, store.schema, staging, tag)
+                old = _swap(con, cur, store, staging, tag)
             made = False
-            if old is not None:  # readers still in the old tables finish first; the lock is still held
+            if old is not None:  # no reader is left in the old tables; the writer lock is still held
                 _drop_schema(con, store, old)
     finally:
         if con is not None:
@@ -473,16 +475,39 @@ def _store_tables() -> set[str]:
         duck.close()
 
 
-def _swap(cur, live: str, staging: str, tag: str) -> str | None:
-    """In the caller's transaction: the staging schema takes the live one's name. Only schemas are
-    renamed (no table is locked), so the swap is quick; returns the old schema's new name (None
-    when there was none), for the caller to drop once the swap has committed."""
-    cur.execute("SELECT 1 FROM pg_namespace WHERE nspname = %s", [live])
-    old = None
-    if cur.fetchone() is not None:
-        old = f"{live[:40]}_old_{tag}"
-        cur.execute(f"ALTER SCHEMA {_quote(live)} RENAME TO {_quote(old)}")
-    cur.execute(f"ALTER SCHEMA {_quote(staging)} RENAME TO {_quote(live)}")
+def _swap(con, cur, store, staging: str, tag: str) -> str | None:
+    """In the caller's transaction: the staging schema takes the live one's name; returns the old
+    schema's new name (None when there was none), for the caller to drop once the swap committed.
+
+    Every reader's transaction reads the store's ``meta`` table first (its schema version) and
+    keeps that lock to its end. So the swap first locks the live ``meta`` (ACCESS EXCLUSIVE):
+    readers already in the store finish, and readers that come meanwhile wait at their first
+    table and then find the new tables by name; no reader's transaction sees some tables of the
+    old store and some of the new. Readers never wait for another table the swap holds, so
+    there is no deadlock. Writers wait on the writer lock the restore holds. After the store's
+    ``wait`` seconds (at least 10) of readers not finishing: StoreBusy, the store as it was."""
+    import psycopg
+
+    from cortexctl.errors import StoreBusy
+
+    cur.execute("SELECT 1 FROM pg_namespace WHERE nspname = %s", [store.schema])
+    if cur.fetchone() is None:
+        cur.execute(f"ALTER SCHEMA {_quote(staging)} RENAME TO {_quote(store.schema)}")
+        return None
+    cur.execute("SELECT to_regclass(%s) IS NOT NULL", [f"{_quote(store.schema)}.meta"])
+    if cur.fetchone()[0]:
+        patience = max(store.wait, 10.0)
+        cur.execute("SELECT set_config('lock_timeout', %s, true)", [f"{int(patience * 1000)}ms"])
+        try:
+            cur.execute(f"LOCK TABLE {_quote(store.schema)}.meta IN ACCESS EXCLUSIVE MODE")
+        except psycopg.errors.LockNotAvailable:
+            raise StoreBusy(f"store {store.location}: readers kept it busy; the restore gave up after"
+                            f" {patience:g}s and left the store as it was",
+                            hint="retry when fewer readers are at work, or with a longer --wait") from None
+        cur.execute("SELECT set_config('lock_timeout', '0', true)")
+    old = f"{store.schema[:40]}_old_{tag}"
+    cur.execute(f"ALTER SCHEMA {_quote(store.schema)} RENAME TO {_quote(old)}")
+    cur.execute(f"ALTER SCHEMA {_quote(staging)} RENAME TO {_quote(store.schema)}")
     return old
 
 
