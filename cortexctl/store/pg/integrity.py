@@ -1,7 +1,229 @@
-"""What verify and healthcheck read on PostgreSQL (``PgTx``'s ``IntegrityReads``)."""
+"""What verify and healthcheck read on PostgreSQL (``PgTx``'s ``IntegrityReads``).
+
+The same answers as the DuckDB store's (``store/integrity.py``, ``records.health_counts``):
+bytea comes back as bytes, counts as ints. Memory IDs are compared and ordered bytewise,
+as DuckDB and Python order them, whatever the database's collation (the runs of
+``by_memory`` are cut by comparing IDs in Python): in a database whose default collation
+is bytewise already (C, POSIX, C.UTF-8) the indexes on IDs serve, elsewhere the queries
+say ``COLLATE "C"``. Long walks read through
+server-side cursors, a batch at a time, so no answer is held whole in memory.
+"""
 
 from __future__ import annotations
+
+import itertools
+from typing import Any, Iterator, Sequence
+
+from cortexctl.store.interface import HEAD_FIELDS, MEMORY_KINDS, VERSION_FIELDS
+
+BYTEWISE = ' COLLATE "C"'
+BYTEWISE_DEFAULTS = ("C", "POSIX", "C.UTF-8", "C.utf8")
+_cursor_names = itertools.count(1)
+_collations: dict[str, str] = {}  # conninfo -> what makes a comparison of IDs bytewise there
+
+
+def bytewise(con, key: str) -> str:
+    """'' when the database's default collation orders text bytewise, else ``COLLATE "C"``."""
+    got = _collations.get(key)
+    if got is None:
+        if con.info.server_version >= 150000:
+            provider, collate = con.execute(
+                "SELECT datlocprovider, datcollate FROM pg_database WHERE datname = current_database()").fetchone()
+        else:
+            provider, collate = con.execute(
+                "SELECT 'c', datcollate FROM pg_database WHERE datname = current_database()").fetchone()
+        bytewise_already = provider in ("c", "b") and collate in BYTEWISE_DEFAULTS  # libc's or the builtin provider
+        got = _collations[key] = "" if bytewise_already else BYTEWISE
+    return got
+
+
+def _id_range(column: str, after: str | None, upto: str | None, c: str) -> tuple[str, list[Any]]:
+    """A WHERE clause for ``after < column <= upto`` (either end open when None)."""
+    parts, params = [], []
+    if after is not None:
+        parts.append(f"{column}{c} > %s")
+        params.append(after)
+    if upto is not None:
+        parts.append(f"{column}{c} <= %s")
+        params.append(upto)
+    return (" AND ".join(parts) or "true"), params
+
+
+def _server_cursor(con, *, binary: bool = False):
+    """A server-side cursor of the current transaction: rows come as they are fetched
+    (``binary``: in PostgreSQL's binary form, which spares parsing vectors' text)."""
+    return con.cursor(name=f"cortexctl_walk_{next(_cursor_names)}", binary=binary)
+
+
+class _Cursors:
+    """What ``store.integrity._Stream`` opens its cursors from: server-side ones here."""
+
+    def __init__(self, con) -> None:
+        self.con = con
+
+    def cursor(self):
+        return _server_cursor(self.con)
+
+
+def _memory_ids_sql() -> str:
+    return ("SELECT ref AS id FROM journal WHERE kind = ANY(%s) AND ref IS NOT NULL"
+            " UNION SELECT id FROM heads")
 
 
 class IntegrityReads:
     """``interface.Integrity`` (but vectors and postings) over a ``PgTx``'s connection."""
+
+    con: Any
+    store: Any
+
+    def _c(self) -> str:
+        return bytewise(self.con, self.store.conninfo)
+
+    def version_hashes(self, batch: int = 10000, after: str | None = None,
+                       upto: str | None = None) -> Iterator[list[tuple]]:
+        c = self._c()
+        where, params = _id_range("id", after, upto, c)
+        cur = _server_cursor(self.con)
+        try:
+            cur.execute(f"SELECT id, version, type, data, hash FROM versions WHERE {where}"
+                        f" ORDER BY id{c}, version", params)
+            while True:
+                rows = cur.fetchmany(batch)
+                if not rows:
+                    return
+                yield [(r[0], int(r[1]), int(r[2]), bytes(r[3]), bytes(r[4])) for r in rows]
+        finally:
+            _close(cur)
+
+    def head_version_mismatches(self) -> list[tuple]:
+        rows = self.con.execute(
+            f"""
+            SELECT h.id, h.current_version, count(v.version), max(v.version),
+                   CASE WHEN count(v.version) = 0 THEN 'no versions'
+                        WHEN max(v.version) <> h.current_version THEN 'current version is not the latest'
+                        WHEN count(v.version) <> max(v.version) THEN 'versions are not numbered 1..N'
+                        ELSE 'type or forms differ from the latest version' END
+            FROM heads h LEFT JOIN versions v ON v.id = h.id
+            GROUP BY h.id, h.current_version, h.type, h.short, h.medium
+            HAVING count(v.version) = 0
+                OR max(v.version) <> h.current_version
+                OR count(v.version) <> max(v.version)
+                OR bool_or(v.version = h.current_version
+                           AND (v.type <> h.type OR v.short <> h.short OR v.medium <> h.medium))
+            ORDER BY h.id{self._c()}
+            """).fetchall()
+        return [(r[0], int(r[1]), int(r[2]), None if r[3] is None else int(r[3]), r[4]) for r in rows]
+
+    def orphan_versions(self) -> list[str]:
+        return [r[0] for r in self.con.execute(
+            f"SELECT DISTINCT v.id{self._c()} FROM versions v"
+            " WHERE NOT EXISTS (SELECT 1 FROM heads h WHERE h.id = v.id) ORDER BY 1").fetchall()]
+
+    def frame_mismatches(self) -> list[tuple]:
+        return [tuple(r) for r in self.con.execute(
+            """
+            WITH want AS (SELECT id, unnest(frames) AS frame FROM heads),
+                 have AS (SELECT id, verb || ':' || kind || ':' || ref AS frame FROM frames)
+            SELECT id, frame, 'missing from the frame index'
+            FROM (SELECT * FROM want EXCEPT ALL SELECT * FROM have) AS missing
+            UNION ALL
+            SELECT id, frame, 'in the frame index but not on the head'
+            FROM (SELECT * FROM have EXCEPT ALL SELECT * FROM want) AS extra
+            """).fetchall()]
+
+    def journal_gaps(self) -> list[tuple[int, int]]:
+        return [(int(a), int(b)) for a, b in self.con.execute(
+            "SELECT seq, nxt FROM (SELECT seq, lead(seq) OVER (ORDER BY seq) AS nxt FROM journal) AS j"
+            " WHERE nxt IS NOT NULL AND nxt <> seq + 1 ORDER BY seq").fetchall()]
+
+    def unknown_kinds(self, known: Sequence[str]) -> list[tuple[int, str]]:
+        return [(int(s), k) for s, k in self.con.execute(
+            "SELECT seq, kind FROM journal WHERE NOT (kind = ANY(%s)) ORDER BY seq", [list(known)]).fetchall()]
+
+    def unpaired_attests(self) -> list[tuple[int, str, str | None]]:
+        return [(int(s), k, n) for s, k, n in self.con.execute(
+            """
+            SELECT seq, kind, neighbour FROM (
+                SELECT seq, kind,
+                       CASE WHEN kind = 'attest' THEN lead(kind) OVER w ELSE lag(kind) OVER w END AS neighbour,
+                       CASE WHEN kind = 'attest' THEN lead(seq) OVER w ELSE lag(seq) OVER w END AS nseq
+                FROM journal
+                WINDOW w AS (ORDER BY seq)) AS j
+            WHERE (kind = 'attest' AND (neighbour IS DISTINCT FROM 'learn_weights' OR nseq <> seq + 1))
+               OR (kind = 'learn_weights' AND (neighbour IS DISTINCT FROM 'attest' OR nseq <> seq - 1))
+            ORDER BY seq
+            """).fetchall()]
+
+    def memory_batch_ends(self, batch: int = 5000) -> list[str]:
+        c = self._c()
+        return [r[0] for r in self.con.execute(
+            f"SELECT id FROM (SELECT id, row_number() OVER (ORDER BY id{c}) AS n FROM ({_memory_ids_sql()}) AS m) AS r"
+            f" WHERE mod(n, %s) = 0 ORDER BY id{c}", [list(MEMORY_KINDS), int(batch)]).fetchall()]
+
+    def by_memory(self, batch: int = 5000, after: str | None = None, upto: str | None = None,
+                  rows: bool = False) -> Iterator[tuple[list[tuple], list, list]]:
+        """Runs of memory IDs (from the heads and the journal alike) with their journal entries,
+        heads and versions; each table read once, in ID order, through a cursor of its own."""
+        from cortexctl.store.integrity import _Stream
+
+        last = "" if after is None else after
+        c = self._c()
+        hcols = ", ".join(HEAD_FIELDS)
+        vcols = ", ".join(VERSION_FIELDS)
+
+        def bound(col: str) -> tuple[str, list]:
+            return ("", []) if upto is None else (f" AND {col}{c} <= %s", [upto])
+
+        src = _Cursors(self.con)
+        kinds = list(MEMORY_KINDS)
+        b_id, p_id = bound("id")
+        b_ref, p_ref = bound("ref")
+        ids = _Stream(src, f"SELECT id FROM ({_memory_ids_sql()}) AS m WHERE id{c} > %s{b_id} ORDER BY id{c}",
+                      [kinds, last, *p_id])
+        journal = _Stream(src, f"SELECT ref, seq, kind, payload FROM journal WHERE ref{c} > %s{b_ref}"
+                               f" AND kind = ANY(%s) ORDER BY ref{c}, seq", [last, *p_ref, kinds])
+        heads = _Stream(src, f"SELECT {hcols} FROM heads WHERE id{c} > %s{b_id} ORDER BY id{c}", [last, *p_id])
+        versions = _Stream(src, f"SELECT {vcols} FROM versions WHERE id{c} > %s{b_id} ORDER BY id{c}, version",
+                           [last, *p_id])
+        data_at = VERSION_FIELDS.index("data"), VERSION_FIELDS.index("hash")
+        try:
+            while True:
+                run = [r[0] for r in ids.take_n(batch)]
+                if not run:
+                    return
+                lo, hi = run[0], run[-1]
+                got_j = [(r[0], int(r[1]), r[2], bytes(r[3])) for r in journal.between(lo, hi)]
+                got_h = heads.between(lo, hi)
+                got_v = [_bytes_at(r, data_at) for r in versions.between(lo, hi)]
+                if not rows:
+                    got_h = [dict(zip(HEAD_FIELDS, r)) for r in got_h]
+                    got_v = [dict(zip(VERSION_FIELDS, r)) for r in got_v]
+                yield got_j, got_h, got_v
+        finally:
+            for stream in (ids, journal, heads, versions):
+                stream.close()
+
+    def health_counts(self) -> dict:
+        from cortexctl.store.pg import schema
+
+        by_type = {int(t): int(n) for t, n in self.con.execute("SELECT type, count(*) FROM heads GROUP BY type")}
+        tombstoned = self.con.execute("SELECT count(*) FROM heads WHERE tombstoned_at IS NOT NULL").fetchone()[0]
+        versions = self.con.execute("SELECT count(*) FROM versions").fetchone()[0]
+        with self.con.cursor() as cur:
+            version = schema.version(cur)
+        return {"by_type": by_type, "tombstoned": int(tombstoned), "versions": int(versions),
+                "schema_version": int(version)}
+
+
+def _bytes_at(row: tuple, at: tuple[int, ...]) -> tuple:
+    out = list(row)
+    for i in at:
+        out[i] = bytes(out[i])
+    return tuple(out)
+
+
+def _close(cur) -> None:
+    try:
+        cur.close()
+    except Exception:  # the transaction already ended: the server closed the cursor with it
+        pass

@@ -7,6 +7,10 @@ tables hold what the DuckDB store's hold, in PostgreSQL's types; vectors are pgv
 ``halfvec`` form (``store/pg/vectors.py``). Migrations run under the store's writer
 lock, each in the transaction that records it in ``schema_migrations``; a store whose
 version is newer than the newest migration here is refused (``SchemaTooNew``).
+
+Schema versions are numbered as the DuckDB store's are: a PostgreSQL store at version N
+holds the tables of a DuckDB store at version N, so a bundle's ``schema_version`` means
+the same on both backends. The first migration here is therefore number 4.
 """
 
 from __future__ import annotations
@@ -26,7 +30,7 @@ def migration(number: int):
     return register
 
 
-@migration(1)
+@migration(4)
 def m001_store(cur) -> None:
     """Every table of the DuckDB store at its schema version 4, in PostgreSQL's types."""
     cur.execute("""
@@ -155,7 +159,7 @@ def migrate(cur, have: int) -> list[str]:
     for number, name, fn in MIGRATIONS:
         if number <= have:
             continue
-        if number == 1:
+        if have == 0 and number == MIGRATIONS[0][0]:
             cur.execute("CREATE TABLE meta (key text PRIMARY KEY, value text NOT NULL)")
             cur.execute("CREATE TABLE schema_migrations (number integer PRIMARY KEY, name text NOT NULL,"
                         " applied_at timestamp NOT NULL)")

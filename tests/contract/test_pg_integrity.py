@@ -1,0 +1,34 @@
+"""verify's walks on PostgreSQL give the same answers whether the database's collation orders
+IDs bytewise itself or the queries must say so (``COLLATE "C"``)."""
+
+from __future__ import annotations
+
+from tests.contract.conftest import _open, entry, ident, memory, put
+
+
+def walks(storage) -> list:
+    with storage.reading() as tx:
+        return [tx.memory_batch_ends(2), list(tx.by_memory(2)), list(tx.by_memory(2, ident(2), ident(7))),
+                [r for b in tx.version_hashes(2, after=ident(1)) for r in b], tx.orphan_versions(),
+                tx.head_version_mismatches()]
+
+
+def test_the_walks_are_the_same_with_and_without_an_explicit_bytewise_collation(tmp_path):
+    from cortexctl.store.pg import integrity
+
+    storage = _open("postgres", tmp_path)
+    bad, versions = memory(3, versions=2)
+    bad["current_version"] = 1
+    put(storage, *(memory(n) for n in (1, 2, 5, 7, 8)), (bad, versions))
+    with storage.transaction() as tx:
+        tx.insert_version(memory(9)[1][0])
+        tx.append_journal([entry("write", ident(n)) for n in (1, 2, 3, 4, 5)] + [entry("attest", "i")])
+    integrity._collations.pop(storage.conninfo, None)
+    as_found = walks(storage)
+    integrity._collations[storage.conninfo] = integrity.BYTEWISE
+    try:
+        assert walks(storage) == as_found
+    finally:
+        integrity._collations.pop(storage.conninfo, None)
+    assert as_found[0] == [ident(2), ident(4), ident(7)]
+    assert as_found[4] == [ident(9)] and [r[0] for r in as_found[5]] == [ident(3)]
