@@ -79,7 +79,7 @@ def test_the_readme_takes_a_team_from_an_empty_postgresql_to_two_machines_sharin
     admin = dict(base, PGHOST=server["host"], PGPORT=str(server["port"]), PGUSER=server["user"] or "postgres")
     shell(ours(setup), admin)
     one = shell(ours(first), dict(base))
-    assert "external" in one.stdout, one.stdout
+    assert f"postgres at {server['host']}:{server['port']}, database {db}" in one.stdout, one.stdout
     assert "change-me" not in one.stdout + one.stderr
     two = shell(ours(second), dict(base))
     assert "db-stg-2" in two.stdout, two.stdout

@@ -269,10 +269,16 @@ class PgStorage:
         from cortexctl.store.pg import schema
 
         have = schema.version(cur) if self._exists_in(cur) else 0
-        if schema.check(have):
+        current = schema.check(have)
+        if con.adapters.types.get("vector") is None:  # connected before another process made the store
+            row = cur.execute("SELECT n.nspname FROM pg_extension e JOIN pg_namespace n ON n.oid = e.extnamespace"
+                              " WHERE e.extname = 'vector'").fetchone()
+            if row is not None:
+                self._use_vector(con, cur, row[0])
+            elif not current:
+                self._create_extension(con, cur)
+        if current:
             return
-        if self._vector_schema is None:
-            self._create_extension(con, cur)
         cur.execute(f"CREATE SCHEMA IF NOT EXISTS {quote_ident(self.schema)}")
         schema.migrate(cur, have)
 
@@ -297,11 +303,14 @@ class PgStorage:
         cur.execute("RELEASE SAVEPOINT ext")
         row = cur.execute("SELECT n.nspname FROM pg_extension e JOIN pg_namespace n ON n.oid = e.extnamespace"
                           " WHERE e.extname = 'vector'").fetchone()
-        self._vector_schema = row[0]
-        path = quote_ident(self.schema) + f", {quote_ident(row[0])}"
-        cur.execute("SELECT set_config('search_path', %s, false)", [path])
+        self._use_vector(con, cur, row[0])
+
+    def _use_vector(self, con, cur, where: str) -> None:
+        """pgvector's schema on this connection's search path, its types registered."""
         from pgvector.psycopg import register_vector
 
+        self._vector_schema = where
+        cur.execute("SELECT set_config('search_path', %s, false)", [f"{quote_ident(self.schema)}, {quote_ident(where)}"])
         register_vector(con)
 
     # -- search structures ------------------------------------------------------------------
