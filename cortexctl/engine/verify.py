@@ -118,7 +118,8 @@ def _verify(tx: Tx, store, model: str, jobs: int) -> VerifyReport:
         from cortexctl.parallel import ordered_map
 
         # fresh interpreters: this process holds the store open, and must not fork
-        pool = ordered_map(check_range, [(store.address, after, upto, part, BATCH, store.wait)
+        address = store.worker_address(tx)  # the workers read what ``tx`` reads
+        pool = ordered_map(check_range, [(address, after, upto, part, BATCH, store.wait)
                                          for (after, upto), part in zip(ranges, parts)],
                            workers=min(jobs, len(ranges)), ahead=len(ranges), fresh=True)
         results = iter(pool)

@@ -79,6 +79,11 @@ class DuckStorage:
         """The store's directory (it may not exist yet)."""
         return self.path
 
+    def worker_address(self, tx) -> str:
+        """The store itself: while ``tx``'s read-only connection is open no writer can open the file,
+        so every reader sees what it sees."""
+        return self.address
+
     # -- state ---------------------------------------------------------------
     def size_bytes(self) -> int:
         """The bytes the store's directory holds (its files, not below)."""

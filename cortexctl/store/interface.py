@@ -473,6 +473,10 @@ class Storage(Protocol):
     def reading(self) -> ContextManager[Tx]:
         """A read-only view; NoStore when there is no store yet."""
 
+    def worker_address(self, tx: Tx) -> str:
+        """What ``open_storage`` takes, in a worker process, for a reading view that sees exactly
+        what ``tx`` (a view from ``reading``, held open meanwhile) sees; never printed."""
+
     def transaction(self, *, bulk: bool = False) -> ContextManager[Tx]:
         """A write transaction, creating the store when needed: committed when the block ends,
         rolled back (nothing written) when it raises. Writers take turns. ``bulk``: one of many

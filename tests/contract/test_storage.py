@@ -70,6 +70,28 @@ def test_the_address_reopens_the_store_and_local_dir_is_where_it_lives(storage):
     assert where is None or (isinstance(where, Path) and where.is_dir() and any(where.iterdir()))
 
 
+def test_a_worker_address_reads_exactly_what_the_view_it_came_from_reads(storage):
+    """verify's workers open ``worker_address(tx)`` in other processes: they see the store as
+    ``tx`` sees it, whatever a writer commits meanwhile (a backend may instead keep writers out)."""
+    import subprocess
+    import sys
+
+    from cortexctl.store import open_storage
+
+    put(storage, memory(1))
+    writer = ("import sys; from cortexctl.store import open_storage; from tests.contract.conftest import put, memory\n"
+              "from cortexctl.errors import StoreBusy\n"
+              "try:\n    put(open_storage(sys.argv[1], wait=0.2), memory(2))\nexcept StoreBusy:\n    sys.exit(4)\n")
+    with storage.reading() as tx:
+        address = storage.worker_address(tx)
+        wrote = subprocess.run([sys.executable, "-c", writer, storage.address], capture_output=True, text=True)
+        assert wrote.returncode in (0, 4), wrote.stderr  # 4: writers wait while the view is open
+        with open_storage(address, wait=5.0).reading() as worker:
+            assert worker.existing_ids([ident(1), ident(2)]) == tx.existing_ids([ident(1), ident(2)]) == {ident(1)}
+    with storage.reading() as tx:  # the write that went on meanwhile is there for a new view
+        assert tx.existing_ids([ident(2)]) == ({ident(2)} if wrote.returncode == 0 else set())
+
+
 def test_a_store_does_not_exist_until_the_first_transaction(storage):
     assert not storage.exists()
     storage.check_location()  # an empty location can hold a store

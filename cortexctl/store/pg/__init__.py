@@ -30,9 +30,10 @@ import os
 import zlib
 from contextlib import contextmanager
 from typing import Iterator
-from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+from urllib.parse import parse_qsl, quote, urlencode, urlsplit, urlunsplit
 
 from cortexctl.errors import ConfigError, CortexError, IntegrityError, StoreBusy, StoreUnreachable, UsageError
+from cortexctl.dsn import redact
 from cortexctl.store import DEFAULT_WAIT
 from cortexctl.store.interface import NoStore
 
@@ -41,8 +42,12 @@ LOCK_CLASS = 0x636F7274  # "cort": the first key of the store's advisory lock; t
 CONNECT_TIMEOUT = 10  # seconds to reach the server
 
 
+OWN_PARAMETERS = ("schema", "snapshot")  # cortexctl's own query parameters, not libpq's
+
+
 def split_uri(uri: str) -> tuple[str, str]:
-    """(the URI libpq takes, the store's schema): the ``schema`` query parameter is cortexctl's own."""
+    """(the URI libpq takes, the store's schema): the ``schema`` query parameter is cortexctl's own,
+    and so is ``snapshot`` (``PgStorage.worker_address``)."""
     parts = urlsplit(uri)
     query = parse_qsl(parts.query, keep_blank_values=True)
     schema = DEFAULT_SCHEMA
@@ -50,29 +55,11 @@ def split_uri(uri: str) -> tuple[str, str]:
     for k, v in query:
         if k == "schema":
             schema = v
-        else:
+        elif k not in OWN_PARAMETERS:
             rest.append((k, v))
     if not schema or len(schema) > 63 or "\x00" in schema:
         raise ConfigError(f"store URI: schema must be a name of 1 to 63 characters, got {schema!r}")
     return urlunsplit(parts._replace(query=urlencode(rest))), schema
-
-
-def redact(uri: str) -> str:
-    """The URI without its password (in the authority or a ``password`` parameter)."""
-    try:
-        parts = urlsplit(uri)
-        netloc = parts.netloc
-        if "@" in netloc:
-            user, _, host = netloc.rpartition("@")
-            if ":" in user:
-                user = user.split(":", 1)[0] + ":***"
-            netloc = f"{user}@{host}"
-        query = "&".join(f"{k}=***" if k == "password" else f"{k}={v}" if v or "=" in pair else k
-                         for pair in parts.query.split("&") if pair
-                         for k, _, v in [pair.partition("=")])
-        return urlunsplit(parts._replace(netloc=netloc, query=query))
-    except ValueError:
-        return "postgresql://***"
 
 
 def quote_ident(name: str) -> str:
@@ -91,6 +78,8 @@ class PgStorage:
         self.address = str(uri)  # what open_storage takes to reopen this store (may hold a password)
         self.conninfo, self.schema = split_uri(self.address)
         self.location = redact(self.address)
+        # a reading view that shares another process's snapshot (verify's workers): worker_address
+        self._snapshot = dict(parse_qsl(urlsplit(self.address).query)).get("snapshot")
         self.wait = max(0.0, float(wait))
         self.resident = resident
         self._pool = None
@@ -214,6 +203,10 @@ class PgStorage:
                 raise NoStore(f"no store at {self.location}")
             _mode(con, read_only=True)
             with con.cursor() as cur:
+                if self._snapshot is not None:  # the first statement of the transaction
+                    from psycopg import sql
+
+                    cur.execute(sql.SQL("SET TRANSACTION SNAPSHOT {}").format(sql.Literal(self._snapshot)))
                 if not schema.check(schema.version(cur)):
                     con.rollback()
                     _mode(con, read_only=False)
@@ -229,6 +222,12 @@ class PgStorage:
             con.rollback()
 
     searching = reading  # no cache of its own: the server's buffers serve find
+
+    def worker_address(self, tx) -> str:
+        """The address with the snapshot of ``tx`` (a reading view, open meanwhile) exported: a
+        reading view opened from it in another process sees exactly what ``tx`` sees."""
+        snapshot = tx.con.execute("SELECT pg_export_snapshot()").fetchone()[0]
+        return f"{self.address}{'&' if '?' in self.address else '?'}snapshot={quote(snapshot)}"
 
     @contextmanager
     def transaction(self, *, bulk: bool = False) -> Iterator[object]:
@@ -383,4 +382,4 @@ def _reraise(exc: BaseException, storage: PgStorage) -> None:
         raise StoreUnreachable(f"lost the PostgreSQL server of store {storage.location}: {_first_line(exc)}") from None
 
 
-__all__ = ["PgStorage", "StoreUnreachable", "split_uri", "redact", "DEFAULT_SCHEMA"]
+__all__ = ["PgStorage", "StoreUnreachable", "split_uri", "DEFAULT_SCHEMA"]
