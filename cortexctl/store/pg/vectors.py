@@ -62,6 +62,20 @@ def _model_index(con, model: str) -> tuple[str, int, bool] | None:
     return None
 
 
+_ITERATIVE: dict[str, bool] = {}  # store address -> its pgvector has iterative index scans (0.8 on)
+
+
+def _iterative(con, address: str) -> bool:
+    """Whether the server's pgvector scans an HNSW index iteratively (0.8 and later); without it a
+    filtered search that ends short of n is answered exactly (``nearest``)."""
+    got = _ITERATIVE.get(address)
+    if got is None:
+        row = con.execute("SELECT extversion FROM pg_extension WHERE extname = 'vector'").fetchone()
+        parts = [int(p) if p.isdigit() else 0 for p in (row[0] if row else "0").split(".")[:2]]
+        got = _ITERATIVE[address] = tuple(parts + [0] * (2 - len(parts))) >= (0, 8)
+    return got
+
+
 def _forget(address: str, model: str) -> None:
     for key in [k for k in _INDEXED if k[0] == address and k[1] == model]:
         _INDEXED.discard(key)
@@ -232,7 +246,8 @@ class VectorReads:
         k = max(CANDIDATES * n, n + 10)
         ef = min(EF_MAX, max(EF_MIN, 2 * k))
         self.con.execute(f"SET LOCAL hnsw.ef_search = {int(ef)}")
-        self.con.execute("SET LOCAL hnsw.iterative_scan = relaxed_order")
+        if _iterative(self.con, self.store.address):
+            self.con.execute("SET LOCAL hnsw.iterative_scan = relaxed_order")
         # prepare=False: the statement is planned with its parameters, so the planner sees that
         # ``v.model = %s`` is the model of the partial index (a generic plan would not)
         rows = self.con.execute(
