@@ -222,7 +222,7 @@ class VectorReads:
         if dim > HALFVEC_MAX:
             return self._exact(q, model, filters, n), Remark(
                 f"vectors of {dim} dimensions have no index (at most {HALFVEC_MAX}): exact search")
-        if filters.narrow and self.count_heads(filters) <= SMALL:
+        if filters.narrow and self._at_most(filters, SMALL):
             return self._exact(q, model, filters, n), None  # few candidates: compared one by one, as on DuckDB
         got = _model_index(self.con, model)
         if got is None or got[1] != dim or not got[2]:
@@ -237,6 +237,12 @@ class VectorReads:
             if [i for i, _ in full] != [i for i, s in found if s > 0]:
                 return full, Remark("filter too narrow for the index; exact search")
         return [(i, s) for i, s in found if s > 0], None
+
+    def _at_most(self, filters: Filters, limit: int) -> bool:
+        """Whether at most ``limit`` memories pass ``filters`` (the count stops at ``limit`` + 1)."""
+        where, params = self._filter(filters)
+        return int(self._rows(f"SELECT count(*) FROM (SELECT 1 FROM heads h WHERE {where} LIMIT {int(limit) + 1}) s",
+                              params)[0][0]) <= limit
 
     def _through_index(self, q, model: str, filters: Filters, n: int) -> list[tuple[str, float]]:
         """The index's best candidates passing the filters, ranked at full precision: [(id, cosine)]
