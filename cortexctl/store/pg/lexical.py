@@ -7,9 +7,9 @@ change in the same transaction as the memory, so the lane is never behind the
 store, and ``store/lexical.py`` ranks over them exactly as it does over DuckDB's
 tables: the same BM25 with feedback, the same scores on both backends.
 
-Postings come back to Python as numpy arrays read from a binary ``COPY`` (one
-buffer, no row objects): a common word's postings at 100k memories are tens of
-thousands of rows.
+Postings come back to Python as numpy arrays packed by the server into one
+``bytea`` (``packed_columns``: no Python object per row): a common word's
+postings at 100k memories are tens of thousands of rows.
 """
 
 from __future__ import annotations
@@ -24,29 +24,27 @@ _CURSORS = itertools.count(1)  # server-side cursor names, unique in the process
 TF_MAX = 32767  # lex_postings.tf is a smallint: a term repeated more often counts this many times
 
 
-def copy_columns(con, sql: str, params: Sequence[Any], columns: Sequence[tuple[str, str]]) -> dict:
-    """The rows of ``sql`` as numpy arrays, one per column, read with one binary COPY.
+_SEND = {"i8": "int8send", "i4": "int4send", "i2": "int2send"}
 
-    ``columns``: (name, numpy big-endian dtype) of each fixed-width, NOT NULL column
-    (``>i8`` bigint, ``>i4`` integer, ``>i2`` smallint), in the query's order.
+
+def packed_columns(con, source: str, params: Sequence[Any], columns: Sequence[tuple[str, str, str]],
+                   order: str = "") -> dict:
+    """``SELECT <columns> <source>`` as numpy arrays, one per column, read as one ``bytea``.
+
+    ``columns``: (SQL expression, name, kind) of NOT NULL integer columns, kind ``i8``
+    (bigint), ``i4`` or ``i2``. The server packs every row's binary form into one value
+    (``string_agg`` of ``int8send``...; ``order`` is its ORDER BY), which arrives in one
+    message and becomes the arrays without a Python object per row.
     """
     import numpy as np
 
-    with con.cursor() as cur:
-        with cur.copy(f"COPY ({sql}) TO STDOUT (FORMAT BINARY)", list(params)) as copy:
-            raw = b"".join(bytes(block) for block in copy)
-    fields: list[tuple[str, str]] = [("_n", ">i2")]
-    for k, (name, dtype) in enumerate(columns):
-        fields += [(f"_len{k}", ">i4"), (name, dtype)]
-    row = np.dtype(fields)
-    # header: 11-byte signature, 4 bytes of flags, 4 bytes of extension length, the extension
-    start = 19 + int.from_bytes(raw[15:19], "big") if len(raw) >= 19 else 0
-    end = len(raw) - 2  # the trailer: a field count of -1
-    count = max(0, (end - start) // row.itemsize)
-    if count * row.itemsize != end - start:
-        raise ValueError("unexpected binary COPY layout")
-    rows = np.frombuffer(raw, dtype=row, count=count, offset=start)
-    return {name: rows[name].astype(dtype.replace(">", "<")) for name, dtype in columns}
+    packed = " || ".join(f"{_SEND[kind]}({expr})" for expr, _, kind in columns)
+    order_by = f" ORDER BY {order}" if order else ""
+    row = con.execute(f"SELECT string_agg({packed}, ''::bytea{order_by}) {source}", list(params),
+                      binary=True).fetchone()
+    raw = bytes(row[0]) if row and row[0] is not None else b""
+    rows = np.frombuffer(raw, dtype=np.dtype([(name, ">" + kind) for _, name, kind in columns]))
+    return {name: rows[name].astype("<" + kind) for _, name, kind in columns}
 
 
 class LexicalReads:
@@ -96,8 +94,8 @@ class LexicalReads:
 
         if not terms:
             return {"term": np.zeros(0, np.int64), "doc": np.zeros(0, np.uint64), "tf": np.zeros(0, np.uint16)}
-        got = copy_columns(self.con, "SELECT term, doc, tf FROM lex_postings WHERE term = ANY(%s::bigint[])",
-                           [[int(t) for t in terms]], [("term", ">i8"), ("doc", ">i8"), ("tf", ">i2")])
+        got = packed_columns(self.con, "FROM lex_postings WHERE term = ANY(%s::bigint[])", [[int(t) for t in terms]],
+                             [("term", "term", "i8"), ("doc", "doc", "i8"), ("tf", "tf", "i2")])
         return {"term": got["term"], "doc": got["doc"].astype(np.uint64), "tf": got["tf"].astype(np.uint16)}
 
     def doc_ids(self, docs: Sequence[int]) -> dict[int, str]:
@@ -116,19 +114,25 @@ class LexicalReads:
         from cortexctl.store.predicate import to_sql
 
         seen, params = to_sql(rules.visibility(viewer_of(viewer)), "h", "postgres")  # tx.py's visible_sql
-        got = copy_columns(self.con, f"SELECT d.doc FROM lex_docs d JOIN heads h ON h.id = d.id WHERE NOT ({seen})",
-                           params, [("doc", ">i8")])
+        got = packed_columns(self.con, f"FROM lex_docs d JOIN heads h ON h.id = d.id WHERE NOT ({seen})", params,
+                             [("d.doc", "doc", "i8")])
         return got["doc"].astype(np.uint64)
 
     def term_df(self, terms: Sequence[int], hidden) -> dict[int, int]:
-        """Document frequency of each term, leaving out the ``hidden`` doc numbers."""
+        """Document frequency of each term, leaving out the ``hidden`` doc numbers (counted here
+        from the terms' postings: ``hidden`` may hold most of a large store's docs)."""
+        import numpy as np
+
         if not terms:
             return {}
-        rows = self._rows(
-            "SELECT term, count(*) FROM lex_postings WHERE term = ANY(%s::bigint[])"
-            " AND doc NOT IN (SELECT unnest(%s::bigint[])) GROUP BY term",
-            [[int(t) for t in terms], [int(d) for d in hidden]])
-        return {int(t): int(c) for t, c in rows}
+        got = packed_columns(self.con, "FROM lex_postings WHERE term = ANY(%s::bigint[])", [[int(t) for t in terms]],
+                             [("term", "term", "i8"), ("doc", "doc", "i8")])
+        term, doc = got["term"], got["doc"]
+        if len(hidden) and len(doc):
+            keep = ~np.isin(doc, np.asarray(hidden, dtype=np.int64), kind="table")
+            term = term[keep]
+        found, counts = np.unique(term, return_counts=True)
+        return {int(t): int(c) for t, c in zip(found.tolist(), counts.tolist())}
 
     def doc_terms(self, docs: Sequence[int]) -> dict[int, tuple[dict[int, int], int]]:
         """Each doc's term frequencies and length: doc -> ({term: tf}, length)."""
@@ -148,7 +152,7 @@ class LexicalReads:
         """(id, problem) for every memory (ID in ``(after, upto]``) whose postings are not
         ``expected(type, data)``'s terms, then (``strays``) those of memories that do not exist.
 
-        The range's postings are read by one COPY, its current texts by one server-side
+        The range's postings are read as one packed value, its current texts by one server-side
         cursor ``batch`` rows at a time, each beside its postings document and length;
         ``store/search.py``'s comparison names a memory whose term count, any term, any
         frequency or its length differs. (``lex_docs`` has one row per memory and doc
@@ -159,9 +163,8 @@ class LexicalReads:
         from cortexctl.store.search import _expected_runs, _mismatched, _problem
 
         where, params = _range("d.id", after, upto)
-        got = copy_columns(self.con, f"SELECT p.doc, p.term, p.tf FROM lex_postings p JOIN lex_docs d ON d.doc = p.doc"
-                                     f" WHERE {where} ORDER BY p.doc", params,
-                           [("doc", ">i8"), ("term", ">i8"), ("tf", ">i2")])
+        got = packed_columns(self.con, f"FROM lex_postings p JOIN lex_docs d ON d.doc = p.doc WHERE {where}", params,
+                             [("p.doc", "doc", "i8"), ("p.term", "term", "i8"), ("p.tf", "tf", "i2")], order="p.doc")
         p_doc, p_term, p_tf = got["doc"], got["term"], got["tf"].astype(np.int64)
         where, params = _range("h.id", after, upto)
         with self.con.cursor(name=f"cortexctl_lexical_{next(_CURSORS)}") as current:
@@ -202,4 +205,4 @@ def _range(column: str, after: str | None, upto: str | None) -> tuple[str, list]
     return " AND ".join(parts), params
 
 
-__all__ = ["LexicalReads", "copy_columns"]
+__all__ = ["LexicalReads", "packed_columns"]

@@ -62,6 +62,20 @@ def _model_index(con, model: str) -> tuple[str, int, bool] | None:
     return None
 
 
+_ITERATIVE: dict[str, bool] = {}  # store address -> its pgvector has iterative index scans (0.8 on)
+
+
+def _iterative(con, address: str) -> bool:
+    """Whether the server's pgvector scans an HNSW index iteratively (0.8 and later); without it a
+    filtered search that ends short of n is answered exactly (``nearest``)."""
+    got = _ITERATIVE.get(address)
+    if got is None:
+        row = con.execute("SELECT extversion FROM pg_extension WHERE extname = 'vector'").fetchone()
+        parts = [int(p) if p.isdigit() else 0 for p in (row[0] if row else "0").split(".")[:2]]
+        got = _ITERATIVE[address] = tuple(parts + [0] * (2 - len(parts))) >= (0, 8)
+    return got
+
+
 def _forget(address: str, model: str) -> None:
     for key in [k for k in _INDEXED if k[0] == address and k[1] == model]:
         _INDEXED.discard(key)
@@ -208,7 +222,7 @@ class VectorReads:
         if dim > HALFVEC_MAX:
             return self._exact(q, model, filters, n), Remark(
                 f"vectors of {dim} dimensions have no index (at most {HALFVEC_MAX}): exact search")
-        if filters.narrow and self.count_heads(filters) <= SMALL:
+        if filters.narrow and self._at_most(filters, SMALL):
             return self._exact(q, model, filters, n), None  # few candidates: compared one by one, as on DuckDB
         got = _model_index(self.con, model)
         if got is None or got[1] != dim or not got[2]:
@@ -224,6 +238,12 @@ class VectorReads:
                 return full, Remark("filter too narrow for the index; exact search")
         return [(i, s) for i, s in found if s > 0], None
 
+    def _at_most(self, filters: Filters, limit: int) -> bool:
+        """Whether at most ``limit`` memories pass ``filters`` (the count stops at ``limit`` + 1)."""
+        where, params = self._filter(filters)
+        return int(self._rows(f"SELECT count(*) FROM (SELECT 1 FROM heads h WHERE {where} LIMIT {int(limit) + 1}) s",
+                              params)[0][0]) <= limit
+
     def _through_index(self, q, model: str, filters: Filters, n: int) -> list[tuple[str, float]]:
         """The index's best candidates passing the filters, ranked at full precision: [(id, cosine)]
         (every sign; at most ``n``)."""
@@ -232,7 +252,8 @@ class VectorReads:
         k = max(CANDIDATES * n, n + 10)
         ef = min(EF_MAX, max(EF_MIN, 2 * k))
         self.con.execute(f"SET LOCAL hnsw.ef_search = {int(ef)}")
-        self.con.execute("SET LOCAL hnsw.iterative_scan = relaxed_order")
+        if _iterative(self.con, self.store.address):
+            self.con.execute("SET LOCAL hnsw.iterative_scan = relaxed_order")
         # prepare=False: the statement is planned with its parameters, so the planner sees that
         # ``v.model = %s`` is the model of the partial index (a generic plan would not)
         rows = self.con.execute(
