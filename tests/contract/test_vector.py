@@ -56,7 +56,7 @@ def test_nearest_ranks_the_visible_memories_by_the_cosine_of_their_current_vecto
 
 
 def test_equal_cosines_come_in_id_order(storage):
-    model = stored(storage, memory(3), memory(1), memory(2), texts=["same words", "same words", "other words"])
+    model = stored(storage, memory(3), memory(1), memory(2), texts=["same words", "same words", "lunch at noon by the river"])
     _, q = embedded(["same words"])
     got, _ = nearest(storage, q[0], model)
     assert [i for i, _ in got][:2] == [ident(1), ident(3)] and got[0][1] == pytest.approx(got[1][1])
