@@ -20,7 +20,7 @@ EXIT_CODES = [
     ("6", "budget unreachable"),
     ("7", "integrity error: a corrupt or tampered store or bundle; verify found problems"),
     ("8", "refused: destructive without confirmation, or a memory another actor owns"),
-    ("9", "provider unreachable"),
+    ("9", "provider unreachable (an embedding or chat endpoint, or a store's PostgreSQL server)"),
     ("10", "invalid input data: a value that breaks a type's schema, bad JSON, bad UTF-8, an import with bad lines"),
     ("70", "internal error (a bug: please report it; CORTEXCTL_DEBUG=1 shows the traceback)"),
     ("130", "interrupted"),

@@ -8,7 +8,7 @@ import cortexctl.errors as errors
 
 DOCUMENTED = {
     "CortexError": 1, "UsageError": 2, "AmbiguousRef": 2, "ConfigError": 2, "NotFound": 3, "StoreBusy": 4,
-    "RateLimited": 5, "BudgetUnreachable": 6, "IntegrityError": 7, "Refused": 8, "ProviderUnreachable": 9,
+    "RateLimited": 5, "BudgetUnreachable": 6, "IntegrityError": 7, "Refused": 8, "ProviderUnreachable": 9, "StoreUnreachable": 9,
     "InvalidData": 10, "Tombstoned": 1, "SchemaTooNew": 1, "NotForgotten": 1,
 }
 
