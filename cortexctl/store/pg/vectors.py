@@ -386,7 +386,10 @@ def update_index(store, model: str, *, rebuild: bool = False, progress=None, wai
             return {"action": "none", "vectors": count, "reason": "up to date"}
         if progress:
             progress(0, count)
-        con.execute("SET LOCAL maintenance_work_mem = '256MB'")
+        # the graph in memory while it is built (about 1 KB a vector at 384 dimensions): a build that
+        # outgrows it goes on on disk, many times slower
+        mem = max(256, min(4096, count * dim * 3 // (1 << 20) + 64))
+        con.execute(f"SET LOCAL maintenance_work_mem = '{int(mem)}MB'")
         if got is not None and got[1] == dim:
             con.execute(f"REINDEX INDEX {quote_ident(got[0])}")
             why = "rebuild asked for" if got[2] else "invalid"
