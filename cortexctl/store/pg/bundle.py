@@ -295,6 +295,7 @@ def export(store, dest) -> tuple[list[dict], dict]:
                     duck.execute("BEGIN")
                     _copy_to_duck(tx.con, duck, table, sb.columns(duck, table))
                     duck.execute("COMMIT")
+            duck.execute("CHECKPOINT")  # the rows on disk, not held in memory, as a copied DuckDB store's are
             return sb.export_tables(duck, Path(dest)), sb.store_facts(duck)
         finally:
             duck.close()
