@@ -30,6 +30,9 @@ NOT_BUNDLED = {
     "vectors_dropped": "keys taken out of the index file, which restore rebuilds",
 }
 MEMORY_LIMIT = "512MB"  # per connection that reads a bundle
+# Rows per Parquet row group of a member: a reader holds a row group at a time, so it must fit in
+# MEMORY_LIMIT with room to spare (DuckDB's default, 122,880 rows, is ~180 MB of 384-d vectors).
+ROW_GROUP_ROWS = 8192
 SUFFIX = ".parquet"
 
 
@@ -115,7 +118,7 @@ def export_tables(con, dest: Path) -> list[dict]:
         order = ", ".join(_quote(k) for k in _keys(con, table))
         target = str(dest / name)
         con.execute(f"COPY (SELECT * FROM {_quote(table)} ORDER BY {order}) TO '{_sql_text(target)}'"
-                    " (FORMAT parquet, COMPRESSION zstd)")
+                    f" (FORMAT parquet, COMPRESSION zstd, ROW_GROUP_SIZE {ROW_GROUP_ROWS})")
         rows = con.execute(f"SELECT count(*) FROM {_quote(table)}").fetchone()[0]
         members.append({"table": table, "name": name, "rows": int(rows)})
     return members

@@ -125,11 +125,12 @@ def _walk(con, sql: str, params: Sequence[Any] = (), batch: int = BATCH) -> Iter
         _close(cur)
 
 
-def _copy_to_duck(con, duck, table: str, cols: Sequence[tuple[str, str]], sql: str | None = None) -> int:
-    """Every row of the PostgreSQL table (or of ``sql``) into DuckDB's ``table``; returns how many."""
+def _copy_to_duck(con, duck, table: str, cols: Sequence[tuple[str, str]], *, batch: int | None = None) -> int:
+    """Every row of ``cols`` of the PostgreSQL table into DuckDB's ``table``; returns how many.
+    ``batch``: rows per fetch (else a wide table's few, or BATCH)."""
     convert = _converters(table, cols)
     n = 0
-    for rows in _bounded(_walk(con, sql or _pg_select(table, cols), batch=WIDE.get(table, BATCH))):
+    for rows in _bounded(_walk(con, _pg_select(table, cols), batch=batch or WIDE.get(table, BATCH))):
         _into_duck(duck, table, cols, rows, convert)
         n += len(rows)
     return n
@@ -183,7 +184,7 @@ class _Attached:
             return
         self.duck.execute(f"CREATE TABLE {_quote(table)} ({', '.join(f'{_quote(n)} {t}' for n, t in cols)})")
         self.duck.execute("BEGIN")
-        _copy_to_duck(con, self.duck, table, cols)
+        _copy_to_duck(con, self.duck, table, cols, batch=BATCH)  # narrow columns: big batches
         self.duck.execute("COMMIT")
         self.loaded.add(table)
 
@@ -294,6 +295,7 @@ def export(store, dest) -> tuple[list[dict], dict]:
                     duck.execute("BEGIN")
                     _copy_to_duck(tx.con, duck, table, sb.columns(duck, table))
                     duck.execute("COMMIT")
+            duck.execute("CHECKPOINT")  # the rows on disk, not held in memory, as a copied DuckDB store's are
             return sb.export_tables(duck, Path(dest)), sb.store_facts(duck)
         finally:
             duck.close()
