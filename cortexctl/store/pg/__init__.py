@@ -226,7 +226,7 @@ class PgStorage:
     def worker_address(self, tx) -> str:
         """The address with the snapshot of ``tx`` (a reading view, open meanwhile) exported: a
         reading view opened from it in another process sees exactly what ``tx`` sees."""
-        snapshot = tx.con.execute("SELECT pg_export_snapshot()").fetchone()[0]
+        snapshot = tx._con.execute("SELECT pg_export_snapshot()").fetchone()[0]
         return f"{self.address}{'&' if '?' in self.address else '?'}snapshot={quote(snapshot)}"
 
     @contextmanager

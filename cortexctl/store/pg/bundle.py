@@ -203,11 +203,11 @@ class BundleReads:
     store: Any
 
     def table_counts(self, tables: Sequence[str]) -> dict[str, int]:
-        have = _pg_tables(self.con, self.store.schema)
-        return {t: int(self.con.execute(f"SELECT count(*) FROM {_quote(t)}").fetchone()[0]) for t in tables if t in have}
+        have = _pg_tables(self._con, self.store.schema)
+        return {t: int(self._con.execute(f"SELECT count(*) FROM {_quote(t)}").fetchone()[0]) for t in tables if t in have}
 
     def version_digest(self) -> str:
-        return version_digest(self.con)
+        return version_digest(self._con)
 
     def attach_bundle(self, members: dict[str, Any]) -> None:
         old = getattr(self, "_bundle", None)
@@ -225,8 +225,8 @@ class BundleReads:
         from cortexctl.store import bundle as sb
 
         b = self._attached()
-        b.load(self.con, "heads", [("id", "VARCHAR"), ("current_version", "UINTEGER")])
-        b.load(self.con, "versions", [("id", "VARCHAR"), ("version", "UINTEGER"), ("hash", "BLOB")])
+        b.load(self._con, "heads", [("id", "VARCHAR"), ("current_version", "UINTEGER")])
+        b.load(self._con, "versions", [("id", "VARCHAR"), ("version", "UINTEGER"), ("hash", "BLOB")])
         return sb.merge_plan(b.duck)
 
     def bundle_memories(self, ids: Sequence[str], after: dict[str, int]) -> list[tuple[dict, list[dict]]]:
@@ -243,7 +243,7 @@ class BundleReads:
         from cortexctl.store.interface import CHECKPOINT_FIELDS
 
         b = self._attached()
-        b.load(self.con, "checkpoints", [("actor", "VARCHAR"), ("intent", "VARCHAR"), ("step", "VARCHAR")])
+        b.load(self._con, "checkpoints", [("actor", "VARCHAR"), ("intent", "VARCHAR"), ("step", "VARCHAR")])
         return sb.bundle_missing_checkpoints(b.duck, CHECKPOINT_FIELDS)
 
     def bundle_grants(self) -> list[dict]:
@@ -288,12 +288,12 @@ def export(store, dest) -> tuple[list[dict], dict]:
         duck = sb.open_copy(copy_dir / "cortex.duckdb")
         try:
             with store.reading() as tx:  # one REPEATABLE READ snapshot for every table
-                have = _pg_tables(tx.con, store.schema)
+                have = _pg_tables(tx._con, store.schema)
                 for table in sb.state_tables(duck):
                     if table not in have:
                         raise IntegrityError(f"store {store.location} has no table {table}")
                     duck.execute("BEGIN")
-                    _copy_to_duck(tx.con, duck, table, sb.columns(duck, table))
+                    _copy_to_duck(tx._con, duck, table, sb.columns(duck, table))
                     duck.execute("COMMIT")
             duck.execute("CHECKPOINT")  # the rows on disk, not held in memory, as a copied DuckDB store's are
             return sb.export_tables(duck, Path(dest)), sb.store_facts(duck)

@@ -59,10 +59,10 @@ class _Cursors:
     """What ``store.integrity._Stream`` opens its cursors from: server-side ones here."""
 
     def __init__(self, con) -> None:
-        self.con = con
+        self._con = con
 
     def cursor(self):
-        return _server_cursor(self.con)
+        return _server_cursor(self._con)
 
 
 def _memory_ids_sql() -> str:
@@ -77,13 +77,13 @@ class IntegrityReads:
     store: Any
 
     def _c(self) -> str:
-        return bytewise(self.con, self.store.conninfo)
+        return bytewise(self._con, self.store.conninfo)
 
     def version_hashes(self, batch: int = 10000, after: str | None = None,
                        upto: str | None = None) -> Iterator[list[tuple]]:
         c = self._c()
         where, params = _id_range("id", after, upto, c)
-        cur = _server_cursor(self.con)
+        cur = _server_cursor(self._con)
         try:
             cur.execute(f"SELECT id, version, type, data, hash FROM versions WHERE {where}"
                         f" ORDER BY id{c}, version", params)
@@ -96,7 +96,7 @@ class IntegrityReads:
             _close(cur)
 
     def head_version_mismatches(self) -> list[tuple]:
-        rows = self.con.execute(
+        rows = self._con.execute(
             f"""
             SELECT h.id, h.current_version, count(v.version), max(v.version),
                    CASE WHEN count(v.version) = 0 THEN 'no versions'
@@ -115,12 +115,12 @@ class IntegrityReads:
         return [(r[0], int(r[1]), int(r[2]), None if r[3] is None else int(r[3]), r[4]) for r in rows]
 
     def orphan_versions(self) -> list[str]:
-        return [r[0] for r in self.con.execute(
+        return [r[0] for r in self._con.execute(
             f"SELECT DISTINCT v.id{self._c()} FROM versions v"
             " WHERE NOT EXISTS (SELECT 1 FROM heads h WHERE h.id = v.id) ORDER BY 1").fetchall()]
 
     def frame_mismatches(self) -> list[tuple]:
-        return [tuple(r) for r in self.con.execute(
+        return [tuple(r) for r in self._con.execute(
             """
             WITH want AS (SELECT id, unnest(frames) AS frame FROM heads),
                  have AS (SELECT id, verb || ':' || kind || ':' || ref AS frame FROM frames)
@@ -132,16 +132,16 @@ class IntegrityReads:
             """).fetchall()]
 
     def journal_gaps(self) -> list[tuple[int, int]]:
-        return [(int(a), int(b)) for a, b in self.con.execute(
+        return [(int(a), int(b)) for a, b in self._con.execute(
             "SELECT seq, nxt FROM (SELECT seq, lead(seq) OVER (ORDER BY seq) AS nxt FROM journal) AS j"
             " WHERE nxt IS NOT NULL AND nxt <> seq + 1 ORDER BY seq").fetchall()]
 
     def unknown_kinds(self, known: Sequence[str]) -> list[tuple[int, str]]:
-        return [(int(s), k) for s, k in self.con.execute(
+        return [(int(s), k) for s, k in self._con.execute(
             "SELECT seq, kind FROM journal WHERE NOT (kind = ANY(%s)) ORDER BY seq", [list(known)]).fetchall()]
 
     def unpaired_attests(self) -> list[tuple[int, str, str | None]]:
-        return [(int(s), k, n) for s, k, n in self.con.execute(
+        return [(int(s), k, n) for s, k, n in self._con.execute(
             """
             SELECT seq, kind, neighbour FROM (
                 SELECT seq, kind,
@@ -156,7 +156,7 @@ class IntegrityReads:
 
     def memory_batch_ends(self, batch: int = 5000) -> list[str]:
         c = self._c()
-        return [r[0] for r in self.con.execute(
+        return [r[0] for r in self._con.execute(
             f"SELECT id FROM (SELECT id, row_number() OVER (ORDER BY id{c}) AS n FROM ({_memory_ids_sql()}) AS m) AS r"
             f" WHERE mod(n, %s) = 0 ORDER BY id{c}", [list(MEMORY_KINDS), int(batch)]).fetchall()]
 
@@ -174,7 +174,7 @@ class IntegrityReads:
         def bound(col: str) -> tuple[str, list]:
             return ("", []) if upto is None else (f" AND {col}{c} <= %s", [upto])
 
-        src = _Cursors(self.con)
+        src = _Cursors(self._con)
         kinds = list(MEMORY_KINDS)
         b_id, p_id = bound("id")
         b_ref, p_ref = bound("ref")
@@ -206,10 +206,10 @@ class IntegrityReads:
     def health_counts(self) -> dict:
         from cortexctl.store.pg import schema
 
-        by_type = {int(t): int(n) for t, n in self.con.execute("SELECT type, count(*) FROM heads GROUP BY type")}
-        tombstoned = self.con.execute("SELECT count(*) FROM heads WHERE tombstoned_at IS NOT NULL").fetchone()[0]
-        versions = self.con.execute("SELECT count(*) FROM versions").fetchone()[0]
-        with self.con.cursor() as cur:
+        by_type = {int(t): int(n) for t, n in self._con.execute("SELECT type, count(*) FROM heads GROUP BY type")}
+        tombstoned = self._con.execute("SELECT count(*) FROM heads WHERE tombstoned_at IS NOT NULL").fetchone()[0]
+        versions = self._con.execute("SELECT count(*) FROM versions").fetchone()[0]
+        with self._con.cursor() as cur:
             version = schema.version(cur)
         return {"by_type": by_type, "tombstoned": int(tombstoned), "versions": int(versions),
                 "schema_version": int(version)}

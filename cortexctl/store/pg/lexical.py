@@ -67,8 +67,8 @@ class LexicalReads:
         self._insert("lex_postings", ("term", "doc", "tf"), posting_rows)
 
     def replace_terms(self, id_: str, term_ids: Sequence[int]) -> None:
-        self.con.execute("DELETE FROM lex_postings WHERE doc IN (SELECT doc FROM lex_docs WHERE id = %s)", [id_])
-        self.con.execute("DELETE FROM lex_docs WHERE id = %s", [id_])
+        self._con.execute("DELETE FROM lex_postings WHERE doc IN (SELECT doc FROM lex_docs WHERE id = %s)", [id_])
+        self._con.execute("DELETE FROM lex_docs WHERE id = %s", [id_])
         self.add_terms([(id_, term_ids)])
 
     # -- searching ---------------------------------------------------------------------------
@@ -94,7 +94,7 @@ class LexicalReads:
 
         if not terms:
             return {"term": np.zeros(0, np.int64), "doc": np.zeros(0, np.uint64), "tf": np.zeros(0, np.uint16)}
-        got = packed_columns(self.con, "FROM lex_postings WHERE term = ANY(%s::bigint[])", [[int(t) for t in terms]],
+        got = packed_columns(self._con, "FROM lex_postings WHERE term = ANY(%s::bigint[])", [[int(t) for t in terms]],
                              [("term", "term", "i8"), ("doc", "doc", "i8"), ("tf", "tf", "i2")])
         return {"term": got["term"], "doc": got["doc"].astype(np.uint64), "tf": got["tf"].astype(np.uint16)}
 
@@ -114,7 +114,7 @@ class LexicalReads:
         from cortexctl.store.predicate import to_sql
 
         seen, params = to_sql(rules.visibility(viewer_of(viewer)), "h", "postgres")  # tx.py's visible_sql
-        got = packed_columns(self.con, f"FROM lex_docs d JOIN heads h ON h.id = d.id WHERE NOT ({seen})", params,
+        got = packed_columns(self._con, f"FROM lex_docs d JOIN heads h ON h.id = d.id WHERE NOT ({seen})", params,
                              [("d.doc", "doc", "i8")])
         return got["doc"].astype(np.uint64)
 
@@ -125,7 +125,7 @@ class LexicalReads:
 
         if not terms:
             return {}
-        got = packed_columns(self.con, "FROM lex_postings WHERE term = ANY(%s::bigint[])", [[int(t) for t in terms]],
+        got = packed_columns(self._con, "FROM lex_postings WHERE term = ANY(%s::bigint[])", [[int(t) for t in terms]],
                              [("term", "term", "i8"), ("doc", "doc", "i8")])
         term, doc = got["term"], got["doc"]
         if len(hidden) and len(doc):
@@ -163,11 +163,11 @@ class LexicalReads:
         from cortexctl.store.search import _expected_runs, _mismatched, _problem
 
         where, params = _range("d.id", after, upto)
-        got = packed_columns(self.con, f"FROM lex_postings p JOIN lex_docs d ON d.doc = p.doc WHERE {where}", params,
+        got = packed_columns(self._con, f"FROM lex_postings p JOIN lex_docs d ON d.doc = p.doc WHERE {where}", params,
                              [("p.doc", "doc", "i8"), ("p.term", "term", "i8"), ("p.tf", "tf", "i2")], order="p.doc")
         p_doc, p_term, p_tf = got["doc"], got["term"], got["tf"].astype(np.int64)
         where, params = _range("h.id", after, upto)
-        with self.con.cursor(name=f"cortexctl_lexical_{next(_CURSORS)}") as current:
+        with self._con.cursor(name=f"cortexctl_lexical_{next(_CURSORS)}") as current:
             current.execute("SELECT h.id, v.type, v.data, d.doc, d.len FROM heads h"
                             " JOIN versions v ON v.id = h.id AND v.version = h.current_version"
                             f" LEFT JOIN lex_docs d ON d.id = h.id WHERE {where} ORDER BY h.id", params)

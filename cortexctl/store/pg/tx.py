@@ -43,14 +43,14 @@ class PgTx(VectorReads, LexicalReads, IntegrityReads, BundleReads):
     """One PostgreSQL transaction seen through ``interface.Tx`` (the storage commits or rolls back)."""
 
     def __init__(self, con, store) -> None:
-        self.con = con
+        self._con = con
         self.store = store
         self._where: dict[Filters, tuple[str, list[Any]]] = {}
         self._sal: dict[Scoring, tuple[str, list[Any]]] = {}
 
     # -- helpers -------------------------------------------------------------------------
     def _rows(self, sql: str, params: Sequence[Any] = ()) -> list[tuple]:
-        return self.con.execute(sql, list(params)).fetchall()
+        return self._con.execute(sql, list(params)).fetchall()
 
     def _dicts(self, sql: str, params: Sequence[Any], columns: Sequence[str]) -> list[dict]:
         return [dict(zip(columns, r)) for r in self._rows(sql, params)]
@@ -81,13 +81,13 @@ class PgTx(VectorReads, LexicalReads, IntegrityReads, BundleReads):
             return
         cols = ", ".join(columns)
         try:
-            with self.con.transaction():  # a savepoint: a failed insert leaves the transaction usable
+            with self._con.transaction():  # a savepoint: a failed insert leaves the transaction usable
                 if len(rows) <= 8:
                     marks = ", ".join(["%s"] * len(columns))
-                    with self.con.cursor() as cur:
+                    with self._con.cursor() as cur:
                         cur.executemany(f"INSERT INTO {table} ({cols}) VALUES ({marks})", [list(r) for r in rows])
                 else:
-                    with self.con.cursor() as cur, cur.copy(f"COPY {table} ({cols}) FROM STDIN") as copy:
+                    with self._con.cursor() as cur, cur.copy(f"COPY {table} ({cols}) FROM STDIN") as copy:
                         for r in rows:
                             copy.write_row(r)
         except psycopg.errors.UniqueViolation as exc:
@@ -109,14 +109,14 @@ class PgTx(VectorReads, LexicalReads, IntegrityReads, BundleReads):
         if bad:
             raise ValueError(f"not head fields: {sorted(bad)}")
         sets = ", ".join(f"{k} = %s" for k in fields)
-        self.con.execute(f"UPDATE heads SET {sets} WHERE id = %s", [*fields.values(), id_])
+        self._con.execute(f"UPDATE heads SET {sets} WHERE id = %s", [*fields.values(), id_])
         if "frames" in fields:
-            self.con.execute("DELETE FROM frames WHERE id = %s", [id_])
+            self._con.execute("DELETE FROM frames WHERE id = %s", [id_])
             self._insert("frames", ("id", "verb", "kind", "ref"), [[id_, *f.split(":", 2)] for f in fields["frames"]])
 
     def bump(self, ids: Sequence[str], *, access: int, citations: int, at: datetime) -> None:
         for chunk in _chunks(ids):
-            self.con.execute(
+            self._con.execute(
                 "UPDATE heads SET access_count = least(access_count + %s, %s),"
                 " citations = least(greatest(citations + %s, 0), %s), last_used = %s WHERE id = ANY(%s)",
                 [int(access), MAX_COUNT, int(citations), MAX_COUNT, at, chunk])
@@ -321,7 +321,7 @@ class PgTx(VectorReads, LexicalReads, IntegrityReads, BundleReads):
 
     def set_weights(self, actor: str, weights: Sequence[float], *, seq: int, at: datetime) -> None:
         cols = ", ".join(WEIGHT_FIELDS)
-        self.con.execute(
+        self._con.execute(
             f"INSERT INTO learned_weights (actor, {cols}, steps, seq, updated_at)"
             f" VALUES (%s, {', '.join(['%s'] * len(WEIGHT_FIELDS))}, 1, %s, %s)"
             f" ON CONFLICT (actor) DO UPDATE SET {', '.join(f'{c} = excluded.{c}' for c in WEIGHT_FIELDS)},"
@@ -344,15 +344,15 @@ class PgTx(VectorReads, LexicalReads, IntegrityReads, BundleReads):
             tokens = burst
         if tokens < 1.0:
             return False
-        self.con.execute("INSERT INTO rate_buckets VALUES (%s, %s, %s, %s) ON CONFLICT (actor, intent)"
+        self._con.execute("INSERT INTO rate_buckets VALUES (%s, %s, %s, %s) ON CONFLICT (actor, intent)"
                          " DO UPDATE SET tokens = excluded.tokens, updated_at = excluded.updated_at",
                          [actor, intent, tokens - 1.0, now])
-        self.con.execute("DELETE FROM rate_buckets WHERE updated_at < %s", [now - timedelta(seconds=burst / rate)])
+        self._con.execute("DELETE FROM rate_buckets WHERE updated_at < %s", [now - timedelta(seconds=burst / rate)])
         return True
 
     def put_checkpoint(self, row: dict) -> None:
         cols = ", ".join(CHECKPOINT_FIELDS)
-        self.con.execute(f"INSERT INTO checkpoints ({cols}) VALUES (%s, %s, %s, %s, %s, %s)"
+        self._con.execute(f"INSERT INTO checkpoints ({cols}) VALUES (%s, %s, %s, %s, %s, %s)"
                          " ON CONFLICT (actor, intent, step) DO UPDATE SET created_at = excluded.created_at,"
                          " seq = excluded.seq, record = excluded.record", [row[c] for c in CHECKPOINT_FIELDS])
 
@@ -389,7 +389,7 @@ class PgTx(VectorReads, LexicalReads, IntegrityReads, BundleReads):
                                                for c in GRANT_FIELDS]])
 
     def revoke_grant(self, id_: str, *, at: datetime, by: str) -> None:
-        self.con.execute("UPDATE grants SET revoked_at = %s, revoked_by = %s WHERE id = %s", [at, by, id_])
+        self._con.execute("UPDATE grants SET revoked_at = %s, revoked_by = %s WHERE id = %s", [at, by, id_])
 
     def all_grants(self) -> dict[str, dict]:
         return {r["id"]: r for r in self._grants("", [])}

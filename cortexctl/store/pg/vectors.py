@@ -126,7 +126,7 @@ class VectorReads:
             matrix = np.frombuffer(b"".join(matrix), dtype="<f4").reshape(n, -1)
         matrix = np.ascontiguousarray(matrix, dtype=np.float32)
         dim = int(matrix.shape[1])
-        got = _model_index(self.con, model)
+        got = _model_index(self._con, model)
         if got is not None and got[1] != dim:
             # the model's vectors were dropped and it now makes another length: its old index would
             # refuse them (update_index and after_vectors build the new one)
@@ -138,8 +138,8 @@ class VectorReads:
         import psycopg
 
         try:
-            with self.con.transaction():
-                _binary_rows(self.con, "vectors", ("key", "id", "version", "model", "dim", "vec"),
+            with self._con.transaction():
+                _binary_rows(self._con, "vectors", ("key", "id", "version", "model", "dim", "vec"),
                              ("int8", "text", "int4", "text", "int2", "vector"),
                              ((first + i, ids[i], int(versions[i]), model, dim, matrix[i]) for i in range(n)))
         except psycopg.errors.UniqueViolation as exc:
@@ -151,7 +151,7 @@ class VectorReads:
     def _drop_model_index(self, name: str) -> None:
         from cortexctl.store.pg import quote_ident
 
-        self.con.execute(f"DROP INDEX {quote_ident(name)}")
+        self._con.execute(f"DROP INDEX {quote_ident(name)}")
 
     def model_dim(self, model: str) -> int | None:
         rows = self._rows("SELECT dim FROM vectors WHERE model = %s LIMIT 1", [model])
@@ -159,18 +159,18 @@ class VectorReads:
 
     def drop_vectors(self, id_: str, *, model: str | None = None) -> None:
         if model is None:
-            self.con.execute("DELETE FROM vectors WHERE id = %s", [id_])
+            self._con.execute("DELETE FROM vectors WHERE id = %s", [id_])
         else:
-            self.con.execute("DELETE FROM vectors WHERE id = %s AND model = %s", [id_, model])
+            self._con.execute("DELETE FROM vectors WHERE id = %s AND model = %s", [id_, model])
 
     def drop_model(self, model: str) -> int:
         """Delete the model's vectors and its index (the next update_index builds one afresh)."""
-        _drop_indexes(self.con, self.store.address, "model = %s", [model])
-        return self.con.execute("DELETE FROM vectors WHERE model = %s", [model]).rowcount
+        _drop_indexes(self._con, self.store.address, "model = %s", [model])
+        return self._con.execute("DELETE FROM vectors WHERE model = %s", [model]).rowcount
 
     def drop_other_models(self, model: str) -> int:
-        _drop_indexes(self.con, self.store.address, "model <> %s", [model])
-        return self.con.execute("DELETE FROM vectors WHERE model <> %s", [model]).rowcount
+        _drop_indexes(self._con, self.store.address, "model <> %s", [model])
+        return self._con.execute("DELETE FROM vectors WHERE model <> %s", [model]).rowcount
 
     # -- pending ------------------------------------------------------------------------------
     def maybe_pending(self, model: str) -> bool:
@@ -224,7 +224,7 @@ class VectorReads:
                 f"vectors of {dim} dimensions have no index (at most {HALFVEC_MAX}): exact search")
         if filters.narrow and self._at_most(filters, SMALL):
             return self._exact(q, model, filters, n), None  # few candidates: compared one by one, as on DuckDB
-        got = _model_index(self.con, model)
+        got = _model_index(self._con, model)
         if got is None or got[1] != dim or not got[2]:
             why = "missing" if got is None else "invalid" if not got[2] else f"built for {got[1]} dimensions"
             if int(self._rows("SELECT count(*) FROM (SELECT 1 FROM vectors WHERE model = %s LIMIT %s) s",
@@ -251,12 +251,12 @@ class VectorReads:
         where, params = self._filter(filters)
         k = max(CANDIDATES * n, n + 10)
         ef = min(EF_MAX, max(EF_MIN, 2 * k))
-        self.con.execute(f"SET LOCAL hnsw.ef_search = {int(ef)}")
-        if _iterative(self.con, self.store.address):
-            self.con.execute("SET LOCAL hnsw.iterative_scan = relaxed_order")
+        self._con.execute(f"SET LOCAL hnsw.ef_search = {int(ef)}")
+        if _iterative(self._con, self.store.address):
+            self._con.execute("SET LOCAL hnsw.iterative_scan = relaxed_order")
         # prepare=False: the statement is planned with its parameters, so the planner sees that
         # ``v.model = %s`` is the model of the partial index (a generic plan would not)
-        rows = self.con.execute(
+        rows = self._con.execute(
             f"""SELECT c.id, 1 - (c.vec <=> %s::vector) FROM (
                     SELECT v.id, v.vec FROM vectors v
                     JOIN heads h ON h.id = v.id AND h.current_version = v.version
@@ -291,7 +291,7 @@ class VectorReads:
     def index_problems(self, model: str) -> list[str]:
         """An index PostgreSQL marks invalid, or one of another dimension than the model's vectors.
         A missing one is no problem: it is built on demand (find, reindex, the next write)."""
-        got = _model_index(self.con, model)
+        got = _model_index(self._con, model)
         if got is None:
             return []
         name, dim, valid = got
@@ -338,13 +338,13 @@ class BulkLoader(NoLoader):
         try:
             if self.before is None:
                 with self.store.reading() as tx:
-                    have = int(tx.con.execute("SELECT count(*) FROM vectors WHERE model = %s",
+                    have = int(tx._con.execute("SELECT count(*) FROM vectors WHERE model = %s",
                                               [self.model]).fetchone()[0])
                 self.before = max(0, have - self.added)
             if self.added * 10 < self.before:
                 return
             with self.store.transaction() as tx:
-                got = _model_index(tx.con, self.model)
+                got = _model_index(tx._con, self.model)
                 if got is not None:
                     tx._drop_model_index(got[0])
             _forget(self.store.address, self.model)
@@ -370,7 +370,7 @@ def update_index(store, model: str, *, rebuild: bool = False, progress=None, wai
     from cortexctl.store.pg import quote_ident
 
     with _with_wait(store, wait).transaction() as tx:
-        con = tx.con
+        con = tx._con
         count, dim = con.execute("SELECT count(*), min(dim) FROM vectors WHERE model = %s", [model]).fetchone()
         count = int(count)
         if dim is None:
@@ -410,7 +410,7 @@ def after_vectors(store, model: str) -> None:
     try:
         with store.reading() as tx:
             dim = tx.model_dim(model)
-            got = _model_index(tx.con, model)
+            got = _model_index(tx._con, model)
         if dim is None or dim > HALFVEC_MAX or (got is not None and got[1] == dim):
             if got is not None and got[1] == dim:
                 _INDEXED.add((store.address, model, dim))
@@ -432,8 +432,8 @@ def health(store, model: str | None) -> dict:
     if model is None or not store.exists():
         return block
     with store.reading() as tx:
-        count, dim = tx.con.execute("SELECT count(*), min(dim) FROM vectors WHERE model = %s", [model]).fetchone()
-        got = _model_index(tx.con, model)
+        count, dim = tx._con.execute("SELECT count(*), min(dim) FROM vectors WHERE model = %s", [model]).fetchone()
+        got = _model_index(tx._con, model)
     count = int(count)
     dim = None if dim is None else int(dim)
     name = f"{store.schema}.{got[0]}" if got else f"{store.schema}.{index_stem(model)}{dim or '*'}"
