@@ -72,7 +72,7 @@ def warm_find(location: str, runs: int) -> dict:
 def _writer(location: str, actor: str, writes: int, start, out) -> None:
     from cortexctl import Cortex
 
-    cx = Cortex(store=location, actor=actor)
+    cx = Cortex(store=location, actor=actor, wait=600)  # writers queue: none may give up
     cx.write("fact", f"{actor} warms up")  # imports and the first connection, before the clock starts
     start.wait()
     t0 = time.perf_counter()
@@ -128,9 +128,11 @@ def main() -> int:
         log(f"import into {name}")
         dt = import_cli(cortexctl, corpus, location, env, args.memories)
         report["import"][name] = {"seconds": round(dt, 1), "per_second": round(args.memories / dt, 1)}
+        log(f"  {report['import'][name]}")
     for name, location in stores.items():
         log(f"warm find on {name}")
         report["find"][name] = warm_find(location, args.runs)
+        log(f"  {report['find'][name]}")
     for name, location in stores.items():
         log(f"writers on {name}")
         fresh = location if name == "postgres" else str(tmp / "writers-store")

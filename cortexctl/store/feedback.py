@@ -69,11 +69,9 @@ def take_token(con, actor: str, intent: str, now: datetime, *, rate: float, burs
     rows = con.execute(
         "SELECT tokens, updated_at FROM rate_buckets WHERE actor = ? AND intent = ?", [actor, intent]
     ).fetchall()
-    if rows and rows[0][1] <= now:
-        tokens, then = rows[0]
-        tokens = min(burst, tokens + (now - then).total_seconds() * rate)
-    else:  # no bucket, or one stamped in the future by a clock that has since gone back: full
-        tokens = burst
+    from cortexctl.store.rules import tokens_now
+
+    tokens = tokens_now(rows[0] if rows else None, now, rate=rate, burst=burst)
     if tokens < 1.0:
         return False
     con.execute(

@@ -33,24 +33,26 @@ def version_hash_rows(con, batch: int = 10000, after: str | None = None,
         yield rows
 
 
+# Heads that disagree with their versions: standard SQL, the same on DuckDB and PostgreSQL.
+HEAD_VERSION_MISMATCHES = """
+    SELECT h.id, h.current_version, count(v.version), max(v.version),
+           CASE WHEN count(v.version) = 0 THEN 'no versions'
+                WHEN max(v.version) <> h.current_version THEN 'current version is not the latest'
+                WHEN count(v.version) <> max(v.version) THEN 'versions are not numbered 1..N'
+                ELSE 'type or forms differ from the latest version' END
+    FROM heads h LEFT JOIN versions v ON v.id = h.id
+    GROUP BY h.id, h.current_version, h.type, h.short, h.medium
+    HAVING count(v.version) = 0
+        OR max(v.version) <> h.current_version
+        OR count(v.version) <> max(v.version)
+        OR bool_or(v.version = h.current_version
+                   AND (v.type <> h.type OR v.short <> h.short OR v.medium <> h.medium))
+"""
+
+
 def head_version_mismatches(con) -> list[tuple]:
     """(id, current_version, count, latest, why) for heads that disagree with their versions."""
-    return con.execute(
-        """
-        SELECT h.id, h.current_version, count(v.version), max(v.version),
-               CASE WHEN count(v.version) = 0 THEN 'no versions'
-                    WHEN max(v.version) <> h.current_version THEN 'current version is not the latest'
-                    WHEN count(v.version) <> max(v.version) THEN 'versions are not numbered 1..N'
-                    ELSE 'type or forms differ from the latest version' END
-        FROM heads h LEFT JOIN versions v ON v.id = h.id
-        GROUP BY h.id, h.current_version, h.type, h.short, h.medium
-        HAVING count(v.version) = 0
-            OR max(v.version) <> h.current_version
-            OR count(v.version) <> max(v.version)
-            OR bool_or(v.version = h.current_version
-                       AND (v.type <> h.type OR v.short <> h.short OR v.medium <> h.medium))
-        """
-    ).fetchall()
+    return con.execute(HEAD_VERSION_MISMATCHES).fetchall()
 
 
 def orphan_versions(con) -> list[str]:

@@ -9,6 +9,7 @@ expression (``store/predicate.py``) that DuckDB's SQL and the search snapshot's 
   holding every tag, of the session, with every frame (frames: SQL only, the snapshot holds none).
 - ``salience(scoring)``: ``engine/salience.py`` gives the formula and its reasons; this is its
   form for ranking, operation by operation as the database computes it.
+- ``tokens_now``: what an attest rate bucket holds at a time (every backend's ``take_token``).
 """
 
 from __future__ import annotations
@@ -70,4 +71,14 @@ def salience(scoring: Scoring):
     return If(Col("tombstoned"), Const(0.0), score)
 
 
-__all__ = ["visibility", "filters", "salience"]
+def tokens_now(bucket, now, *, rate: float, burst: float) -> float:
+    """What an attest rate bucket holds at ``now``: ``bucket`` is its stored (tokens, stamped at) or
+    None. It refills at ``rate`` a second up to ``burst``; a missing bucket is full, and so is one
+    stamped after ``now`` (a clock that went back), so a clock step never locks an intent out."""
+    if bucket is not None and bucket[1] <= now:
+        tokens, then = bucket
+        return min(burst, tokens + (now - then).total_seconds() * rate)
+    return burst
+
+
+__all__ = ["visibility", "filters", "salience", "tokens_now"]

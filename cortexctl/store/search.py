@@ -415,6 +415,28 @@ _CURRENT = ("SELECT h.id, v.type, v.data{more} FROM heads h"
             " JOIN versions v ON v.id = h.id AND v.version = h.current_version{join} WHERE {where} ORDER BY h.id")
 
 
+def batch_mismatches(expected, rows, p_doc, p_term, p_tf):
+    """(id, problem) for each of ``rows`` (id, type, data, doc, len: a memory's current text and its
+    postings document, doc and len None when it has none) whose postings, in the arrays ``p_doc``
+    (sorted), ``p_term`` and ``p_tf`` (int64), are not ``expected(type, data)``'s terms. Any backend
+    that keeps postings compares a batch of memories this way."""
+    import numpy as np
+
+    docs = np.array([-1 if r[3] is None else r[3] for r in rows], dtype=np.int64)
+    stored_len = np.array([-1 if r[4] is None else r[4] for r in rows], dtype=np.int64)
+    first = np.searchsorted(p_doc, docs, "left")
+    n_post = np.searchsorted(p_doc, docs, "right") - first
+    n_post[docs < 0] = 0
+    h_mem = np.repeat(np.arange(len(rows), dtype=np.int64), n_post)
+    take = np.repeat(first - np.cumsum(n_post) + n_post, n_post) + np.arange(len(h_mem), dtype=np.int64)
+    sizes: list[int] = []
+    flat: list[int] = []
+    skip: list[int] = []
+    _expected_runs(expected, rows, sizes, flat, skip)
+    for i in _mismatched(sizes, flat, skip, stored_len, h_mem, p_term[take], p_tf[take]).tolist():
+        yield rows[i][0], _problem(int(stored_len[i]))
+
+
 def _expected_runs(expected, rows, sizes: list[int], flat: list[int], skip: list[int]) -> None:
     """Append each row's expected terms to ``flat`` and their count to ``sizes``; the rows
     whose data does not decode (the hash check reports them) go to ``skip``."""
@@ -477,19 +499,7 @@ def _lexical_range(con, expected, batch: int, after: str | None, upto: str | Non
                                     where=where), params)
     try:
         while rows := current.fetchmany(batch):
-            docs = np.array([-1 if r[3] is None else r[3] for r in rows], dtype=np.int64)
-            stored_len = np.array([-1 if r[4] is None else r[4] for r in rows], dtype=np.int64)
-            first = np.searchsorted(p_doc, docs, "left")
-            n_post = np.searchsorted(p_doc, docs, "right") - first
-            n_post[docs < 0] = 0
-            h_mem = np.repeat(np.arange(len(rows), dtype=np.int64), n_post)
-            take = np.repeat(first - np.cumsum(n_post) + n_post, n_post) + np.arange(len(h_mem), dtype=np.int64)
-            sizes: list[int] = []
-            flat: list[int] = []
-            skip: list[int] = []
-            _expected_runs(expected, rows, sizes, flat, skip)
-            for i in _mismatched(sizes, flat, skip, stored_len, h_mem, p_term[take], p_tf[take]).tolist():
-                yield rows[i][0], _problem(stored_len[i])
+            yield from batch_mismatches(expected, rows, p_doc, p_term, p_tf)
     finally:
         current.close()
 

@@ -26,7 +26,6 @@ in a message: ``location`` is the URI without its password.
 
 from __future__ import annotations
 
-import os
 import zlib
 from contextlib import contextmanager
 from typing import Iterator

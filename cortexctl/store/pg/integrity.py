@@ -96,22 +96,9 @@ class IntegrityReads:
             _close(cur)
 
     def head_version_mismatches(self) -> list[tuple]:
-        rows = self._con.execute(
-            f"""
-            SELECT h.id, h.current_version, count(v.version), max(v.version),
-                   CASE WHEN count(v.version) = 0 THEN 'no versions'
-                        WHEN max(v.version) <> h.current_version THEN 'current version is not the latest'
-                        WHEN count(v.version) <> max(v.version) THEN 'versions are not numbered 1..N'
-                        ELSE 'type or forms differ from the latest version' END
-            FROM heads h LEFT JOIN versions v ON v.id = h.id
-            GROUP BY h.id, h.current_version, h.type, h.short, h.medium
-            HAVING count(v.version) = 0
-                OR max(v.version) <> h.current_version
-                OR count(v.version) <> max(v.version)
-                OR bool_or(v.version = h.current_version
-                           AND (v.type <> h.type OR v.short <> h.short OR v.medium <> h.medium))
-            ORDER BY h.id{self._c()}
-            """).fetchall()
+        from cortexctl.store.integrity import HEAD_VERSION_MISMATCHES
+
+        rows = self._con.execute(f"{HEAD_VERSION_MISMATCHES} ORDER BY h.id{self._c()}").fetchall()
         return [(r[0], int(r[1]), int(r[2]), None if r[3] is None else int(r[3]), r[4]) for r in rows]
 
     def orphan_versions(self) -> list[str]:

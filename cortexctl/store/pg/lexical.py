@@ -160,7 +160,7 @@ class LexicalReads:
         """
         import numpy as np
 
-        from cortexctl.store.search import _expected_runs, _mismatched, _problem
+        from cortexctl.store.search import batch_mismatches
 
         where, params = _range("d.id", after, upto)
         got = packed_columns(self._con, f"FROM lex_postings p JOIN lex_docs d ON d.doc = p.doc WHERE {where}", params,
@@ -172,20 +172,8 @@ class LexicalReads:
                             " JOIN versions v ON v.id = h.id AND v.version = h.current_version"
                             f" LEFT JOIN lex_docs d ON d.id = h.id WHERE {where} ORDER BY h.id", params)
             while rows := current.fetchmany(batch):
-                rows = [(r[0], r[1], bytes(r[2]), r[3], r[4]) for r in rows]
-                docs = np.array([-1 if r[3] is None else r[3] for r in rows], dtype=np.int64)
-                stored_len = np.array([-1 if r[4] is None else r[4] for r in rows], dtype=np.int64)
-                first = np.searchsorted(p_doc, docs, "left")
-                n_post = np.searchsorted(p_doc, docs, "right") - first
-                n_post[docs < 0] = 0
-                h_mem = np.repeat(np.arange(len(rows), dtype=np.int64), n_post)
-                take = np.repeat(first - np.cumsum(n_post) + n_post, n_post) + np.arange(len(h_mem), dtype=np.int64)
-                sizes: list[int] = []
-                flat: list[int] = []
-                skip: list[int] = []
-                _expected_runs(expected, rows, sizes, flat, skip)
-                for i in _mismatched(sizes, flat, skip, stored_len, h_mem, p_term[take], p_tf[take]).tolist():
-                    yield rows[i][0], _problem(int(stored_len[i]))
+                yield from batch_mismatches(expected, [(r[0], r[1], bytes(r[2]), r[3], r[4]) for r in rows],
+                                            p_doc, p_term, p_tf)
         if strays:
             yield from self.stray_terms()
 

@@ -337,11 +337,9 @@ class PgTx(VectorReads, LexicalReads, IntegrityReads, BundleReads):
     def take_token(self, actor: str, intent: str, now: datetime, *, rate: float, burst: float) -> bool:
         # The writer lock orders every transaction that takes a token: the read below is current.
         rows = self._rows("SELECT tokens, updated_at FROM rate_buckets WHERE actor = %s AND intent = %s", [actor, intent])
-        if rows and rows[0][1] <= now:
-            tokens, then = rows[0]
-            tokens = min(burst, tokens + (now - then).total_seconds() * rate)
-        else:  # no bucket, or one stamped in the future by a clock that has since gone back: full
-            tokens = burst
+        from cortexctl.store.rules import tokens_now
+
+        tokens = tokens_now(rows[0] if rows else None, now, rate=rate, burst=burst)
         if tokens < 1.0:
             return False
         self._con.execute("INSERT INTO rate_buckets VALUES (%s, %s, %s, %s) ON CONFLICT (actor, intent)"
