@@ -157,3 +157,56 @@ def test_the_mcp_server_serves_a_postgresql_store_as_it_serves_a_duckdb_one(loca
         found = server.call("find", {"near": "deploy key"})
         assert not found.is_error, found.content
         assert [r["text"] for r in found.structured_content["results"]] == ["The deploy key rotates monthly"]
+
+
+@pytest.mark.slow
+def test_a_restore_killed_midway_on_postgresql_leaves_the_store_as_it_was_and_the_next_one_cleans_up(tmp_path):
+    """kill -9 a ``restore --mode replace`` while its staging schema exists (polled, not timed): the
+    store answers as before, and the next restore drops what the dead one left and succeeds."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    import psycopg
+
+    from tests.conftest import cortexctl_argv
+    from tests.pg import base_uri, store_uri
+
+    uri = store_uri("killed")
+    schema = uri.rsplit("schema=", 1)[1]
+    run = lambda *a: run_in_process(uri, *a)  # noqa: E731
+    for i in range(300):
+        _ok(run("write", "fact", f"Memory {i} of the store a restore replaces", "--tag", "t"))
+    bundle = _ok(run("backup", "--dest", str(tmp_path / "b"), "--json")).json()["path"]
+    _ok(run("write", "fact", "Written after the backup"))
+    before = _ok(run("export")).out
+    import os
+
+    env = dict(os.environ, CORTEXCTL_STORE=uri)
+    with psycopg.connect(base_uri(), autocommit=True) as admin:
+        def leftovers() -> list[str]:
+            return [r[0] for r in admin.execute("SELECT nspname FROM pg_namespace WHERE starts_with(nspname, %s)",
+                                                [schema + "_"]).fetchall()]
+
+        for attempt in range(20):  # until a kill lands while the staging schema exists
+            proc = subprocess.Popen(cortexctl_argv() + ["restore", bundle, "--mode", "replace", "--force"], env=env,
+                                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            while proc.poll() is None and not leftovers():
+                time.sleep(0.002)
+            if proc.poll() is None:
+                os.kill(proc.pid, signal.SIGKILL)
+                proc.wait()
+                break
+            proc.wait()
+            _ok(run("write", "fact", f"Written again {attempt}"))  # it finished first: make it differ again
+            before = _ok(run("export")).out
+        else:
+            pytest.fail("no restore was still running once its staging schema existed")
+        assert leftovers(), "the killed restore left its staging schema"
+        assert _ok(run("export")).out == before  # the store is as it was
+        _ok(run("verify"))
+        _ok(run("restore", bundle, "--mode", "replace", "--force"))
+        assert leftovers() == []
+    assert "Written after the backup" not in _ok(run("export")).out
+    _ok(run("verify"))

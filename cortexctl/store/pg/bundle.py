@@ -329,6 +329,7 @@ def restore(store, members: dict[str, Any], schema_version: int, check) -> None:
             store._configure(con)
             store._lock(cur, session=True)  # held until this connection ends
             _refuse_shared_schema(cur, store)
+            _drop_leftovers(con, cur, store)
             if store._vector_schema is None:
                 with con.transaction():
                     store._create_extension(con, cur)
@@ -511,6 +512,22 @@ def _swap(con, cur, store, staging: str, tag: str) -> str | None:
     cur.execute(f"ALTER SCHEMA {_quote(store.schema)} RENAME TO {_quote(old)}")
     cur.execute(f"ALTER SCHEMA {_quote(staging)} RENAME TO {_quote(store.schema)}")
     return old
+
+
+def _drop_leftovers(con, cur, store) -> None:
+    """Drop the staging and replaced schemas a killed restore of this store left behind. The caller
+    holds the store's writer lock, which every restore of it holds throughout: none is running. (A
+    store whose schema name is longer than the 40 characters these names keep is left alone: another
+    store's name could share them.)"""
+    import re
+
+    if len(store.schema) > 40:
+        return
+    cur.execute("SELECT nspname FROM pg_namespace WHERE starts_with(nspname, %s)", [store.schema + "_"])
+    pattern = re.compile(re.escape(store.schema) + r"_(restore|old)_[0-9a-f]{8}")
+    for (name,) in cur.fetchall():
+        if pattern.fullmatch(name):
+            _drop_schema(con, store, name)
 
 
 def _drop_schema(con, store, name: str) -> None:
