@@ -351,6 +351,9 @@ def restore(store, members: dict[str, Any], schema_version: int, check) -> None:
             made = False
             if old is not None:  # no reader is left in the old tables; the writer lock is still held
                 _drop_schema(con, store, old)
+        from cortexctl.store.pg.vectors import vacuum
+
+        vacuum(store)  # visibility maps, so find reads postings from their index alone
     finally:
         if con is not None:
             if made:

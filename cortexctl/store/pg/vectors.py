@@ -366,7 +366,31 @@ def _with_wait(store, wait: float | None):
 
 def update_index(store, model: str, *, rebuild: bool = False, progress=None, wait=None) -> dict:
     """Make sure ``model``'s HNSW index exists and is sound (REINDEX with ``rebuild``), in a write
-    transaction; returns what was done ({"action": "rebuild" | "none", "vectors": n, "reason": ...})."""
+    transaction, then vacuum what find reads; returns what was done ({"action": "rebuild" | "none",
+    "vectors": n, "reason": ...})."""
+    done = _update_index(store, model, rebuild=rebuild, progress=progress, wait=wait)
+    vacuum(store)
+    return done
+
+
+def vacuum(store) -> None:
+    """VACUUM ANALYZE the tables find reads, so that their visibility maps let a term's postings come
+    from the covering index alone (after an import, or reindex). Upkeep: never fails a command."""
+    from cortexctl.store.pg import quote_ident
+
+    try:
+        con = store._open()
+        try:
+            con.autocommit = True
+            con.execute("SELECT set_config('search_path', %s, false)", [quote_ident(store.schema)])
+            con.execute("VACUUM (ANALYZE) lex_postings, lex_docs, heads")
+        finally:
+            con.close()
+    except Exception:  # noqa: BLE001 - the autovacuum daemon gets there too, later
+        pass
+
+
+def _update_index(store, model: str, *, rebuild: bool, progress, wait) -> dict:
     from cortexctl.store.pg import quote_ident
 
     with _with_wait(store, wait).transaction() as tx:
