@@ -82,7 +82,8 @@ class PgStorage:
         self.wait = max(0.0, float(wait))
         self.resident = resident
         self._pool = None
-        self._vector_schema: str | None = None
+        self._vector_schema: str | None = None  # where pgvector's types are, once a connection has looked
+        self._types = None  # pgvector's TypeInfo for vector and halfvec, once fetched
         self._lock_key = zlib.crc32(self.schema.encode()) - 2**31  # a signed 32-bit key
 
     # -- connections ---------------------------------------------------------------------
@@ -90,7 +91,7 @@ class PgStorage:
         import psycopg
 
         try:
-            return psycopg.connect(self.conninfo, connect_timeout=CONNECT_TIMEOUT, application_name="cortexctl")
+            return psycopg.connect(self.conninfo, **self._connect_options())
         except psycopg.OperationalError as exc:
             raise self._connect_error(exc) from None
         except psycopg.ProgrammingError as exc:  # an option libpq does not know
@@ -109,18 +110,44 @@ class PgStorage:
                                 f"{_first_line(exc).split('failed:')[-1].strip()}",
                                 hint="check that the server runs and the host and port are right")
 
-    def _configure(self, con) -> None:
-        """The store's schema first on the search path, then the schema holding pgvector's types."""
-        row = con.execute("SELECT n.nspname FROM pg_extension e JOIN pg_namespace n ON n.oid = e.extnamespace"
-                          " WHERE e.extname = 'vector'").fetchone()
-        self._vector_schema = row[0] if row else None
-        path = quote_ident(self.schema) + (f", {quote_ident(row[0])}" if row else "")
-        con.execute("SELECT set_config('search_path', %s, false)", [path])
-        if row:
-            from pgvector.psycopg import register_vector
+    def _search_path(self) -> str:
+        return quote_ident(self.schema) + (f", {quote_ident(self._vector_schema)}" if self._vector_schema else "")
 
-            register_vector(con)
+    def _connect_options(self) -> dict:
+        """libpq's options for a new connection: once this process knows where pgvector lives, the
+        search path is set as the connection starts (no query of its own)."""
+        kwargs: dict = {"connect_timeout": CONNECT_TIMEOUT, "application_name": "cortexctl"}
+        if self._vector_schema is not None:
+            path = self._search_path().replace("\\", "\\\\").replace(" ", "\\ ")
+            kwargs["options"] = f"-c search_path={path}"
+        return kwargs
+
+    def _configure(self, con) -> None:
+        """The store's schema first on the search path, then the schema holding pgvector's types
+        (looked up by the process's first connection), whose types are registered on ``con``."""
+        if self._vector_schema is None:
+            row = con.execute("SELECT n.nspname FROM pg_extension e JOIN pg_namespace n ON n.oid = e.extnamespace"
+                              " WHERE e.extname = 'vector'").fetchone()
+            self._vector_schema = row[0] if row else None
+        if "search_path=" not in (con.info.options or ""):  # not set as the connection started
+            con.execute("SELECT set_config('search_path', %s, false)", [self._search_path()])
+        if self._vector_schema is not None:
+            self._register(con)
         con.commit()
+
+    def _register(self, con) -> None:
+        """pgvector's ``vector`` and ``halfvec`` types on ``con``: their descriptions are fetched by
+        the process's first connection and kept."""
+        from pgvector.psycopg.halfvec import register_halfvec_info
+        from pgvector.psycopg.vector import register_vector_info
+        from psycopg.types import TypeInfo
+
+        if self._types is None:
+            self._types = (TypeInfo.fetch(con, "vector"), TypeInfo.fetch(con, "halfvec"))
+        vector, halfvec = self._types
+        register_vector_info(con, vector)
+        if halfvec is not None:
+            register_halfvec_info(con, halfvec)
 
     @contextmanager
     def _connection(self) -> Iterator[object]:
@@ -147,7 +174,7 @@ class PgStorage:
             from psycopg_pool import ConnectionPool
 
             self._pool = ConnectionPool(self.conninfo, min_size=1, max_size=4, configure=self._configure,
-                                        kwargs={"connect_timeout": CONNECT_TIMEOUT, "application_name": "cortexctl"},
+                                        kwargs=self._connect_options(),
                                         open=True, timeout=CONNECT_TIMEOUT + self.wait)
         return self._pool
 
@@ -305,11 +332,9 @@ class PgStorage:
 
     def _use_vector(self, con, cur, where: str) -> None:
         """pgvector's schema on this connection's search path, its types registered."""
-        from pgvector.psycopg import register_vector
-
         self._vector_schema = where
-        cur.execute("SELECT set_config('search_path', %s, false)", [f"{quote_ident(self.schema)}, {quote_ident(where)}"])
-        register_vector(con)
+        cur.execute("SELECT set_config('search_path', %s, false)", [self._search_path()])
+        self._register(con)
 
     # -- search structures ------------------------------------------------------------------
     def update_index(self, model: str, *, rebuild: bool = False, progress=None, loader=None,

@@ -74,22 +74,22 @@ class PgTx(VectorReads, LexicalReads, IntegrityReads, BundleReads):
         return got
 
     def _insert(self, table: str, columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> None:
-        """Rows into ``table`` (COPY for many, one INSERT for a few); a taken key is an IntegrityError."""
+        """Rows into ``table`` (COPY for many, INSERTs for a few); a taken key is an IntegrityError (the
+        transaction is then failed: the storage rolls it back)."""
         import psycopg
 
         if not rows:
             return
         cols = ", ".join(columns)
-        try:
-            with self._con.transaction():  # a savepoint: a failed insert leaves the transaction usable
-                if len(rows) <= 8:
-                    marks = ", ".join(["%s"] * len(columns))
-                    with self._con.cursor() as cur:
-                        cur.executemany(f"INSERT INTO {table} ({cols}) VALUES ({marks})", [list(r) for r in rows])
-                else:
-                    with self._con.cursor() as cur, cur.copy(f"COPY {table} ({cols}) FROM STDIN") as copy:
-                        for r in rows:
-                            copy.write_row(r)
+        try:  # no savepoint: a failed insert fails the transaction, which the storage rolls back
+            if len(rows) <= 8:
+                marks = ", ".join(["%s"] * len(columns))
+                with self._con.cursor() as cur:
+                    cur.executemany(f"INSERT INTO {table} ({cols}) VALUES ({marks})", [list(r) for r in rows])
+            else:
+                with self._con.cursor() as cur, cur.copy(f"COPY {table} ({cols}) FROM STDIN") as copy:
+                    for r in rows:
+                        copy.write_row(r)
         except psycopg.errors.UniqueViolation as exc:
             raise IntegrityError(f"{table}: a row with the same key already exists"
                                  f" ({str(exc).splitlines()[0]})") from None
