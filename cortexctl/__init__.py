@@ -1,4 +1,4 @@
-"""cortexctl: long-term memory for AI agents over a local single-file store.
+"""cortexctl: long-term memory for AI agents over a local single-file store (or a PostgreSQL one).
 
 The public API: ``Cortex`` (open a store as an actor and use it) and the
 error tree. Importing this package imports nothing heavy; duckdb and friends
@@ -20,6 +20,7 @@ from cortexctl.errors import (  # noqa: F401
     Refused,
     SchemaTooNew,
     StoreBusy,
+    StoreUnreachable,
     Tombstoned,
     UsageError,
 )
