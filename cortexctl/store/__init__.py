@@ -32,7 +32,9 @@ def open_storage(location, *, wait: float = DEFAULT_WAIT, resident: bool = False
 
     if is_postgres(str(location)):
         try:
-            import psycopg  # noqa: F401  (the extra's presence, checked before the backend imports it)
+            import pgvector.psycopg  # noqa: F401  (the extra's presence, checked before the backend imports it)
+            import psycopg  # noqa: F401
+            import psycopg_pool  # noqa: F401
         except ImportError:
             from cortexctl.errors import ConfigError
 
