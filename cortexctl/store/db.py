@@ -110,6 +110,9 @@ class DuckStorage:
             try:
                 self.path.mkdir(mode=0o700, parents=True)
                 os.chmod(self.path, 0o700)
+            except FileExistsError:  # another process made it meanwhile: the same new store
+                if not self.path.is_dir():
+                    raise UsageError(f"store path {self.path} is not a directory") from None
             except OSError as exc:
                 raise UsageError(f"cannot create store directory {self.path}: {exc.strerror}") from None
 

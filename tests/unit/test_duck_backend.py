@@ -238,3 +238,34 @@ def test_threads_sharing_one_storage_take_turns_at_the_writer_lock(tmp_path):
     assert len(errors) == 1
     with shared.reading() as tx:
         assert set(tx.heads_of([ident(1), ident(2), ident(3)])) == {ident(1), ident(2)}
+
+
+def test_writers_creating_the_same_new_store_at_once_all_write(tmp_path):
+    """Eight threads (each its own storage, as separate processes would be) make the same new store at
+    the same moment: none is refused because another created the directory first."""
+    import threading
+
+    from cortexctl.store import open_storage
+    from tests.contract.conftest import memory
+
+    for round_ in range(3):
+        path = tmp_path / f"store{round_}"
+        start, errors = threading.Barrier(8), []
+
+        def write(n: int) -> None:
+            storage = open_storage(path, wait=30.0)
+            start.wait()
+            try:
+                with storage.transaction() as tx:
+                    tx.insert_memories(*(lambda h, vs: ([h], vs))(*memory(n)))
+            except Exception as exc:  # noqa: BLE001 - collected, asserted below
+                errors.append(str(exc))
+
+        threads = [threading.Thread(target=write, args=(n,)) for n in range(1, 9)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(60)
+        assert errors == [], errors
+        with open_storage(path).reading() as tx:
+            assert tx.count_heads() == 8
