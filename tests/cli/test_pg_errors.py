@@ -111,3 +111,25 @@ def test_no_store_in_the_schema_is_not_found_for_a_reader_and_creates_nothing():
 def test_a_malformed_store_uri_is_a_usage_error(bad):
     run = run_in_process(bad, "find", "--near", "x")
     assert_clean_error(run, 2)
+
+
+@pytest.mark.parametrize("schema", ["pg_catalog", "pg_toast", "information_schema"])
+def test_a_schema_of_postgresqls_own_is_refused_as_a_store(schema):
+    uri = f"{base_uri()}{'&' if '?' in base_uri() else '?'}schema={schema}"
+    for args in (("write", "fact", "x"), ("find", "--near", "x")):
+        run = run_in_process(uri, *args)
+        assert_clean_error(run, 2)
+        assert "PostgreSQL's own" in run.err, run
+
+
+def test_a_user_who_may_not_create_the_stores_schema_is_told_what_it_needs_and_nothing_is_written():
+    role = f"nocreate_{uuid.uuid4().hex[:8]}"
+    with _admin() as con:
+        con.execute(f"CREATE ROLE {role} LOGIN")  # no CREATE on the database
+    uri = _with(store_uri("nocreate"), user=role)
+    run = run_in_process(uri, "write", "fact", "x")
+    assert_clean_error(run, 2)
+    assert "permission denied" in run.err, run
+    with _admin() as con:
+        assert con.execute("SELECT count(*) FROM pg_namespace WHERE nspname = %s",
+                           [_schema_of(uri)]).fetchone()[0] == 0

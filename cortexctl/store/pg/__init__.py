@@ -58,6 +58,8 @@ def split_uri(uri: str) -> tuple[str, str]:
             rest.append((k, v))
     if not schema or len(schema) > 63 or "\x00" in schema:
         raise ConfigError(f"store URI: schema must be a name of 1 to 63 characters, got {schema!r}")
+    if schema.lower().startswith("pg_") or schema.lower() == "information_schema":
+        raise ConfigError(f"store URI: schema {schema!r} is one of PostgreSQL's own: name another")
     return urlunsplit(parts._replace(query=urlencode(rest))), schema
 
 
@@ -397,6 +399,9 @@ def _reraise(exc: BaseException, storage: PgStorage) -> None:
         return
     import psycopg
 
+    if isinstance(exc, psycopg.errors.InsufficientPrivilege):
+        raise ConfigError(f"PostgreSQL store {storage.location}: {_first_line(exc)}",
+                          hint="the store's user needs CREATE on the database (a new store) and to own its schema")
     if isinstance(exc, psycopg.errors.LockNotAvailable):
         raise StoreBusy(f"store {storage.location} is busy; gave up after {storage.wait:g}s",
                         hint="retry, or wait longer with --wait SECONDS") from None
