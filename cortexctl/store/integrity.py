@@ -7,24 +7,13 @@ import operator
 from typing import Iterator
 
 from cortexctl.store.records import HEAD_COLUMNS, VERSION_COLUMNS
-
-
-def _id_range(column: str, after: str | None, upto: str | None) -> tuple[str, list]:
-    """A WHERE clause for ``after < column <= upto`` (either end open when None)."""
-    parts, params = [], []
-    if after is not None:
-        parts.append(f"{column} > ?")
-        params.append(after)
-    if upto is not None:
-        parts.append(f"{column} <= ?")
-        params.append(upto)
-    return (" AND ".join(parts) or "true"), params
+from cortexctl.store.predicate import id_range
 
 
 def version_hash_rows(con, batch: int = 10000, after: str | None = None,
                       upto: str | None = None) -> Iterator[list[tuple]]:
     """(id, version, type, data, hash) of every version (of IDs in ``(after, upto]``), in batches."""
-    where, params = _id_range("id", after, upto)
+    where, params = id_range("id", after, upto)
     cur = con.execute(f"SELECT id, version, type, data, hash FROM versions WHERE {where} ORDER BY id, version", params)
     while True:
         rows = cur.fetchmany(batch)
@@ -163,18 +152,31 @@ def by_memory(con, batch: int = 5000, after: str | None = None, upto: str | None
                     [last, *bound_params])
     versions = _Stream(con, f"SELECT {vcols} FROM versions WHERE id > ?{bound.format(col='id')} ORDER BY id, version",
                        [last, *bound_params])
+    yield from memory_runs(ids, journal, heads, versions, batch, rows)
+
+
+def memory_runs(ids, journal, heads, versions, batch: int, rows: bool, *, journal_row=None, version_row=None):
+    """``by_memory``'s walk over four ``_Stream``s in memory-ID order (IDs; journal entries, heads and
+    versions keyed by ID): runs of ``batch`` IDs, each (entries, heads, versions), heads and versions
+    as dicts unless ``rows``; ``journal_row`` / ``version_row`` turn a backend's row into the plain
+    values (bytes, ints). Closes the streams."""
     try:
         while True:
             run = [r[0] for r in ids.take_n(batch)]
             if not run:
                 return
             lo, hi = run[0], run[-1]
+            got_j = journal.between(lo, hi)
             got_h = heads.between(lo, hi)
             got_v = versions.between(lo, hi)
+            if journal_row is not None:
+                got_j = [journal_row(r) for r in got_j]
+            if version_row is not None:
+                got_v = [version_row(r) for r in got_v]
             if not rows:
                 got_h = [dict(zip(HEAD_COLUMNS, r)) for r in got_h]
                 got_v = [dict(zip(VERSION_COLUMNS, r)) for r in got_v]
-            yield journal.between(lo, hi), got_h, got_v
+            yield got_j, got_h, got_v
     finally:
         for stream in (ids, journal, heads, versions):
             stream.close()

@@ -246,6 +246,21 @@ def _sql(e, a: str, p: list, d: _Dialect) -> str:
     raise TypeError(f"not an expression node: {e!r}")
 
 
+def id_range(column: str, after: str | None, upto: str | None, dialect: str = "duckdb",
+             collate: str = "") -> tuple[str, list[Any]]:
+    """A condition for ``after < column <= upto`` (either end open when None) in ``dialect``, with its
+    parameters; ``collate`` follows the column (PostgreSQL's ``COLLATE "C"`` for bytewise order)."""
+    mark = _DIALECTS[dialect].mark
+    parts, params = [], []
+    if after is not None:
+        parts.append(f"{column}{collate} > {mark}")
+        params.append(after)
+    if upto is not None:
+        parts.append(f"{column}{collate} <= {mark}")
+        params.append(upto)
+    return (" AND ".join(parts) or "true"), params
+
+
 _INFIX = {Sub: "-", Mul: "*", Div: "/"}
 
 

@@ -10,6 +10,7 @@ expression (``store/predicate.py``) that DuckDB's SQL and the search snapshot's 
 - ``salience(scoring)``: ``engine/salience.py`` gives the formula and its reasons; this is its
   form for ranking, operation by operation as the database computes it.
 - ``tokens_now``: what an attest rate bucket holds at a time (every backend's ``take_token``).
+- ``model_unusable``: when the semantic lane cannot run for a model (every backend's ``nearest``).
 """
 
 from __future__ import annotations
@@ -81,4 +82,18 @@ def tokens_now(bucket, now, *, rate: float, burst: float) -> float:
     return burst
 
 
-__all__ = ["visibility", "filters", "salience", "tokens_now"]
+def model_unusable(tx, model: str, dim: int) -> tuple[list, str | None] | None:
+    """``nearest``'s answer when the store has no vector of ``model`` or has them at another dimension
+    than the query's ``dim`` (no results, and a warning saying to reindex); None when it can search."""
+    have = tx.model_dim(model)
+    if have is None:
+        if not tx.count_heads():
+            return [], None
+        return [], f"semantic lane empty: no memory has a vector from {model} yet (run: cortexctl reindex)"
+    if have != dim:
+        return [], (f"semantic lane skipped: the query's vector has {dim} dimensions but the store's vectors "
+                    f"from {model} have {have} (run: cortexctl reindex)")
+    return None
+
+
+__all__ = ["visibility", "filters", "salience", "tokens_now", "model_unusable"]

@@ -16,7 +16,17 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any, Iterator, Sequence
 
+from cortexctl.store.predicate import id_range
+
 # -- vectors ---------------------------------------------------------------------
+# Live memories whose current version has no vector from a model (bound as ``{mark}``): standard SQL,
+# the same on DuckDB and PostgreSQL.
+PENDING = ("SELECT h.id, h.current_version, v.type, v.data FROM heads h"
+           " JOIN versions v ON v.id = h.id AND v.version = h.current_version"
+           " WHERE h.tombstoned_at IS NULL AND NOT EXISTS (SELECT 1 FROM vectors x"
+           " WHERE x.id = h.id AND x.version = h.current_version AND x.model = {mark})")
+
+
 def next_vector_key(con) -> int:
     """Above every key given so far, live or dropped: a dropped key may still be in the index
     file, so a new vector never takes it (keys dropped before the last fold are cleared, and the
@@ -177,12 +187,7 @@ def iter_vectors(con, model: str, dim: int, *, after: int = 0, batch: int = 50_0
 def pending(con, model: str, *, limit: int | None = None, ids: list[str] | None = None) -> list[tuple[str, int, int, bytes]]:
     """Live memories whose current version has no vector from ``model``: (id, version, type, data)."""
     params: list[Any] = [model]
-    sql = (
-        "SELECT h.id, h.current_version, v.type, v.data FROM heads h"
-        " JOIN versions v ON v.id = h.id AND v.version = h.current_version"
-        " WHERE h.tombstoned_at IS NULL AND NOT EXISTS (SELECT 1 FROM vectors x"
-        " WHERE x.id = h.id AND x.version = h.current_version AND x.model = ?)"
-    )
+    sql = PENDING.format(mark="?")
     if ids is not None:
         sql += " AND list_contains(?, h.id)"
         params.append(list(ids))
@@ -390,7 +395,7 @@ def lexical_mismatches(con, expected, batch: int = 5000, after: str | None = Non
     one pair of queries per run of ``batch`` memories (``_lexical_runs``), whose findings
     (``more than one postings document`` among them) are those of that walk.
     """
-    where, params = _range("id", after, upto)
+    where, params = id_range("id", after, upto)
     n, ids, docs = con.execute(
         f"SELECT count(*), count(DISTINCT id), count(DISTINCT doc) FROM lex_docs WHERE {where}", params
     ).fetchall()[0]
@@ -400,15 +405,6 @@ def lexical_mismatches(con, expected, batch: int = 5000, after: str | None = Non
         yield from _lexical_runs(con, expected, batch, after, upto)
     if strays:
         yield from stray_terms(con)
-
-
-def _range(column: str, after: str | None, upto: str | None) -> tuple[str, list]:
-    """A WHERE clause for ``after < column <= upto`` (either end open when None)."""
-    parts, params = [f"{column} > ?"], ["" if after is None else after]
-    if upto is not None:
-        parts.append(f"{column} <= ?")
-        params.append(upto)
-    return " AND ".join(parts), params
 
 
 _CURRENT = ("SELECT h.id, v.type, v.data{more} FROM heads h"
@@ -483,7 +479,7 @@ def _lexical_range(con, expected, batch: int, after: str | None, upto: str | Non
     cursor, each run of ``batch`` memories compared with its documents' slices of the arrays."""
     import numpy as np
 
-    where, params = _range("id", after, upto)
+    where, params = id_range("id", after, upto)
     got = con.execute(
         f"SELECT doc, term, tf FROM lex_postings WHERE doc IN (SELECT doc FROM lex_docs WHERE {where})", params
     ).fetchnumpy()
@@ -493,7 +489,7 @@ def _lexical_range(con, expected, batch: int, after: str | None, upto: str | Non
     if len(p_doc) > 1 and not (p_doc[1:] >= p_doc[:-1]).all():  # they mostly come in doc order already
         order = np.argsort(p_doc, kind="stable")
         p_doc, p_term, p_tf = p_doc[order], p_term[order], p_tf[order]
-    where, params = _range("h.id", after, upto)
+    where, params = id_range("h.id", after, upto)
     current = con.cursor()
     current.execute(_CURRENT.format(more=", d.doc, d.len", join=" LEFT JOIN lex_docs d ON d.id = h.id",
                                     where=where), params)
@@ -509,7 +505,7 @@ def _lexical_runs(con, expected, batch: int, after: str | None, upto: str | None
     for a range whose ``lex_docs`` rows repeat an ID or a doc number."""
     import numpy as np
 
-    where, params = _range("h.id", after, upto)
+    where, params = id_range("h.id", after, upto)
     current = con.cursor()  # read once in ID order, cut into runs here (a query per run scans every head)
     current.execute(_CURRENT.format(more="", join="", where=where), params)
     try:

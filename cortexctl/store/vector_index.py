@@ -331,15 +331,12 @@ def nearest(tx, store: DuckStorage, model: str, query_vec, filters: Filters, n: 
     def check(ids):
         return tx.passing(ids, filters)
 
+    from cortexctl.store.rules import model_unusable
+
     dim = q.shape[0]
-    have = tx.model_dim(model)
-    if have is None:
-        if not tx.count_heads():
-            return [], None
-        return [], f"semantic lane empty: no memory has a vector from {model} yet (run: cortexctl reindex)"
-    if have != dim:
-        return [], (f"semantic lane skipped: the query's vector has {dim} dimensions but the store's vectors "
-                    f"from {model} have {have} (run: cortexctl reindex)")
+    unusable = model_unusable(tx, model, dim)
+    if unusable is not None:
+        return unusable
     total = tx.count_heads()
     if exact or total <= EXACT_MAX or (filters.narrow and tx.count_heads(filters) <= EXACT_MAX):
         return _exact(tx, filters, model, dim, q, n, store=None if exact else store, cache=cache), None

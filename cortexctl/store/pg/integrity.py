@@ -15,6 +15,7 @@ import itertools
 from typing import Any, Iterator, Sequence
 
 from cortexctl.store.interface import HEAD_FIELDS, MEMORY_KINDS, VERSION_FIELDS
+from cortexctl.store.predicate import id_range
 
 BYTEWISE = ' COLLATE "C"'
 BYTEWISE_DEFAULTS = ("C", "POSIX", "C.UTF-8", "C.utf8")
@@ -35,18 +36,6 @@ def bytewise(con, key: str) -> str:
         bytewise_already = provider in ("c", "b") and collate in BYTEWISE_DEFAULTS  # libc's or the builtin provider
         got = _collations[key] = "" if bytewise_already else BYTEWISE
     return got
-
-
-def _id_range(column: str, after: str | None, upto: str | None, c: str) -> tuple[str, list[Any]]:
-    """A WHERE clause for ``after < column <= upto`` (either end open when None)."""
-    parts, params = [], []
-    if after is not None:
-        parts.append(f"{column}{c} > %s")
-        params.append(after)
-    if upto is not None:
-        parts.append(f"{column}{c} <= %s")
-        params.append(upto)
-    return (" AND ".join(parts) or "true"), params
 
 
 def _server_cursor(con, *, binary: bool = False):
@@ -82,7 +71,7 @@ class IntegrityReads:
     def version_hashes(self, batch: int = 10000, after: str | None = None,
                        upto: str | None = None) -> Iterator[list[tuple]]:
         c = self._c()
-        where, params = _id_range("id", after, upto, c)
+        where, params = id_range("id", after, upto, "postgres", c)
         cur = _server_cursor(self._con)
         try:
             cur.execute(f"SELECT id, version, type, data, hash FROM versions WHERE {where}"
@@ -151,7 +140,7 @@ class IntegrityReads:
                   rows: bool = False) -> Iterator[tuple[list[tuple], list, list]]:
         """Runs of memory IDs (from the heads and the journal alike) with their journal entries,
         heads and versions; each table read once, in ID order, through a cursor of its own."""
-        from cortexctl.store.integrity import _Stream
+        from cortexctl.store.integrity import _Stream, memory_runs
 
         last = "" if after is None else after
         c = self._c()
@@ -173,22 +162,9 @@ class IntegrityReads:
         versions = _Stream(src, f"SELECT {vcols} FROM versions WHERE id{c} > %s{b_id} ORDER BY id{c}, version",
                            [last, *p_id])
         data_at = VERSION_FIELDS.index("data"), VERSION_FIELDS.index("hash")
-        try:
-            while True:
-                run = [r[0] for r in ids.take_n(batch)]
-                if not run:
-                    return
-                lo, hi = run[0], run[-1]
-                got_j = [(r[0], int(r[1]), r[2], bytes(r[3])) for r in journal.between(lo, hi)]
-                got_h = heads.between(lo, hi)
-                got_v = [_bytes_at(r, data_at) for r in versions.between(lo, hi)]
-                if not rows:
-                    got_h = [dict(zip(HEAD_FIELDS, r)) for r in got_h]
-                    got_v = [dict(zip(VERSION_FIELDS, r)) for r in got_v]
-                yield got_j, got_h, got_v
-        finally:
-            for stream in (ids, journal, heads, versions):
-                stream.close()
+        yield from memory_runs(ids, journal, heads, versions, batch, rows,
+                               journal_row=lambda r: (r[0], int(r[1]), r[2], bytes(r[3])),
+                               version_row=lambda r: _bytes_at(r, data_at))
 
     def health_counts(self) -> dict:
         from cortexctl.store.pg import schema

@@ -19,6 +19,7 @@ from collections import Counter
 from typing import Any, Sequence
 
 from cortexctl.store.interface import Filters, Viewer
+from cortexctl.store.predicate import id_range
 
 _CURSORS = itertools.count(1)  # server-side cursor names, unique in the process
 TF_MAX = 32767  # lex_postings.tf is a smallint: a term repeated more often counts this many times
@@ -162,11 +163,11 @@ class LexicalReads:
 
         from cortexctl.store.search import batch_mismatches
 
-        where, params = _range("d.id", after, upto)
+        where, params = id_range("d.id", after, upto, "postgres", self._c())
         got = packed_columns(self._con, f"FROM lex_postings p JOIN lex_docs d ON d.doc = p.doc WHERE {where}", params,
                              [("p.doc", "doc", "i8"), ("p.term", "term", "i8"), ("p.tf", "tf", "i2")], order="p.doc")
         p_doc, p_term, p_tf = got["doc"], got["term"], got["tf"].astype(np.int64)
-        where, params = _range("h.id", after, upto)
+        where, params = id_range("h.id", after, upto, "postgres", self._c())
         with self._con.cursor(name=f"cortexctl_lexical_{next(_CURSORS)}") as current:
             current.execute("SELECT h.id, v.type, v.data, d.doc, d.len FROM heads h"
                             " JOIN versions v ON v.id = h.id AND v.version = h.current_version"
@@ -182,15 +183,6 @@ class LexicalReads:
         for (id_,) in self._rows("SELECT d.id FROM lex_docs d WHERE NOT EXISTS (SELECT 1 FROM heads h WHERE h.id = d.id)"
                                  " ORDER BY d.id"):
             yield id_, "lexical postings for a memory that does not exist"
-
-
-def _range(column: str, after: str | None, upto: str | None) -> tuple[str, list]:
-    """A WHERE clause for ``after < column <= upto`` (either end open when None)."""
-    parts, params = [f"{column} > %s"], ["" if after is None else after]
-    if upto is not None:
-        parts.append(f"{column} <= %s")
-        params.append(upto)
-    return " AND ".join(parts), params
 
 
 __all__ = ["LexicalReads", "packed_columns"]

@@ -185,11 +185,10 @@ class VectorReads:
 
     def pending(self, model: str, *, limit: int | None = None,
                 ids: Sequence[str] | None = None) -> list[tuple[str, int, int, bytes]]:
+        from cortexctl.store.search import PENDING
+
         params: list[Any] = [model]
-        sql = ("SELECT h.id, h.current_version, v.type, v.data FROM heads h"
-               " JOIN versions v ON v.id = h.id AND v.version = h.current_version"
-               " WHERE h.tombstoned_at IS NULL AND NOT EXISTS (SELECT 1 FROM vectors x"
-               " WHERE x.id = h.id AND x.version = h.current_version AND x.model = %s)")
+        sql = PENDING.format(mark="%s")
         if ids is not None:
             sql += " AND h.id = ANY(%s)"
             params.append(list(ids))
@@ -208,15 +207,12 @@ class VectorReads:
         q = np.asarray(query_vector, dtype=np.float32).reshape(-1)
         if not np.any(q) or n <= 0:
             return [], None
+        from cortexctl.store.rules import model_unusable
+
         dim = int(q.shape[0])
-        have = self.model_dim(model)
-        if have is None:
-            if not self.count_heads():
-                return [], None
-            return [], f"semantic lane empty: no memory has a vector from {model} yet (run: cortexctl reindex)"
-        if have != dim:
-            return [], (f"semantic lane skipped: the query's vector has {dim} dimensions but the store's vectors "
-                        f"from {model} have {have} (run: cortexctl reindex)")
+        unusable = model_unusable(self, model, dim)
+        if unusable is not None:
+            return unusable
         if exact:
             return self._exact(q, model, filters, n), None
         if dim > HALFVEC_MAX:
