@@ -43,7 +43,7 @@ def server_uri(explicit: str | None, tmp: Path) -> tuple[str, object]:
         return dsn, None
     import pgserver
 
-    server = pgserver.get_server(str(tmp / "pg"), cleanup_mode="stop")
+    server = pgserver.get_server(str(tmp / "pg"), cleanup_mode="delete")
     return server.get_uri(), server
 
 

