@@ -351,9 +351,12 @@ OPERATIONS: list[Operation] = [
     ),
               no_tool=ADMIN + " (a grant widens what another actor sees)"),
     Operation("grant_list", _grant_list, **RO, no_tool=ADMIN),
-    Operation("revoke", lambda cx, *, grant_id: cx.revoke(grant_id), (
-        Param("grant_id", "The grant's ID (grant list shows it) or a unique start of it, 6 characters or more.",
-              required=True, metavar="GRANT_ID"),
+    Operation("revoke", lambda cx, *, target, types, tags: cx.revoke(target, types=types, tags=tags), (
+        Param("target", "The grant's ID (grant list shows it) or a unique start of it, 6 characters or more; or "
+              "the sub-agent it was given to, with the grant's types and tags (none given: its grant of any type "
+              "and tag).", required=True, metavar="GRANT_ID|SUBAGENT"),
+        Param("types", "The types of the grant to revoke, as it was given (repeatable).", many=True, metavar="TYPE"),
+        Param("tags", "The tags of the grant to revoke, as it was given (repeatable).", many=True, metavar="TAG"),
     ), destructive=True, no_tool=ADMIN),
     Operation("import", lambda cx, *, source, skip_invalid, skip_existing, keep_actors, batch_size, progress=None:
               cx.import_jsonl(source, skip_invalid=skip_invalid, skip_existing=skip_existing,
