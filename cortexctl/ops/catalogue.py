@@ -168,8 +168,10 @@ OPERATIONS: list[Operation] = [
             Param("include_tombstoned", "Also forgotten memories.", type=bool, default=False),
         ), **RO,
         tool=Tool("Find memories", "Find memories by meaning (near), type, tag and frame. Three lanes (lexical, "
-                  "semantic, salience) are merged; each result says which lanes found it and why it ranked. "
-                  "Without near: salience order. Read-only: find never changes salience.")),
+                  "semantic, salience) are merged; each result says which lanes found it and why it ranked, and "
+                  "whether it matched the query's words or meaning (matched: false when only its salience brought "
+                  "it); the answer's matched says whether any result did. Without near: salience order, every "
+                  "result matched. Read-only: find never changes salience.")),
     Operation(
         "show", _show, (
             REF,
