@@ -408,7 +408,9 @@ class Integrity(Protocol):
         longer matches its checksum, say), each a sentence naming how to repair it; [] when sound."""
 
     def health_counts(self) -> dict:
-        """{"by_type": {type code: memories}, "tombstoned": n, "versions": n, "schema_version": n}; cheap at any size."""
+        """{"by_type": {type code: memories}, "tombstoned": n, "versions": n, "schema_version": n}. A
+        backend whose tables are files of its own (DuckDB) reads every block of them here, so that a
+        damaged file raises ``IntegrityError`` naming it rather than passing for healthy."""
 
 
 class BundleIO(Protocol):
