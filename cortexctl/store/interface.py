@@ -80,7 +80,12 @@ class CacheUnusable(CortexError):
 
 class IndexUnusable(CortexError):
     """The backend's vector index cannot be trusted for this search; ``Storage.update_index``
-    with ``rebuild`` repairs it."""
+    with ``rebuild`` repairs it. ``damaged``: its file is not what was saved (not merely missing,
+    out of step or another model's), which find says as a warning when it cannot rebuild it."""
+
+    def __init__(self, message: str, *, damaged: bool = False) -> None:
+        super().__init__(message)
+        self.damaged = damaged
 
 
 class Remark(str):

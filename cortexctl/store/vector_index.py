@@ -350,10 +350,10 @@ def nearest(tx, store: DuckStorage, model: str, query_vec, filters: Filters, n: 
         return _exact(tx, filters, model, dim, q, n, store=None if exact else store, cache=cache), None
     rec, why = index_state(tx, store, model, dim)
     if why != "ok" or rec is None:
-        raise IndexUnusable(f"file {index_path(store)} {why}")
+        raise IndexUnusable(f"file {index_path(store)} {why}", damaged=why == DAMAGED)
     index = hnsw.open_view(index_path(store), fingerprint_of(rec), cache)
     if index is None:
-        raise IndexUnusable(f"file {index_path(store)} {DAMAGED}")
+        raise IndexUnusable(f"file {index_path(store)} {DAMAGED}", damaged=True)
     found: dict[str, float] = {}
     # the unindexed vectors (newer than the file), compared exactly, checked with the first batch from the index
     u_ids, u_versions, u_mat = tx.vectors_after(model, rec.max_key, dim)
