@@ -56,6 +56,8 @@ def expansion_for(size: int) -> int:
 SAMPLE_BLOCK = 4096
 SAMPLES = 32
 STAMP_SUFFIX = ".checked"
+DAMAGED = "changed or damaged"  # ``check``'s answers when the file is not the one expected
+NEWER = "newer than its record"
 
 
 @dataclass(frozen=True)
@@ -87,9 +89,7 @@ def _whole_crc(fd: int) -> int:
     return crc
 
 
-def _sampled_crc(fd: int, size: int, *, whole: bool = False) -> int:
-    if whole:
-        return _whole_crc(fd)
+def _sampled_crc(fd: int, size: int) -> int:
     crc = 0
     offsets = {0, max(0, size - SAMPLE_BLOCK)}
     if size > SAMPLE_BLOCK:
@@ -98,22 +98,6 @@ def _sampled_crc(fd: int, size: int, *, whole: bool = False) -> int:
     for off in sorted(offsets):
         crc = zlib.crc32(os.pread(fd, SAMPLE_BLOCK, off), crc)
     return crc
-
-
-def fingerprint(path: Path, *, count: int, dim: int, whole: bool = False) -> Fingerprint | None:
-    """The file's fingerprint now (``whole``: its ``crc`` is over every byte), or None when it
-    cannot be read."""
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except OSError:
-        return None
-    try:
-        st = os.fstat(fd)
-        return Fingerprint(st.st_size, st.st_mtime_ns, _sampled_crc(fd, st.st_size, whole=whole), count, dim)
-    except OSError:
-        return None
-    finally:
-        os.close(fd)
 
 
 # -- the checked stamp (module docstring) ------------------------------------------------------------
@@ -125,13 +109,13 @@ def _identity(st: os.stat_result) -> list[int]:
     return [st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns]
 
 
-def _stamped(path: Path, st: os.stat_result, whole: int) -> bool:
-    """True when the stamp says this very file (unchanged since) was read whole and matched ``whole``."""
+def _stamp_of(path: Path, st: os.stat_result) -> int | None:
+    """The whole-file CRC the stamp gives this very file (unchanged since it was read whole), or None."""
     try:
         doc = json.loads(stamp_path(path).read_bytes())
-        return doc["file"] == _identity(st) and int(doc["crc"]) == whole
+        return int(doc["crc"]) if doc["file"] == _identity(st) else None
     except (OSError, ValueError, KeyError, TypeError):
-        return False
+        return None
 
 
 def _stamp(path: Path, st: os.stat_result, whole: int) -> None:
@@ -150,29 +134,33 @@ def _stamp(path: Path, st: os.stat_result, whole: int) -> None:
 def whole_ok(path: Path, expected: Fingerprint) -> bool:
     """True when every byte of the file is what was saved: read whole now, whatever the stamp
     says (``verify``); a sound file is stamped."""
-    return _check(path, expected, use_stamp=False)
+    return check(path, expected, use_stamp=False) is None
 
 
-def _check(path: Path, expected: Fingerprint, *, use_stamp: bool) -> bool:
+def check(path: Path, expected: Fingerprint, *, use_stamp: bool = True) -> str | None:
+    """None when the file is the one ``expected`` describes (the module docstring says how that is
+    known); else why not: ``NEWER`` when it is a file saved since (its stamp, written by the writer
+    that saved it, names it: the record follows), else ``DAMAGED``."""
     if not expected.whole:
-        return False
+        return DAMAGED
     try:
         fd = os.open(path, os.O_RDONLY)
     except OSError:
-        return False
+        return DAMAGED
     try:
         st = os.fstat(fd)
+        stamped = _stamp_of(path, st)
         if st.st_size != expected.size or _sampled_crc(fd, st.st_size) != expected.crc:
-            return False
-        if use_stamp and _stamped(path, st, expected.whole):
-            return True
+            return NEWER if stamped is not None and stamped != expected.whole else DAMAGED
+        if use_stamp and stamped == expected.whole:
+            return None
         if _whole_crc(fd) != expected.whole:
-            return False
+            return DAMAGED
         if _identity(os.fstat(fd)) == _identity(st):  # not written to while it was read
             _stamp(path, st, expected.whole)
-        return True
+        return None
     except OSError:
-        return False
+        return DAMAGED
     finally:
         os.close(fd)
 
@@ -214,8 +202,11 @@ def save_atomic(index, path: Path) -> Fingerprint:
 
 def trusted(path: Path, expected: Fingerprint) -> bool:
     """True when the file on disk is the one the store recorded (see the module docstring)."""
-    if not _check(path, expected, use_stamp=True):
-        return False
+    return check(path, expected) is None and header_ok(path, expected)
+
+
+def header_ok(path: Path, expected: Fingerprint) -> bool:
+    """True when usearch reads the dimension and count recorded from the file's header."""
     try:
         from usearch.index import Index
 

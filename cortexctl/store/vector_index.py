@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Callable
 
 from cortexctl.errors import CortexError, StoreBusy
+from cortexctl.index.hnsw import DAMAGED  # index_state's reason when the file is not the one recorded
 from cortexctl.store.interface import Filters, IndexUnusable, Remark
 
 DuckStorage = "cortexctl.store.db.DuckStorage"  # annotations only: the module reads its path, lock and maps
@@ -45,7 +46,6 @@ RECORD_NAME = "cortex.usearch.json"
 RECORD_FORMAT = 1
 FOLD_AT = 2000  # vectors newer than the file that trigger a fold after a write
 EXACT_MAX = 4096  # candidates compared exactly instead of through the index
-DAMAGED = "changed or damaged"  # index_state's reason when the file is not the one recorded
 
 
 @dataclass
@@ -115,7 +115,10 @@ def index_state(tx, store, model: str, dim: int | None) -> tuple[IndexRecord | N
         return rec, "unreadable record"
     if fp.count != rec.count or fp.dim != rec.dim:
         return rec, "unreadable record"
-    if not hnsw.trusted(index_path(store), fp):
+    why = hnsw.check(index_path(store), fp)
+    if why is not None:
+        return rec, why  # DAMAGED, or a file a writer has just saved and is recording
+    if not hnsw.header_ok(index_path(store), fp):
         return rec, DAMAGED
     if tx.covered(model, rec.max_key) != rec.count:  # the file holds live and dropped vectors up to max_key
         return rec, "out of step with the store"

@@ -33,6 +33,7 @@ from cortexctl.store import vector_index as semantic
 from tests import tamper
 from tests.conftest import clean_environment, run_process
 
+REPORT = os.environ.get("CORTEXCTL_DAMAGE_REPORT")  # read at import: every test runs with CORTEXCTL_* cleared
 N = semantic.EXACT_MAX + 400  # enough memories that an unfiltered find --near goes through the index file
 NEAR = "item77 kilo"
 OTHER = "item1234 lima"
@@ -122,6 +123,15 @@ class Tally:
                 f"{len(self.harmless)} harmless and unseen")
 
 
+def _report(line: str) -> None:
+    """Print the counts, and append them to the file ``CORTEXCTL_DAMAGE_REPORT`` names (pytest-xdist
+    keeps a worker's output to itself)."""
+    print(line)
+    if REPORT:
+        with open(REPORT, "a") as fh:
+            fh.write(line + "\n")
+
+
 def _crashed(run) -> bool:
     return run.code < 0 or run.code >= 70 or "Traceback" in run.err
 
@@ -202,7 +212,7 @@ FILES = [DB, INDEX, SNAP, DELTA, GEN]
 @pytest.mark.parametrize("name", FILES)
 def test_a_few_flips_and_cuts_of_each_file_never_crash_or_mislead(sound, tmp_path, name):
     tally = _sweep(sound, tmp_path, name, flips=1, cuts=[0.5], seed=29)
-    print(tally.line(name))
+    _report(tally.line(name))
     if name in (DB, INDEX, DELTA):
         assert tally.detected >= 1, tally
 
@@ -210,8 +220,8 @@ def test_a_few_flips_and_cuts_of_each_file_never_crash_or_mislead(sound, tmp_pat
 @pytest.mark.slow
 @pytest.mark.parametrize("name", FILES)
 def test_the_sweep_of_every_file_never_crashes_or_misleads(sound, tmp_path, name):
-    tally = _sweep(sound, tmp_path, name, flips=24, cuts=[0.0, 0.1, 0.5, 0.9, 0.999], seed=2029)
-    print(tally.line(name), "; unseen:", tally.harmless[:8])
+    tally = _sweep(sound, tmp_path, name, flips=12, cuts=[0.0, 0.5, 0.999], seed=2029)
+    _report(f"{tally.line(name)}; unseen: {tally.harmless}")
     if name in (INDEX, DELTA):  # every byte of these is checked
         assert tally.detected == tally.cases, tally
 
