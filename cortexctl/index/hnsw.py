@@ -184,19 +184,22 @@ def add(index, keys, vectors, progress=None) -> None:
 
 def save_atomic(index, path: Path) -> Fingerprint:
     """Write ``index`` to ``path`` so no reader ever sees a partial file; returns its fingerprint
-    (the whole-file CRC included) and stamps the file as checked."""
+    (the whole-file CRC included) and stamps the file as checked. The CRCs are taken before the
+    rename, so that a reader meets the new file unstamped only for the moment the stamp takes."""
     from cortexctl.files import atomic_path
 
     with atomic_path(path) as tmp:
         index.save(tmp)
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        st = os.fstat(fd)
-        fp = Fingerprint(st.st_size, st.st_mtime_ns, _sampled_crc(fd, st.st_size), len(index), index.ndim,
-                         _whole_crc(fd))
-    finally:
-        os.close(fd)
-    _stamp(Path(path), st, fp.whole)
+        fd = os.open(tmp, os.O_RDONLY)
+        try:
+            saved = os.fstat(fd)
+            fp = Fingerprint(saved.st_size, saved.st_mtime_ns, _sampled_crc(fd, saved.st_size), len(index),
+                             index.ndim, _whole_crc(fd))
+        finally:
+            os.close(fd)
+    st = os.stat(path)  # the rename may change the change time: the stamp takes the file as it is now
+    if _identity(st)[:4] == _identity(saved)[:4]:
+        _stamp(Path(path), st, fp.whole)
     return fp
 
 
