@@ -24,12 +24,9 @@ class Lanes:
         return vector_index.nearest(self, self.store, model, query_vector, filters, n, exact=exact)
 
     def index_problems(self, model: str) -> list[str]:
-        """The index file's problems, and the search snapshot's (every block read)."""
-        from cortexctl.store import snapshot, vector_index
+        from cortexctl.store import vector_index
 
-        problems = vector_index.verify_index(self, self.store, model)
-        cache = snapshot.check_whole(self.store.path)
-        return problems + ([cache] if cache else [])
+        return vector_index.verify_index(self, self.store, model)
 
 
 __all__ = ["Lanes"]
