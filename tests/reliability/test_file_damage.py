@@ -174,6 +174,11 @@ def _attack(sound: Sound, store: Path, name: str, damage: str, reindex_first: bo
     if not seen:
         tally.harmless.append(what)
     if name == DB:
+        if damage.startswith("cut to 50%"):  # half the database gone: every command says so, naming it
+            reindex = run_process(store, "reindex", "--store", store)
+            for run in (health, verify, reindex):
+                assert run.code == 7 and str(store / DB) in run.err, (what, run)
+            assert finds_saw, what
         return
     run = run_process(store, "reindex", "--store", store)  # plain: repairs whatever a cache's damage broke
     assert run.code == 0, (what, run)
@@ -210,11 +215,11 @@ FILES = [DB, INDEX, SNAP, DELTA, GEN]
 
 
 @pytest.mark.parametrize("name", FILES)
-def test_a_few_flips_and_cuts_of_each_file_never_crash_or_mislead(sound, tmp_path, name):
-    tally = _sweep(sound, tmp_path, name, flips=1, cuts=[0.5], seed=29)
+def test_a_flip_in_each_file_and_a_database_cut_in_half_never_crash_or_mislead(sound, tmp_path, name):
+    tally = _sweep(sound, tmp_path, name, flips=1, cuts=[0.5] if name == DB else [], seed=29)
     _report(tally.line(name))
-    if name in (DB, INDEX, DELTA):
-        assert tally.detected >= 1, tally
+    if name != GEN:  # the generation file only decides whether the snapshot is current
+        assert tally.detected == tally.cases, tally
 
 
 @pytest.mark.slow
