@@ -174,7 +174,7 @@ def _attack(sound: Sound, store: Path, name: str, damage: str, reindex_first: bo
     if not seen:
         tally.harmless.append(what)
     if name == DB:
-        if damage.startswith("cut to 50%"):  # half the database gone: every command says so, naming it
+        if damage.startswith("cut to 50.0%"):  # half the database gone: every command says so, naming it
             reindex = run_process(store, "reindex", "--store", store)
             for run in (health, verify, reindex):
                 assert run.code == 7 and str(store / DB) in run.err, (what, run)
@@ -204,7 +204,7 @@ def _sweep(sound: Sound, tmp_path: Path, name: str, flips: int, cuts: list[float
         else:
             size = path.stat().st_size
             tamper.truncate(path, int(size * at))
-            damage = f"cut to {at:.0%} of {size} bytes"
+            damage = f"cut to {at:.1%} of {size} bytes"
         tally.cases += 1
         _attack(sound, store, name, damage, reindex_first=bool(i % 2), tally=tally)
         shutil.rmtree(store)
