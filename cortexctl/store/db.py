@@ -468,7 +468,7 @@ def _exchange(a: Path, b: Path) -> None:
 # What DuckDB says when the file itself is damaged: a block whose checksum fails, a file cut short
 # (a read past its end), a header that is not DuckDB's, metadata that cannot be decoded.
 _DAMAGE = ("corrupt", "checksum", "could not read enough bytes", "not a valid duckdb database",
-           "unexpected end of file", "failed to deserialize", "invalid block", "malformed")
+           "unexpected end of file", "failed to deserialize")
 
 
 def _reraise_duckdb(exc: BaseException, path: Path) -> None:

@@ -12,7 +12,9 @@ process:
 - plain ``reindex`` repairs what damage to a cache (index file, snapshot, delta) broke.
 
 The index file is damaged in particular where its quick check (sampled blocks) does not read. The
-default lane runs a few offsets per file; the sweep (``slow``) dozens, and prints its counts.
+default lane flips 16 bytes of each file once and cuts the database in half; the sweep (``slow``)
+makes fifteen cases a file (twelve 16-byte flips, three cuts) and prints its counts, also to the file
+``CORTEXCTL_DAMAGE_REPORT`` names when set (pytest-xdist keeps a worker's output to itself).
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ from cortexctl.index import hnsw
 from cortexctl.store import snapshot
 from cortexctl.store import vector_index as semantic
 from tests import tamper
-from tests.conftest import clean_environment, run_process
+from tests.conftest import Run, clean_environment, run_process
 
 REPORT = os.environ.get("CORTEXCTL_DAMAGE_REPORT")  # read at import: every test runs with CORTEXCTL_* cleared
 N = semantic.EXACT_MAX + 400  # enough memories that an unfiltered find --near goes through the index file
@@ -41,7 +43,6 @@ WORDS = "alpha bravo charlie delta echo foxtrot golf hotel india juliet kilo lim
 
 DB, INDEX, SNAP, DELTA, GEN = (tamper.DB_NAME, semantic.INDEX_NAME, snapshot.SNAPSHOT_NAME, snapshot.DELTA_NAME,
                                snapshot.GEN_NAME)
-CACHES = (INDEX, SNAP, DELTA)
 
 
 def _line(i: int) -> bytes:
@@ -69,7 +70,7 @@ def sound(tmp_path_factory) -> Sound:
         return Sound(path, near, other)
 
 
-def _find(store: Path, *args) -> "object":
+def _find(store: Path, *args) -> Run:
     return run_process(store, "find", *args, "-k", "5", "--json", "--store", store)
 
 
@@ -124,8 +125,7 @@ class Tally:
 
 
 def _report(line: str) -> None:
-    """Print the counts, and append them to the file ``CORTEXCTL_DAMAGE_REPORT`` names (pytest-xdist
-    keeps a worker's output to itself)."""
+    """Print the counts, and append them to the file ``CORTEXCTL_DAMAGE_REPORT`` names."""
     print(line)
     if REPORT:
         with open(REPORT, "a") as fh:
