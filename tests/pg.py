@@ -46,3 +46,27 @@ def store_uri(label: str = "store", where=None) -> str:
     sep = "&" if "?" in base else "?"
     tail = uuid.uuid4().hex[:12] if where is None else hashlib.sha1(str(where).encode()).hexdigest()[:12]
     return f"{base}{sep}schema=t_{label}_{tail}"
+
+
+def with_parts(uri: str, **parts) -> str:
+    """``uri`` with its user, password or database replaced (a socket URI keeps its host parameter)."""
+    from urllib.parse import urlsplit, urlunsplit
+
+    p = urlsplit(uri)
+    host = p.netloc.rpartition("@")[2]
+    user = parts.get("user", p.username or "")
+    password = parts.get("password")
+    netloc = f"{user}{':' + password if password is not None else ''}@{host}"
+    path = "/" + parts["database"] if "database" in parts else p.path
+    return urlunsplit(p._replace(netloc=netloc, path=path))
+
+
+def new_database_uri(label: str = "store") -> str:
+    """The URI of a store in a database of its own, just created: pgvector is not enabled there yet,
+    so the store's first write is the one that enables it."""
+    import psycopg
+
+    db = f"d_{label}_{uuid.uuid4().hex[:8]}"
+    with psycopg.connect(base_uri(), autocommit=True) as con:
+        con.execute(f'CREATE DATABASE "{db}"')
+    return with_parts(store_uri(label), database=db)

@@ -173,6 +173,22 @@ def test_the_mcp_server_serves_a_postgresql_store_as_it_serves_a_duckdb_one(loca
         assert [r["text"] for r in found.structured_content["results"]] == ["The deploy key rotates monthly"]
 
 
+def test_the_mcp_server_serves_vectors_from_a_database_where_its_first_write_enabled_pgvector(tmp_path):
+    """A resident server's pooled connections opened before the store's first write enabled pgvector
+    get its types too (they were left unable to send a vector)."""
+    pytest.importorskip("mcp", reason="the MCP SDK is not installed: pip install -e '.[test]'")
+    from tests.mcp.client import McpServer, isolated_env
+    from tests.pg import new_database_uri
+
+    with McpServer(new_database_uri("mcpnew"), env=isolated_env(tmp_path / "mcp-home")) as server:
+        for text in ("The deploy key rotates monthly", "Lunch is at noon"):
+            wrote = server.call("write", {"type": "fact", "text": text})
+            assert not wrote.is_error, wrote.content
+            found = server.call("find", {"near": text})
+            assert not found.is_error, found.content
+            assert found.structured_content["results"][0]["text"] == text
+
+
 @pytest.mark.slow
 def test_a_restore_killed_midway_on_postgresql_leaves_the_store_as_it_was_and_the_next_one_cleans_up(tmp_path):
     """kill -9 a ``restore --mode replace`` while its staging schema exists (polled, not timed): the

@@ -9,6 +9,7 @@ import pytest
 
 from tests.conftest import assert_clean_error, run_in_process
 from tests.pg import base_uri, store_uri
+from tests.pg import with_parts as _with
 
 
 def _admin():
@@ -19,19 +20,6 @@ def _admin():
 
 def _schema_of(uri: str) -> str:
     return uri.rsplit("schema=", 1)[1]
-
-
-def _with(uri: str, **parts) -> str:
-    """``uri`` with its user, password or database replaced (a socket URI keeps its host parameter)."""
-    from urllib.parse import urlsplit, urlunsplit
-
-    p = urlsplit(uri)
-    host = p.netloc.rpartition("@")[2]
-    user = parts.get("user", p.username or "")
-    password = parts.get("password")
-    netloc = f"{user}{':' + password if password is not None else ''}@{host}"
-    path = "/" + parts["database"] if "database" in parts else p.path
-    return urlunsplit(p._replace(netloc=netloc, path=path))
 
 
 def test_an_unreachable_server_is_exit_9_naming_the_store_without_its_password(tmp_path):

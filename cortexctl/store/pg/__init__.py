@@ -26,6 +26,7 @@ in a message: ``location`` is the URI without its password.
 
 from __future__ import annotations
 
+import weakref
 import zlib
 from contextlib import contextmanager
 from typing import Iterator
@@ -86,6 +87,7 @@ class PgStorage:
         self._pool = None
         self._vector_schema: str | None = None  # where pgvector's types are, once a connection has looked
         self._types = None  # pgvector's TypeInfo for vector and halfvec, once fetched
+        self._ready = weakref.WeakSet()  # connections whose pgvector types are registered
         self._lock_key = zlib.crc32(self.schema.encode()) - 2**31  # a signed 32-bit key
 
     # -- connections ---------------------------------------------------------------------
@@ -150,6 +152,7 @@ class PgStorage:
         register_vector_info(con, vector)
         if halfvec is not None:
             register_halfvec_info(con, halfvec)
+        self._ready.add(con)
 
     @contextmanager
     def _connection(self) -> Iterator[object]:
@@ -158,6 +161,9 @@ class PgStorage:
             pool = self._get_pool()
             try:
                 with pool.connection() as con:
+                    if self._vector_schema is not None and con not in self._ready:
+                        # pooled before this process enabled pgvector (the store's first write)
+                        self._configure(con)
                     yield con
             except Exception as exc:
                 if type(exc).__name__ == "PoolTimeout":
