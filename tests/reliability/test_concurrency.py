@@ -335,6 +335,10 @@ def _report(soak: Soak) -> None:
           f"{len(ledger.imported_texts)} imported, {sum(ledger.citations.values())} citations), lost 0")
     for (who, outcome), n in sorted(ledger.counts.items()):
         print(f"  {who:8} {outcome:8} {n}")
+    waits = Counter((who, m.group(1)) for who, _, code, err in ledger.runs
+                    if code == 4 and (m := re.search(r"is busy \((.*?)\)", err)))
+    for (who, why), n in sorted(waits.items()):
+        print(f"  {who:8} busy: {why}: {n}")
 
 
 def test_writers_and_readers_together_lose_nothing_acknowledged(tmp_path):
