@@ -4,8 +4,8 @@ was acknowledged.
 
 Writers: `write`, `update`, `attest` and `import` (real `cortexctl` processes in loops) and an MCP
 server taking write, update and attest calls. Readers: `find`, `show`, `export`, `context` and
-`backup`. 30 seconds on DuckDB; `CORTEXCTL_SOAK=1` runs 10 minutes (`CORTEXCTL_SOAK_SECONDS`
-overrides) on DuckDB and on PostgreSQL.
+`backup`. 30 seconds on DuckDB and on PostgreSQL (tests/pg.py); `CORTEXCTL_SOAK=1` runs 10 minutes
+(`CORTEXCTL_SOAK_SECONDS` overrides either).
 
 Busy waits are what a real setup would give: an agent's own commands and its MCP server keep the
 default `--wait` (5 s, what an agent loop tolerates before it retries), `backup` runs as from cron
@@ -20,7 +20,7 @@ import random
 import re
 import threading
 import time
-from collections import Counter
+from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -55,6 +55,7 @@ class Ledger:
     runs: list[tuple[str, str, int, str]] = field(default_factory=list)  # (who, command, exit, stderr)
     counts: Counter = field(default_factory=Counter)  # (who, outcome) -> n
     problems: list[str] = field(default_factory=list)  # checks that failed inside a thread
+    seconds: dict[str, list[float]] = field(default_factory=lambda: defaultdict(list))  # who -> run times
 
     def some_ids(self, rng: random.Random, n: int) -> list[str]:
         with self.lock:
@@ -97,7 +98,10 @@ class Soak:
         return not self.stop.is_set()
 
     def cortexctl(self, who: str, *args) -> Run:
+        started = time.monotonic()
         run = run_process(Path(self.tmp_path), *args, env=self.env, timeout=600)
+        with self.ledger.lock:
+            self.ledger.seconds[who].append(time.monotonic() - started)  # reported, never asserted
         self.ledger.record_run(who, run)
         return run
 
@@ -322,6 +326,9 @@ def _check(soak: Soak) -> None:
     lost = {k: v for k, v in ledger.versions.items() if exported.get(k) != v}
     assert not lost, f"{len(lost)} acknowledged versions lost or changed: {list(lost.items())[:5]}"
     assert ledger.imported_texts <= set(exported.values())
+    for bundle in sorted((tmp_path / "backups").glob("backup-*")):  # what backup left, read back whole
+        checked = run_process(tmp_path, "bundle", "verify", bundle, env=soak.env, timeout=600)
+        assert checked.code == 0, checked
     citations = {doc["id"]: doc["salience"]["citations"] for doc in export.jsonl()}
     assert {i: citations[i] for i in ledger.citations} == dict(ledger.citations)
     assert all(citations[i] == 0 for i in citations if i not in ledger.citations)
@@ -335,6 +342,9 @@ def _report(soak: Soak) -> None:
           f"{len(ledger.imported_texts)} imported, {sum(ledger.citations.values())} citations), lost 0")
     for (who, outcome), n in sorted(ledger.counts.items()):
         print(f"  {who:8} {outcome:8} {n}")
+    for who, times in sorted(ledger.seconds.items()):
+        times = sorted(times)
+        print(f"  {who:8} median {times[len(times) // 2]:.2f}s, longest {times[-1]:.2f}s")
     waits = Counter((who, m.group(1)) for who, _, code, err in ledger.runs
                     if code == 4 and (m := re.search(r"is busy \((.*?)\)", err)))
     for (who, why), n in sorted(waits.items()):
@@ -346,7 +356,6 @@ def test_writers_and_readers_together_lose_nothing_acknowledged(tmp_path):
     _check(soak)
 
 
-@pytest.mark.skipif(not SOAK, reason="the PostgreSQL soak runs with CORTEXCTL_SOAK=1")
 def test_writers_and_readers_together_lose_nothing_acknowledged_on_postgres(tmp_path):
     from tests.pg import store_uri
 
