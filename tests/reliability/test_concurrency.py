@@ -5,7 +5,8 @@ was acknowledged.
 Writers: `write`, `update`, `attest` and `import` (real `cortexctl` processes in loops) and an MCP
 server taking write, update and attest calls. Readers: `find`, `show`, `export`, `context` and
 `backup`. 30 seconds on DuckDB and on PostgreSQL (tests/pg.py); `CORTEXCTL_SOAK=1` runs 10 minutes
-(`CORTEXCTL_SOAK_SECONDS` overrides either).
+(`CORTEXCTL_SOAK_SECONDS` overrides either). The counts are printed (`-s`) and appended to the file
+`CORTEXCTL_SOAK_REPORT` names.
 
 Busy waits are what a real setup would give: an agent's own commands and its MCP server keep the
 default `--wait` (5 s, what an agent loop tolerates before it retries), `backup` runs as from cron
@@ -33,6 +34,8 @@ pytestmark = pytest.mark.slow
 
 SOAK = os.environ.get("CORTEXCTL_SOAK") == "1"
 SECONDS = float(os.environ.get("CORTEXCTL_SOAK_SECONDS") or (600 if SOAK else 30))
+REPORT = os.environ.get("CORTEXCTL_SOAK_REPORT")  # read before each test's environment is cleaned
+SEED = os.environ.get("CORTEXCTL_SOAK_SEED") or "22"
 WORDS = ("deploy", "key", "rotation", "walrus", "backup", "pipeline", "cache", "release", "schema", "token",
          "incident", "monitor", "budget", "latency", "replica", "shard")
 BUSY = re.compile(r"store .* is busy \(.*\); gave up after [0-9.]+s")
@@ -259,7 +262,7 @@ def _soak(tmp_path: Path, store: str, seconds: float) -> Soak:
     seed = run_process(tmp_path, "write", "fact", "the first note about the deploy key", "--json", env=soak.env)
     assert seed.code == 0, seed
     soak.ledger.acknowledge(seed.json()["id"], 1, "the first note about the deploy key", seed.json()["seq"])
-    rng = random.Random(os.environ.get("CORTEXCTL_SOAK_SEED") or 22)
+    rng = random.Random(SEED)
     server = McpServer(store, actor="alice", env=isolated_env(tmp_path / "mcp-home"), timeout=600)
     workers = [(soak.writer,), (soak.updater,), (soak.attester,), (soak.importer,), (soak.mcp_client, server),
                (soak.finder,), (soak.shower,), (soak.exporter_and_context,), (soak.backer,)]
@@ -335,6 +338,21 @@ def _check(soak: Soak) -> None:
 
 
 def _report(soak: Soak) -> None:
+    """The counts, on stdout (``-s``) and appended to the file ``CORTEXCTL_SOAK_REPORT`` names
+    (what a run under xdist keeps)."""
+    import contextlib
+    import io
+
+    text = io.StringIO()
+    with contextlib.redirect_stdout(text):
+        _counts(soak)
+    print(text.getvalue())
+    if REPORT:
+        with open(REPORT, "a", encoding="utf-8") as fh:
+            fh.write(text.getvalue())
+
+
+def _counts(soak: Soak) -> None:
     ledger = soak.ledger
     acknowledged = len(ledger.versions) - 1 + len(ledger.imported_texts)  # less the seed
     print(f"\nsoak on {soak.store}: acknowledged {acknowledged} writes "
