@@ -62,7 +62,7 @@ class Ledger:
 
     def some_ids(self, rng: random.Random, n: int) -> list[str]:
         with self.lock:
-            return rng.sample(self.ids, min(n, len(self.ids))) if self.ids else []
+            return rng.sample(self.ids, min(n, len(self.ids)))
 
     def record_run(self, who: str, run: Run) -> bool:
         """Keep what a process said; True when it exited 0."""
@@ -122,10 +122,7 @@ class Soak:
     def updater(self, rng: random.Random) -> None:
         i = 0
         while self.running():
-            ids = self.ledger.some_ids(rng, 1)
-            if not ids:
-                time.sleep(0.05)
-                continue
+            ids = self.ledger.some_ids(rng, 1)  # never empty: the seed is acknowledged before the start
             i += 1
             text = f"updated note {i}: the {rng.choice(WORDS)} changed"
             run = self.cortexctl("update", "update", ids[0], text, "--json")
@@ -137,9 +134,6 @@ class Soak:
         i = 0
         while self.running():
             cited = self.ledger.some_ids(rng, rng.randint(1, 3))
-            if not cited:
-                time.sleep(0.05)
-                continue
             i += 1  # an intent of its own each time: the rate limit is per intent
             run = self.cortexctl("attest", "attest", "--intent", f"cli-{i}", "--outcome", "success", *cited,
                                  "--json")
@@ -183,7 +177,7 @@ class Soak:
             i += 1
             kind = ("write", "update", "attest")[i % 3]
             ids = self.ledger.some_ids(rng, rng.randint(1, 3))
-            if kind == "write" or not ids:
+            if kind == "write":
                 text = f"mcp note {i}: the {rng.choice(WORDS)} {rng.choice(WORDS)} is noted"
                 result = server.call("write", {"type": "fact", "text": text, "tags": ["soak"]})
             elif kind == "update":
@@ -198,7 +192,7 @@ class Soak:
                     self.ledger.runs.append(("mcp", kind, doc.get("exit_code"), result.content[0].text))
             if result.is_error:
                 continue
-            if kind == "attest" and ids:
+            if kind == "attest":
                 self._attested(doc, ids)
             else:
                 self.ledger.acknowledge(doc["id"], doc["version"], text, doc["seq"])
@@ -215,9 +209,6 @@ class Soak:
         while self.running():
             with self.ledger.lock:
                 known = list(self.ledger.versions.items())
-            if not known:
-                time.sleep(0.05)
-                continue
             (memory_id, version), text = rng.choice(known)
             run = self.cortexctl("show", "show", f"cortex://m/{memory_id}/v/{version}", "--json")
             if run.code == 0 and run.json()["data"]["statement"] != text:
