@@ -110,22 +110,21 @@ class Soak:
 
     # -- writers ---------------------------------------------------------------------------------------
     def writer(self, rng: random.Random) -> None:
-        i = 0
-        while self.running():
-            i += 1
-            text = f"writer note {i}: the {rng.choice(WORDS)} {rng.choice(WORDS)} goes here"
-            run = self.cortexctl("write", "write", "fact", text, "--tag", "soak", "--json")
-            if run.code == 0:
-                doc = run.json()
-                self.ledger.acknowledge(doc["id"], doc["version"], text, doc["seq"])
+        self._versions("write", lambda i: f"writer note {i}: the {rng.choice(WORDS)} {rng.choice(WORDS)} goes here",
+                       lambda text: ["fact", text, "--tag", "soak"])
 
     def updater(self, rng: random.Random) -> None:
+        # some_ids is never empty: the seed is acknowledged before the start
+        self._versions("update", lambda i: f"updated note {i}: the {rng.choice(WORDS)} changed",
+                       lambda text: [self.ledger.some_ids(rng, 1)[0], text])
+
+    def _versions(self, command: str, make_text, make_args) -> None:
+        """``command`` in a loop; each version it acknowledges goes in the ledger with its text."""
         i = 0
         while self.running():
-            ids = self.ledger.some_ids(rng, 1)  # never empty: the seed is acknowledged before the start
             i += 1
-            text = f"updated note {i}: the {rng.choice(WORDS)} changed"
-            run = self.cortexctl("update", "update", ids[0], text, "--json")
+            text = make_text(i)
+            run = self.cortexctl(command, command, *make_args(text), "--json")
             if run.code == 0:
                 doc = run.json()
                 self.ledger.acknowledge(doc["id"], doc["version"], text, doc["seq"])
