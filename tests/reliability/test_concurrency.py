@@ -40,6 +40,7 @@ WORDS = ("deploy", "key", "rotation", "walrus", "backup", "pipeline", "cache", "
          "incident", "monitor", "budget", "latency", "replica", "shard")
 BUSY = re.compile(r"store .* is busy \(.*\); gave up after [0-9.]+s")
 BUSY_LINE = re.compile(rf"^cortexctl: {BUSY.pattern} \(retry, or wait longer with --wait SECONDS\)$")
+ANCHOR = "the anchor note that no writer changes"
 WRITERS = ("write", "update", "attest", "import", "mcp")
 IMPORT_STOPPED = re.compile(r"import stopped after (\d+) of (\d+) memories")
 
@@ -71,9 +72,11 @@ class Ledger:
             self.counts[who, "ok" if run.code == 0 else f"exit {run.code}"] += 1
         return run.code == 0
 
-    def acknowledge(self, memory_id: str, version: int, text: str, seq: int) -> None:
+    def acknowledge(self, memory_id: str, version: int, text: str, seq: int, *, changing: bool = True) -> None:
+        """A version a writer was told is written; ``changing``: a new memory the others may update
+        and cite."""
         with self.lock:
-            if version == 1:
+            if version == 1 and changing:
                 self.ids.append(memory_id)
             self.versions[memory_id, version] = text
             self.seqs.append(seq)
@@ -198,11 +201,14 @@ class Soak:
 
     # -- readers ---------------------------------------------------------------------------------------
     def finder(self, rng: random.Random) -> None:
+        """The text of a memory acknowledged and never changed (imported, or the anchor): it comes
+        first, matched (so no exit 1)."""
         while self.running():
-            run = self.cortexctl("find", "find", "--near", f"{rng.choice(WORDS)} {rng.choice(WORDS)}", "-k", "5",
-                                 "--json")
-            if run.code == 0 and run.json()["count"] == 0 and self.ledger.ids:
-                self.ledger.fail(f"find answered nothing on a store with memories: {run}")
+            with self.ledger.lock:
+                text = rng.choice(sorted(self.ledger.imported_texts) or [ANCHOR])
+            run = self.cortexctl("find", "find", "--near", text, "-k", "5", "--json")
+            if run.code == 0 and run.json()["results"][0]["text"] != text:
+                self.ledger.fail(f"find --near {text!r} did not answer it first: {run}")
 
     def shower(self, rng: random.Random) -> None:
         while self.running():
@@ -249,9 +255,10 @@ def _soak(tmp_path: Path, store: str, seconds: float) -> Soak:
     from tests.mcp.client import McpServer, isolated_env
 
     soak = Soak(tmp_path, store, seconds)
-    seed = run_process(tmp_path, "write", "fact", "the first note about the deploy key", "--json", env=soak.env)
-    assert seed.code == 0, seed
-    soak.ledger.acknowledge(seed.json()["id"], 1, "the first note about the deploy key", seed.json()["seq"])
+    for text, changing in (("the first note about the deploy key", True), (ANCHOR, False)):
+        seed = run_process(tmp_path, "write", "fact", text, "--json", env=soak.env)
+        assert seed.code == 0, seed
+        soak.ledger.acknowledge(seed.json()["id"], 1, text, seed.json()["seq"], changing=changing)
     rng = random.Random(SEED)
     server = McpServer(store, actor="alice", env=isolated_env(tmp_path / "mcp-home"), timeout=600)
     workers = [(soak.writer,), (soak.updater,), (soak.attester,), (soak.importer,), (soak.mcp_client, server),
@@ -344,9 +351,9 @@ def _report(soak: Soak) -> None:
 
 def _counts(soak: Soak) -> None:
     ledger = soak.ledger
-    acknowledged = len(ledger.versions) - 1 + len(ledger.imported_texts)  # less the seed
+    acknowledged = len(ledger.versions) - 2 + len(ledger.imported_texts)  # less the two seeds
     print(f"\nsoak on {soak.store}: acknowledged {acknowledged} writes "
-          f"({len(ledger.ids)} memories, {len(ledger.versions) - len(ledger.ids)} updates, "
+          f"({len(ledger.ids) - 1} memories, {len(ledger.versions) - len(ledger.ids) - 1} updates, "
           f"{len(ledger.imported_texts)} imported, {sum(ledger.citations.values())} citations), lost 0")
     for (who, outcome), n in sorted(ledger.counts.items()):
         print(f"  {who:8} {outcome:8} {n}")
