@@ -112,6 +112,7 @@ def write(
     vector = _embed_one(ctx, body.search_text, warnings)
     last_key = 0
     term_ids = text_terms(body.search_text)
+    payload = write_payload(head, [version])  # before the writer lock: less of the turn others wait for
     with ctx.transaction() as tx:
         twin = _twin(tx, ctx.actor, body, term_ids)
         if twin is not None and dedupe:
@@ -121,7 +122,7 @@ def write(
             warnings.append(f"the same {type_name} is already stored as {memory_uri(twin['id'])} "
                             "(write --dedupe returns it instead of writing another)")
         tx.insert_memories([head], [version])
-        seq = tx.append_journal([("write", now, ctx.actor, id_, write_payload(head, [version]))])
+        seq = tx.append_journal([("write", now, ctx.actor, id_, payload)])
         tx.add_terms([(id_, term_ids)])
         if vector is not None:
             last_key = semantic.store_or_warn(tx, ctx.embedder, [id_], [1], vector, warnings)
@@ -192,6 +193,7 @@ def update(
 
     conf = None if confidence is None else check_confidence(confidence, error=UsageError)
     parse_ref(ref)
+    ctx.embedder  # built before the writer lock, not in the turn other writers wait for
     with ctx.transaction(existing=True) as tx:
         head = resolve(tx, ctx.viewer, ref)
         check_owner(head, ctx.actor)

@@ -40,6 +40,16 @@ LOCK_NAME = ".lock"
 OWN_FILE_PREFIXES = ("cortex.", LOCK_NAME)
 
 
+def _load_for_writing() -> None:
+    """Import what a writer's turn needs before it queues for the writer lock. A cold process
+    would otherwise import the database driver while holding the lock: a large part of a short
+    write's turn (seconds on a loaded machine), and every other writer waits through it."""
+    import duckdb  # noqa: F401
+    import orjson  # noqa: F401
+
+    from cortexctl.store import duck, feedback, grants, migrations, snapshot  # noqa: F401
+
+
 def _is_lock_error(exc: Exception) -> bool:
     text = str(exc).lower()
     return "lock" in text and ("conflicting" in text or "could not set" in text)
@@ -242,6 +252,7 @@ class DuckStorage:
         if self._held:
             yield
             return
+        _load_for_writing()
         self._create_dir()
         deadline = self._deadline() if wait is None else time.monotonic() + wait
         with self._writer_lock(deadline):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
+import sys
 import time
 
 import orjson
@@ -226,3 +227,49 @@ def test_find_near_keeps_answering_while_an_import_runs(tmp_path):
         if answered:
             break
     assert answered >= 1, "every import ended before a find could answer beside it"
+
+
+# Runs cortexctl's main in this interpreter and lists each module it imports while the store's
+# writer lock (a flock on .lock, which another descriptor of this process cannot take while held)
+# is taken.
+_IMPORTS_UNDER_THE_LOCK = r"""
+import fcntl, json, os, sys
+lock, out = os.path.join(sys.argv[1], ".lock"), sys.argv[2]
+seen = []
+
+class Watch:
+    def find_spec(self, name, path=None, target=None):
+        fd = os.open(lock, os.O_RDONLY)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            seen.append(name)
+        finally:
+            os.close(fd)
+        return None
+
+sys.meta_path.insert(0, Watch())
+try:
+    from cortexctl.cli.app import main
+    code = main(sys.argv[3:])
+finally:
+    with open(out, "w") as fh:
+        json.dump(seen, fh)
+sys.exit(code)
+"""
+
+
+@pytest.mark.parametrize("command", ["write", "update", "attest"])
+def test_a_writer_imports_nothing_while_it_holds_the_writer_lock(cx, store, tmp_path, command):
+    """Every other writer waits through a writer's turn: a fresh process imports the database
+    driver and whatever else its change needs before it takes the lock, not during its turn."""
+    uri = cx.write("fact", "the deploy key rotates monthly").uri
+    args = {"write": ["write", "fact", "the build cache lives in /var/cache"],
+            "update": ["update", uri, "the deploy key rotates weekly"],
+            "attest": ["attest", "--intent", "deploy-1", "--outcome", "success", uri]}[command]
+    out = tmp_path / "imported-under-the-lock.json"
+    run = subprocess.run([sys.executable, "-c", _IMPORTS_UNDER_THE_LOCK, str(store), str(out), *args],
+                         env=dict(os.environ, CORTEXCTL_STORE=str(store)), capture_output=True, text=True,
+                         timeout=120)
+    assert run.returncode == 0, run.stderr
+    assert orjson.loads(out.read_bytes()) == []
