@@ -6,7 +6,7 @@ or many hold it read-only, never both. So:
 
 - readers open read-only, for as short a time as they need;
 - writers first take an exclusive ``flock`` on ``.lock`` (our own writers
-  queue there), then open read-write;
+  queue there, woken as it is let go: ``_flock_until``), then open read-write;
 - a file locked by another process means retrying with jittered exponential
   backoff until ``wait`` seconds have passed, then ``StoreBusy`` (exit 4).
 
@@ -57,6 +57,49 @@ def _is_lock_error(exc: Exception) -> bool:
 
 def _integrity(exc: BaseException, path: Path, hint: str | None = None) -> CortexError:
     return IntegrityError(f"store {path} cannot be read: {str(exc).splitlines()[0]}", hint=hint, path=str(path))
+
+
+def _flock_until(fd: int, deadline: float) -> bool:
+    """Take the exclusive ``flock`` on ``fd``, waiting until ``deadline`` (``time.monotonic``).
+
+    The wait is a blocked ``flock`` (in a thread, so that it can be given up at the deadline): the
+    kernel wakes it the moment the holder lets go. Waiters that polled with a growing backoff slept
+    through most releases, and a writer that had just come usually took the lock from one that had
+    waited for seconds. The thread's descriptor shares ``fd``'s open file, so the lock it takes is
+    ``fd``'s; a thread that gets the lock after its caller gave up lets it go at once."""
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        return True
+    except OSError as exc:
+        if exc.errno not in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
+            raise
+    remaining = deadline - time.monotonic()
+    if remaining <= 0:
+        return False
+    waiter_fd = os.dup(fd)
+    done = threading.Event()
+    turn = threading.Lock()
+    outcome: dict = {}
+
+    def wait() -> None:
+        try:
+            fcntl.flock(waiter_fd, fcntl.LOCK_EX)
+            with turn:
+                if outcome.setdefault("got", True) is not True:  # the caller gave up meanwhile
+                    fcntl.flock(waiter_fd, fcntl.LOCK_UN)
+        except OSError as exc:
+            outcome.setdefault("got", exc)
+        finally:
+            os.close(waiter_fd)
+            done.set()
+
+    threading.Thread(target=wait, name="cortexctl-writer-lock", daemon=True).start()
+    done.wait(remaining)
+    with turn:
+        got = outcome.setdefault("got", False)
+    if isinstance(got, OSError):
+        raise got
+    return got
 
 
 class DuckStorage:
@@ -183,16 +226,7 @@ class DuckStorage:
     def _writer_lock(self, deadline: float) -> Iterator[None]:
         fd = os.open(self.lock_path, os.O_RDWR | os.O_CREAT, 0o600)
         try:
-            def attempt():
-                try:
-                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                    return True
-                except OSError as exc:
-                    if exc.errno in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
-                        return None
-                    raise
-
-            if self._retry(attempt, deadline) is None:
+            if not _flock_until(fd, deadline):
                 raise self._busy("another cortexctl is writing to it")
             yield
         finally:

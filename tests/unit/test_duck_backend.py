@@ -290,3 +290,69 @@ def test_a_damaged_database_file_is_an_integrity_error_naming_it_and_a_bad_query
             tx.health_counts()
     assert err.value.exit_code == 7 and err.value.path == str(storage.db_path)
     assert str(storage.db_path) in err.value.message
+
+
+def _holder(path):
+    """Another open file of ``path`` holding its exclusive flock (as another process's would)."""
+    import fcntl
+    import os
+
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    return fd
+
+
+def _free(path) -> bool:
+    import fcntl
+    import os
+
+    fd = os.open(path, os.O_RDWR)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        return True
+    except BlockingIOError:
+        return False
+    finally:
+        os.close(fd)
+
+
+def test_a_waiting_writer_takes_the_lock_once_its_holder_lets_go_and_holds_it(tmp_path):
+    import os
+    import threading
+    import time
+
+    from cortexctl.store.db import _flock_until
+
+    path = tmp_path / ".lock"
+    holder = _holder(path)
+    mine = os.open(path, os.O_RDWR)
+    got: list = []
+    waiter = threading.Thread(target=lambda: got.append(_flock_until(mine, time.monotonic() + 600)))
+    waiter.start()
+    os.close(holder)  # lets go
+    waiter.join()
+    assert got == [True]
+    assert not _free(path)  # ``mine`` holds it
+    os.close(mine)
+    assert _free(path)
+
+
+def test_a_writer_that_gives_up_at_its_deadline_leaves_the_lock_free_once_the_holder_lets_go(tmp_path):
+    import os
+    import time
+
+    from cortexctl.store.db import _flock_until
+
+    path = tmp_path / ".lock"
+    holder = _holder(path)
+    mine = os.open(path, os.O_RDWR)
+    assert _flock_until(mine, time.monotonic() + 0.05) is False
+    assert _flock_until(mine, time.monotonic()) is False  # no time left: one attempt
+    os.close(mine)
+    os.close(holder)
+    for _ in range(6000):  # the given-up waiter may take it for a moment, and lets it go at once
+        if _free(path):
+            break
+        time.sleep(0.01)
+    else:
+        pytest.fail("the lock stayed taken after every holder let go")
