@@ -309,13 +309,14 @@ class Cortex:
         """Check a bundle completely; touches no store."""
         from cortexctl.engine import bundle
 
-        return bundle.check(path, passphrase=bundle.passphrase(self.settings))
+        return bundle.check(path, self.context.storage.scratch_areas(), passphrase=bundle.passphrase(self.settings))
 
     def drill_bundle(self, path, *, progress=None):
         """Restore a bundle into a throwaway store, verify it and compare it with the bundle."""
         from cortexctl.engine import bundle
 
-        return bundle.drill(self.settings, path, clock=self.context.clock, progress=progress)
+        return bundle.drill(self.settings, path, self.context.storage.scratch_areas(), clock=self.context.clock,
+                            progress=progress)
 
 
 __all__ = ["Cortex"]
