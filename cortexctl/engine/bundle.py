@@ -262,7 +262,7 @@ def _backup(ctx: Context, dest: Path, keep: int, max_age: float, encrypt: bool, 
     _remove_stale_partials(dest)
     partial = dest / f"{PARTIAL}{os.getpid()}-{os.urandom(4).hex()}"
     partial.mkdir(mode=0o700)
-    plain = scratch.make(ctx.storage.scratch_areas(), "backup") if encrypt else None
+    plain = scratch.make(scratch.areas(ctx.storage), "backup") if encrypt else None
     try:
         if plain:
             (plain / "members").mkdir(mode=0o700)
@@ -313,7 +313,7 @@ def _backup(ctx: Context, dest: Path, keep: int, max_age: float, encrypt: bool, 
         _write_json(partial / META, meta)
         sb.fsync_tree(partial)
         step("check", 0, 1)
-        check(partial, ctx.storage.scratch_areas(), passphrase=key_pass)  # read back what was written, as bundle verify would
+        check(partial, scratch.areas(ctx.storage), passphrase=key_pass)  # read back what was written, as bundle verify would
         step("check", 1, 1)
         final = _final_name(dest, now)
         os.rename(partial, final)
@@ -565,13 +565,14 @@ def restore(ctx: Context, path: str | os.PathLike, *, mode: str, force: bool = F
             progress: Progress | None = None) -> RestoreResult:
     """Restore a bundle into the store: ``merge`` (idempotent union) or ``replace`` (destructive, guarded)."""
     from cortexctl.config import ENV_ALLOW_DESTRUCTIVE, default_store_path
+    from cortexctl.store import scratch
 
     if mode not in ("merge", "replace"):
         raise UsageError(f"mode must be merge or replace (got {mode!r})", field="mode")
     ctx.storage.check_location()
     target = ctx.storage.location
     local = ctx.storage.local_dir()
-    with opened(path, ctx.storage.scratch_areas(), passphrase=passphrase(ctx.settings)) as b:
+    with opened(path, scratch.areas(ctx.storage), passphrase=passphrase(ctx.settings)) as b:
         result = RestoreResult(mode=mode, target=target, dry_run=dry_run)
         _topology(b.meta, force_topology_mismatch, result.notes)
         full = _holds_data(ctx)

@@ -308,14 +308,16 @@ class Cortex:
     def verify_bundle(self, path):
         """Check a bundle completely; touches no store."""
         from cortexctl.engine import bundle
+        from cortexctl.store import scratch
 
-        return bundle.check(path, self.context.storage.scratch_areas(), passphrase=bundle.passphrase(self.settings))
+        return bundle.check(path, scratch.areas(self.context.storage), passphrase=bundle.passphrase(self.settings))
 
     def drill_bundle(self, path, *, progress=None):
         """Restore a bundle into a throwaway store, verify it and compare it with the bundle."""
         from cortexctl.engine import bundle
+        from cortexctl.store import scratch
 
-        return bundle.drill(self.settings, path, self.context.storage.scratch_areas(), clock=self.context.clock,
+        return bundle.drill(self.settings, path, scratch.areas(self.context.storage), clock=self.context.clock,
                             progress=progress)
 
 

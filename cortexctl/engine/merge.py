@@ -66,7 +66,7 @@ def _preflight(ctx: Context, b: Opened) -> None:
             p = report.problems[0]
             raise IntegrityError(f"the bundle does not verify as a store ({p.check}: {p.message}); nothing written")
 
-    with scratch.space(ctx.storage.scratch_areas(), "merge") as tmp:
+    with scratch.space(scratch.areas(ctx.storage), "merge") as tmp:
         open_storage(tmp / "store").restore_bundle(b.files, b.meta["schema_version"], check)
 
 

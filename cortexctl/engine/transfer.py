@@ -470,7 +470,9 @@ def read_prepared(
     total = 0
     id_cols: list = []
     line_cols: list = []
-    spill = _Spill(ctx.storage.scratch_areas())
+    from cortexctl.store import scratch
+
+    spill = _Spill(scratch.areas(ctx.storage))
     try:
         from cortexctl.embed.hashing import HashEmbedder
 

@@ -79,11 +79,6 @@ class DuckStorage:
         """The store's directory (it may not exist yet)."""
         return self.path
 
-    def scratch_areas(self) -> list[Path]:
-        from cortexctl.store import scratch
-
-        return scratch.for_store_dir(self.path)
-
     def worker_address(self, tx) -> str:
         """The store itself: while ``tx``'s read-only connection is open no writer can open the file,
         so every reader sees what it sees."""
@@ -251,7 +246,7 @@ class DuckStorage:
         with self._writer_lock(deadline):
             from cortexctl.store import scratch
 
-            scratch.sweep(self.scratch_areas(), store_dir=self.path)  # what killed commands left
+            scratch.sweep(scratch.areas(self), store_dir=self.path)  # what killed commands left
             self._holder = threading.get_ident()
             try:
                 yield
@@ -408,7 +403,7 @@ class DuckStorage:
         target = self.path
         target.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
         existed = target.exists()
-        staging = scratch.make(self.scratch_areas()[:1], "restore")  # beside the store: swapped in by rename
+        staging = scratch.make(scratch.areas(self)[:1], "restore")  # beside the store: swapped in by rename
         swapped = False
         try:
             with self.exclusive(), scratch.private():  # creates the target directory (for its lock) when new

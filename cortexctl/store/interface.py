@@ -459,12 +459,8 @@ class Storage(Protocol):
     #               hold credentials, so it is never printed
 
     def local_dir(self) -> Path | None:
-        """The local directory holding the store, None for a store on a server."""
-
-    def scratch_areas(self) -> list[Path]:
-        """Where this store's local work goes (decrypted bundles, staged stores, spilled batches),
-        the preferred first: private, swept of dead processes' leftovers by every writer
-        (``store/scratch.py``)."""
+        """The local directory holding the store, None for a store on a server; its local work
+        (decrypted bundles, staged stores, spilled batches) goes beside it (``store/scratch.py``)."""
 
     def exists(self) -> bool:
         """A store exists there."""

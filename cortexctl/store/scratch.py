@@ -4,7 +4,7 @@ Decrypted bundle members, a restore's staged store, merge's and the drill's thro
 stores and an import's spilled batches are made here, never in a shared temp directory:
 
 - the area is a private directory (0700; what is written in it 0600) that belongs to the store
-  (``Storage.scratch_areas``): for a store directory, ``.<name>.scratch`` beside it, on the same
+  (``areas``): for a store directory, ``.<name>.scratch`` beside it, on the same
   filesystem (a staged store is swapped in with one rename), or ``.scratch`` inside it when its
   parent cannot be written; for a store on a server, a directory in the user's data dir named
   after the store;
@@ -201,6 +201,12 @@ def _sweep_legacy(store_dir: Path) -> list[str]:
     return removed
 
 
+def areas(storage) -> list[Path]:
+    """The scratch areas of ``storage`` (a ``Storage``), the preferred first."""
+    local = storage.local_dir()
+    return for_store_dir(local) if local is not None else for_server(storage.location)
+
+
 def for_store_dir(store_dir: Path) -> list[Path]:
     """The scratch areas of a store directory, the preferred first (see the module docstring)."""
     return [store_dir.parent / f".{store_dir.name}.scratch", store_dir / ".scratch"]
@@ -218,4 +224,4 @@ def for_server(location: str) -> list[Path]:
     return [Path(user_data_dir(APP)) / "scratch" / tag]
 
 
-__all__ = ["make", "space", "sweep", "remove", "private", "alive", "for_store_dir", "for_server"]
+__all__ = ["areas", "make", "space", "sweep", "remove", "private", "alive"]

@@ -219,11 +219,6 @@ class PgStorage:
     def local_dir(self):
         return None  # the store is on a server
 
-    def scratch_areas(self):
-        from cortexctl.store import scratch
-
-        return scratch.for_server(self.location)
-
     # -- transactions ----------------------------------------------------------------------
     @contextmanager
     def reading(self) -> Iterator[object]:
@@ -275,7 +270,7 @@ class PgStorage:
                     self._make_current(con, cur)
                 from cortexctl.store import scratch
 
-                scratch.sweep(self.scratch_areas())  # what killed commands left
+                scratch.sweep(scratch.areas(self))  # what killed commands left
                 yield PgTx(con, self)
                 con.commit()
             except BaseException as exc:

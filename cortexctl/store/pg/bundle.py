@@ -215,7 +215,9 @@ class BundleReads:
         old = getattr(self, "_bundle", None)
         if old is not None:
             old._finalizer()
-        self._bundle = _Attached(members, self.store.scratch_areas())
+        from cortexctl.store import scratch
+
+        self._bundle = _Attached(members, scratch.areas(self.store))
 
     def _attached(self) -> _Attached:
         got = getattr(self, "_bundle", None)
@@ -319,7 +321,7 @@ def restore(store, members: dict[str, Any], schema_version: int, check) -> None:
                              f" schema ({migrations.latest()}): bundles cannot cross over")
     from cortexctl.store import scratch
 
-    work = scratch.make(store.scratch_areas(), "restore")
+    work = scratch.make(scratch.areas(store), "restore")
     tag = os.urandom(4).hex()
     staging = f"{store.schema[:40]}_restore_{tag}"
     con = None
