@@ -155,24 +155,16 @@ def _write_json(path: Path, doc: dict) -> None:
     path.write_bytes(json.dumps(doc, indent=2, sort_keys=True).encode() + b"\n")
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 def _remove_stale_partials(dest: Path) -> list[str]:
     """Partial bundles of backups that are no longer running (killed, or crashed)."""
+    from cortexctl.store import scratch
+
     removed = []
     for entry in dest.iterdir():
         if not entry.name.startswith(PARTIAL):
             continue
         pid = entry.name[len(PARTIAL):].split("-", 1)[0]
-        if pid.isdigit() and _alive(int(pid)) and int(pid) != os.getpid():
+        if pid.isdigit() and scratch.exists(int(pid)) and int(pid) != os.getpid():
             continue
         if entry.is_dir() and not entry.is_symlink():
             shutil.rmtree(entry, ignore_errors=True)

@@ -41,7 +41,7 @@ def start_time(pid: int) -> int:
     except FileNotFoundError:
         return -1
     except (OSError, IndexError):
-        return 0 if _exists(pid) else -1
+        return 0 if exists(pid) else -1
     if fields[0] == b"Z":
         return -1
     try:
@@ -50,7 +50,8 @@ def start_time(pid: int) -> int:
         return 0
 
 
-def _exists(pid: int) -> bool:
+def exists(pid: int) -> bool:
+    """A process ``pid`` exists (of any user)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -185,7 +186,7 @@ def _sweep_legacy(store_dir: Path) -> list[str]:
     try:
         for entry in os.scandir(store_dir.parent):
             m = _LEGACY_BESIDE.match(entry.name)
-            if m and m.group(1) == store_dir.name and not _exists(int(m.group(2))):
+            if m and m.group(1) == store_dir.name and not exists(int(m.group(2))):
                 shutil.rmtree(entry.path, ignore_errors=True)
                 removed.append(entry.name)
     except OSError:
@@ -224,4 +225,4 @@ def for_server(location: str) -> list[Path]:
     return [Path(user_data_dir(APP)) / "scratch" / tag]
 
 
-__all__ = ["areas", "make", "space", "sweep", "remove", "private", "alive"]
+__all__ = ["areas", "make", "space", "sweep", "remove", "private", "alive", "exists"]
