@@ -140,6 +140,16 @@ def remove(path: str | os.PathLike | None) -> None:
         _drop_if_empty(Path(path).parent)
 
 
+def _remove_any(path: Path) -> None:
+    if path.is_dir() and not path.is_symlink():
+        shutil.rmtree(path, ignore_errors=True)
+    else:
+        try:
+            path.unlink()
+        except OSError:
+            pass
+
+
 def _drop_if_empty(area: Path) -> None:
     try:
         os.rmdir(area)
@@ -170,7 +180,7 @@ def sweep(areas: Sequence[Path], *, store_dir: Path | None = None) -> list[str]:
         for name in names:
             if _owner_alive(name):
                 continue
-            shutil.rmtree(Path(area) / name, ignore_errors=True)
+            _remove_any(Path(area) / name)
             removed.append(name)
         if removed:
             _drop_if_empty(Path(area))

@@ -18,6 +18,8 @@ def _entry(area, kind, pid, started):
 
 
 def test_work_space_is_private_and_gone_afterwards(tmp_path):
+    tmp_path = tmp_path / "stores"
+    tmp_path.mkdir()
     store = tmp_path / "store"
     areas = scratch.for_store_dir(store)
     with scratch.space(areas, "bundle") as path:
