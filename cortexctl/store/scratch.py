@@ -8,9 +8,11 @@ stores and an import's spilled batches are made here, never in a shared temp dir
   filesystem (a staged store is swapped in with one rename), or ``.scratch`` inside it when its
   parent cannot be written; for a store on a server, a directory in the user's data dir named
   after the store;
-- each piece of work is one directory in the area, ``<kind>-<pid>-<start>-<random>``: the
-  process that made it and when that process started, so a later process can tell a live
-  command's work (never touched) from a dead one's (a reused pid does not count as alive);
+- each piece of work is one directory in the area, ``<kind>-<pid>-<start>-<where>-<random>``:
+  the process that made it, when that process started and where its pids mean something (this
+  boot of this machine, this pid namespace), so a later process can tell a live command's work
+  (never touched) from a dead one's (a reused pid does not count as alive); work made where our
+  pids mean nothing (another container or machine sharing the directory) is left for a day;
 - ``sweep`` removes every entry whose process is gone. Every command that takes the store's
   writer lock sweeps (a directory listing when there is nothing to remove), so what a killed
   command left goes with the next command that writes.
@@ -25,7 +27,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator, Sequence
 
-ENTRY = re.compile(r"^([a-z]+)-(\d+)-(\d+)-[0-9a-f]{8}$")
+ENTRY = re.compile(r"^([a-z]+)-(\d+)-(\d+)-([0-9a-f]{8})-[0-9a-f]{8}$")
+_FOREIGN_AGE = 24 * 3600  # work made where our pids mean nothing is removed once this old
 # what cortexctl versions before the scratch area left beside or inside a store directory
 _LEGACY_BESIDE = re.compile(r"^\.(.+)\.restore-(\d+)-[0-9a-f]{8}$")
 _LEGACY_INSIDE = ".import-"
@@ -62,6 +65,7 @@ def exists(pid: int) -> bool:
 
 
 _ME: tuple[int, int] | None = None
+_WHERE: str | None = None
 
 
 def _me() -> tuple[int, int]:
@@ -69,6 +73,30 @@ def _me() -> tuple[int, int]:
     if _ME is None or _ME[0] != os.getpid():  # a forked child is another owner
         _ME = (os.getpid(), max(start_time(os.getpid()), 0))
     return _ME
+
+
+def where() -> str:
+    """Where this process's pids mean something: this boot and pid namespace (8 hex digits)."""
+    global _WHERE
+    if _WHERE is None:
+        import zlib
+
+        try:
+            with open("/proc/sys/kernel/random/boot_id", "rb") as fh:
+                boot = fh.read().strip()
+        except OSError:
+            boot = os.uname().nodename.encode()
+        try:
+            space = os.stat("/proc/self/ns/pid").st_ino
+        except OSError:
+            space = 0
+        _WHERE = f"{zlib.crc32(boot + b'/' + str(space).encode()):08x}"
+    return _WHERE
+
+
+def name(kind: str, pid: int, started: int) -> str:
+    """The name of a piece of work of ``kind`` made by process ``pid`` started at ``started``."""
+    return f"{kind}-{pid}-{started}-{where()}-{os.urandom(4).hex()}"
 
 
 def alive(pid: int, started: int) -> bool:
@@ -79,9 +107,19 @@ def alive(pid: int, started: int) -> bool:
     return now == 0 or started == 0 or now == started
 
 
-def _owner_alive(name: str) -> bool:
-    m = ENTRY.match(name)
-    return m is not None and alive(int(m.group(2)), int(m.group(3)))
+def _keep(path: Path) -> bool:
+    """Whether a sweep leaves ``path`` (an entry of an area) where it is."""
+    m = ENTRY.match(path.name)
+    if m is None:
+        return False
+    if m.group(4) != where():
+        import time
+
+        try:
+            return time.time() - os.lstat(path).st_mtime < _FOREIGN_AGE
+        except OSError:
+            return True
+    return alive(int(m.group(2)), int(m.group(3)))
 
 
 @contextmanager
@@ -118,7 +156,7 @@ def make(areas: Sequence[Path], kind: str) -> Path:
     for area in areas:
         for _ in range(5):  # another process may remove the area when it leaves it empty
             try:
-                path = _area(Path(area)) / f"{kind}-{pid}-{started}-{os.urandom(4).hex()}"
+                path = _area(Path(area)) / name(kind, pid, started)
                 path.mkdir(mode=0o700)
                 return path
             except FileNotFoundError as exc:
@@ -177,11 +215,11 @@ def sweep(areas: Sequence[Path], *, store_dir: Path | None = None) -> list[str]:
             names = os.listdir(area)
         except OSError:
             continue
-        for name in names:
-            if _owner_alive(name):
+        for entry in names:
+            if _keep(Path(area) / entry):
                 continue
-            _remove_any(Path(area) / name)
-            removed.append(name)
+            _remove_any(Path(area) / entry)
+            removed.append(entry)
         if removed:
             _drop_if_empty(Path(area))
     if store_dir is not None:
@@ -235,4 +273,4 @@ def for_server(location: str) -> list[Path]:
     return [Path(user_data_dir(APP)) / "scratch" / tag]
 
 
-__all__ = ["areas", "make", "space", "sweep", "remove", "private", "alive", "exists"]
+__all__ = ["areas", "make", "space", "sweep", "remove", "private", "alive", "exists", "name"]

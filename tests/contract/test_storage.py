@@ -80,7 +80,7 @@ def test_a_writer_removes_what_a_dead_process_left_in_the_scratch_area_and_keeps
 
     done = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
     area = scratch.areas(storage)[0]
-    dead = area / f"bundle-{done.stdout.strip()}-1-0a1b2c3d"
+    dead = area / scratch.name("bundle", int(done.stdout), 1)
     dead.mkdir(parents=True)
     (dead / "heads.parquet").write_bytes(b"plaintext")
     live = scratch.make([area], "restore")

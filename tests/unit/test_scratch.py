@@ -11,7 +11,7 @@ from cortexctl.store import scratch
 
 
 def _entry(area, kind, pid, started):
-    path = area / f"{kind}-{pid}-{started}-{os.urandom(4).hex()}"
+    path = area / scratch.name(kind, pid, started)
     path.mkdir(parents=True)
     (path / "member.parquet").write_bytes(b"plain")
     return path
@@ -50,6 +50,19 @@ def test_a_sweep_removes_the_dead_and_keeps_the_living(tmp_path):
     assert sorted(scratch.sweep([area])) == [live.name]  # its process has ended
     scratch.remove(mine)
     assert not area.exists()
+
+
+def test_work_made_where_our_pids_mean_nothing_is_left_for_a_day(tmp_path):
+    """Another container or machine sharing the directory: its pids are not ours to look up."""
+    area = tmp_path / ".store.scratch"
+    other = "ffffffff" if scratch.where() != "ffffffff" else "00000000"
+    young = area / f"restore-1-1-{other}-0a1b2c3d"
+    old = area / f"import-1-1-{other}-0a1b2c3e"
+    young.mkdir(parents=True)
+    old.mkdir()
+    os.utime(old, (1, 1))
+    assert scratch.sweep([area]) == [old.name]
+    assert young.is_dir()
 
 
 def test_older_versions_leftovers_are_swept_too(tmp_path):
