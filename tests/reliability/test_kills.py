@@ -20,7 +20,6 @@ import shutil
 import signal
 import subprocess
 import time
-from collections import Counter
 from pathlib import Path
 
 import orjson
@@ -32,7 +31,6 @@ from tests.conftest import cortexctl_argv, leftovers
 BASE = 2000  # memories in the store every scenario starts from
 IMPORT_LINES, IMPORT_BATCH = 12000, 1000
 KEY = "correct horse battery staple"
-LANDED: Counter = Counter()  # kills that landed, by command (printed at the end of the module)
 
 
 class Rig:
@@ -156,10 +154,7 @@ def _kill(proc: subprocess.Popen, *, delay: float | None = None, until=None, wha
     proc.send_signal(signal.SIGKILL)
     proc.wait()
     _wait_gone(kids, what)
-    if proc.returncode == -signal.SIGKILL:
-        LANDED[what] += 1
-        return True
-    return False
+    return proc.returncode == -signal.SIGKILL
 
 
 def _whole(rig: Rig, *args) -> float:
@@ -176,6 +171,7 @@ def _loop(what: str, want: int, attempt, *, max_tries: int = 60) -> int:
         assert tries < max_tries, f"{what}: only {landed} of {tries} kills landed mid-work"
         landed += bool(attempt(tries))
         tries += 1
+    print(f"{what}: {landed} kills landed mid-work in {tries} tries")  # the counts, with -rA
     return landed
 
 
@@ -197,13 +193,6 @@ def base(tmp_path_factory):
 @pytest.fixture
 def rig(tmp_path, base):
     return Rig(tmp_path, base)
-
-
-@pytest.fixture(scope="module", autouse=True)
-def _report():
-    yield
-    if LANDED:
-        print(f"\nkills landed: {sum(LANDED.values())} ({', '.join(f'{k} {v}' for k, v in sorted(LANDED.items()))})")
 
 
 # -- import -----------------------------------------------------------------------------------------
