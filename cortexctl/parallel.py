@@ -29,17 +29,34 @@ def cores() -> int:
         return os.cpu_count() or 1
 
 
-def _worker_start(init: Callable[[], None] | None) -> None:  # pragma: no cover - runs in the workers
-    """A worker dies with its parent (Linux) and leaves Ctrl-C to it."""
+def _worker_start(init: Callable[[], None] | None, parent: int) -> None:  # pragma: no cover - in the workers
+    """A worker dies with its parent and leaves Ctrl-C to it.
+
+    Linux: ``PR_SET_PDEATHSIG``, then a check that the parent did not die before it was set.
+    Elsewhere: a thread that ends the worker once it has been handed to another parent."""
     import signal
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    armed = False
     try:
         import ctypes
 
-        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+        armed = ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL) == 0  # PR_SET_PDEATHSIG
     except (OSError, AttributeError):
         pass
+    if os.getppid() != parent:
+        os._exit(1)
+    if not armed:
+        import threading
+
+        def watch() -> None:
+            import time
+
+            while os.getppid() == parent:
+                time.sleep(0.5)
+            os._exit(1)
+
+        threading.Thread(target=watch, daemon=True).start()
     if init is not None:
         init()
 
@@ -65,7 +82,7 @@ class ordered_map:  # noqa: N801 - used like the builtin map
         self._tasks = iter(tasks)
         self._limit = max(1, workers) * max(1, ahead)
         self._pool = ProcessPoolExecutor(max_workers=max(1, workers), mp_context=multiprocessing.get_context(method),
-                                         initializer=_worker_start, initargs=(init,))
+                                         initializer=_worker_start, initargs=(init, os.getpid()))
         self._queue: list = []
         try:
             self._fill()

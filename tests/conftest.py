@@ -280,6 +280,23 @@ def assert_store_verifies(path: Path) -> None:
     assert report.ok, [str(p) for p in report.problems]
 
 
+SCRATCH_NAMES = (".scratch", ".import-", ".backup-partial-", "cortexctl-")  # what work may leave behind
+
+
+def leftovers(*dirs: Path) -> list[str]:
+    """Work directories and files left in ``dirs`` (a store's scratch area beside or inside it,
+    old-style staging and spill, a backup's partial bundle, temp dirs named after cortexctl)."""
+    found = []
+    for d in dirs:
+        if not d.is_dir():
+            continue
+        for entry in d.iterdir():
+            name = entry.name
+            if name.endswith(".scratch") or ".restore-" in name or name.startswith(SCRATCH_NAMES):
+                found.append(str(entry))
+    return sorted(found)
+
+
 def assert_clean_error(run: Run, code: int) -> None:
     """One line on stderr, the documented exit code, no traceback, nothing on stdout."""
     assert run.code == code, run

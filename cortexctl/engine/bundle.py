@@ -32,7 +32,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable, Iterator
+from typing import TYPE_CHECKING, Callable, Iterator, Sequence
 
 from cortexctl.errors import IntegrityError, NotFound, Refused, UsageError
 from cortexctl.files import fsync_path
@@ -155,24 +155,16 @@ def _write_json(path: Path, doc: dict) -> None:
     path.write_bytes(json.dumps(doc, indent=2, sort_keys=True).encode() + b"\n")
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 def _remove_stale_partials(dest: Path) -> list[str]:
     """Partial bundles of backups that are no longer running (killed, or crashed)."""
+    from cortexctl.store import scratch
+
     removed = []
     for entry in dest.iterdir():
         if not entry.name.startswith(PARTIAL):
             continue
         pid = entry.name[len(PARTIAL):].split("-", 1)[0]
-        if pid.isdigit() and _alive(int(pid)) and int(pid) != os.getpid():
+        if pid.isdigit() and scratch.exists(int(pid)) and int(pid) != os.getpid():
             continue
         if entry.is_dir() and not entry.is_symlink():
             shutil.rmtree(entry, ignore_errors=True)
@@ -257,13 +249,19 @@ def _backup(ctx: Context, dest: Path, keep: int, max_age: float, encrypt: bool, 
     from cortexctl import __version__
     from cortexctl.store import bundle as sb
 
+    from cortexctl.store import scratch
+
     _remove_stale_partials(dest)
     partial = dest / f"{PARTIAL}{os.getpid()}-{os.urandom(4).hex()}"
     partial.mkdir(mode=0o700)
+    plain = scratch.make(scratch.areas(ctx.storage), "backup") if encrypt else None
     try:
+        if plain:
+            (plain / "members").mkdir(mode=0o700)
         step = progress or (lambda *a: None)
         step("copy", 0, 1)
-        members, facts = ctx.storage.export_bundle(partial)
+        # an encrypted bundle's plaintext (the copy, the members) stays in the store's scratch space
+        members, facts = ctx.storage.export_bundle(plain / "members" if plain else partial)
         step("copy", 1, 1)
         salt = os.urandom(16) if encrypt else None
         key = None
@@ -272,11 +270,11 @@ def _backup(ctx: Context, dest: Path, keep: int, max_age: float, encrypt: bool, 
 
             key = seal.derive(key_pass, salt)
             for i, m in enumerate(members):
-                plain_path = partial / m["name"]
-                sealed = partial / (m["name"] + ".sealing")
-                seal.seal_file(key, plain_path, sealed, m["name"])
-                os.replace(sealed, plain_path)
+                plain_path = plain / "members" / m["name"]
+                seal.seal_file(key, plain_path, partial / m["name"], m["name"])
+                plain_path.unlink()
                 step("seal", i + 1, len(members))
+            scratch.remove(plain)
         for m in members:
             path = partial / m["name"]
             m["bytes"] = path.stat().st_size
@@ -307,7 +305,7 @@ def _backup(ctx: Context, dest: Path, keep: int, max_age: float, encrypt: bool, 
         _write_json(partial / META, meta)
         sb.fsync_tree(partial)
         step("check", 0, 1)
-        check(partial, passphrase=key_pass)  # read back what was written, as bundle verify would
+        check(partial, scratch.areas(ctx.storage), passphrase=key_pass)  # read back what was written, as bundle verify would
         step("check", 1, 1)
         final = _final_name(dest, now)
         os.rename(partial, final)
@@ -315,6 +313,8 @@ def _backup(ctx: Context, dest: Path, keep: int, max_age: float, encrypt: bool, 
     except BaseException:
         shutil.rmtree(partial, ignore_errors=True)
         raise
+    finally:
+        scratch.remove(plain)
     pruned = retention(dest, now, keep=keep, max_age_days=max_age, spare=final)
     return BackupResult(path=str(final), counts=meta["counts"], bytes=sum(m["bytes"] for m in members),
                         seconds=time.monotonic() - started, encrypted=encrypt, pruned=pruned)
@@ -427,9 +427,12 @@ class Opened:
 
 
 @contextmanager
-def opened(path: str | os.PathLike, *, passphrase: str | None = None) -> Iterator[Opened]:
+def opened(path: str | os.PathLike, areas: Sequence[Path], *, passphrase: str | None = None) -> Iterator[Opened]:
     """Check a whole bundle (structure, hashes, sizes, Parquet, columns, rows, record hashes,
-    meta against members); yields it with its members readable; removes every temporary file."""
+    meta against members); yields it with its members readable. Decrypted members and work
+    files go in a private directory in the store's scratch ``areas`` (``store/scratch.py``),
+    removed afterwards."""
+    from cortexctl.store import scratch
     root = Path(path).expanduser()
     if not root.exists():
         raise NotFound(f"no bundle at {root}")
@@ -441,16 +444,17 @@ def opened(path: str | os.PathLike, *, passphrase: str | None = None) -> Iterato
     if _sha256(root / MANIFEST) != meta["manifest_sha256"]:
         raise IntegrityError("manifest.json does not match the sha256 in bundle-meta.json (damaged or tampered)")
     members = _check_structure(root, manifest)
-    work = Path(tempfile.mkdtemp(prefix="cortexctl-bundle-"))
+    work = scratch.make(areas, "bundle")
     try:
-        files = {m["table"]: root / m["name"] for m in members}
-        enc = meta.get("encryption")
-        if enc:
-            files = _unseal(enc, meta, members, root, work, passphrase)
-        records = _check_content(meta, members, files, work)
+        with scratch.private():
+            files = {m["table"]: root / m["name"] for m in members}
+            enc = meta.get("encryption")
+            if enc:
+                files = _unseal(enc, meta, members, root, work, passphrase)
+            records = _check_content(meta, members, files, work)
         yield Opened(root=root, meta=meta, members=members, files=files, records=records)
     finally:
-        shutil.rmtree(work, ignore_errors=True)
+        scratch.remove(work)
 
 
 def _unseal(enc: dict, meta: dict, members: list[dict], root: Path, work: Path, key_pass: str | None) -> dict:
@@ -520,9 +524,9 @@ def _check_content(meta: dict, members: list[dict], files: dict[str, Path], work
     return records
 
 
-def check(path: str | os.PathLike, *, passphrase: str | None = None) -> BundleInfo:
-    """``bundle verify``: every check of ``opened``; touches no store."""
-    with opened(path, passphrase=passphrase) as b:
+def check(path: str | os.PathLike, areas: Sequence[Path], *, passphrase: str | None = None) -> BundleInfo:
+    """``bundle verify``: every check of ``opened`` (its work in the scratch ``areas``); touches no store."""
+    with opened(path, areas, passphrase=passphrase) as b:
         return BundleInfo(path=str(b.root), meta=b.meta, members=b.members, records=b.records)
 
 
@@ -553,13 +557,14 @@ def restore(ctx: Context, path: str | os.PathLike, *, mode: str, force: bool = F
             progress: Progress | None = None) -> RestoreResult:
     """Restore a bundle into the store: ``merge`` (idempotent union) or ``replace`` (destructive, guarded)."""
     from cortexctl.config import ENV_ALLOW_DESTRUCTIVE, default_store_path
+    from cortexctl.store import scratch
 
     if mode not in ("merge", "replace"):
         raise UsageError(f"mode must be merge or replace (got {mode!r})", field="mode")
     ctx.storage.check_location()
     target = ctx.storage.location
     local = ctx.storage.local_dir()
-    with opened(path, passphrase=passphrase(ctx.settings)) as b:
+    with opened(path, scratch.areas(ctx.storage), passphrase=passphrase(ctx.settings)) as b:
         result = RestoreResult(mode=mode, target=target, dry_run=dry_run)
         _topology(b.meta, force_topology_mismatch, result.notes)
         full = _holds_data(ctx)
@@ -625,16 +630,18 @@ def _replace(ctx: Context, b: Opened, progress: Progress | None, *, build_index:
 
 
 # -- drill -------------------------------------------------------------------------------------------------
-def drill(settings, path: str | os.PathLike, *, clock=None, progress: Progress | None = None) -> DrillReport:
-    """Restore into a throwaway store, verify it, compare it with the bundle; remove it."""
+def drill(settings, path: str | os.PathLike, areas: Sequence[Path], *, clock=None,
+          progress: Progress | None = None) -> DrillReport:
+    """Restore into a throwaway store (in the scratch ``areas``), verify it, compare it with the
+    bundle; remove it."""
     from cortexctl.engine.context import Context
     from cortexctl.store import bundle as sb
     from cortexctl.store import open_storage
+    from cortexctl.store import scratch
 
     started = time.monotonic()
-    tmp = Path(tempfile.mkdtemp(prefix="cortexctl-drill-"))
-    try:
-        with opened(path, passphrase=passphrase(settings)) as b:
+    with scratch.space(areas, "drill") as tmp:
+        with opened(path, areas, passphrase=passphrase(settings)) as b:
             ctx = Context(settings, open_storage(tmp / "store"), **({"clock": clock} if clock else {}))
             _replace(ctx, b, progress, build_index=False)
             problems = [f"{p.check}: {p.message}" for p in _verify(ctx).problems]
@@ -653,5 +660,3 @@ def drill(settings, path: str | os.PathLike, *, clock=None, progress: Progress |
                 problems.append("the restored records differ from the bundle's")
             return DrillReport(path=str(b.root), counts=counts, journal_position=position, records=b.records,
                                problems=problems, seconds=time.monotonic() - started)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)

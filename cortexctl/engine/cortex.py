@@ -309,14 +309,17 @@ class Cortex:
     def verify_bundle(self, path):
         """Check a bundle completely; touches no store."""
         from cortexctl.engine import bundle
+        from cortexctl.store import scratch
 
-        return bundle.check(path, passphrase=bundle.passphrase(self.settings))
+        return bundle.check(path, scratch.areas(self.context.storage), passphrase=bundle.passphrase(self.settings))
 
     def drill_bundle(self, path, *, progress=None):
         """Restore a bundle into a throwaway store, verify it and compare it with the bundle."""
         from cortexctl.engine import bundle
+        from cortexctl.store import scratch
 
-        return bundle.drill(self.settings, path, clock=self.context.clock, progress=progress)
+        return bundle.drill(self.settings, path, scratch.areas(self.context.storage), clock=self.context.clock,
+                            progress=progress)
 
 
 __all__ = ["Cortex"]

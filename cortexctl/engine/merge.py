@@ -56,13 +56,9 @@ _HEAD_KEEP = ("id", "type", "actor", "session", "created_at", "current_version",
 
 def _preflight(ctx: Context, b: Opened) -> None:
     """Restore the bundle into a throwaway store and verify it there; IntegrityError when it fails."""
-    import shutil
-    import tempfile
-    from pathlib import Path
-
     from cortexctl.engine.context import Context as Ctx
     from cortexctl.engine.verify import verify
-    from cortexctl.store import open_storage
+    from cortexctl.store import open_storage, scratch
 
     def check(storage) -> None:
         report = verify(Ctx(ctx.settings, storage, clock=ctx.clock, embedder=ctx.embedder))
@@ -70,11 +66,8 @@ def _preflight(ctx: Context, b: Opened) -> None:
             p = report.problems[0]
             raise IntegrityError(f"the bundle does not verify as a store ({p.check}: {p.message}); nothing written")
 
-    tmp = Path(tempfile.mkdtemp(prefix="cortexctl-merge-"))
-    try:
+    with scratch.space(scratch.areas(ctx.storage), "merge") as tmp:
         open_storage(tmp / "store").restore_bundle(b.files, b.meta["schema_version"], check)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
 
 
 def merge(ctx: Context, b: Opened, result: RestoreResult, *, dry_run: bool) -> None:

@@ -282,24 +282,25 @@ class _Spill:
     """Prepared chunks waiting for the write pass, kept on disk so memory does not grow with the file.
 
     The newest chunk stays in memory (an import of one chunk never touches the
-    disk); older ones are pickled into a private temp directory, beside the store
-    when it exists, and each file is removed as soon as it has been read back.
+    disk); older ones are pickled into a private directory in the store's scratch
+    space (``store/scratch.py``: what a killed import leaves is removed by the next
+    writer), and each file is removed as soon as it has been read back.
     """
 
-    def __init__(self, near: Path | None) -> None:
+    def __init__(self, areas: list[Path]) -> None:
         self._dir: str | None = None
-        self._near = near if near is not None and near.is_dir() else None
+        self._areas = areas
         self._files: list[str] = []
         self._last: list[Prepared] | None = None
         self.bad_lines: set[int] = set()  # lines dropped after their chunk was prepared (IDs seen twice or taken)
         self.existing = 0  # of those, lines skipped as already in the store (skip_existing)
 
     def directory(self) -> str:
-        """The private temp directory (0700), made on first use."""
+        """The private directory (0700), made on first use."""
         if self._dir is None:
-            import tempfile
+            from cortexctl.store import scratch
 
-            self._dir = tempfile.mkdtemp(prefix=".import-", dir=self._near)
+            self._dir = str(scratch.make(self._areas, "import"))
         return self._dir
 
     def push(self, chunk: list[Prepared]) -> None:
@@ -328,12 +329,12 @@ class _Spill:
             yield last
 
     def close(self) -> None:
-        import shutil
+        from cortexctl.store import scratch
 
         self._files = []
         self._last = None
         if self._dir is not None:
-            shutil.rmtree(self._dir, ignore_errors=True)
+            scratch.remove(self._dir)
             self._dir = None
 
 
@@ -469,7 +470,9 @@ def read_prepared(
     total = 0
     id_cols: list = []
     line_cols: list = []
-    spill = _Spill(ctx.storage.local_dir())
+    from cortexctl.store import scratch
+
+    spill = _Spill(scratch.areas(ctx.storage))
     try:
         from cortexctl.embed.hashing import HashEmbedder
 

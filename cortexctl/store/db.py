@@ -290,6 +290,9 @@ class DuckStorage:
         self._create_dir()
         deadline = self._deadline() if wait is None else time.monotonic() + wait
         with self._writer_lock(deadline):
+            from cortexctl.store import scratch
+
+            scratch.sweep(scratch.areas(self), store_dir=self.path)  # what killed commands left
             self._holder = threading.get_ident()
             try:
                 yield
@@ -441,16 +444,15 @@ class DuckStorage:
         import shutil
 
         from cortexctl.store import bundle as sb
+        from cortexctl.store import scratch
 
         target = self.path
-        parent = target.parent
-        parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-        staging = parent / f".{target.name}.restore-{os.getpid()}-{os.urandom(4).hex()}"
-        staging.mkdir(mode=0o700)
+        target.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
         existed = target.exists()
+        staging = scratch.make(scratch.areas(self)[:1], "restore")  # beside the store: swapped in by rename
         swapped = False
         try:
-            with self.exclusive():  # creates the target directory (for its lock) when it is new
+            with self.exclusive(), scratch.private():  # creates the target directory (for its lock) when new
                 sb.build_store(staging / DB_NAME, members, schema_version)
                 staged = DuckStorage(staging, wait=self.wait)
                 check(staged)
@@ -458,7 +460,7 @@ class DuckStorage:
                 _swap(staging, target)
                 swapped = True
         finally:
-            shutil.rmtree(staging, ignore_errors=True)  # after the swap: the old store
+            scratch.remove(staging)  # after the swap: the old store
             if not existed and not swapped:  # a failed restore into a new location leaves nothing behind
                 shutil.rmtree(target, ignore_errors=True)
 

@@ -466,7 +466,8 @@ class Storage(Protocol):
     #               hold credentials, so it is never printed
 
     def local_dir(self) -> Path | None:
-        """The local directory holding the store, None for a store on a server."""
+        """The local directory holding the store, None for a store on a server; its local work
+        (decrypted bundles, staged stores, spilled batches) goes beside it (``store/scratch.py``)."""
 
     def exists(self) -> bool:
         """A store exists there."""

@@ -14,6 +14,7 @@ from cortexctl.engine import bundle as eb
 from cortexctl.engine.merge import MERGED_TABLES
 from cortexctl.store import bundle as sb
 from tests import tamper
+from tests.conftest import leftovers
 
 
 _FILLED: dict[str, tuple[Path, dict]] = {}  # actor -> the filled store and its IDs
@@ -389,4 +390,4 @@ def test_a_failed_restore_into_a_new_location_leaves_nothing_there(cx, cli, tmp_
     target = tmp_path / "new-store"
     run = cli("restore", str(path), "--mode", "replace", "--store", str(target), use_store=False)
     assert run.code == 7, run
-    assert not target.exists() and list(tmp_path.glob(".new-store.restore-*")) == []
+    assert not target.exists() and leftovers(tmp_path) == []

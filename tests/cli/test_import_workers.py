@@ -12,7 +12,7 @@ from cortexctl import Cortex
 from cortexctl.engine import transfer
 from cortexctl.engine.transfer import ImportRejected
 from tests import tamper
-from tests.conftest import assert_store_verifies
+from tests.conftest import assert_store_verifies, leftovers
 
 pytestmark = pytest.mark.slow  # worker processes
 
@@ -63,7 +63,7 @@ def test_workers_make_the_same_store_as_one_process(tmp_path, small_jobs, monkey
     assert len(texts_a) == 300
     for path in (a, b):
         assert_store_verifies(path)
-        assert not [p for p in path.iterdir() if p.name.startswith(".import-")]
+        assert leftovers(path, path.parent) == []
 
 
 def test_workers_store_the_vectors_the_embedder_makes(tmp_path, small_jobs):
@@ -95,7 +95,7 @@ def test_bad_lines_in_several_chunks_are_all_reported_in_line_order_and_nothing_
     assert [p.line for p in err.value.problems] == [3, 77, 150, 181, 199]
     assert "appears again (first on line 11)" in err.value.problems[3].message
     assert not store.exists()
-    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".import-")]
+    assert leftovers(tmp_path) == []
 
 
 def test_skip_invalid_and_skip_existing_work_across_worker_chunks(tmp_path, small_jobs):

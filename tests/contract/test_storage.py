@@ -70,6 +70,28 @@ def test_the_address_reopens_the_store_and_local_dir_is_where_it_lives(storage):
     assert where is None or (isinstance(where, Path) and where.is_dir() and any(where.iterdir()))
 
 
+def test_a_writer_removes_what_a_dead_process_left_in_the_scratch_area_and_keeps_a_live_ones(storage):
+    """Decrypted bundles, staged stores and spilled batches of a killed command (``store/scratch.py``)
+    go with the next transaction that writes, on every backend; a running command's stay."""
+    import subprocess
+    import sys
+
+    from cortexctl.store import scratch
+
+    done = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    area = scratch.areas(storage)[0]
+    dead = area / scratch.name("bundle", int(done.stdout), 1)
+    dead.mkdir(parents=True)
+    (dead / "heads.parquet").write_bytes(b"plaintext")
+    live = scratch.make([area], "restore")
+    head, versions = memory(1)
+    with storage.transaction() as tx:
+        tx.insert_memories([head], versions)
+    assert not dead.exists() and live.is_dir()
+    scratch.remove(live)
+    assert not area.exists()
+
+
 def test_a_worker_address_reads_exactly_what_the_view_it_came_from_reads(storage):
     """verify's workers open ``worker_address(tx)`` in other processes: they see the store as
     ``tx`` sees it, whatever a writer commits meanwhile (a backend may instead keep writers out)."""

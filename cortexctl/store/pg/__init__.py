@@ -274,6 +274,9 @@ class PgStorage:
                 with con.cursor() as cur:
                     self._lock(cur)
                     self._make_current(con, cur)
+                from cortexctl.store import scratch
+
+                scratch.sweep(scratch.areas(self))  # what killed commands left
                 yield PgTx(con, self)
                 con.commit()
             except BaseException as exc:

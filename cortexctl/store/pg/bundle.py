@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import tempfile
 import weakref
 from contextlib import contextmanager
 from pathlib import Path
@@ -165,15 +164,16 @@ def _duck_connection(temp_dir: Path):
 class _Attached:
     """The in-memory DuckDB of an attached bundle, with the store's columns it is compared with."""
 
-    def __init__(self, members: dict[str, Any]) -> None:
+    def __init__(self, members: dict[str, Any], areas) -> None:
         from cortexctl.store import bundle as sb
+        from cortexctl.store import scratch
 
-        self.dir = Path(tempfile.mkdtemp(prefix="cortexctl-merge-"))
+        self.dir = scratch.make(areas, "merge")
         try:
             self.duck = _duck_connection(self.dir)
             sb.attach_members(self.duck, {t: Path(p) for t, p in members.items()})
         except BaseException:
-            shutil.rmtree(self.dir, ignore_errors=True)
+            scratch.remove(self.dir)
             raise
         self.loaded: set[str] = set()
         self._finalizer = weakref.finalize(self, _discard, self.duck, self.dir)
@@ -193,7 +193,9 @@ def _discard(duck, where: Path) -> None:
     try:
         duck.close()
     finally:
-        shutil.rmtree(where, ignore_errors=True)
+        from cortexctl.store import scratch
+
+        scratch.remove(where)
 
 
 class BundleReads:
@@ -213,7 +215,9 @@ class BundleReads:
         old = getattr(self, "_bundle", None)
         if old is not None:
             old._finalizer()
-        self._bundle = _Attached(members)
+        from cortexctl.store import scratch
+
+        self._bundle = _Attached(members, scratch.areas(self.store))
 
     def _attached(self) -> _Attached:
         got = getattr(self, "_bundle", None)
@@ -315,14 +319,17 @@ def restore(store, members: dict[str, Any], schema_version: int, check) -> None:
     if pg_schema.latest() != migrations.latest():
         raise IntegrityError(f"this cortexctl's PostgreSQL schema ({pg_schema.latest()}) does not hold its DuckDB"
                              f" schema ({migrations.latest()}): bundles cannot cross over")
-    work = Path(tempfile.mkdtemp(prefix="cortexctl-restore-"))
+    from cortexctl.store import scratch
+
+    work = scratch.make(scratch.areas(store), "restore")
     tag = os.urandom(4).hex()
     staging = f"{store.schema[:40]}_restore_{tag}"
     con = None
     made = False
     try:
         db_path = work / "cortex.duckdb"
-        sb.build_store(db_path, {t: Path(p) for t, p in members.items()}, schema_version)
+        with scratch.private():
+            sb.build_store(db_path, {t: Path(p) for t, p in members.items()}, schema_version)
         con = store._open()
         con.autocommit = True
         with _errors(store), con.cursor() as cur:
@@ -362,7 +369,7 @@ def restore(store, members: dict[str, Any], schema_version: int, check) -> None:
                 con.close()  # ends the session: the writer lock is released
             except Exception:  # noqa: BLE001
                 pass
-        shutil.rmtree(work, ignore_errors=True)
+        scratch.remove(work)
 
 
 @contextmanager

@@ -1,0 +1,83 @@
+"""The store's scratch space (store/scratch.py): private, named by owner, swept of the dead only."""
+
+from __future__ import annotations
+
+import os
+import stat
+import subprocess
+import sys
+
+from cortexctl.store import scratch
+
+
+def _entry(area, kind, pid, started):
+    path = area / scratch.name(kind, pid, started)
+    path.mkdir(parents=True)
+    (path / "member.parquet").write_bytes(b"plain")
+    return path
+
+
+def test_work_space_is_private_and_gone_afterwards(tmp_path):
+    tmp_path = tmp_path / "stores"
+    tmp_path.mkdir()
+    store = tmp_path / "store"
+    areas = scratch.for_store_dir(store)
+    with scratch.space(areas, "bundle") as path:
+        (path / "plain.parquet").write_bytes(b"x")
+        assert path.parent == tmp_path / ".store.scratch"
+        assert stat.S_IMODE(path.parent.stat().st_mode) == 0o700 and stat.S_IMODE(path.stat().st_mode) == 0o700
+        assert stat.S_IMODE((path / "plain.parquet").stat().st_mode) == 0o600
+    assert sorted(p.name for p in tmp_path.iterdir()) == []  # the entry and its emptied area
+
+
+def test_a_sweep_removes_the_dead_and_keeps_the_living(tmp_path):
+    area = tmp_path / ".store.scratch"
+    child = subprocess.Popen([sys.executable, "-c", "import sys; sys.stdin.read()"], stdin=subprocess.PIPE)
+    try:
+        started = scratch.start_time(child.pid)
+        assert started > 0
+        live = _entry(area, "restore", child.pid, started)
+        reused = _entry(area, "import", child.pid, started + 1)  # the same pid, another process
+        mine = scratch.make([area], "merge")
+        stray = area / "not-an-entry"
+        stray.write_bytes(b"x")
+        removed = scratch.sweep([area])
+        assert sorted(removed) == sorted([reused.name, stray.name])
+        assert live.is_dir() and mine.is_dir()
+    finally:
+        child.stdin.close()
+        child.wait()
+    assert sorted(scratch.sweep([area])) == [live.name]  # its process has ended
+    scratch.remove(mine)
+    assert not area.exists()
+
+
+def test_work_made_where_our_pids_mean_nothing_is_left_for_a_day(tmp_path):
+    """Another container or machine sharing the directory: its pids are not ours to look up."""
+    area = tmp_path / ".store.scratch"
+    other = "ffffffff" if scratch.where() != "ffffffff" else "00000000"
+    young = area / f"restore-1-1-{other}-0a1b2c3d"
+    old = area / f"import-1-1-{other}-0a1b2c3e"
+    young.mkdir(parents=True)
+    old.mkdir()
+    os.utime(old, (1, 1))
+    assert scratch.sweep([area]) == [old.name]
+    assert young.is_dir()
+
+
+def test_older_versions_leftovers_are_swept_too(tmp_path):
+    store = tmp_path / "store"
+    store.mkdir()
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    old_staging = tmp_path / f".store.restore-{dead.stdout.strip()}-0a1b2c3d"
+    old_staging.mkdir()
+    other = tmp_path / f".other.restore-{dead.stdout.strip()}-0a1b2c3d"
+    other.mkdir()
+    old_spill = store / ".import-abc123"
+    old_spill.mkdir()
+    os.utime(old_spill, (1, 1))
+    fresh_spill = store / ".import-def456"  # may be a running older import's: left alone while young
+    fresh_spill.mkdir()
+    removed = scratch.sweep(scratch.for_store_dir(store), store_dir=store)
+    assert sorted(removed) == sorted([old_staging.name, old_spill.name])
+    assert other.is_dir() and fresh_spill.is_dir()
