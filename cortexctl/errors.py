@@ -123,6 +123,35 @@ class SchemaTooNew(CortexError):
     kind = "schema_too_new"
 
 
+# How deeply any structure cortexctl reads from outside may nest: JSON given to write --data,
+# update --set, import lines, MCP tool arguments, config files, bundle manifests. No valid input
+# comes near it (a memory's data is at most a map of text); past it the input is refused.
+MAX_NESTING = 64
+
+
+def too_deep(where: str, error: type[CortexError] = InvalidData) -> CortexError:
+    """The one error for input nested past ``MAX_NESTING`` (or too deep for a parser to read)."""
+    return error(f"{where + ': ' if where else ''}nested more than {MAX_NESTING} levels deep")
+
+
+def check_nesting(value: object, where: str, error: type[CortexError] = InvalidData) -> object:
+    """``value`` (parsed JSON or TOML) if no list or map in it is nested more than ``MAX_NESTING``
+    deep, else ``too_deep``. Walks without recursion, so any depth is safe to check."""
+    stack = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, dict):
+            children = item.values()
+        elif isinstance(item, (list, tuple)):
+            children = item
+        else:
+            continue
+        if depth > MAX_NESTING:
+            raise too_deep(where, error)
+        stack.extend((child, depth + 1) for child in children)
+    return value
+
+
 # The documented table; a test checks every class above against it.
 EXIT_CODES = {
     "ok": 0,

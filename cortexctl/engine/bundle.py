@@ -34,7 +34,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Iterator
 
-from cortexctl.errors import IntegrityError, NotFound, Refused, UsageError
+from cortexctl.errors import IntegrityError, NotFound, Refused, UsageError, check_nesting, too_deep
 from cortexctl.files import fsync_path
 
 if TYPE_CHECKING:
@@ -328,8 +328,11 @@ def _read_json(path: Path, limit: int, what: str) -> dict:
         if path.stat().st_size > limit:
             raise IntegrityError(f"{path.name} is larger than {limit} bytes")
         doc = json.loads(path.read_bytes())
-    except (OSError, ValueError, RecursionError) as exc:
+    except RecursionError:
+        raise too_deep(path.name, IntegrityError) from None
+    except (OSError, ValueError) as exc:
         raise IntegrityError(f"{path.name} is not readable JSON ({type(exc).__name__})") from None
+    check_nesting(doc, path.name, IntegrityError)
     if not isinstance(doc, dict):
         raise IntegrityError(f"{path.name} is not a JSON object")
     return doc

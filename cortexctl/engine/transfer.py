@@ -60,7 +60,7 @@ from cortexctl.engine.rows import (
     version_row,
     write_payload,
 )
-from cortexctl.errors import CortexError, InvalidData, UsageError
+from cortexctl.errors import CortexError, InvalidData, UsageError, check_nesting, too_deep
 from cortexctl.memory import codec, schema
 from cortexctl.memory.ids import is_id, memory_uri, new_id, normalize_id_text
 from cortexctl.memory.record import VersionBody, build_version
@@ -357,9 +357,12 @@ def _parse_line(raw: bytes) -> Any:
     except UnicodeDecodeError as exc:
         raise InvalidData(f"not valid UTF-8 (byte {exc.start})") from None
     try:
-        return orjson.loads(text)
+        doc = orjson.loads(text)
     except orjson.JSONDecodeError as exc:
+        if str(exc).startswith("depth limit exceeded"):
+            raise too_deep("") from None
         raise InvalidData(f"not valid JSON ({str(exc).split(':')[0]})") from None
+    return check_nesting(doc, "")
 
 
 def _conflict(key: tuple, stored: tuple[str, list[bytes]] | None) -> str | None:
