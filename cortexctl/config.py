@@ -221,7 +221,7 @@ def _check(path: str, value: Any, source: str) -> Any:
     if not bad and isinstance(value, float) and not math.isfinite(value):
         bad = True
     if bad:
-        shown = repr(dsn.redact(value) if path in ("store", "store.dsn") and isinstance(value, str) else value)
+        shown = repr(dsn.redact(value) if isinstance(value, str) else value)
         shown = shown.encode("ascii", "backslashreplace").decode("ascii")
         raise ConfigError(f"{source}: {path.replace('.', ' -> ')}: {rule}, got {shown}")
     return value

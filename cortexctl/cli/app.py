@@ -69,6 +69,9 @@ def _command_of(argv: list[str]):
 def _report(err: CortexError, as_json: bool, argv: list[str] | None = None) -> None:
     if err.field:
         err = in_cli_terms(err, _command_of(argv or []))
+    from cortexctl.dsn import hide_credentials
+
+    hide_credentials(err)
     if as_json:
         import json
 
@@ -135,8 +138,10 @@ def main(argv: list[str] | None = None) -> int:
             import traceback
 
             traceback.print_exc()
+        from cortexctl.dsn import redact_text
+
         sys.stderr.write(
-            f"cortexctl: internal error: {type(exc).__name__}: {exc} "
+            f"cortexctl: internal error: {type(exc).__name__}: {redact_text(str(exc))} "
             "(this is a bug, please report it; CORTEXCTL_DEBUG=1 shows the traceback)\n"
         )
         code = EXIT_INTERNAL

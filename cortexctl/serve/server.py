@@ -38,6 +38,7 @@ from mcp.types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import Field, ValidationError
 
 from cortexctl import __version__, ops
+from cortexctl.dsn import hide_credentials, redact_text
 from cortexctl.engine.cortex import Cortex
 from cortexctl.errors import CortexError, NotFound
 from cortexctl.ops import Operation, Param
@@ -98,12 +99,14 @@ class Serving:
             try:
                 doc = body(self.cx)
             except CortexError as err:
+                hide_credentials(err)
                 log.info("%s: %s", name, err.message)
                 return _failed(error_line(err), err.to_json())
             except Exception as exc:  # noqa: BLE001 - a bug must not take the server down
                 log.exception("%s: internal error", name)
-                return _failed(f"internal error: {type(exc).__name__}: {exc} (this is a bug, please report it)",
-                               {"error": "internal", "message": str(exc), "exit_code": 70})
+                text = redact_text(str(exc))
+                return _failed(f"internal error: {type(exc).__name__}: {text} (this is a bug, please report it)",
+                               {"error": "internal", "message": text, "exit_code": 70})
         for w in doc.get("warnings", ()) if isinstance(doc, dict) else ():
             log.warning("%s: %s", name, w)
         return _ok(doc)
@@ -114,8 +117,10 @@ class Serving:
             try:
                 return body(self.cx)
             except NotFound as err:
+                hide_credentials(err)
                 raise ResourceNotFoundError(error_line(err)) from None
             except CortexError as err:
+                hide_credentials(err)
                 raise ResourceError(error_line(err)) from None
 
 
