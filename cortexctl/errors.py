@@ -16,6 +16,7 @@ prints ``cortexctl: <message>`` on stderr and exits with that code::
     ├── Refused (8)                destructive or not yours without confirmation
     ├── ProviderUnreachable (9)    an embedding or chat endpoint did not answer
     ├── InvalidData (10)           data that breaks a type's schema or a rule
+    ├── NoSpace (1)                the disk filled (or a file size limit was reached) while writing
     ├── Tombstoned (1)             a change to a forgotten memory
     ├── NotForgotten (1)           unforget of a memory that is not forgotten
     └── SchemaTooNew (1)           a store written by a newer cortexctl
@@ -25,6 +26,8 @@ of this tree; they are decided in ``main()``.
 """
 
 from __future__ import annotations
+
+import errno
 
 EXIT_INTERNAL = 70
 EXIT_INTERRUPTED = 130
@@ -108,6 +111,37 @@ class InvalidData(CortexError):
     kind = "invalid"
 
 
+class NoSpace(CortexError):
+    exit_code = 1
+    kind = "no_space"
+
+
+# ENOSPC (the disk is full), EFBIG (a file size limit, RLIMIT_FSIZE), EDQUOT (a quota); DuckDB
+# reports the same as text in its IOException.
+_NO_SPACE_ERRNOS = (errno.ENOSPC, errno.EFBIG, errno.EDQUOT)
+_NO_SPACE_WORDS = ("no space left on device", "file too large", "disk quota exceeded")
+
+
+def no_space(exc: BaseException) -> NoSpace | None:
+    """The ``NoSpace`` error for ``exc`` when it (or an error it came from) is a write that ran out
+    of room, else None. Every command that writes turns such a failure into this one line."""
+    seen = 0
+    while exc is not None and seen < 8:
+        if isinstance(exc, NoSpace):
+            return exc
+        if isinstance(exc, OSError) and exc.errno in _NO_SPACE_ERRNOS:
+            where = f" {exc.filename}" if exc.filename else ""
+            return NoSpace(f"cannot write{where}: {exc.strerror} (the disk is full or a file size limit was "
+                           "reached); free some space and run it again")
+        text = str(exc).lower()
+        for word in _NO_SPACE_WORDS:
+            if word in text:
+                return NoSpace(f"cannot write: {word[0].upper() + word[1:]} (the disk is full or a file size "
+                               "limit was reached); free some space and run it again")
+        exc, seen = exc.__cause__ or exc.__context__, seen + 1
+    return None
+
+
 class Tombstoned(CortexError):
     exit_code = 1
     kind = "tombstoned"
@@ -165,6 +199,7 @@ EXIT_CODES = {
     "refused": 8,
     "provider_unreachable": 9,
     "invalid": 10,
+    "no_space": 1,
     "internal": 70,
     "interrupted": 130,
 }

@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 import sys
 
-from cortexctl.errors import EXIT_INTERNAL, EXIT_INTERRUPTED, CortexError
+from cortexctl.errors import EXIT_INTERNAL, EXIT_INTERRUPTED, CortexError, no_space
 
 def _wants_json(argv: list[str]) -> bool:
     args = argv[: argv.index("--")] if "--" in argv else argv
@@ -116,6 +116,10 @@ def main(argv: list[str] | None = None) -> int:
         os.dup2(devnull, sys.stdout.fileno())
         code = 0
     except Exception as exc:  # noqa: BLE001 - the one boundary
+        full = no_space(exc)
+        if full is not None:
+            _report(full, as_json, argv)
+            return full.exit_code
         if hasattr(exc, "exit_code") and hasattr(exc, "format_message"):
             # An argument-parsing error from Typer: one line, exit 2.
             from cortexctl.errors import UsageError

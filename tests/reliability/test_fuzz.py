@@ -266,3 +266,65 @@ def test_fuzzed_config_files_exit_with_documented_codes_only(lane, fuzz_store, s
     run_cases(examples(lane, 60, 600), config_files(), body)
     with capsys.disabled():
         print(f"\nfuzz config ({lane}): {seen['cases']} files, {seen['accepted']} accepted")
+
+
+# -- MCP tool arguments --------------------------------------------------------------------------------
+@st.composite
+def _tool_args(draw, op, refs):
+    """Argument objects for one operation's tool: its parameters, mostly with values of their
+    type, now and then of any JSON type, and now and then one it does not take."""
+    typed = {str: _string(refs), int: st.integers(-10, 10_000) | st.integers(),
+             float: st.floats(), bool: st.booleans(), dict: st.dictionaries(_text(8), json_values, max_size=4)}
+    args = {}
+    for p in op.params:
+        if not p.required and draw(st.booleans()):
+            continue
+        if draw(st.integers(0, 7)) == 0:
+            args[p.name] = draw(json_values)
+        elif p.many:
+            args[p.name] = draw(st.lists(_string(refs), max_size=3))
+        elif p.choices and draw(st.booleans()):
+            args[p.name] = draw(st.sampled_from(p.choices))
+        else:
+            args[p.name] = draw(typed[p.type])
+    if draw(st.integers(0, 15)) == 0:
+        args["bogus"] = draw(json_values)
+    return args
+
+
+def mcp_batches(refs):
+    from cortexctl import ops
+
+    tools = list(ops.tools())
+    return st.lists(st.sampled_from(tools).flatmap(lambda op: st.tuples(st.just(op.name), _tool_args(op, refs))),
+                    min_size=4, max_size=12)
+
+
+@pytest.mark.parametrize("lane", LANES)
+def test_fuzzed_mcp_tool_arguments_answer_documented_errors_only(lane, fuzz_store, store, capsys):
+    pytest.importorskip("mcp", reason="the MCP SDK is not installed: pip install -e '.[test]'")
+    import anyio
+    from mcp import Client
+
+    from cortexctl.serve.server import build
+
+    cx = Cortex(store=store, actor="alice")
+    app = build(cx)
+    seen = {"calls": 0, "errors": 0}
+
+    async def calls(batch):
+        async with Client(app) as client:
+            for name, args in batch:
+                seen["calls"] += 1
+                result = await client.call_tool(name, args)
+                text = " ".join(getattr(c, "text", "") for c in result.content)
+                assert "Traceback" not in text, (name, args, text)
+                if result.is_error:
+                    seen["errors"] += 1
+                    doc = result.structured_content or {}
+                    assert doc.get("exit_code") in DOCUMENTED, (name, args, text)
+
+    run_cases(examples(lane, 25, 250), mcp_batches(fuzz_store), lambda batch: anyio.run(calls, batch))
+    assert_store_verifies(store)
+    with capsys.disabled():
+        print(f"\nfuzz MCP ({lane}): {seen['calls']} tool calls, {seen['errors']} refused")
