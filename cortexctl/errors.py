@@ -199,7 +199,6 @@ EXIT_CODES = {
     "refused": 8,
     "provider_unreachable": 9,
     "invalid": 10,
-    "no_space": 1,
     "internal": 70,
     "interrupted": 130,
 }
