@@ -142,6 +142,16 @@ def no_space(exc: BaseException) -> NoSpace | None:
     return None
 
 
+def bad_path(exc: BaseException) -> UsageError | None:
+    """A ``UsageError`` for an OSError that says a path given to cortexctl cannot name a file at
+    all (a name too long, too many symbolic links), wherever it was met; else None."""
+    if isinstance(exc, OSError) and exc.errno in (errno.ENAMETOOLONG, errno.ELOOP):
+        name = str(exc.filename or "")
+        shown = name if len(name) <= 80 else name[:40] + "..." + name[-20:]
+        return UsageError(f"{shown}: {exc.strerror}")
+    return None
+
+
 class Tombstoned(CortexError):
     exit_code = 1
     kind = "tombstoned"

@@ -40,7 +40,7 @@ from pydantic import Field, ValidationError
 from cortexctl import __version__, ops
 from cortexctl.dsn import hide_credentials, redact_text
 from cortexctl.engine.cortex import Cortex
-from cortexctl.errors import CortexError, NotFound, no_space
+from cortexctl.errors import CortexError, NotFound, bad_path, no_space
 from cortexctl.ops import Operation, Param
 
 log = logging.getLogger("cortexctl.serve")
@@ -103,7 +103,7 @@ class Serving:
                 log.info("%s: %s", name, err.message)
                 return _failed(error_line(err), err.to_json())
             except Exception as exc:  # noqa: BLE001 - a bug must not take the server down
-                full = no_space(exc)
+                full = no_space(exc) or bad_path(exc)
                 if full is not None:
                     return _failed(error_line(full), full.to_json())
                 log.exception("%s: internal error", name)

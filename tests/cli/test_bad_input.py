@@ -228,6 +228,11 @@ CASES = [
     bad("write-unknown-field-data", ("write", "fact", "x", "--data", '{"colour": "red"}'), 10, "colour"),
     bad("write-oversized-text-data-file", "write fact --data @<in>/big.json", 10, "statement", str(MAX_TEXT)),
     bad("write-oversized-text-stdin", "write fact --data -", 10, "statement", str(MAX_TEXT), stdin=BIG_DATA),
+    # a path no file can have (found by fuzzing: an internal error, exit 70)
+    bad("consolidate-file-name-too-long", ("consolidate", "x" * 5000), 2, "File name too long"),
+    bad("import-file-name-too-long", ("import", "x" * 5000), 2, "File name too long"),
+    bad("export-out-name-too-long", ("export", "--out", "x" * 5000), 2, "File name too long"),
+    bad("store-name-too-long", ("find", "--store", "x" * 5000), 2, "File name too long"),
     # nested past the one limit (errors.MAX_NESTING): 10 with the input named, never a RecursionError
     bad("write-data-nested-10000-deep", "write fact x --data @<in>/deep.json", 10, "deep.json", "nested more than 64"),
     bad("write-data-nested-65-deep", ("write", "fact", "x", "--data", DEEP_65), 10, "--data", "nested more than 64"),

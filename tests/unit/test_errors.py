@@ -63,3 +63,12 @@ def test_nesting_past_the_limit_is_refused_at_any_depth_without_recursion():
     assert errors.check_nesting(ok, "x") is ok
     with pytest.raises(errors.ConfigError, match="^cfg: nested"):
         errors.check_nesting([ok], "cfg", errors.ConfigError)
+
+
+def test_a_path_that_cannot_name_a_file_is_a_usage_error_with_the_path_shortened():
+    import errno
+
+    err = errors.bad_path(OSError(errno.ENAMETOOLONG, "File name too long", "x" * 5000))
+    assert isinstance(err, errors.UsageError) and err.exit_code == 2
+    assert err.message.endswith(": File name too long") and len(err.message) < 120
+    assert errors.bad_path(OSError(errno.ENOENT, "No such file or directory", "x")) is None
