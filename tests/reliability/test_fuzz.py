@@ -328,3 +328,51 @@ def test_fuzzed_mcp_tool_arguments_answer_documented_errors_only(lane, fuzz_stor
     assert_store_verifies(store)
     with capsys.disabled():
         print(f"\nfuzz MCP ({lane}): {seen['calls']} tool calls, {seen['errors']} refused")
+
+
+def test_an_mcp_server_keeps_serving_after_tool_arguments_nested_past_any_limit(tmp_path):
+    """Over stdio, as a client would send them: arguments nested 100 deep are refused by cortexctl
+    (exit code 10 in the result); 10,000 deep are past the SDK's own parser, which drops the
+    message; either way the server answers the next call."""
+    import subprocess
+
+    from tests.conftest import cortexctl_argv
+
+    env = {**os.environ, "HOME": str(tmp_path / "home")}
+    proc = subprocess.Popen(cortexctl_argv() + ["mcp", "--store", str(tmp_path / "store"), "--actor", "alice"],
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+
+    def send(text: str) -> None:
+        proc.stdin.write(text.encode() + b"\n")
+        proc.stdin.flush()
+
+    def answer(id_: int) -> dict:
+        while True:  # synchronised on the answer itself; the subprocess timeout below bounds a hang
+            line = proc.stdout.readline()
+            assert line, proc.stderr.read().decode()[-2000:]
+            doc = json.loads(line)
+            if doc.get("id") == id_:
+                return doc
+
+    def call(id_: int, arguments: str) -> str:
+        return ('{"jsonrpc": "2.0", "id": %d, "method": "tools/call", "params": {"name": "write", "arguments": %s}}'
+                % (id_, arguments))
+
+    try:
+        send(json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "fuzz", "version": "1"}}}))
+        answer(1)
+        send(json.dumps({"jsonrpc": "2.0", "method": "notifications/initialized"}))
+        send(call(2, '{"type": "fact", "text": "x", "data": {"source": %s}}' % ("[" * 10_000 + "]" * 10_000)))
+        send(call(3, '{"type": "fact", "text": "x", "data": {"source": %s}}' % ("[" * 100 + "]" * 100)))
+        refused = answer(3)["result"]
+        assert refused["isError"] and refused["structuredContent"]["exit_code"] == 10, refused
+        assert "nested more than 64 levels deep" in refused["structuredContent"]["message"]
+        send(call(4, '{"type": "fact", "text": "still serving"}'))
+        assert not answer(4)["result"].get("isError"), "the server stopped serving"
+    finally:
+        proc.stdin.close()
+        proc.wait(timeout=120)
+    assert proc.returncode == 0
+    assert "Traceback" not in proc.stderr.read().decode()
+    assert_store_verifies(tmp_path / "store")
