@@ -34,8 +34,10 @@ GLOBAL = {"--store", "--actor", "--wait", "--json", "--jsonl"}
 
 
 def examples(lane: str, default: int, slow: int) -> int:
+    """Cases for a lane: ``default`` or ``slow``; under CORTEXCTL_SOAK=1 the slow lane's times
+    CORTEXCTL_SOAK_TIMES (20 unless set), drawn afresh on every run instead of from a fixed seed."""
     if SOAK:
-        return slow * 20
+        return slow * int(os.environ.get("CORTEXCTL_SOAK_TIMES", "20"))
     return default if lane == "default" else slow
 
 
