@@ -246,8 +246,12 @@ def _child_cpu() -> float:
     return ru.ru_utime + ru.ru_stime
 
 
-def time_once(cmd: list[str], env: dict) -> tuple[float, float]:
-    """(wall, cpu) seconds of one fresh process, stdout and stderr to /dev/null.
+FIND_OK = (0, 1)  # find exits like grep: 1 is an answer (nothing matched), not a failure
+
+
+def time_once(cmd: list[str], env: dict, ok: tuple[int, ...] = (0,)) -> tuple[float, float]:
+    """(wall, cpu) seconds of one fresh process, stdout and stderr to /dev/null; an exit status
+    not in ``ok`` stops the bench (``find --near`` passes ``FIND_OK``: 1 is its "nothing matched").
 
     CPU is user+sys of the child (from getrusage of waited-for children): unlike
     wall time it does not count time spent waiting for a CPU held by other load.
@@ -258,7 +262,7 @@ def time_once(cmd: list[str], env: dict) -> tuple[float, float]:
                          stdin=subprocess.DEVNULL)
     dt = time.perf_counter() - t0
     cpu = _child_cpu() - c0
-    if rc != 0:
+    if rc not in ok:
         run_checked(cmd, env)  # re-run to show the error
         raise SystemExit(f"bench: exit {rc}: {' '.join(cmd)}")
     return dt, cpu

@@ -23,7 +23,7 @@ import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from cold_start import bench_env, log, time_once  # noqa: E402
+from cold_start import FIND_OK, bench_env, log, time_once  # noqa: E402
 from find_bench import QUERIES, _rare_tag  # noqa: E402
 
 
@@ -61,7 +61,7 @@ def main() -> int:
         variants.append((" ".join(f"--tag {t}" for t in rare), [x for t in rare for x in ("--tag", t)]))
     times: dict = {(side, name, k): [] for side in "ab" for name, _ in variants for k in kinds}
     for side, exe in (("a", args.a), ("b", args.b)):  # warm the page cache and both installs' bytecode
-        time_once([exe, "find", "--near", "warm up", "--store", str(stores[side])], env)
+        time_once([exe, "find", "--near", "warm up", "--store", str(stores[side])], env, FIND_OK)
     log(f"timing {args.runs} runs ...")
     try:
         for i in range(args.runs):
@@ -73,7 +73,7 @@ def main() -> int:
                     for name, extra in variants:
                         for side, exe in (("a", args.a), ("b", args.b)):
                             cmd = [exe, "find", "--near", q, "--store", str(stores[side]), "-k", "10", *extra]
-                            times[(side, name, with_snapshot)].append(time_once(cmd, env))
+                            times[(side, name, with_snapshot)].append(time_once(cmd, env, FIND_OK))
                 finally:
                     _back(snaps)
     finally:

@@ -91,6 +91,10 @@ class IntegrityError(CortexError):
     exit_code = 7
     kind = "integrity"
 
+    def __init__(self, message: str, *, path: str | None = None, **kw) -> None:
+        super().__init__(message, **kw)
+        self.path = path  # the damaged file, when one is to blame
+
 
 class Refused(CortexError):
     exit_code = 8

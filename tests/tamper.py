@@ -202,6 +202,24 @@ def hold_open(store: str | os.PathLike) -> subprocess.Popen:
                             stdout=subprocess.PIPE, text=True)
 
 
+_LOCK = """
+import fcntl, os, sys
+fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT, 0o600)
+fcntl.flock(fd, fcntl.LOCK_EX)
+print("held", flush=True)
+sys.stdin.read()  # until stdin closes or the process is killed
+"""
+
+
+def hold_writer_lock(store: str | os.PathLike) -> subprocess.Popen:
+    """Start a process that takes the store's writer lock (as another cortexctl writing would) and
+    keeps it until killed or its stdin closes; returns once it holds it."""
+    proc = subprocess.Popen([sys.executable, "-c", _LOCK, str(Path(store) / ".lock")], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, text=True)
+    assert proc.stdout.readline().strip() == "held"
+    return proc
+
+
 # -- bytes of a file ------------------------------------------------------------------------------------
 def flip_bytes(path: str | os.PathLike, offset: int, n: int = 1) -> None:
     """Invert ``n`` bytes of a file from ``offset`` (negative: from the end), keeping its size."""

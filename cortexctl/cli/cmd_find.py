@@ -10,23 +10,27 @@ LANES = {"lexical": "L", "semantic": "S", "salience": "R"}
 
 
 def find(config, *, near, types, tags, frames, include_tombstoned, k, budget_tokens, form, session, summaries,
-         verbose, store, actor, wait, json, jsonl) -> None:
+         verbose, include_unmatched, quiet, store, actor, wait, json, jsonl) -> int:
+    """Exit status as grep's: 0 when a result matched (the engine's ``matched``), else 1."""
     from cortexctl.cli.common import open_cortex
     from cortexctl.cli.output import Output
     from cortexctl.engine.documents import split_found
 
-    out = Output(json=json, jsonl=jsonl)
+    out = Output(json=json, jsonl=jsonl, quiet=quiet)
     cx = open_cortex(config, store, actor, wait)
     answer = lookup("find").run(cx, near=near, types=types, tags=tags, frames=frames, k=k, budget_tokens=budget_tokens,
                                 form=form, session=session, summaries=summaries,
                                 include_tombstoned=include_tombstoned)
+    status = 0 if answer.matched else 1
     hits = answer.hits
     warnings, notes = split_found(answer.found)
-    for w in warnings + (notes if verbose else []):
+    for w in warnings + (notes if verbose and not quiet else []):
         out.warn(w)
+    if quiet:
+        return status
     if out.machine:
         out.emit_many(answer.docs(), answer.to_json)
-        return
+        return status
     if out.tty:
         refs = cx.short_refs([h.id for h in hits]) if hits else {}
         ref = {h.id: refs.get(h.id, h.id) + ("†" if h.tombstoned else "") for h in hits}
@@ -35,14 +39,25 @@ def find(config, *, near, types, tags, frames, include_tombstoned, k, budget_tok
                       [(h.rank, ref[h.id], h.type, f"{h.score:.3f}",
                         "".join(LANES[x] for x in h.lanes) + ("" if h.matched else " (no match)"), h.text)
                        for h in hits])
-            if hits and not any(h.matched for h in hits):
+            if hits and not answer.matched:
                 out.hint(f"nothing matched {near!r} by words or meaning: these are your most salient memories")
         else:
             out.table(["#", "ref", "type", form], [(h.rank, ref[h.id], h.type, h.text) for h in hits])
         if not hits:
             out.hint("no memories match")
-    else:
-        out.table([], [(f"cortex://m/{h.id}", h.type, h.text) for h in hits])
+        return status
+    # piped: a non-match is never an answer unless asked for
+    shown = hits if include_unmatched else [h for h in hits if h.matched]
+    out.table([], [(f"cortex://m/{h.id}", h.type, h.text) for h in shown])
+    if not answer.matched:
+        if near is None:
+            out.hint("cortexctl: no memories match")
+        elif hits and not include_unmatched:
+            out.hint(f"cortexctl: nothing matched {near!r} by words or meaning "
+                     f"(--include-unmatched prints the most salient memories instead)")
+        else:
+            out.hint(f"cortexctl: nothing matched {near!r} by words or meaning")
+    return status
 
 
 COMMANDS = [
@@ -51,7 +66,11 @@ COMMANDS = [
         flags={"types": ("--type",), "tags": ("--tag",), "frames": ("--frame",), "k": ("-k",)},
         completers={"types": complete.memory_types, "frames": complete.frames},
         options=(Option("verbose", ("--verbose", "-v"), "Also say how the answer was found (an exact search, an "
-                                                        "index rebuilt).", type=bool, default=False),),
+                                                        "index rebuilt).", type=bool, default=False),
+                 Option("include_unmatched", ("--include-unmatched",), "Piped output: also print the results only "
+                        "salience brought (\"(no match)\" on a terminal).", type=bool, default=False),
+                 Option("quiet", ("--quiet", "-q"), "Print nothing: the exit status says whether anything matched "
+                        "(warnings still go to stderr).", type=bool, default=False)),
         notes="""With --near, three lanes search the memories that pass the filters: lexical
 (BM25 over the text), semantic (embedding similarity) and salience
 (importance, recency, use); results are merged by one score (see
@@ -61,6 +80,15 @@ query comes first, then memories holding the query as a phrase. A result that
 neither the words nor the meaning of the query found, only its salience, is
 marked "(no match)" ("matched": false in --json). Without --near, results
 come in salience order.
+\b
+In scripts, find answers like grep: exit 0 when at least one result matched
+(without --near: when any memory passes the filters), 1 when nothing did.
+Piped (stdout not a terminal), it prints one line per matched result (URI,
+type, text, tab-separated) and leaves out results only salience brought
+(--include-unmatched prints them too); when nothing matched it says so in
+one line on stderr. -q prints nothing; the exit status alone answers.
+--json and --jsonl keep every result, each with "matched", and --json says
+"matched" for the whole answer.
 \b
 The ref column is each memory's short ref: the shortest ending of its ID
 (8 characters or more) that names only that memory; show, update, attest and
@@ -82,8 +110,9 @@ session summarize) to pick a session, --session ID then searches inside it.""",
             'cortexctl find --summaries --near "flaky test"',
             'cortexctl find --session s-42 --near "retry"',
             "cortexctl find --include-tombstoned --jsonl | jq -r .uri",
+            'if cortexctl find -q --near "deploy key"; then echo known; fi',
         ),
-        exits=(0, 2, 3, 4, 7),
-        exit_notes={3: "no store"},
+        exits=(0, 1, 2, 3, 4, 7),
+        exit_notes={0: "a result matched", 1: "nothing matched", 3: "no store"},
     ),
 ]

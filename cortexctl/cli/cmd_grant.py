@@ -17,6 +17,7 @@ def _rows(grants) -> list[tuple]:
 def grant(config, *, subagent, types, tags, expires, store, actor, wait, json, jsonl) -> None:
     from cortexctl.cli.common import open_cortex
     from cortexctl.cli.output import Output
+    from cortexctl.engine.results import iso
     from cortexctl.errors import UsageError
 
     out = Output(json=json, jsonl=jsonl)
@@ -34,6 +35,10 @@ def grant(config, *, subagent, types, tags, expires, store, actor, wait, json, j
         out.table(["id", "granter", "subagent", "types", "tags", "expires", "state"], _rows(listing.items))
         return
     got = lookup("grant").run(cx, subagent=subagent, types=types, tags=tags, expires=expires)
+    if not got.created:
+        until = f"until {iso(got.expires_at)}" if got.expires_at else "until revoked"
+        out.hint(f"cortexctl: {got.subagent!r} already holds grant {got.id} of this scope ({until}): no second "
+                 "grant made")
     if out.machine:
         out.emit(got.to_json())
     else:
@@ -60,6 +65,11 @@ the granter's memories (exit 8). A grant lasts until revoke, or until
 --expires has passed, read against the clock at each command. Prints the
 grant's ID (--json: the grant).
 
+Grants are a set: granting SUBAGENT the same --type and --tag values again
+while that grant is live makes no second grant. It says so on stderr, prints
+the live grant's ID and exits 0 (--json: that grant, "created": false); its
+--expires stands (revoke it and grant again to change it).
+
 grant list prints the grants the acting actor gave and those it holds,
 revoked and expired ones included, with their state (live, expired or
 revoked); list is therefore not a sub-agent name. Grants and revocations are
@@ -75,13 +85,23 @@ journaled, carried in backups and replayed by verify.""",
         op=("grant", "grant_list"),
     ),
     command_for(
-        lookup("revoke"), ("revoke",), "Take back a grant you gave.", positional=("grant_id",), human=_revoked,
-        notes="""Revokes one live grant the acting actor gave: from this command on, the
-sub-agent no longer sees the memories it covered. The grant stays listed
-(grant list) as revoked. To end every grant to one sub-agent, revoke each
-ID grant list shows for it.""",
-        examples=("cortexctl revoke 01JD3KX2M4Q8R5T7V9W1Y3Z5A7", "cortexctl revoke 01JD3KX2 --json"),
+        lookup("revoke"), ("revoke",), "Take back a grant you gave or hold.", positional=("target",),
+        flags={"types": ("--type",), "tags": ("--tag",)},
+        completers={"types": complete.memory_types}, human=_revoked,
+        notes="""Revokes one live grant: from this command on, the sub-agent no longer
+sees the memories it covered. The grant stays listed (grant list) as
+revoked. Name it by its ID (or a unique start of it, 6 characters or more),
+or by its sub-agent and its scope as it was given: revoke SUBAGENT --tag TAG
+revokes the grant of exactly tag TAG and any type (--type narrows it as in
+grant); revoke SUBAGENT alone, when no grant ID starts so, the sub-agent's
+grant of any type and tag. The granter may revoke a grant, and so may the
+sub-agent it was given to (revoke SUBAGENT with its own name, or the ID):
+revoked_by says which.""",
+        examples=("cortexctl revoke 01JD3KX2M4Q8R5T7V9W1Y3Z5A7", "cortexctl revoke 01JD3KX2 --json",
+                  "cortexctl revoke researcher --tag ops",
+                  "cortexctl revoke researcher --tag ops --actor researcher"),
         exits=(0, 2, 3, 4),
-        exit_notes={3: "the acting actor gave no live grant of that ID (unknown, another's, or revoked)"},
+        exit_notes={3: "the acting actor has no live grant of that ID or scope (unknown, another's, or "
+                       "revoked)"},
     ),
 ]

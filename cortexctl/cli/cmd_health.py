@@ -11,7 +11,7 @@ def healthcheck(config, *, strict, store, actor, wait, json) -> None:
     from cortexctl.cli.output import Output
     from cortexctl.engine import health
     from cortexctl.engine.results import HealthReport
-    from cortexctl.errors import CortexError
+    from cortexctl.errors import CortexError, IntegrityError
 
     out = Output(json=json)
     # the payload from the settings as the command line gives them: a config that cannot be read is
@@ -23,6 +23,8 @@ def healthcheck(config, *, strict, store, actor, wait, json) -> None:
         out.emit(report.to_json())
     else:
         _render(out, doc)
+    if doc["status"] == health.UNHEALTHY and doc.get("damaged"):
+        raise IntegrityError(f"{doc['status']}: {doc['details'][0]}")
     if doc["status"] == health.UNHEALTHY or (strict and doc["status"] == health.DEGRADED):
         raise CortexError(f"{doc['status']}: {doc['details'][0]}")
 
@@ -74,14 +76,16 @@ missing, unreadable, damaged or from a newer cortexctl; degraded when the
 embedding endpoint does not answer a 2-second probe, memories wait for their
 embedding, the index file is out of step, a remote chat endpoint has no key, or
 no bundle is newer than config backup.window_days (when set); else healthy.
-It reads counts and the index file's record only, so it answers in about a
-second on a large store; verify proves every record. The --json payload's
+It reads the database through once (every block, so that DuckDB checks its
+checksums: about 1.4 s at 100,000 memories), checks the index file against its
+record and the search snapshot block by block; verify proves every record. The --json payload's
 fields may be added to, never renamed or removed; secrets never appear. Its
 topology is embedded (a store directory) or external (a PostgreSQL server:
 host, port and database; never the password).""",
         examples=("cortexctl healthcheck", "cortexctl healthcheck --json | jq .status",
                   "cortexctl healthcheck --strict --store /srv/agent/brain || alert"),
-        exits=(0, 1, 2),
-        exit_notes={1: "unhealthy (or degraded, with --strict)"},
+        exits=(0, 1, 2, 7),
+        exit_notes={1: "unhealthy (or degraded, with --strict)",
+                    7: "unhealthy: a file of the store is damaged (named in the details and in damaged)"},
     ),
 ]

@@ -12,7 +12,7 @@ from cortexctl.cli.spec import Argument, Command, Option
 EXIT_CODES = [
     ("0", "ok"),
     ("1", "failed (including a change to a forgotten memory, unforget of a memory that is not forgotten, "
-          "or a store from a newer cortexctl)"),
+          "or a store from a newer cortexctl); for find, as for grep: nothing matched"),
     ("2", "usage error: bad arguments, malformed or ambiguous references, missing files, bad config"),
     ("3", "not found: no such memory, version or store"),
     ("4", "store busy: still locked after --wait seconds"),
@@ -63,7 +63,10 @@ FIND_TEXT = (
     "(cosine similarity of embeddings, through the HNSW index file or exactly for narrow filters) and "
     "salience (see SALIENCE). Each candidate scores bm25/best bm25 + w*max(cosine, 0) "
     "+ 0.05*salience, with w 0.05 for the built-in hash embedder and 1.0 for an embedding endpoint; ties break "
-    "by ID. -k and --budget-tokens bound the results. Without --near, the salience lane alone."
+    "by ID. -k and --budget-tokens bound the results. Without --near, the salience lane alone. find exits "
+    "like grep: 0 when at least one result matched the query's words or meaning (without --near: any "
+    "result), 1 when none did; piped, it prints only the matched results (--include-unmatched: all), and "
+    "-q prints nothing."
 )
 
 

@@ -141,5 +141,4 @@ def run(argv: list[str]) -> int | None:
     if p is None:
         return None
     command, config, _, values = p
-    command.invoke(config, values)
-    return 0
+    return command.invoke(config, values)

@@ -135,8 +135,9 @@ class Command:
             parts.append(exit_status(*self.exits, notes=self.exit_notes))
         return "".join(parts)
 
-    def invoke(self, config: Any, values: dict[str, Any]) -> Any:
-        """Check the declared choices, then run the body: the one way both parsers run a command."""
+    def invoke(self, config: Any, values: dict[str, Any]) -> int:
+        """Check the declared choices, then run the body: the one way both parsers run a command.
+        The exit status is the int the body returns (find's 1 when nothing matched), else 0."""
         for opt in self.options:
             if opt.choices is None:
                 continue
@@ -146,7 +147,8 @@ class Command:
                     from cortexctl.errors import UsageError
 
                     raise UsageError(f"{opt.flags[0]} must be one of {', '.join(opt.choices)}, not {value!r}")
-        return self.run(config, **values)
+        rv = self.run(config, **values)
+        return rv if isinstance(rv, int) and not isinstance(rv, bool) else 0
 
     def option(self, flag: str) -> Option | None:
         for opt in self.options:

@@ -158,10 +158,10 @@ def callback_for(command: Command):
                                         default=default))
     many = {a.name for a in command.arguments if a.many} | {o.name for o in command.options if o.many}
 
-    def callback(ctx: typer.Context, **values: Any) -> None:
+    def callback(ctx: typer.Context, **values: Any) -> int:
         values = {k: (list(v or []) if k in many else v) for k, v in values.items()}
         config = (ctx.obj or {}).get("config")
-        command.invoke(None if config is None else str(config), values)
+        return command.invoke(None if config is None else str(config), values)
 
     callback.__signature__ = inspect.Signature(params)  # type: ignore[attr-defined]
     callback.__annotations__ = {p.name: p.annotation for p in params}

@@ -258,11 +258,12 @@ class Cortex:
 
         return grants.list_grants(self.context)
 
-    def revoke(self, grant_id: str):
-        """Take back one of the acting actor's live grants (its ID or a unique start of it)."""
+    def revoke(self, target: str, *, types: Iterable[str] = (), tags: Iterable[str] = ()):
+        """Take back a live grant the acting actor gave or holds: by its ID (or a unique start of
+        it), or by its sub-agent and exact scope (``engine/grants.py``)."""
         from cortexctl.engine import grants
 
-        return grants.revoke(self.context, grant_id)
+        return grants.revoke(self.context, target, types=types, tags=tags)
 
     # -- bulk and checks ----------------------------------------------------------
     def import_jsonl(self, source, **kwargs):

@@ -27,13 +27,20 @@ def split_found(found: Iterable[str]) -> tuple[list[str], list[str]]:
     return warnings, notes
 
 
+def any_matched(hits: Iterable[FindHit]) -> bool:
+    """Whether find answered: at least one result matched the query (its words or meaning; every
+    result matches a find without ``near``, which only filters). find's exit status is this."""
+    return any(h.matched for h in hits)
+
+
 def find_document(hits: Sequence[FindHit], found: Iterable[str], docs: list[dict] | None = None) -> dict:
-    """``find --json``: the count, the tokens of the results at the form shown, the warnings and
-    notes, and one object per result (``docs``, when the caller has already made them)."""
+    """``find --json``: whether anything matched, the count, the tokens of the results at the form
+    shown, the warnings and notes, and one object per result (``docs``, when the caller has
+    already made them)."""
     warnings, notes = split_found(found)
     results = [h.to_json() for h in hits] if docs is None else docs
-    return {"count": len(results), "tokens": sum(h.tokens for h in hits), "warnings": warnings, "notes": notes,
-            "results": results}
+    return {"matched": any_matched(hits), "count": len(results), "tokens": sum(h.tokens for h in hits),
+            "warnings": warnings, "notes": notes, "results": results}
 
 
 @dataclass
@@ -56,6 +63,11 @@ class FindAnswer:
 
     hits: Sequence[FindHit]
     found: list
+
+    @property
+    def matched(self) -> bool:
+        """At least one hit matched the query (``any_matched``)."""
+        return any_matched(self.hits)
 
     def docs(self) -> list[dict]:
         return [h.to_json() for h in self.hits]
@@ -153,5 +165,5 @@ def summaries(done: Sequence[dict]) -> Listing:
     return Listing("summaries", list(done))
 
 
-__all__ = ["split_found", "find_document", "PatternsAnswer", "FindAnswer", "Shown",
+__all__ = ["split_found", "any_matched", "find_document", "PatternsAnswer", "FindAnswer", "Shown",
            "Listing", "SessionTurns", "History", "ConfigAnswer", "summaries"]

@@ -94,14 +94,19 @@ def run(ctx: Context, query: FindQuery, filters: Filters) -> tuple[list[FindHit]
         return _search(ctx, query, filters, qvec, warnings), warnings
     except IndexUnusable as exc:
         reason = exc.message
+        # a damaged file left as it is wants the user's attention (a warning); a cache merely out of
+        # date does not (a note, shown with -v)
+        say = str if exc.damaged else Note
     try:
         ctx.storage.update_index(ctx.embedder.model, rebuild=True, wait=0)  # never queue behind another writer
     except StoreBusy:
-        warnings.append(Note(f"index {reason} and another writer holds the store: exact search"))
+        warnings.append(say(f"index {reason} and another writer holds the store: exact search "
+                            "(cortexctl reindex repairs it)"))
         return _search(ctx, query, filters, qvec, warnings, exact=True), warnings
     except (CortexError, OSError) as err:  # a read-only store, a full disk: answer all the same
         detail = err.message if isinstance(err, CortexError) else (err.strerror or type(err).__name__)
-        warnings.append(Note(f"index {reason} and it cannot be rebuilt ({detail}): exact search"))
+        warnings.append(say(f"index {reason} and it cannot be rebuilt ({detail}): exact search "
+                            "(cortexctl reindex repairs it)"))
         return _search(ctx, query, filters, qvec, warnings, exact=True), warnings
     try:
         hits = _search(ctx, query, filters, qvec, warnings)

@@ -1,8 +1,15 @@
 """Scoped grants: an actor lets a sub-agent see some of its ``scoped`` memories.
 
 ``grant(ctx, subagent, types=, tags=, expires=)`` gives the acting actor's grant to
-``subagent``; ``revoke(ctx, grant_id)`` takes one back; ``list_grants(ctx)`` lists the
-grants the actor gave and those it holds.
+``subagent``; ``revoke(ctx, target, types=, tags=)`` takes one back, by its ID or by
+its sub-agent and scope; ``list_grants(ctx)``
+lists the grants the actor gave and those it holds.
+
+**Grants are a set.** A grant's scope is its sub-agent, its set of types and its set of
+tags. Granting a scope the granter already grants live makes no second grant: the answer
+is the live one (``Grant.created`` False), and nothing is written. The look and the insert
+are one writing transaction, so two identical grants racing still make one. Either side
+may end a grant: its granter, or the sub-agent it was given to (``revoked_by`` says which).
 
 **The scope rule.** A live grant from G to S covers a memory when the memory is G's,
 its visibility is ``scoped``, its type is one of the grant's types (any type when the
@@ -59,11 +66,15 @@ class Grant:
     revoked_at: datetime | None
     revoked_by: str | None
     state: str
+    created: bool | None = None  # grant's answer: made now (True), or the live grant of that scope (False)
 
     def to_json(self) -> dict:
-        return {"id": self.id, "granter": self.granter, "subagent": self.subagent, "types": self.types,
-                "tags": self.tags, "created_at": iso(self.created_at), "expires_at": iso(self.expires_at),
-                "revoked_at": iso(self.revoked_at), "revoked_by": self.revoked_by, "state": self.state}
+        doc = {"id": self.id, "granter": self.granter, "subagent": self.subagent, "types": self.types,
+               "tags": self.tags, "created_at": iso(self.created_at), "expires_at": iso(self.expires_at),
+               "revoked_at": iso(self.revoked_at), "revoked_by": self.revoked_by, "state": self.state}
+        if self.created is not None:
+            doc["created"] = self.created
+        return doc
 
 
 def grant_of(row: dict, now: datetime) -> Grant:
@@ -101,23 +112,46 @@ def check_subagent(name: object, granter: str) -> str:
     return name
 
 
-def grant(ctx: Context, subagent: str, *, types: Iterable[str] = (), tags: Iterable[str] = (),
-          expires: str | None = None) -> Grant:
-    """Let ``subagent`` see the acting actor's scoped memories this scope covers (module docstring)."""
-    check_subagent(subagent, ctx.actor)
+def _scope(types: Iterable[str], tags: Iterable[str]) -> tuple[list[int], list[str]]:
+    """A grant's types (codes) and tags, checked, each a sorted set."""
     codes = sorted({type_code(t) for t in types})
     tag_list = clean_tags(tags)
     if len(tag_list) > MAX_TAGS:
         raise UsageError(f"a grant takes at most {MAX_TAGS} tags", field="tags")
+    return codes, tag_list
+
+
+def _live(row: dict, now: datetime) -> bool:
+    return row["revoked_at"] is None and (row["expires_at"] is None or row["expires_at"] > now)
+
+
+def _covers_exactly(row: dict, subagent: str, codes: list[int], tags: list[str]) -> bool:
+    return row["subagent"] == subagent and sorted(set(row["types"])) == codes and sorted(set(row["tags"])) == tags
+
+
+def grant(ctx: Context, subagent: str, *, types: Iterable[str] = (), tags: Iterable[str] = (),
+          expires: str | None = None) -> Grant:
+    """Let ``subagent`` see the acting actor's scoped memories this scope covers (module docstring):
+    a new grant (``created`` True), or the live one that already grants this scope (``created``
+    False; its expiry stands, nothing is written)."""
+    check_subagent(subagent, ctx.actor)
+    codes, tag_list = _scope(types, tags)
     span = parse_duration(expires) if expires is not None else None
     with ctx.transaction() as tx:
         now = ctx.clock()
+        for g in tx.grants_of(ctx.actor):  # in the writing transaction: a racing twin waits for it
+            if g["granter"] == ctx.actor and _live(g, now) and _covers_exactly(g, subagent, codes, tag_list):
+                existing = grant_of(g, now)
+                existing.created = False
+                return existing
         row = {"id": new_id(), "granter": ctx.actor, "subagent": subagent, "types": codes, "tags": tag_list,
                "created_at": now, "expires_at": None if span is None else now + span,
                "revoked_at": None, "revoked_by": None}
         tx.insert_grant(row)
         tx.append_journal([("grant", now, ctx.actor, row["id"], grant_payload(row))])
-    return grant_of(row, now)
+    made = grant_of(row, now)
+    made.created = True
+    return made
 
 
 def grant_payload(row: dict) -> bytes:
@@ -129,26 +163,49 @@ def revoke_payload(id_: str, at: datetime, by: str) -> bytes:
     return codec.encode(plain({"id": id_, "revoked_at": at, "revoked_by": by}))
 
 
-def revoke(ctx: Context, grant_id: str) -> Grant:
-    """Take back one of the acting actor's live grants, named by its ID or a unique start of it
-    (at least 6 characters); NotFound when the actor gave no live grant of that ID."""
-    if not isinstance(grant_id, str) or not grant_id.strip():
-        raise UsageError("grant_id must not be empty", field="grant_id")
-    want = grant_id.strip().upper()
+def revoke(ctx: Context, target: str, *, types: Iterable[str] = (), tags: Iterable[str] = ()) -> Grant:
+    """Take back one live grant the acting actor gave or holds. Without ``types`` and ``tags``,
+    ``target`` is the grant's ID or a unique start of it (at least 6 characters), else the
+    sub-agent of a grant of any type and tag; with them, ``target`` is the sub-agent and the grant
+    is the one of exactly that scope (``_by_scope``). NotFound when there is none."""
+    if not isinstance(target, str) or not target.strip():
+        raise UsageError("target must not be empty: a grant's ID or a sub-agent", field="target")
+    codes, tag_list = _scope(types, tags)
     with ctx.transaction(existing=True) as tx:
         now = ctx.clock()
-        mine = [g for g in tx.grants_of(ctx.actor) if g["granter"] == ctx.actor and g["revoked_at"] is None]
-        found = [g for g in mine if g["id"] == want] or \
-            ([g for g in mine if g["id"].startswith(want)] if len(want) >= 6 else [])
+        live = [g for g in tx.grants_of(ctx.actor) if g["revoked_at"] is None]
+        found = [] if codes or tag_list else _by_id(live, target)
         if not found:
-            raise NotFound(f"actor {ctx.actor!r} has no live grant {grant_id!r}",
+            found = _by_scope(ctx.actor, live, target, codes, tag_list)
+        if not found:
+            scope = ("of type " + ",".join(type_name(c) for c in codes) if codes else "of any type") + \
+                (" tagged " + ",".join(tag_list) if tag_list else " and tag")
+            what = f"to {target!r} {scope}" if codes or tag_list else \
+                f"{target!r} (a grant's ID, or a sub-agent's grant {scope})"
+            raise NotFound(f"actor {ctx.actor!r} has no live grant {what}",
                            hint="list grants with: cortexctl grant list")
         if len(found) > 1:
-            raise UsageError(f"grant {grant_id!r} is ambiguous: it matches {', '.join(g['id'] for g in found)}",
-                             field="grant_id")
-        row = found[0]
-        tx.revoke_grant(row["id"], at=now, by=ctx.actor)
-        tx.append_journal([("revoke", now, ctx.actor, row["id"], revoke_payload(row["id"], now, ctx.actor))])
+            raise UsageError(f"{target!r} names {len(found)} live grants: revoke one by its ID "
+                             f"({', '.join(g['id'] for g in found)})", field="target")
+        return _revoke_row(ctx, tx, found[0], now)
+
+
+def _by_id(live: list[dict], target: str) -> list[dict]:
+    want = target.strip().upper()
+    return [g for g in live if g["id"] == want] or \
+        ([g for g in live if g["id"].startswith(want)] if len(want) >= 6 else [])
+
+
+def _by_scope(actor: str, live: list[dict], subagent: str, codes: list[int], tags: list[str]) -> list[dict]:
+    """The live grants of exactly this scope: those ``actor`` gave ``subagent``, or, when
+    ``subagent`` is ``actor`` itself, those it holds (one per granter)."""
+    return [g for g in live if (g["granter"] == actor or subagent == actor)
+            and _covers_exactly(g, subagent, codes, tags)]
+
+
+def _revoke_row(ctx: Context, tx, row: dict, now: datetime) -> Grant:
+    tx.revoke_grant(row["id"], at=now, by=ctx.actor)
+    tx.append_journal([("revoke", now, ctx.actor, row["id"], revoke_payload(row["id"], now, ctx.actor))])
     return grant_of({**row, "revoked_at": now, "revoked_by": ctx.actor}, now)
 
 

@@ -7,12 +7,20 @@ index file's record and sampled checksum, the newest bundle's name — so it
 answers in about a second on a large store; ``verify`` is what proves every
 record, version and journal entry.
 
+It opens what it reports on: the database is read through once (every block of
+every table, so DuckDB checks each block's checksum: about 1.4 s at 100,000
+memories), the index file is checked against its record (sampled blocks, its
+header, and the whole file once after any change: ``hnsw`` module docstring) and
+the search snapshot block by block.
+
 Status: **unhealthy** when the configuration cannot be read or the store is
-missing, unreadable, damaged or from a newer cortexctl; **degraded** when the
-embedding endpoint does not answer its probe, memories wait for their
-embedding, the index file is out of step with the store, a chat endpoint that
-needs a key has none, or no bundle is newer than ``backup.window_days`` (when
-set); **healthy** otherwise.
+missing, unreadable, damaged or from a newer cortexctl (a damaged file is named
+in ``damaged``, and the command exits 7); **degraded** when the embedding
+endpoint does not answer its probe, memories wait for their embedding, the
+index file is out of step with the store or damaged, the search snapshot is
+damaged (both caches: find answers without them, and ``reindex`` rebuilds
+them), a chat endpoint that needs a key has none, or no bundle is newer than
+``backup.window_days`` (when set); **healthy** otherwise.
 """
 
 from __future__ import annotations
@@ -24,7 +32,7 @@ from typing import Callable
 from urllib.parse import urlsplit
 
 from cortexctl.dsn import redact_text
-from cortexctl.errors import CortexError
+from cortexctl.errors import CortexError, IntegrityError
 
 HEALTHY, DEGRADED, UNHEALTHY = "healthy", "degraded", "unhealthy"
 PROBE_TIMEOUT = 2.0  # seconds: a dead endpoint must not stall monitoring
@@ -75,7 +83,7 @@ def report(load_settings: Callable[[], object], *, probe: bool = True) -> dict:
     doc: dict = {"status": HEALTHY, "timestamp": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")[:-4] + "Z",
                  "store": None, "topology": None, "index": None, "snapshot": None,
                  "providers": {"embedding": None, "summary": None}, "features": {}, "backup": None,
-                 "identity": None, "details": [], "version": __version__, "uptime": 0.0}
+                 "identity": None, "details": [], "damaged": [], "version": __version__, "uptime": 0.0}
     try:
         settings = load_settings()
     except CortexError as exc:
@@ -183,6 +191,10 @@ def _store(ctx, doc: dict, f: _Findings, embedder) -> None:
                 block["pending_embeddings"] = tx.count_pending(model)
         if model is not None:
             doc["index"] = storage.index_health(model)
+    except IntegrityError as exc:
+        doc["damaged"].append(exc.path or path)
+        f.add(UNHEALTHY, f"the store cannot be read: {exc.message}")
+        return
     except CortexError as exc:
         f.add(UNHEALTHY, f"the store cannot be read: {exc.message}")
         return
@@ -193,8 +205,10 @@ def _store(ctx, doc: dict, f: _Findings, embedder) -> None:
     if block.get("pending_embeddings"):
         f.add(DEGRADED, f"{block['pending_embeddings']} memories wait for their embedding (cortexctl reindex)")
     if doc["index"]["consistent"] is False:
-        f.add(DEGRADED, f"the index file is {doc['index']['state']} (find searches exactly meanwhile; "
-                        "cortexctl reindex rebuilds it)")
+        f.add(DEGRADED, f"the index file {doc['index']['path']} is {doc['index']['state']} (find searches without "
+                        "it meanwhile; cortexctl reindex rebuilds it)")
+    if doc["snapshot"].get("problem"):
+        f.add(DEGRADED, f"{doc['snapshot']['problem']}; find reads the database meanwhile")
 
 
 def _summary(settings, doc: dict, f: _Findings) -> None:

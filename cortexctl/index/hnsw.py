@@ -2,13 +2,25 @@
 
 The only module that imports usearch. The file is a cache of the vectors kept
 in DuckDB and is trusted only when it matches the record the store keeps of
-it (``Fingerprint``): its size and a CRC-32 over sampled blocks, plus the
-dimension and count usearch reads from its header (not its modification time,
-so that a byte-identical copy of a store, ``cp -r`` or a restore, is trusted). Anything
-else (missing, truncated, rewritten, flipped bytes in a sampled block, another
-model) means rebuild. usearch has no checksum of its own, and a damaged file
-can load and then crash on search, so this check comes before any load.
-``verify`` checks the CRC of the whole file.
+it (``Fingerprint``): its size, a CRC-32 over sampled blocks and a CRC-32 of
+the whole file, plus the dimension and count usearch reads from its header (not
+its modification time, so that a byte-identical copy of a store, ``cp -r`` or a
+restore, is trusted). Anything else (missing, truncated, rewritten, flipped
+bytes anywhere, another model) means rebuild. usearch has no checksum of its
+own, and a damaged file can load and then crash on search (a segfault, "Out of
+memory!"), so this check comes before any load.
+
+Reading the whole file on every cold start would cost a large store more than
+the rest of ``find``, so the whole-file CRC is checked once per file: a
+**checked stamp** ``<index>.checked`` beside it records the identity of the
+file last read whole and found sound (device, inode, size, modification and
+change times, and the CRC it matched). ``save_atomic`` writes it for the file
+it saved, and the first reader that verifies a file whole (a copy, a restore)
+writes it too. A reader whose file has that very identity checks only the
+sampled blocks; any other reads the whole file once. The change time cannot be
+set from user space, so any write to the file after it was checked (a byte
+flipped in place, even with its modification time put back) makes the next
+reader read it whole. ``verify`` always reads the whole file.
 
 usearch's own ``save`` overwrites in place, which crashes a reader that has the
 file memory-mapped (SIGBUS). ``save_atomic`` writes a temp file in the same
@@ -18,6 +30,7 @@ a reader keeps its old mapping, the next one opens the new file.
 
 from __future__ import annotations
 
+import json
 import os
 import zlib
 from dataclasses import asdict, dataclass
@@ -42,33 +55,42 @@ def expansion_for(size: int) -> int:
     return EXPANSION_SEARCH if size <= 500_000 else 1024
 SAMPLE_BLOCK = 4096
 SAMPLES = 32
+STAMP_SUFFIX = ".checked"
+DAMAGED = "changed or damaged"  # ``check``'s answers when the file is not the one expected
+NEWER = "newer than its record"
 
 
 @dataclass(frozen=True)
 class Fingerprint:
-    """What the store records about the index file it last saved."""
+    """What the store records about the index file it last saved (``whole``: the CRC-32 of every
+    byte; 0 when unknown, which trusts nothing)."""
 
     size: int
     mtime_ns: int
     crc: int
     count: int
     dim: int
+    whole: int = 0
 
     def to_json(self) -> dict:
         return asdict(self)
 
     @classmethod
     def from_json(cls, doc: dict) -> "Fingerprint":
-        return cls(**{k: int(doc[k]) for k in ("size", "mtime_ns", "crc", "count", "dim")})
+        return cls(**{k: int(doc[k]) for k in ("size", "mtime_ns", "crc", "count", "dim")},
+                   whole=int(doc.get("whole", 0)))
 
 
-def _sampled_crc(fd: int, size: int, *, whole: bool = False) -> int:
+def _whole_crc(fd: int) -> int:
     crc = 0
-    if whole:
-        with os.fdopen(os.dup(fd), "rb") as fh:
-            while chunk := fh.read(1 << 20):
-                crc = zlib.crc32(chunk, crc)
-        return crc
+    with os.fdopen(os.dup(fd), "rb") as fh:
+        while chunk := fh.read(1 << 20):
+            crc = zlib.crc32(chunk, crc)
+    return crc
+
+
+def _sampled_crc(fd: int, size: int) -> int:
+    crc = 0
     offsets = {0, max(0, size - SAMPLE_BLOCK)}
     if size > SAMPLE_BLOCK:
         step = size // SAMPLES
@@ -78,17 +100,67 @@ def _sampled_crc(fd: int, size: int, *, whole: bool = False) -> int:
     return crc
 
 
-def fingerprint(path: Path, *, count: int, dim: int, whole: bool = False) -> Fingerprint | None:
-    """The file's fingerprint now, or None when it cannot be read."""
+# -- the checked stamp (module docstring) ------------------------------------------------------------
+def stamp_path(path: Path) -> Path:
+    return Path(str(path) + STAMP_SUFFIX)
+
+
+def _identity(st: os.stat_result) -> list[int]:
+    return [st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns]
+
+
+def _stamp_of(path: Path, st: os.stat_result) -> int | None:
+    """The whole-file CRC the stamp gives this very file (unchanged since it was read whole), or None."""
+    try:
+        doc = json.loads(stamp_path(path).read_bytes())
+        return int(doc["crc"]) if doc["file"] == _identity(st) else None
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def _stamp(path: Path, st: os.stat_result, whole: int) -> None:
+    """Record that the file with this identity was read whole and matched ``whole``. Best effort: a
+    store this process cannot write to only costs the next reader another whole read."""
+    from cortexctl.files import atomic_path
+
+    try:
+        with atomic_path(stamp_path(path), sync=False) as tmp:
+            with open(tmp, "wb") as fh:
+                fh.write(json.dumps({"file": _identity(st), "crc": whole}).encode())
+    except OSError:
+        pass
+
+
+def whole_ok(path: Path, expected: Fingerprint) -> bool:
+    """True when every byte of the file is what was saved: read whole now, whatever the stamp
+    says (``verify``); a sound file is stamped."""
+    return check(path, expected, use_stamp=False) is None
+
+
+def check(path: Path, expected: Fingerprint, *, use_stamp: bool = True) -> str | None:
+    """None when the file is the one ``expected`` describes (the module docstring says how that is
+    known); else why not: ``NEWER`` when it is a file saved since (its stamp, written by the writer
+    that saved it, names it: the record follows), else ``DAMAGED``."""
+    if not expected.whole:
+        return DAMAGED
     try:
         fd = os.open(path, os.O_RDONLY)
     except OSError:
-        return None
+        return DAMAGED
     try:
         st = os.fstat(fd)
-        return Fingerprint(st.st_size, st.st_mtime_ns, _sampled_crc(fd, st.st_size, whole=whole), count, dim)
-    except OSError:
+        stamped = _stamp_of(path, st)
+        if st.st_size != expected.size or _sampled_crc(fd, st.st_size) != expected.crc:
+            return NEWER if stamped is not None and stamped != expected.whole else DAMAGED
+        if use_stamp and stamped == expected.whole:
+            return None
+        if _whole_crc(fd) != expected.whole:
+            return DAMAGED
+        if _identity(os.fstat(fd)) == _identity(st):  # not written to while it was read
+            _stamp(path, st, expected.whole)
         return None
+    except OSError:
+        return DAMAGED
     finally:
         os.close(fd)
 
@@ -111,21 +183,33 @@ def add(index, keys, vectors, progress=None) -> None:
 
 
 def save_atomic(index, path: Path) -> Fingerprint:
-    """Write ``index`` to ``path`` so no reader ever sees a partial file; returns its fingerprint."""
+    """Write ``index`` to ``path`` so no reader ever sees a partial file; returns its fingerprint
+    (the whole-file CRC included) and stamps the file as checked. The CRCs are taken before the
+    rename, so that a reader meets the new file unstamped only for the moment the stamp takes."""
     from cortexctl.files import atomic_path
 
     with atomic_path(path) as tmp:
         index.save(tmp)
-    fp = fingerprint(Path(path), count=len(index), dim=index.ndim)
-    assert fp is not None
+        fd = os.open(tmp, os.O_RDONLY)
+        try:
+            saved = os.fstat(fd)
+            fp = Fingerprint(saved.st_size, saved.st_mtime_ns, _sampled_crc(fd, saved.st_size), len(index),
+                             index.ndim, _whole_crc(fd))
+        finally:
+            os.close(fd)
+    st = os.stat(path)  # the rename may change the change time: the stamp takes the file as it is now
+    if _identity(st)[:4] == _identity(saved)[:4]:
+        _stamp(Path(path), st, fp.whole)
     return fp
 
 
 def trusted(path: Path, expected: Fingerprint) -> bool:
     """True when the file on disk is the one the store recorded (see the module docstring)."""
-    now = fingerprint(path, count=expected.count, dim=expected.dim)
-    if now is None or (now.size, now.crc) != (expected.size, expected.crc):
-        return False
+    return check(path, expected) is None and header_ok(path, expected)
+
+
+def header_ok(path: Path, expected: Fingerprint) -> bool:
+    """True when usearch reads the dimension and count recorded from the file's header."""
     try:
         from usearch.index import Index
 

@@ -168,8 +168,10 @@ OPERATIONS: list[Operation] = [
             Param("include_tombstoned", "Also forgotten memories.", type=bool, default=False),
         ), **RO,
         tool=Tool("Find memories", "Find memories by meaning (near), type, tag and frame. Three lanes (lexical, "
-                  "semantic, salience) are merged; each result says which lanes found it and why it ranked. "
-                  "Without near: salience order. Read-only: find never changes salience.")),
+                  "semantic, salience) are merged; each result says which lanes found it and why it ranked, and "
+                  "whether it matched the query's words or meaning (matched: false when only its salience brought "
+                  "it); the answer's matched says whether any result did. Without near: salience order, every "
+                  "result matched. Read-only: find never changes salience.")),
     Operation(
         "show", _show, (
             REF,
@@ -351,9 +353,12 @@ OPERATIONS: list[Operation] = [
     ),
               no_tool=ADMIN + " (a grant widens what another actor sees)"),
     Operation("grant_list", _grant_list, **RO, no_tool=ADMIN),
-    Operation("revoke", lambda cx, *, grant_id: cx.revoke(grant_id), (
-        Param("grant_id", "The grant's ID (grant list shows it) or a unique start of it, 6 characters or more.",
-              required=True, metavar="GRANT_ID"),
+    Operation("revoke", lambda cx, *, target, types, tags: cx.revoke(target, types=types, tags=tags), (
+        Param("target", "The grant's ID (grant list shows it) or a unique start of it, 6 characters or more; or "
+              "the sub-agent it was given to, with the grant's types and tags (none given: its grant of any type "
+              "and tag).", required=True, metavar="GRANT_ID|SUBAGENT"),
+        Param("types", "The types of the grant to revoke, as it was given (repeatable).", many=True, metavar="TYPE"),
+        Param("tags", "The tags of the grant to revoke, as it was given (repeatable).", many=True, metavar="TAG"),
     ), destructive=True, no_tool=ADMIN),
     Operation("import", lambda cx, *, source, skip_invalid, skip_existing, keep_actors, batch_size, progress=None:
               cx.import_jsonl(source, skip_invalid=skip_invalid, skip_existing=skip_existing,

@@ -45,11 +45,11 @@ def _is_lock_error(exc: Exception) -> bool:
     return "lock" in text and ("conflicting" in text or "could not set" in text)
 
 
-def _integrity(exc: Exception, path: Path) -> CortexError:
+def _integrity(exc: BaseException, path: Path, hint: str | None = None) -> CortexError:
     full = no_space(exc)
     if full is not None:  # a full disk is not a damaged store
         return full
-    return IntegrityError(f"store {path} cannot be read: {str(exc).splitlines()[0]}")
+    return IntegrityError(f"store {path} cannot be read: {str(exc).splitlines()[0]}", hint=hint, path=str(path))
 
 
 class DuckStorage:
@@ -203,8 +203,9 @@ class DuckStorage:
         con = self._connect(read_only=True)
         try:
             state = migrations.state(con)
-        except BaseException:
+        except BaseException as exc:
             con.close()
+            _reraise_duckdb(exc, self.db_path)
             raise
         if state == migrations.OLDER:
             con.close()
@@ -467,15 +468,23 @@ def _exchange(a: Path, b: Path) -> None:
         raise OSError(err, f"cannot swap {a} and {b} atomically: {os.strerror(err)}")
 
 
-def _reraise_duckdb(exc: Exception, path: Path) -> None:
-    """Turn a DuckDB corruption error into an IntegrityError; leave the rest."""
-    if isinstance(exc, CortexError):
+# What DuckDB says when the file itself is damaged: a block whose checksum fails, a file cut short
+# (a read past its end), a header that is not DuckDB's, metadata that cannot be decoded.
+_DAMAGE = ("corrupt", "checksum", "could not read enough bytes", "not a valid duckdb database",
+           "unexpected end of file", "failed to deserialize")
+
+
+def _reraise_duckdb(exc: BaseException, path: Path) -> None:
+    """Turn a DuckDB error that says the file is damaged into an IntegrityError naming it; leave
+    the rest (a bug stays a bug). A ``SerializationException`` is always the file's: cortexctl
+    decodes nothing through DuckDB's serializer but the database's own storage."""
+    if isinstance(exc, CortexError) or not isinstance(exc, Exception):
         return
     mod = type(exc).__module__ or ""
     if mod.startswith("duckdb") or mod.startswith("_duckdb"):
-        text = str(exc)
-        if "corrupt" in text.lower() or "checksum" in text.lower():
-            raise _integrity(exc, path) from None
+        text = str(exc).lower()
+        if type(exc).__name__ == "SerializationException" or any(word in text for word in _DAMAGE):
+            raise _integrity(exc, path, "the file is damaged; cortexctl restore puts back a backup") from None
 
 
 __all__ = ["DuckStorage", "NoStore", "DEFAULT_WAIT", "DB_NAME"]

@@ -352,6 +352,9 @@ class DuckTx(Lanes):
         return records.ref_counts(self.con, parts)
 
     def health_counts(self) -> dict:
+        from cortexctl.store import integrity
+
+        integrity.read_every_block(self.con)  # a damaged block fails here, not as "healthy"
         return records.health_counts(self.con)
 
     # -- bundles -----------------------------------------------------------------------

@@ -233,3 +233,21 @@ class _Stream:
             self.cur.close()
         except Exception:  # closing a finished cursor twice
             pass
+
+
+def read_every_block(con) -> None:
+    """Read every column of every table once, so that DuckDB checks the checksum of every block
+    the tables use; a damaged block raises (``db._reraise_duckdb`` names the file). For
+    healthcheck: counts alone are answered from metadata and touch no data block. Hashing is the
+    cheapest aggregate that makes DuckDB read a column's data (``count(col)`` does not): about
+    1.4 s at 100,000 memories, most of it the vectors and the journal."""
+    tables = [r[0] for r in con.execute(
+        "SELECT table_name FROM information_schema.tables WHERE table_schema = 'main' "
+        "AND table_type = 'BASE TABLE' ORDER BY table_name").fetchall()]
+    for table in tables:
+        cols = [r[0] for r in con.execute(
+            "SELECT column_name FROM information_schema.columns WHERE table_schema = 'main' AND table_name = ? "
+            "ORDER BY ordinal_position", [table]).fetchall()]
+        if cols:
+            sums = ", ".join(f'sum(hash("{c}"))' for c in cols)
+            con.execute(f'SELECT {sums} FROM "{table}"').fetchall()

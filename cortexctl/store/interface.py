@@ -80,7 +80,12 @@ class CacheUnusable(CortexError):
 
 class IndexUnusable(CortexError):
     """The backend's vector index cannot be trusted for this search; ``Storage.update_index``
-    with ``rebuild`` repairs it."""
+    with ``rebuild`` repairs it. ``damaged``: its file is not what was saved (not merely missing,
+    out of step or another model's), which find says as a warning when it cannot rebuild it."""
+
+    def __init__(self, message: str, *, damaged: bool = False) -> None:
+        super().__init__(message)
+        self.damaged = damaged
 
 
 class Remark(str):
@@ -408,7 +413,9 @@ class Integrity(Protocol):
         longer matches its checksum, say), each a sentence naming how to repair it; [] when sound."""
 
     def health_counts(self) -> dict:
-        """{"by_type": {type code: memories}, "tombstoned": n, "versions": n, "schema_version": n}; cheap at any size."""
+        """{"by_type": {type code: memories}, "tombstoned": n, "versions": n, "schema_version": n}. A
+        backend whose tables are files of its own (DuckDB) reads every block of them here, so that a
+        damaged file raises ``IntegrityError`` naming it rather than passing for healthy."""
 
 
 class BundleIO(Protocol):

@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Callable
 
 from cortexctl.errors import CortexError, StoreBusy
+from cortexctl.index.hnsw import DAMAGED  # index_state's reason when the file is not the one recorded
 from cortexctl.store.interface import Filters, IndexUnusable, Remark
 
 DuckStorage = "cortexctl.store.db.DuckStorage"  # annotations only: the module reads its path, lock and maps
@@ -59,6 +60,13 @@ class IndexRecord:
     def to_json(self) -> dict:
         return {"format": RECORD_FORMAT, "model": self.model, "dim": self.dim, "max_key": self.max_key,
                 "count": self.count, "fingerprint": self.fingerprint, "crc_all": self.crc_all}
+
+
+def fingerprint_of(rec: IndexRecord):
+    """The record's fingerprint of the file, with the whole-file CRC it keeps."""
+    from cortexctl.index import hnsw
+
+    return hnsw.Fingerprint.from_json({**rec.fingerprint, "whole": rec.crc_all})
 
 
 def index_path(store) -> Path:
@@ -102,13 +110,16 @@ def index_state(tx, store, model: str, dim: int | None) -> tuple[IndexRecord | N
     if rec.model != model or (dim is not None and rec.dim != dim):
         return rec, f"built by model {rec.model}"
     try:
-        fp = hnsw.Fingerprint.from_json(rec.fingerprint)
+        fp = fingerprint_of(rec)
     except (KeyError, TypeError, ValueError):
         return rec, "unreadable record"
     if fp.count != rec.count or fp.dim != rec.dim:
         return rec, "unreadable record"
-    if not hnsw.trusted(index_path(store), fp):
-        return rec, "file changed or damaged"
+    why = hnsw.check(index_path(store), fp)
+    if why is not None:
+        return rec, why  # DAMAGED, or a file a writer has just saved and is recording
+    if not hnsw.header_ok(index_path(store), fp):
+        return rec, DAMAGED
     if tx.covered(model, rec.max_key) != rec.count:  # the file holds live and dropped vectors up to max_key
         return rec, "out of step with the store"
     return rec, "ok"
@@ -150,7 +161,7 @@ class IndexLoader:
     def _restore(self, path: Path, rec: IndexRecord) -> None:
         from cortexctl.index import hnsw
 
-        self.index = hnsw.open_mutable(path, hnsw.Fingerprint.from_json(rec.fingerprint))
+        self.index = hnsw.open_mutable(path, fingerprint_of(rec))
         self.broken = self.index is None
 
     def _add(self, keys, matrix) -> None:
@@ -257,7 +268,7 @@ def _fold(store: DuckStorage, model: str, *, rebuild: bool, progress, built: Ind
                 if index is None and not rebuild and trusted is not None:
                     if rec.max_key == max_key and not tx.dropped_keys(model):
                         return {"action": "none", "vectors": rec.count, "reason": "up to date"}
-                    index = hnsw.open_mutable(index_path(store), hnsw.Fingerprint.from_json(rec.fingerprint))
+                    index = hnsw.open_mutable(index_path(store), fingerprint_of(rec))
                 if index is not None and (skip is None or built.base is not None):
                     action = "fold"
                     dropped = [k for k in tx.dropped_keys(model) if k <= rec.max_key]
@@ -286,8 +297,8 @@ def _fold(store: DuckStorage, model: str, *, rebuild: bool, progress, built: Ind
                     if progress:
                         progress(done, max(total, done))
             fp = hnsw.save_atomic(index, index_path(store))
-            whole = hnsw.fingerprint(index_path(store), count=fp.count, dim=fp.dim, whole=True)
-            _write_record(store, IndexRecord(model, dim, max_key, len(index), fp.to_json(), whole.crc if whole else 0))
+            sampled = {k: v for k, v in fp.to_json().items() if k != "whole"}  # the record keeps it as crc_all
+            _write_record(store, IndexRecord(model, dim, max_key, len(index), sampled, fp.whole))
             with store.transaction() as tx:
                 tx.clear_dropped()
     finally:
@@ -342,10 +353,10 @@ def nearest(tx, store: DuckStorage, model: str, query_vec, filters: Filters, n: 
         return _exact(tx, filters, model, dim, q, n, store=None if exact else store, cache=cache), None
     rec, why = index_state(tx, store, model, dim)
     if why != "ok" or rec is None:
-        raise IndexUnusable(why)
-    index = hnsw.open_view(index_path(store), hnsw.Fingerprint.from_json(rec.fingerprint), cache)
+        raise IndexUnusable(f"file {index_path(store)} {why}", damaged=why == DAMAGED)
+    index = hnsw.open_view(index_path(store), fingerprint_of(rec), cache)
     if index is None:
-        raise IndexUnusable("file changed or damaged")
+        raise IndexUnusable(f"file {index_path(store)} {DAMAGED}", damaged=True)
     found: dict[str, float] = {}
     # the unindexed vectors (newer than the file), compared exactly, checked with the first batch from the index
     u_ids, u_versions, u_mat = tx.vectors_after(model, rec.max_key, dim)
@@ -390,7 +401,7 @@ def _exact(tx, filters: Filters, model, dim, q, n, *, store=None, cache=None) ->
         if why == "ok" and rec is not None and int(keys.max()) <= rec.max_key:
             from cortexctl.index import hnsw
 
-            index = hnsw.open_view(index_path(store), hnsw.Fingerprint.from_json(rec.fingerprint), cache)
+            index = hnsw.open_view(index_path(store), fingerprint_of(rec), cache)
             # only an f32 file holds the store's own vectors; an f16 one would round the similarities
             mat = None if index is None or not hnsw.lossless(index) else hnsw.vectors(index, keys)
     if mat is None:
@@ -415,12 +426,9 @@ def verify_index(tx, store, model: str) -> list[str]:
     count, max_key, dim = tx.vector_stats(model)
     _, why = index_state(tx, store, model, dim)
     if why != "ok":
-        problems.append(f"index file {INDEX_NAME}: {why} (reindex --rebuild rebuilds it)")
-    else:
-        fp = hnsw.Fingerprint.from_json(rec.fingerprint)
-        whole = hnsw.fingerprint(index_path(store), count=fp.count, dim=fp.dim, whole=True)
-        if whole is None or whole.crc != rec.crc_all:
-            problems.append(f"index file {INDEX_NAME}: its checksum does not match (damaged; reindex --rebuild rebuilds it)")
+        problems.append(f"index file {INDEX_NAME}: {why} (cortexctl reindex rebuilds it)")
+    elif not hnsw.whole_ok(index_path(store), fingerprint_of(rec)):
+        problems.append(f"index file {INDEX_NAME}: its checksum does not match (damaged; cortexctl reindex rebuilds it)")
     return problems
 
 

@@ -71,15 +71,29 @@ def test_compact_then_checkpoint_load_gives_back_what_was_kept(run):
     assert len(listed["checkpoints"]) == 1, listed
 
 
+def _nothing(r):
+    assert r.code == 1 and r.json()["matched"] is False, r  # find, like grep: nothing matched
+    return r
+
+
 def test_a_grant_shows_a_scoped_memory_to_its_sub_agent_until_revoked(run):
     _ok(run("write", "fact", "Staging DB is db-stg-2", "--visibility", "scoped", "--tag", "ops", "--actor", "planner"))
     _ok(run("write", "fact", "The planner's private note on db-stg-2", "--actor", "planner"))
-    assert _ok(run("find", "--near", "staging db", "--actor", "researcher", "--json")).json()["results"] == []
+    assert _nothing(run("find", "--near", "staging db", "--actor", "researcher", "--json")).json()["results"] == []
     grant = _ok(run("grant", "researcher", "--tag", "ops", "--actor", "planner")).out.strip()
     seen = _ok(run("find", "--near", "staging db", "--actor", "researcher", "--json")).json()["results"]
     assert [r["text"] for r in seen] == ["Staging DB is db-stg-2"], seen
     _ok(run("revoke", grant, "--actor", "planner"))
-    assert _ok(run("find", "--near", "staging db", "--actor", "researcher", "--json")).json()["results"] == []
+    assert _nothing(run("find", "--near", "staging db", "--actor", "researcher", "--json")).json()["results"] == []
+    # grants are a set, and the sub-agent may end one given to it, by its scope
+    again = _ok(run("grant", "researcher", "--tag", "ops", "--actor", "planner", "--json")).json()
+    twin = _ok(run("grant", "researcher", "--tag", "ops", "--actor", "planner", "--json"))
+    assert (twin.json()["id"], twin.json()["created"], again["created"]) == (again["id"], False, True), twin
+    assert "no second grant" in twin.err
+    gone = _ok(run("revoke", "researcher", "--tag", "ops", "--actor", "researcher", "--json")).json()
+    assert (gone["id"], gone["revoked_by"]) == (again["id"], "researcher")
+    assert _nothing(run("find", "--near", "staging db", "--actor", "researcher", "--json")).json()["results"] == []
+    _ok(run("verify"))
 
 
 def test_backup_verify_drill_and_restore_round_trip(run, tmp_path):

@@ -10,7 +10,7 @@ from tests.embed_server import dead_url
 
 # The documented payload (README "healthcheck"): keys may be added, never renamed or removed.
 TOP = {"status", "timestamp", "store", "topology", "index", "snapshot", "providers", "features", "backup", "identity",
-       "details", "version", "uptime"}
+       "details", "damaged", "version", "uptime"}
 STORE = {"path", "exists", "size_bytes", "schema_version", "memories", "by_type", "tombstoned", "versions",
          "journal_entries", "pending_embeddings"}
 TOPOLOGY = {"mode", "backend", "coordinates", "resolved_via"}
@@ -65,12 +65,13 @@ def test_a_live_embedding_endpoint_is_probed(cli, embed_server):
     assert (e["active"], e["probe"], e["dimensions"], e["host"]) == ("openai", "ok", 16, embed_server.url[:-3])
 
 
-def test_a_corrupted_store_is_unhealthy(cli, store):
+def test_a_corrupted_store_is_unhealthy_and_exits_7_naming_the_file(cli, store):
     assert cli("write", "fact", "x").code == 0
     tamper.flip_every(tamper.db_file(store), 97)
     run, doc = _check(cli)
-    assert run.code == 1 and doc["status"] == "unhealthy", run
+    assert run.code == 7 and doc["status"] == "unhealthy", run
     assert "cannot be read" in doc["details"][0] and run.err.count("\n") == 1
+    assert doc["damaged"] == [str(tamper.db_file(store))] and str(tamper.db_file(store)) in run.err
 
 
 def test_a_missing_store_is_unhealthy_and_is_not_created(cli, tmp_path):

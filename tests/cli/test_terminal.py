@@ -16,7 +16,7 @@ from tests.conftest import cortexctl_argv
 pytestmark = pytest.mark.slow  # imports under a pseudo-terminal
 
 
-def _run_on_terminal(args: list[str], env: dict, *, stdout_tty: bool) -> tuple[str, str]:
+def _run_on_terminal(args: list[str], env: dict, *, stdout_tty: bool, code: int = 0) -> tuple[str, str]:
     """Run with stderr (and optionally stdout) on a pseudo-terminal; return (stdout, terminal text)."""
     master, slave = pty.openpty()
     proc = subprocess.Popen(
@@ -41,7 +41,7 @@ def _run_on_terminal(args: list[str], env: dict, *, stdout_tty: bool) -> tuple[s
     out = b"" if stdout_tty else proc.stdout.read()
     proc.wait(timeout=30)
     os.close(master)
-    assert proc.returncode == 0
+    assert proc.returncode == code
     return out.decode(), b"".join(chunks).decode("utf-8", "replace")
 
 
@@ -70,3 +70,16 @@ def test_find_draws_a_table_on_a_terminal_and_plain_lines_when_piped(cx, store, 
     assert "\x1b[" not in terminal  # NO_COLOR is set by the test environment
     piped = cli_proc("find")
     assert piped.out.count("\t") == 2 and "#" not in piped.out
+
+
+def test_find_on_a_terminal_keeps_the_no_match_rows_and_exits_1_when_nothing_matched(store, cli_proc):
+    assert cli_proc("write", "fact", "The deploy key rotates monthly").code == 0
+    assert cli_proc("write", "preference", "tabs over spaces").code == 0
+    _, terminal = _run_on_terminal(["find", "--near", "zebra quantum pancake"], _env(store), stdout_tty=True, code=1)
+    assert terminal.count("(no match)") == 2 and "deploy key" in terminal and "tabs over spaces" in terminal
+    assert "nothing matched 'zebra quantum pancake'" in terminal  # the hint, on the terminal's stderr
+    _, terminal = _run_on_terminal(["find", "--near", "deploy key"], _env(store), stdout_tty=True)
+    assert terminal.count("(no match)") == 1  # the preference, shown and marked; the answer matched
+    out, terminal = _run_on_terminal(["find", "-q", "--near", "zebra quantum pancake"], _env(store),
+                                     stdout_tty=True, code=1)
+    assert terminal.strip() == "" and out == ""

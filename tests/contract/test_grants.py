@@ -47,3 +47,21 @@ def test_a_viewers_scopes_show_the_granters_scoped_memories_they_cover_and_never
         assert tx.count_heads(Filters("bob")) == 1  # without the scopes: the public one alone
         anything = Viewer("bob", (("alice", (), ()),))
         assert {h["id"] for h, _ in tx.iter_visible(anything)} == {ident(1), ident(3), ident(4), ident(6)}
+
+
+def test_a_writing_transaction_sees_every_grant_committed_before_it_and_its_own(storage):
+    """grant's set rule looks for a live grant of the same scope with ``grants_of`` inside the
+    transaction that inserts: what it reads there must be every earlier commit and its own rows."""
+    with storage.transaction() as tx:
+        tx.insert_grant(grant(1, "alice", "bob", tags=("ops",)))
+    with storage.transaction() as tx:
+        assert [g["id"] for g in tx.grants_of("alice")] == [grant_id(1)]
+        tx.insert_grant(grant(2, "alice", "bob", types=(FACT,)))
+        assert [g["id"] for g in tx.grants_of("alice")] == [grant_id(1), grant_id(2)]
+        tx.revoke_grant(grant_id(1), at=T0 + timedelta(minutes=1), by="bob")  # the sub-agent's revoke
+        assert [g["revoked_by"] for g in tx.grants_of("bob")] == ["bob", None]
+    with pytest.raises(RuntimeError), storage.transaction() as tx:  # rolled back: neither row changes
+        tx.insert_grant(grant(3, "alice", "bob"))
+        raise RuntimeError("abandoned")
+    with storage.transaction() as tx:
+        assert [g["id"] for g in tx.grants_of("bob")] == [grant_id(1), grant_id(2)]

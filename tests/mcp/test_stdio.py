@@ -150,6 +150,25 @@ def test_results_are_the_documents_json_prints(served):
     assert pats == orjson.loads(cli(served, "patterns", "--goal", "deploy", "--json").out)
 
 
+def test_find_says_whether_each_result_and_the_answer_matched(served):
+    w = ok(served.call("write", {"type": "fact", "text": "The zorblax key rotates monthly"}))
+    p = ok(served.call("write", {"type": "preference", "text": "tabs over spaces", "importance": 10}))
+    found = ok(served.call("find", {"near": "zorblax key", "k": 50}))
+    assert found["matched"] is True
+    matched = {r["uri"]: r["matched"] for r in found["results"]}
+    assert matched[w["uri"]] is True and matched[p["uri"]] is False  # the preference: salience alone
+    nothing = ok(served.call("find", {"near": "zebra quantum pancake", "k": 5}))
+    assert nothing["matched"] is False and nothing["count"] >= 2
+    assert not any(r["matched"] for r in nothing["results"])
+    run = cli(served, "find", "--near", "zebra quantum pancake", "-k", "5", "--json")
+    assert run.code == 1, run  # the CLI exits 1 on the same answer
+    doc = orjson.loads(run.out)
+    assert doc["matched"] is False and [(r["uri"], r["matched"]) for r in doc["results"]] == [
+        (r["uri"], r["matched"]) for r in nothing["results"]]
+    empty = ok(served.call("find", {"tags": ["nothing-has-this"]}))
+    assert (empty["matched"], empty["count"]) == (False, 0)
+
+
 def test_a_memory_and_its_versions_are_resources(served):
     w = ok(served.call("write", {"type": "fact", "text": "The staging database is at db-staging.internal:5432"}))
     ok(served.call("update", {"ref": w["uri"], "text": "The staging database is at db-staging-2.internal:5432"}))

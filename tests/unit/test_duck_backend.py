@@ -269,3 +269,24 @@ def test_writers_creating_the_same_new_store_at_once_all_write(tmp_path):
         assert errors == [], errors
         with open_storage(path).reading() as tx:
             assert tx.count_heads() == 8
+
+
+def test_a_damaged_database_file_is_an_integrity_error_naming_it_and_a_bad_query_is_not(storage):
+    """What DuckDB says of a damaged file becomes exit 7 naming cortex.duckdb; a query it cannot
+    bind (a bug of ours) stays an internal error."""
+    import duckdb
+
+    from cortexctl.errors import IntegrityError
+
+    put(storage, *mixed_memories(200))
+    with pytest.raises(duckdb.BinderException):
+        with storage.read() as con:
+            con.execute("SELECT no_such_column FROM heads")
+    size = storage.db_path.stat().st_size
+    with open(storage.db_path, "r+b") as fh:
+        fh.truncate(size // 2)
+    with pytest.raises(IntegrityError) as err:
+        with storage.reading() as tx:
+            tx.health_counts()
+    assert err.value.exit_code == 7 and err.value.path == str(storage.db_path)
+    assert str(storage.db_path) in err.value.message

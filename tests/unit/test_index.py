@@ -282,3 +282,40 @@ def test_a_record_with_absurd_numbers_is_rebuilt_not_a_crash(big, field):
     cx = Cortex(store=big, actor="alice")
     hits, warnings = cx.find_with_warnings(FindQuery(near="item77 alpha", k=3))
     assert hits[0].text.startswith("note 77 ") and any("rebuilt" in w for w in warnings)
+
+
+def _small_index(seed: int):
+    index = hnsw.new(8)
+    hnsw.add(index, np.arange(1, 2001, dtype=np.uint64), np.random.default_rng(seed).random((2000, 8), dtype=np.float32))
+    return index
+
+
+def test_flips_outside_the_sampled_blocks_are_found_by_the_whole_file_check_once_per_file(tmp_path):
+    path = tmp_path / "i.usearch"
+    fp = hnsw.save_atomic(_small_index(1), path)
+    assert hnsw.check(path, fp) is None and hnsw.stamp_path(path).exists()  # the writer stamped it
+    size = path.stat().st_size
+    step = size // hnsw.SAMPLES
+    off = step + hnsw.SAMPLE_BLOCK + (step - hnsw.SAMPLE_BLOCK) // 2  # between two sampled blocks
+    assert step > 2 * hnsw.SAMPLE_BLOCK
+    data = bytearray(path.read_bytes())
+    data[off] ^= 0xFF
+    mtime = path.stat().st_mtime_ns
+    with open(path, "r+b") as fh:  # in place, modification time put back: only the change time tells
+        fh.write(bytes(data))
+    os.utime(path, ns=(mtime, mtime))
+    assert hnsw.check(path, fp) == hnsw.DAMAGED and not hnsw.trusted(path, fp)
+    data[off] ^= 0xFF
+    with open(path, "r+b") as fh:
+        fh.write(bytes(data))
+    assert hnsw.check(path, fp) is None  # sound again: read whole, and stamped for the next reader
+    assert json.loads(hnsw.stamp_path(path).read_text())["file"][1] == path.stat().st_ino
+
+
+def test_a_file_saved_after_its_record_is_newer_not_damaged(tmp_path):
+    path = tmp_path / "i.usearch"
+    old = hnsw.save_atomic(_small_index(1), path)
+    hnsw.save_atomic(_small_index(2), path)  # a writer between saving the file and writing its record
+    assert hnsw.check(path, old) == hnsw.NEWER
+    hnsw.stamp_path(path).unlink()
+    assert hnsw.check(path, old) == hnsw.DAMAGED

@@ -1,0 +1,115 @@
+"""find in shell scripts: grep's exit status, matched rows only down a pipe, one stderr line when
+nothing matched, and -q. Every case runs the installed script with stdout a pipe, as a script does."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+
+import pytest
+
+from tests.conftest import cortexctl_argv
+
+DEPLOY = "The deploy key rotates monthly"
+TABS = "tabs over spaces"
+
+
+@pytest.fixture
+def two(cli):
+    """Two memories of the default actor: the deploy key fact and a preference; name -> URI."""
+    uris = {}
+    for name, args in (("deploy", ("fact", DEPLOY, "--tag", "ops")), ("tabs", ("preference", TABS))):
+        r = cli("write", *args)
+        assert r.code == 0, r
+        uris[name] = r.out.strip()
+    return uris
+
+
+def _lines(text: str) -> list[str]:
+    return [line for line in text.splitlines() if line.strip()]
+
+
+def test_a_match_exits_0_and_the_pipe_gets_only_matched_rows(cli_proc, two):
+    r = cli_proc("find", "--near", "deploy key", "-k", "10")
+    assert r.code == 0, r
+    assert _lines(r.out) == [f"{two['deploy']}\tfact\t{DEPLOY}"]  # the preference came by salience alone
+    assert r.err == ""
+    r = cli_proc("find", "--near", "deploy key", "-k", "10", "--include-unmatched")
+    assert r.code == 0, r
+    assert [line.split("\t")[0] for line in _lines(r.out)] == [two["deploy"], two["tabs"]]
+
+
+def test_nothing_matched_exits_1_prints_no_row_and_says_so_in_one_stderr_line(cli_proc, two):
+    r = cli_proc("find", "--near", "zebra quantum pancake")
+    assert r.code == 1, r
+    assert r.out == ""
+    (line,) = _lines(r.err)
+    assert line.startswith("cortexctl: nothing matched 'zebra quantum pancake'") and "--include-unmatched" in line
+    r = cli_proc("find", "--near", "zebra quantum pancake", "--include-unmatched")
+    assert r.code == 1, r  # asked for, the rows are printed; still nothing matched
+    assert {line.split("\t")[0] for line in _lines(r.out)} == set(two.values())
+    assert len(_lines(r.err)) == 1 and "nothing matched" in r.err
+
+
+def test_without_near_any_result_is_a_match_and_none_exits_1(cli_proc, two):
+    r = cli_proc("find", "--tag", "ops")
+    assert r.code == 0 and _lines(r.out) == [f"{two['deploy']}\tfact\t{DEPLOY}"], r
+    r = cli_proc("find", "--tag", "nothing-has-this")
+    assert r.code == 1 and r.out == "", r
+    assert _lines(r.err) == ["cortexctl: no memories match"]
+
+
+def test_quiet_prints_nothing_and_answers_with_the_status_alone(cli_proc, two):
+    for args, code in ((["--near", "deploy key"], 0), (["--near", "zebra quantum pancake"], 1),
+                       (["--tag", "ops"], 0), (["--tag", "nothing-has-this"], 1),
+                       (["--near", "zebra quantum pancake", "--json"], 1), (["--near", "deploy key", "--jsonl"], 0)):
+        for quiet in ("-q", "--quiet"):
+            r = cli_proc("find", quiet, *args)
+            assert (r.code, r.out, r.err) == (code, "", ""), r
+
+
+def test_json_and_jsonl_keep_every_row_with_matched_and_exit_as_the_answer(cli_proc, two):
+    r = cli_proc("find", "--near", "zebra quantum pancake", "--json")
+    assert r.code == 1 and r.err == "", r
+    doc = r.json()
+    assert doc["matched"] is False and doc["count"] == 2
+    assert [h["matched"] for h in doc["results"]] == [False, False]
+    r = cli_proc("find", "--near", "deploy key", "--json")
+    assert r.code == 0 and r.json()["matched"] is True, r
+    assert {h["uri"]: h["matched"] for h in r.json()["results"]} == {two["deploy"]: True, two["tabs"]: False}
+    r = cli_proc("find", "--near", "zebra quantum pancake", "--jsonl")
+    assert r.code == 1 and [h["matched"] for h in r.jsonl()] == [False, False], r
+    r = cli_proc("find", "--tag", "nothing-has-this", "--json")
+    assert r.code == 1 and r.json()["matched"] is False and r.json()["results"] == [], r
+
+
+def test_errors_keep_their_own_codes(cli_proc, store, two):
+    r = cli_proc("find", "-q", "--near", "deploy key", "--store", str(store.parent / "no-store-here"))
+    assert r.code == 3 and "no store" in r.err, r  # an error is never silenced by -q
+    r = cli_proc("find", "-q", "--near", "deploy key", "-k", "0")
+    assert r.code == 2, r
+    r = cli_proc("find", "-q", "--near", "deploy key", "--", "extra")  # the Typer path answers the same way
+    assert r.code == 2, r
+    r = cli_proc("find", "--near", "zebra quantum pancake", "--")  # and exits 1 for nothing matched too
+    assert r.code == 1 and r.out == "", r
+
+
+@pytest.mark.skipif(shutil.which("bash") is None, reason="needs bash")
+def test_a_shell_reads_the_status_through_if_and_a_pipe(store, two, tmp_path):
+    script = """
+    if cortexctl find -q --near "deploy key"; then echo yes-deploy; fi
+    if cortexctl find -q --near "zebra quantum pancake"; then echo yes-zebra; else echo no-zebra; fi
+    cortexctl find --near "zebra quantum pancake" | head -1; echo "status ${PIPESTATUS[0]}"
+    cortexctl find --near "deploy key" | cut -f3
+    """
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    (bindir / "cortexctl").write_text("#!/bin/sh\nexec " + " ".join(f"'{a}'" for a in cortexctl_argv()) + ' "$@"\n')
+    (bindir / "cortexctl").chmod(0o755)
+    env = dict(os.environ, CORTEXCTL_STORE=str(store), PATH=f"{bindir}{os.pathsep}{os.environ['PATH']}")
+    proc = subprocess.run(["bash", "-c", script], env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc
+    assert proc.stdout.splitlines() == ["yes-deploy", "no-zebra", "status 1", DEPLOY], proc
+    assert _lines(proc.stderr) == ["cortexctl: nothing matched 'zebra quantum pancake' by words or meaning "
+                                   "(--include-unmatched prints the most salient memories instead)"], proc
