@@ -30,7 +30,7 @@ import tempfile
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Iterator
 
@@ -197,7 +197,8 @@ def retention(dest: Path, now: datetime, *, keep: int, max_age_days: float, spar
     """Prune bundles beyond the newest ``keep`` that are older than ``max_age_days``; never ``spare``."""
     pruned = []
     for i, (at, path) in enumerate(bundles_in(dest)):
-        if i < keep or path == spare or now - at <= timedelta(days=max_age_days):
+        # in seconds: any number of days is an age limit (a timedelta stops at 999,999,999 days)
+        if i < keep or path == spare or (now - at).total_seconds() <= max_age_days * 86400:
             continue
         shutil.rmtree(path)
         pruned.append(path.name)
@@ -222,7 +223,7 @@ def backup(ctx: Context, *, dest: str | os.PathLike | None = None, keep: int | N
     max_age = float(settings.get("backup.max_age_days") if max_age_days is None else max_age_days)
     if keep < 1:
         raise UsageError(f"keep must be 1 or more (got {keep})", field="keep")
-    if max_age < 0:
+    if not max_age >= 0:  # NaN too
         raise UsageError(f"max_age_days must be 0 or more (got {max_age:g})", field="max_age_days")
     key_pass = None
     if encrypt:
