@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 import cortexctl.dsn as dsn
-from cortexctl.errors import ConfigError
+from cortexctl.errors import ConfigError, check_nesting, too_deep
 
 APP = "cortexctl"
 
@@ -221,7 +221,7 @@ def _check(path: str, value: Any, source: str) -> Any:
     if not bad and isinstance(value, float) and not math.isfinite(value):
         bad = True
     if bad:
-        shown = repr(dsn.redact(value) if path in ("store", "store.dsn") and isinstance(value, str) else value)
+        shown = repr(dsn.redact(value) if isinstance(value, str) else value)
         shown = shown.encode("ascii", "backslashreplace").decode("ascii")
         raise ConfigError(f"{source}: {path.replace('.', ' -> ')}: {rule}, got {shown}")
     return value
@@ -263,6 +263,9 @@ def _read_file(path: Path) -> dict:
     except (ValueError, UnicodeDecodeError) as exc:
         first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         raise ConfigError(f"config {path}: not valid {'TOML' if path.suffix == '.toml' else 'JSON'} ({first})") from None
+    except RecursionError:
+        raise too_deep(f"config {path}", ConfigError) from None
+    check_nesting(tree, f"config {path}", ConfigError)
     if not isinstance(tree, dict):
         raise ConfigError(f"config {path}: must hold a table/object of settings")
     return tree

@@ -1,4 +1,5 @@
-"""PostgreSQL connection URIs: telling one from a path, hiding its password, reading its parts.
+"""PostgreSQL connection URIs: telling one from a path, hiding its password, reading its parts;
+and hiding the credentials of any URL cortexctl prints (``redact``, ``redact_text``).
 
 Only the URI form is understood (``postgresql://`` or ``postgres://``, as libpq reads it):
 ``postgresql://USER:PASSWORD@HOST:PORT/DATABASE?PARAM=VALUE&...``. libpq's other form,
@@ -57,27 +58,45 @@ def _split(dsn: str) -> tuple[str, str | None, str, str | None, str]:
     return scheme, userinfo, head, (query if sep else None), fragment
 
 
+# Query parameters whose value is a credential, by a word in their name (password, api_key,
+# access_token, client_secret, sig, X-Amz-Credential, ...).
+_SECRET_PARAM = re.compile(r"pass|pwd|secret|token|key|auth|sig|credential|session", re.IGNORECASE)
+_URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
+_URL_IN_TEXT = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://[^\s'\"<>]*")
+
+
 def redact(dsn: str) -> str:
-    """The URI with its password replaced by ``***`` (in the userinfo and in a ``password``
-    parameter); the user name and everything else kept. Text that is not a URI is returned
-    as it is."""
-    if not is_postgres(dsn):
+    """The URL with its credentials replaced by ``***``: the password in the userinfo (the user
+    name is kept; an http(s) userinfo without a password is a token, all of it hidden) and the
+    value of every query parameter named like a credential (``password``, ``api_key``,
+    ``token``, ...); everything else kept. Text that is not a URL is returned as it is."""
+    if not isinstance(dsn, str) or not _URL.match(dsn):
         return dsn
     scheme, userinfo, head, query, fragment = _split(dsn)
     out = scheme
     if userinfo is not None:
         user, colon, _ = userinfo.partition(":")
-        out += f"{user}:{MASK}@" if colon else f"{user}@"
+        if colon:
+            out += f"{user}:{MASK}@"
+        else:
+            out += f"{user}@" if is_postgres(dsn) else f"{MASK}@"
     out += head
     if query is not None:
         params = []
         for item in query.split("&"):
             key, eq, _ = item.partition("=")
-            params.append(f"{key}={MASK}" if eq and unquote(key).strip().lower() == "password" else item)
+            params.append(f"{key}={MASK}" if eq and _SECRET_PARAM.search(unquote(key)) else item)
         out += "?" + "&".join(params)
     if fragment:
         out += "#" + fragment
     return out
+
+
+def redact_text(text: str) -> str:
+    """``text`` with every URL in it passed through ``redact`` (for a message that quotes one)."""
+    if not isinstance(text, str) or "://" not in text:
+        return text
+    return _URL_IN_TEXT.sub(lambda m: redact(m.group(0)), text)
 
 
 def parts(dsn: str, env: dict[str, str] | None = None) -> dict:
@@ -127,4 +146,15 @@ def _os_user() -> str:
         return "unknown"
 
 
-__all__ = ["is_postgres", "is_keyword_form", "redact", "parts", "DEFAULT_PORT", "MASK"]
+def hide_credentials(err) -> None:
+    """Redact every URL in a ``CortexError``'s message, hint and problems, in place (an error
+    quoting an endpoint or a store URI), before any front end shows it."""
+    err.message = redact_text(err.message)
+    if err.hint:
+        err.hint = redact_text(err.hint)
+    if getattr(err, "problems", None):
+        err.problems = [redact_text(p) if isinstance(p, str) else p for p in err.problems]
+    err.args = (err.message, *err.args[1:])
+
+
+__all__ = ["is_postgres", "is_keyword_form", "redact", "redact_text", "hide_credentials", "parts", "DEFAULT_PORT", "MASK"]

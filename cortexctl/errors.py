@@ -16,6 +16,7 @@ prints ``cortexctl: <message>`` on stderr and exits with that code::
     ├── Refused (8)                destructive or not yours without confirmation
     ├── ProviderUnreachable (9)    an embedding or chat endpoint did not answer
     ├── InvalidData (10)           data that breaks a type's schema or a rule
+    ├── NoSpace (1)                the disk filled (or a file size limit was reached) while writing
     ├── Tombstoned (1)             a change to a forgotten memory
     ├── NotForgotten (1)           unforget of a memory that is not forgotten
     └── SchemaTooNew (1)           a store written by a newer cortexctl
@@ -25,6 +26,8 @@ of this tree; they are decided in ``main()``.
 """
 
 from __future__ import annotations
+
+import errno
 
 EXIT_INTERNAL = 70
 EXIT_INTERRUPTED = 130
@@ -112,6 +115,47 @@ class InvalidData(CortexError):
     kind = "invalid"
 
 
+class NoSpace(CortexError):
+    exit_code = 1
+    kind = "no_space"
+
+
+# ENOSPC (the disk is full), EFBIG (a file size limit, RLIMIT_FSIZE), EDQUOT (a quota); DuckDB
+# reports the same as text in its IOException.
+_NO_SPACE_ERRNOS = (errno.ENOSPC, errno.EFBIG, errno.EDQUOT)
+_NO_SPACE_WORDS = ("no space left on device", "file too large", "disk quota exceeded")
+
+
+def no_space(exc: BaseException) -> NoSpace | None:
+    """The ``NoSpace`` error for ``exc`` when it (or an error it came from) is a write that ran out
+    of room, else None. Every command that writes turns such a failure into this one line."""
+    seen = 0
+    while exc is not None and seen < 8:
+        if isinstance(exc, NoSpace):
+            return exc
+        if isinstance(exc, OSError) and exc.errno in _NO_SPACE_ERRNOS:
+            where = f" {exc.filename}" if exc.filename else ""
+            return NoSpace(f"cannot write{where}: {exc.strerror} (the disk is full or a file size limit was "
+                           "reached); free some space and run it again")
+        text = str(exc).lower()
+        for word in _NO_SPACE_WORDS:
+            if word in text:
+                return NoSpace(f"cannot write: {word[0].upper() + word[1:]} (the disk is full or a file size "
+                               "limit was reached); free some space and run it again")
+        exc, seen = exc.__cause__ or exc.__context__, seen + 1
+    return None
+
+
+def bad_path(exc: BaseException) -> UsageError | None:
+    """A ``UsageError`` for an OSError that says a path given to cortexctl cannot name a file at
+    all (a name too long, too many symbolic links), wherever it was met; else None."""
+    if isinstance(exc, OSError) and exc.errno in (errno.ENAMETOOLONG, errno.ELOOP):
+        name = str(exc.filename or "")
+        shown = name if len(name) <= 80 else name[:40] + "..." + name[-20:]
+        return UsageError(f"{shown}: {exc.strerror}")
+    return None
+
+
 class Tombstoned(CortexError):
     exit_code = 1
     kind = "tombstoned"
@@ -125,6 +169,35 @@ class NotForgotten(CortexError):
 class SchemaTooNew(CortexError):
     exit_code = 1
     kind = "schema_too_new"
+
+
+# How deeply any structure cortexctl reads from outside may nest: JSON given to write --data,
+# update --set, import lines, MCP tool arguments, config files, bundle manifests. No valid input
+# comes near it (a memory's data is at most a map of text); past it the input is refused.
+MAX_NESTING = 64
+
+
+def too_deep(where: str, error: type[CortexError] = InvalidData) -> CortexError:
+    """The one error for input nested past ``MAX_NESTING`` (or too deep for a parser to read)."""
+    return error(f"{where + ': ' if where else ''}nested more than {MAX_NESTING} levels deep")
+
+
+def check_nesting(value: object, where: str, error: type[CortexError] = InvalidData) -> object:
+    """``value`` (parsed JSON or TOML) if no list or map in it is nested more than ``MAX_NESTING``
+    deep, else ``too_deep``. Walks without recursion, so any depth is safe to check."""
+    stack = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, dict):
+            children = item.values()
+        elif isinstance(item, (list, tuple)):
+            children = item
+        else:
+            continue
+        if depth > MAX_NESTING:
+            raise too_deep(where, error)
+        stack.extend((child, depth + 1) for child in children)
+    return value
 
 
 # The documented table; a test checks every class above against it.

@@ -25,6 +25,10 @@ CHUNK = 1 << 20
 TAG = 16
 SCHEME = "aes-256-gcm-stream/scrypt"
 SCRYPT = {"n": 1 << 15, "r": 8, "p": 1}
+# The most key-derivation work a bundle may ask for, as n * r * p: twice what cortexctl writes.
+# A bundle's meta is not trusted until its key is proven, so a higher cost is refused before
+# deriving (scrypt at the largest parameters it would otherwise take runs for minutes).
+MAX_COST = 2 * SCRYPT["n"] * SCRYPT["r"] * SCRYPT["p"]
 
 
 def _aead(key: bytes):
@@ -46,6 +50,9 @@ def derive(passphrase: str, salt: bytes, params: dict | None = None) -> bytes:
     if not (all(type(v) is int for v in (n, r, par))  # from a bundle's meta: anything at all
             and 2 <= n <= 1 << 20 and n & (n - 1) == 0 and 1 <= r <= 16 and 1 <= par <= 4):
         raise IntegrityError("bundle meta names key derivation parameters out of range")
+    if n * r * par > MAX_COST:
+        raise IntegrityError(f"bundle's key-derivation cost {n * r * par} exceeds the limit {MAX_COST} "
+                             "(n * r * p; this cortexctl writes {})".format(SCRYPT["n"] * SCRYPT["r"] * SCRYPT["p"]))
     return Scrypt(salt=salt, length=32, n=n, r=r, p=par).derive(passphrase.encode("utf-8", "surrogatepass"))
 
 
@@ -86,6 +93,36 @@ def seal_file(key: bytes, src: Path, dst: Path, name: str) -> None:
             chunk, counter = nxt, counter + 1
             if counter >= 1 << 32:
                 raise UsageError(f"member {name} is too large to seal")
+
+
+def check_file(key: bytes, src: Path, name: str) -> None:
+    """Open the first and the last chunk of sealed ``src``, reading nothing else: a member that
+    was cut, padded or made up is refused without reading (or hashing) all of it."""
+    from cryptography.exceptions import InvalidTag
+
+    aead = _aead(key)
+    head_len, block = len(MAGIC) + 8, CHUNK + TAG
+    size = src.stat().st_size
+    body = size - head_len
+    with open(src, "rb") as fin:
+        head = fin.read(head_len)
+        if len(head) != head_len or not head.startswith(MAGIC) or body < TAG:
+            raise IntegrityError(f"member {name} is not a sealed member")
+        prefix = head[len(MAGIC):]
+        count = max(1, -(-body // block))
+        last_len = body - (count - 1) * block
+        if last_len < TAG:
+            raise IntegrityError(f"member {name} is not a sealed member (its size does not fit its chunks)")
+        wanted = [(0, count == 1)] + ([(count - 1, True)] if count > 1 else [])
+        for counter, last in wanted:
+            fin.seek(head_len + counter * block)
+            data = fin.read(last_len if last else block)
+            try:
+                aead.decrypt(_nonce(prefix, counter, last), data, name.encode())
+            except (InvalidTag, ValueError):
+                raise IntegrityError(
+                    f"member {name} does not open: the bundle key is wrong, or the member was tampered with"
+                ) from None
 
 
 def open_file(key: bytes, src: Path, dst: Path, name: str) -> None:

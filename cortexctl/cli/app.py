@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 import sys
 
-from cortexctl.errors import EXIT_INTERNAL, EXIT_INTERRUPTED, CortexError
+from cortexctl.errors import EXIT_INTERNAL, EXIT_INTERRUPTED, CortexError, bad_path, no_space
 
 def _wants_json(argv: list[str]) -> bool:
     args = argv[: argv.index("--")] if "--" in argv else argv
@@ -69,6 +69,9 @@ def _command_of(argv: list[str]):
 def _report(err: CortexError, as_json: bool, argv: list[str] | None = None) -> None:
     if err.field:
         err = in_cli_terms(err, _command_of(argv or []))
+    from cortexctl.dsn import hide_credentials
+
+    hide_credentials(err)
     if as_json:
         import json
 
@@ -113,6 +116,10 @@ def main(argv: list[str] | None = None) -> int:
         os.dup2(devnull, sys.stdout.fileno())
         code = 0
     except Exception as exc:  # noqa: BLE001 - the one boundary
+        full = no_space(exc) or bad_path(exc)
+        if full is not None:
+            _report(full, as_json, argv)
+            return full.exit_code
         if hasattr(exc, "exit_code") and hasattr(exc, "format_message"):
             # An argument-parsing error from Typer: one line, exit 2.
             from cortexctl.errors import UsageError
@@ -135,8 +142,10 @@ def main(argv: list[str] | None = None) -> int:
             import traceback
 
             traceback.print_exc()
+        from cortexctl.dsn import redact_text
+
         sys.stderr.write(
-            f"cortexctl: internal error: {type(exc).__name__}: {exc} "
+            f"cortexctl: internal error: {type(exc).__name__}: {redact_text(str(exc))} "
             "(this is a bug, please report it; CORTEXCTL_DEBUG=1 shows the traceback)\n"
         )
         code = EXIT_INTERNAL

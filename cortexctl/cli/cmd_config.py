@@ -27,7 +27,8 @@ COMMANDS = [
         notes="""Precedence: defaults < config file (-c/--config, $CORTEXCTL_CONFIG, or
 config.toml in the user config dir) < CORTEXCTL_* environment < flags.
 API keys are never shown: only the name of the variable that holds one; the
-password of a PostgreSQL URI (store, store.dsn) is shown as ***.""",
+credentials in any URL (a PostgreSQL URI's password, an endpoint's
+user:password or api_key/token parameter) are shown as ***.""",
         examples=("cortexctl config show", "cortexctl -c ./cortex.toml config show --json"),
         exits=(0, 2), exit_notes={2: "bad config file or value"},
     ),

@@ -57,7 +57,7 @@ def read_data(value: Optional[str], option: str = "--data",
     """--data (or ``option``): inline JSON, @FILE, or - for stdin."""
     import json
 
-    from cortexctl.errors import InvalidData
+    from cortexctl.errors import InvalidData, check_nesting, too_deep
 
     if value is None:
         return None
@@ -72,6 +72,9 @@ def read_data(value: Optional[str], option: str = "--data",
         raise InvalidData(f"{where}: not valid UTF-8") from None
     except ValueError as exc:
         raise InvalidData(f"{where}: not valid JSON ({exc.msg} at line {exc.lineno} column {exc.colno})") from None
+    except RecursionError:
+        raise too_deep(where) from None
+    check_nesting(doc, where)
     if not isinstance(doc, dict):
         raise InvalidData(f"{where}: must be {what}")
     return doc
@@ -81,7 +84,7 @@ def read_jsonl(value: str, option: str) -> list:
     """A JSONL file (or - for stdin) as a list of values; InvalidData naming the first bad line."""
     import json
 
-    from cortexctl.errors import InvalidData
+    from cortexctl.errors import InvalidData, check_nesting, too_deep
 
     raw, where = read_input(value, option)
     try:
@@ -92,9 +95,11 @@ def read_jsonl(value: str, option: str) -> list:
     for n, line in enumerate(text.splitlines(), 1):
         if line.strip():
             try:
-                out.append(json.loads(line))
+                out.append(check_nesting(json.loads(line), f"{where}: line {n}"))
             except ValueError as exc:
                 raise InvalidData(f"{where}: line {n}: not valid JSON ({exc.msg})") from None
+            except RecursionError:
+                raise too_deep(f"{where}: line {n}") from None
     return out
 
 

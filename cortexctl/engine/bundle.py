@@ -30,11 +30,11 @@ import tempfile
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Iterator, Sequence
 
-from cortexctl.errors import IntegrityError, NotFound, Refused, UsageError
+from cortexctl.errors import IntegrityError, NotFound, Refused, UsageError, check_nesting, too_deep
 from cortexctl.files import fsync_path
 
 if TYPE_CHECKING:
@@ -189,7 +189,8 @@ def retention(dest: Path, now: datetime, *, keep: int, max_age_days: float, spar
     """Prune bundles beyond the newest ``keep`` that are older than ``max_age_days``; never ``spare``."""
     pruned = []
     for i, (at, path) in enumerate(bundles_in(dest)):
-        if i < keep or path == spare or now - at <= timedelta(days=max_age_days):
+        # in seconds: any number of days is an age limit (a timedelta stops at 999,999,999 days)
+        if i < keep or path == spare or (now - at).total_seconds() <= max_age_days * 86400:
             continue
         shutil.rmtree(path)
         pruned.append(path.name)
@@ -214,7 +215,7 @@ def backup(ctx: Context, *, dest: str | os.PathLike | None = None, keep: int | N
     max_age = float(settings.get("backup.max_age_days") if max_age_days is None else max_age_days)
     if keep < 1:
         raise UsageError(f"keep must be 1 or more (got {keep})", field="keep")
-    if max_age < 0:
+    if not max_age >= 0:  # NaN too
         raise UsageError(f"max_age_days must be 0 or more (got {max_age:g})", field="max_age_days")
     key_pass = None
     if encrypt:
@@ -328,8 +329,11 @@ def _read_json(path: Path, limit: int, what: str) -> dict:
         if path.stat().st_size > limit:
             raise IntegrityError(f"{path.name} is larger than {limit} bytes")
         doc = json.loads(path.read_bytes())
-    except (OSError, ValueError, RecursionError) as exc:
+    except RecursionError:
+        raise too_deep(path.name, IntegrityError) from None
+    except (OSError, ValueError) as exc:
         raise IntegrityError(f"{path.name} is not readable JSON ({type(exc).__name__})") from None
+    check_nesting(doc, path.name, IntegrityError)
     if not isinstance(doc, dict):
         raise IntegrityError(f"{path.name} is not a JSON object")
     return doc
@@ -368,7 +372,9 @@ def _check_meta(meta: dict) -> None:
         raise IntegrityError("bundle-meta.json: encryption is not readable")
 
 
-def _check_structure(root: Path, manifest: dict) -> list[dict]:
+def _check_structure(root: Path, manifest: dict, *, sealed: bool) -> list[dict]:
+    """The manifest against the files, reading no more than a few bytes of each: names, sizes
+    and each member's framing (Parquet's magic and footer, or a sealed member's header)."""
     members = manifest.get("members")
     if manifest.get("format") != FORMAT or not isinstance(members, list):
         raise IntegrityError("manifest.json: format or members missing")
@@ -410,9 +416,31 @@ def _check_structure(root: Path, manifest: dict) -> list[dict]:
         if size != m["bytes"]:
             raise IntegrityError(f"bundle member {m['name']} is {size} bytes; the manifest says {m['bytes']}")
     for m in members:
+        _check_framing(root / m["name"], m["name"], sealed)
+    return members
+
+
+def _check_framing(path: Path, name: str, sealed: bool) -> None:
+    from cortexctl import seal
+
+    size = path.stat().st_size
+    with open(path, "rb") as fh:
+        if sealed:
+            if fh.read(len(seal.MAGIC)) != seal.MAGIC:
+                raise IntegrityError(f"bundle member {name} is not a sealed member")
+            return
+        head = fh.read(4)
+        fh.seek(max(0, size - 8))
+        tail = fh.read(8)
+    footer = int.from_bytes(tail[:4], "little") if len(tail) == 8 else -1
+    if head != b"PAR1" or tail[4:] != b"PAR1" or not 0 < footer <= size - 12:
+        raise IntegrityError(f"bundle member {name} is not a Parquet file (damaged or tampered)")
+
+
+def _check_hashes(root: Path, members: list[dict]) -> None:
+    for m in members:
         if _sha256(root / m["name"]) != m["sha256"]:
             raise IntegrityError(f"bundle member {m['name']} does not match its sha256 (damaged or tampered)")
-    return members
 
 
 @dataclass
@@ -443,21 +471,27 @@ def opened(path: str | os.PathLike, areas: Sequence[Path], *, passphrase: str | 
     manifest = _read_json(root / MANIFEST, MAX_MANIFEST_BYTES, "manifest")
     if _sha256(root / MANIFEST) != meta["manifest_sha256"]:
         raise IntegrityError("manifest.json does not match the sha256 in bundle-meta.json (damaged or tampered)")
-    members = _check_structure(root, manifest)
+    enc = meta.get("encryption")
+    members = _check_structure(root, manifest, sealed=bool(enc))
+    key = _key(enc, meta, members, root, passphrase) if enc and passphrase is not None else None
+    _check_hashes(root, members)
+    if enc and key is None:
+        _key(enc, meta, members, root, passphrase)  # no passphrase: says so (the hashes were sound)
     work = scratch.make(areas, "bundle")
     try:
         with scratch.private():
             files = {m["table"]: root / m["name"] for m in members}
-            enc = meta.get("encryption")
-            if enc:
-                files = _unseal(enc, meta, members, root, work, passphrase)
+            if key is not None:
+                files = _unseal(key, members, root, work)
             records = _check_content(meta, members, files, work)
         yield Opened(root=root, meta=meta, members=members, files=files, records=records)
     finally:
         scratch.remove(work)
 
 
-def _unseal(enc: dict, meta: dict, members: list[dict], root: Path, work: Path, key_pass: str | None) -> dict:
+def _key(enc: dict, meta: dict, members: list[dict], root: Path, key_pass: str | None) -> bytes:
+    """The bundle's key, proven right, and each member's first and last chunk opened with it
+    (before any member is hashed: a made-up member is refused without reading all of it)."""
     from cortexctl import seal
 
     if key_pass is None:
@@ -475,6 +509,14 @@ def _unseal(enc: dict, meta: dict, members: list[dict], root: Path, work: Path, 
         right = False
     if not right:
         raise IntegrityError("the bundle key is wrong (or the bundle meta was tampered with)")
+    for m in members:
+        seal.check_file(key, root / m["name"], m["name"])
+    return key
+
+
+def _unseal(key: bytes, members: list[dict], root: Path, work: Path) -> dict:
+    from cortexctl import seal
+
     files = {}
     for m in members:
         out = work / m["name"]

@@ -32,7 +32,8 @@ from cortexctl.engine import salience
 from cortexctl.engine.results import Checkpoint, CompactedItem, CompactResult, KeptItem
 from cortexctl.engine.refs import AMBIGUOUS, MISSING, look_up
 from cortexctl.engine.rows import micros
-from cortexctl.errors import AmbiguousRef, BudgetUnreachable, IntegrityError, InvalidData, NotFound, UsageError
+from cortexctl.errors import (AmbiguousRef, BudgetUnreachable, IntegrityError, InvalidData, NotFound, UsageError,
+                              check_nesting, too_deep)
 from cortexctl.memory import codec
 from cortexctl.memory.forms import count_tokens
 from cortexctl.memory.ids import memory_uri, parse_ref
@@ -61,9 +62,11 @@ def refs_from_text(text: str, where: str) -> list[str]:
             continue
         if line.startswith("{"):
             try:
-                doc = json.loads(line)
+                doc = check_nesting(json.loads(line), f"{where}: line {n}")
             except ValueError:
                 raise InvalidData(f"{where}: line {n} is not valid JSON") from None
+            except RecursionError:
+                raise too_deep(f"{where}: line {n}") from None
             if not isinstance(doc, dict) or not isinstance(doc.get("uri"), str):
                 raise InvalidData(f"{where}: line {n} is a JSON object without a \"uri\"")
             line = doc["uri"]

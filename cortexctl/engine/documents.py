@@ -141,11 +141,12 @@ class ConfigAnswer:
     @classmethod
     def of(cls, settings) -> "ConfigAnswer":
         """From ``config.Settings``: each key's value and source, in the settings' order; a
-        PostgreSQL URI's password (``store``, ``store.dsn``) is shown as ``***``."""
+        URL's credentials (a store URI's password, an endpoint's user:password or api_key
+        parameter) are shown as ``***``."""
         from cortexctl.dsn import redact
 
         def shown(key: str, value: Any) -> Any:
-            return redact(value) if key in ("store", "store.dsn") and isinstance(value, str) else value
+            return redact(value) if isinstance(value, str) else value
 
         return cls(str(settings.config_file) if settings.config_file else None,
                    [(k, shown(k, settings.values[k]), settings.sources[k]) for k in settings.values])

@@ -31,6 +31,7 @@ from datetime import datetime, timezone
 from typing import Callable
 from urllib.parse import urlsplit
 
+from cortexctl.dsn import redact_text
 from cortexctl.errors import CortexError, IntegrityError
 
 HEALTHY, DEGRADED, UNHEALTHY = "healthy", "degraded", "unhealthy"
@@ -49,7 +50,7 @@ class _Findings:
     def add(self, status: str, detail: str) -> None:
         if _ORDER.index(status) > _ORDER.index(self.status):
             self.status = status
-        self.found.append((status, detail))
+        self.found.append((status, redact_text(detail)))
 
     @property
     def details(self) -> list[str]:
@@ -144,7 +145,7 @@ def _embedding(ctx, doc: dict, f: _Findings, probe: bool):
     try:
         embedder = ctx.embedder
     except CortexError as exc:
-        block["error"] = exc.message
+        block["error"] = redact_text(exc.message)
         f.add(DEGRADED, f"embedding is misconfigured: {exc.message}")
         return None
     block["active"] = "openai" if embedder.remote else "hash"
@@ -161,7 +162,7 @@ def _embedding(ctx, doc: dict, f: _Findings, probe: bool):
         block["dimensions"] = embedder.probe()
         block["probe"] = "ok"
     except CortexError as exc:
-        block["probe"] = f"failed: {exc.message}"
+        block["probe"] = f"failed: {redact_text(exc.message)}"
         f.add(DEGRADED, f"the embedding endpoint does not answer: {exc.message}")
     return embedder
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 
-from cortexctl.errors import InvalidData
+from cortexctl.errors import InvalidData, check_nesting, too_deep
 
 SHOWN = 200
 
@@ -69,9 +69,11 @@ def parse_object(reply: str) -> dict:
         raise InvalidData(f"the model's reply holds no JSON object: {_shown(reply)}")
     for text in (candidate, _without_trailing_commas(candidate)):
         try:
-            doc = json.loads(text)
+            doc = check_nesting(json.loads(text), "the model's reply")
         except ValueError:
             continue
+        except RecursionError:
+            raise too_deep("the model's reply") from None
         if isinstance(doc, dict):
             return doc
     raise InvalidData(f"the model's reply is not the expected JSON: {_shown(reply)}")

@@ -60,7 +60,7 @@ from cortexctl.engine.rows import (
     version_row,
     write_payload,
 )
-from cortexctl.errors import CortexError, InvalidData, UsageError
+from cortexctl.errors import CortexError, InvalidData, UsageError, check_nesting, too_deep
 from cortexctl.memory import codec, schema
 from cortexctl.memory.ids import is_id, memory_uri, new_id, normalize_id_text
 from cortexctl.memory.record import VersionBody, build_version
@@ -153,6 +153,11 @@ def _list(value: Any, field: str) -> list:
     return value
 
 
+def _shown(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
 def prepare(obj: Any, actor: str, now: datetime, *, keep_actors: bool = False) -> Prepared:
     """Check one import object and build its rows; raises InvalidData naming the field.
 
@@ -162,8 +167,8 @@ def prepare(obj: Any, actor: str, now: datetime, *, keep_actors: bool = False) -
     if not isinstance(obj, dict):
         raise InvalidData("expected a JSON object")
     type_name = obj.get("type")
-    if type_name not in TYPE_CODES:
-        raise InvalidData(f"type: {type_name!r} is not one of {', '.join(TYPES)}")
+    if not isinstance(type_name, str) or type_name not in TYPE_CODES:
+        raise InvalidData(f"type: {_shown(type_name)} is not one of {', '.join(TYPES)}")
     export_form = "versions" in obj
     allowed = EXPORT_KEYS if export_form else SHORT_KEYS
     for key in obj:
@@ -174,11 +179,11 @@ def prepare(obj: Any, actor: str, now: datetime, *, keep_actors: bool = False) -
     if obj.get("id") is not None:
         id_ = normalize_id_text(obj["id"]) if isinstance(obj["id"], str) else None
         if id_ is None or not is_id(id_):
-            raise InvalidData(f"id: {obj['id']!r} is not a 26-character ID")
+            raise InvalidData(f"id: {_shown(obj['id'])} is not a 26-character ID")
     else:
         id_ = None
     if obj.get("uri") is not None and (id_ is None or obj["uri"] != memory_uri(id_)):
-        raise InvalidData(f"uri: {obj['uri']!r} does not match id")
+        raise InvalidData(f"uri: {_shown(obj['uri'])} does not match id")
     owner = _text(obj["actor"], "actor") if obj.get("actor") is not None else actor
     if owner != actor and not keep_actors:
         raise InvalidData(
@@ -358,9 +363,12 @@ def _parse_line(raw: bytes) -> Any:
     except UnicodeDecodeError as exc:
         raise InvalidData(f"not valid UTF-8 (byte {exc.start})") from None
     try:
-        return orjson.loads(text)
+        doc = orjson.loads(text)
     except orjson.JSONDecodeError as exc:
+        if str(exc).startswith("depth limit exceeded"):
+            raise too_deep("") from None
         raise InvalidData(f"not valid JSON ({str(exc).split(':')[0]})") from None
+    return check_nesting(doc, "")
 
 
 def _conflict(key: tuple, stored: tuple[str, list[bytes]] | None) -> str | None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 
+from cortexctl.errors import InvalidData, check_nesting
 from cortexctl.memory.terms import terms
 
 PREFIX = "cortex.pattern.v1:"
@@ -100,8 +101,8 @@ def decode(statement: str) -> tuple[PatternSpec, bool]:
     read as one freeform step; also a damaged structured statement)."""
     if statement.startswith(PREFIX):
         try:
-            return from_dict(json.loads(statement[len(PREFIX):])), True
-        except (ValueError, SpecError):
+            return from_dict(check_nesting(json.loads(statement[len(PREFIX):]), "pattern")), True
+        except (ValueError, SpecError, RecursionError, InvalidData):
             pass
     return PatternSpec(name=_first_words(statement), steps=(statement,)), False
 

@@ -24,6 +24,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable
 
+from cortexctl.errors import InvalidData, check_nesting
+
 
 @dataclass(frozen=True)
 class Param:
@@ -81,4 +83,11 @@ class Operation:
         """The engine call with every declared parameter: the given values over the defaults."""
         args = {p.name: (list(p.initial) if p.many else p.initial) for p in self.params}
         args.update(values)
+        for name, value in values.items():  # a tool's arguments arrive as any JSON a client sends
+            if isinstance(value, (dict, list)):
+                try:
+                    check_nesting(value, name)
+                except InvalidData as exc:
+                    exc.field = name
+                    raise
         return self.call(cx, **args)

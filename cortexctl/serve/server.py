@@ -38,8 +38,9 @@ from mcp.types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import Field, ValidationError
 
 from cortexctl import __version__, ops
+from cortexctl.dsn import hide_credentials, redact_text
 from cortexctl.engine.cortex import Cortex
-from cortexctl.errors import CortexError, NotFound
+from cortexctl.errors import CortexError, NotFound, bad_path, no_space
 from cortexctl.ops import Operation, Param
 
 log = logging.getLogger("cortexctl.serve")
@@ -98,12 +99,17 @@ class Serving:
             try:
                 doc = body(self.cx)
             except CortexError as err:
+                hide_credentials(err)
                 log.info("%s: %s", name, err.message)
                 return _failed(error_line(err), err.to_json())
             except Exception as exc:  # noqa: BLE001 - a bug must not take the server down
+                full = no_space(exc) or bad_path(exc)
+                if full is not None:
+                    return _failed(error_line(full), full.to_json())
                 log.exception("%s: internal error", name)
-                return _failed(f"internal error: {type(exc).__name__}: {exc} (this is a bug, please report it)",
-                               {"error": "internal", "message": str(exc), "exit_code": 70})
+                text = redact_text(str(exc))
+                return _failed(f"internal error: {type(exc).__name__}: {text} (this is a bug, please report it)",
+                               {"error": "internal", "message": text, "exit_code": 70})
         for w in doc.get("warnings", ()) if isinstance(doc, dict) else ():
             log.warning("%s: %s", name, w)
         return _ok(doc)
@@ -114,8 +120,10 @@ class Serving:
             try:
                 return body(self.cx)
             except NotFound as err:
+                hide_credentials(err)
                 raise ResourceNotFoundError(error_line(err)) from None
             except CortexError as err:
+                hide_credentials(err)
                 raise ResourceError(error_line(err)) from None
 
 

@@ -26,7 +26,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Iterator
 
-from cortexctl.errors import CortexError, IntegrityError, StoreBusy, UsageError
+from cortexctl.errors import CortexError, IntegrityError, StoreBusy, UsageError, no_space
 from cortexctl.files import fsync_path
 from cortexctl.store import DEFAULT_WAIT
 from cortexctl.store.interface import NoStore
@@ -56,6 +56,9 @@ def _is_lock_error(exc: Exception) -> bool:
 
 
 def _integrity(exc: BaseException, path: Path, hint: str | None = None) -> CortexError:
+    full = no_space(exc)
+    if full is not None:  # a full disk is not a damaged store
+        return full
     return IntegrityError(f"store {path} cannot be read: {str(exc).splitlines()[0]}", hint=hint, path=str(path))
 
 

@@ -248,6 +248,9 @@ def test_retention_keeps_the_newest_k_and_prunes_the_rest_once_older_than_n_days
     # newest three are kept whatever their age; of the rest, those older than 7 days go
     assert kept == [Path(result.path).name, made[4], made[3]]
     assert sorted(result.pruned) == sorted(made[:3])
+    # an age past what a timedelta holds (found by fuzzing: exit 70), or none at all, prunes nothing younger
+    for days in (1e9, float("inf")):
+        assert cx.backup(dest=dest, keep=1, max_age_days=days).pruned == []
     cx.context.clock = lambda: now + timedelta(hours=1)
     result = cx.backup(dest=dest, keep=1, max_age_days=0)
     assert [p.name for _, p in eb.bundles_in(dest)] == [Path(result.path).name]
@@ -313,6 +316,7 @@ def test_encrypted_bundles_round_trip_and_refuse_a_wrong_or_missing_key(cx, cli,
 @pytest.mark.parametrize("args, code, words", [
     (["backup", "--keep", "0"], 2, "--keep"),
     (["backup", "--max-age-days", "-1"], 2, "--max-age-days"),
+    (["backup", "--max-age-days", "nan"], 2, "--max-age-days"),
     (["backup", "--dest", "{file}"], 2, "not a directory"),
     (["backup", "--dest", "{store}/inside"], 2, "inside the store"),
     (["restore", "{bundle}"], 2, "--mode"),

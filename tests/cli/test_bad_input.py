@@ -102,6 +102,10 @@ def before(template, world) -> dict:
 
 
 BIG_DATA = orjson.dumps({"statement": "a" * (MAX_TEXT + 1)})
+DEEP = "[" * 10_000 + "]" * 10_000
+DEEP_65 = '{"statement": "x", "source": ' + "[" * 64 + "]" * 64 + "}"
+DEEP_DATA = ('{"statement": "x", "source": ' + DEEP + "}").encode()
+DEEP_LINE = ('{"type": "fact", "data": {"statement": "x", "source": ' + DEEP + "}}\n").encode()
 
 
 @pytest.fixture
@@ -119,6 +123,9 @@ def inputs(tmp_path) -> Path:
     (d / "wait.toml").write_text("wait = -1\n")
     (d / "unknown.toml").write_text('colour = "red"\n')
     (d / "bad.json").write_text('{"wait": \n')
+    (d / "deep.json").write_text('{"statement": "x", "source": ' + DEEP + "}")
+    (d / "deep.toml").write_text("wait = " + DEEP + "\n")
+    (d / "deep-tables.toml").write_text("[" + ".".join(["a"] * 100) + "]\nb = 1\n")
     xdg = d / "xdg" / "cortexctl"
     xdg.mkdir(parents=True)
     (xdg / "config.toml").write_text("wait = [\n")
@@ -221,6 +228,26 @@ CASES = [
     bad("write-unknown-field-data", ("write", "fact", "x", "--data", '{"colour": "red"}'), 10, "colour"),
     bad("write-oversized-text-data-file", "write fact --data @<in>/big.json", 10, "statement", str(MAX_TEXT)),
     bad("write-oversized-text-stdin", "write fact --data -", 10, "statement", str(MAX_TEXT), stdin=BIG_DATA),
+    # a path no file can have (found by fuzzing: an internal error, exit 70)
+    bad("consolidate-file-name-too-long", ("consolidate", "x" * 5000), 2, "File name too long"),
+    bad("import-file-name-too-long", ("import", "x" * 5000), 2, "File name too long"),
+    bad("export-out-name-too-long", ("export", "--out", "x" * 5000), 2, "File name too long"),
+    bad("store-name-too-long", ("find", "--store", "x" * 5000), 2, "File name too long"),
+    # nested past the one limit (errors.MAX_NESTING): 10 with the input named, never a RecursionError
+    bad("write-data-nested-10000-deep", "write fact x --data @<in>/deep.json", 10, "deep.json", "nested more than 64"),
+    bad("write-data-nested-65-deep", ("write", "fact", "x", "--data", DEEP_65), 10, "--data", "nested more than 64"),
+    bad("write-data-nested-stdin", "write fact --data -", 10, "nested more than 64", stdin=DEEP_DATA),
+    bad("update-set-nested-10000-deep", ("update", "<fact>", "--set", "source=" + DEEP), 10, "source",
+        "is not one of"),  # a text field takes the text as it is, and its message shows only its start
+    bad("write-set-list-nested", ("write", "pattern", "p", "--set", "derived_from=" + DEEP), 10,
+        "derived_from", "nested more than 64"),
+    bad("write-set-map-nested", ("write", "identity", "bob", "--set", "profile=" + DEEP), 10, "profile",
+        "nested more than 64"),
+    bad("compact-in-context-nested", "compact --intent i --step s --budget-tokens 100 --in-context-file -", 10,
+        "line 1", "nested more than 64", stdin=b'{"uri": ' + DEEP.encode() + b"}\n"),
+    bad("config-toml-nested", "-c <in>/deep.toml config show", 2, "deep.toml", "nested more than 64"),
+    bad("config-json-nested", "-c <in>/deep.json config show", 2, "deep.json", "nested more than 64"),
+    bad("config-toml-nested-tables", "-c <in>/deep-tables.toml config show", 2, "nested more than 64"),
     bad("write-oversized-encoded-data", "write fact --data @<in>/huge.json", 10, "65536"),
     bad("write-empty-text", ("write", "fact", ""), 10, "statement"),
     bad("write-no-text", "write fact", 10, "statement", "required"),
@@ -487,6 +514,8 @@ def _bad_lines_file(existing_id: str) -> tuple[bytes, dict[int, str], int, int]:
         (j({"type": "fact", "text": "x", "visibility": "secret"}), "visibility"),       # 18
         (j({"type": "fact", "text": "x", "frames": ["fly:repo:x"]}), "fly"),            # 19
         (j({"type": "fact", "text": "x", "colour": "red"}), "colour"),                  # 20
+        (DEEP_LINE.strip(), "nested more than 64"),                                      # 21
+        (b'{"type": "fact", "data": ' + b"[" * 65 + b"]" * 65 + b"}", "nested more than 64"),  # 22
     ]
     content = b"".join(line + b"\n" for line, _ in lines)
     bad_lines = {n: word for n, (_, word) in enumerate(lines, 1) if word is not None}

@@ -423,11 +423,78 @@ def test_backup_encrypt_without_a_passphrase_is_exit_2_and_leaves_no_bundle(cli,
     assert not dest.exists() or not any(dest.iterdir())
 
 
-@pytest.mark.parametrize("kdf", [{"n": "x", "r": 8, "p": 1}, {"n": 1 << 15}, {"n": 1 << 30, "r": 8, "p": 1},
-                                 {"n": 1 << 15, "r": 8.5, "p": 1}, {"n": 3, "r": 8, "p": 1}],
-                         ids=["n-not-a-number", "r-and-p-missing", "n-absurd", "r-not-whole", "n-not-a-power-of-2"])
+def _sparse_member(bundle: Path, name: str, size: int, head: bytes = b"") -> None:
+    """Replace member ``name`` by a sparse file of ``size`` bytes starting with ``head``, and make
+    the manifest and the meta agree with its size (its sha256 is left as a forger cannot know it
+    without reading the whole file; cortexctl must refuse before it does)."""
+    path = bundle / name
+    with open(path, "wb") as fh:
+        fh.write(head)
+        fh.truncate(size)
+    _edit_manifest(bundle, lambda members: _member(members, name).update(bytes=size))
+
+
+FOUR_GIB = 4 << 30
+
+
+@pytest.mark.parametrize("head", [b"", b"PAR1"], ids=["zeros", "parquet-magic-then-zeros"])
+def test_a_4_gib_sparse_member_is_refused_by_its_framing_before_any_hashing(cli, case, head):
+    bundle, target = case
+    _sparse_member(bundle, "versions.parquet", FOUR_GIB, head)
+    env = {"CORTEXCTL_STORE": str(target)}
+    for args in (("bundle", "verify", bundle), ("restore", bundle, "--mode", "merge")):
+        r = cli(*args, env=env)
+        assert_clean_error(r, 7)
+        # the framing check, not the sha256: hashing 4 GiB would have taken seconds
+        assert "versions.parquet is not a Parquet file" in r.err, r
+
+
+def test_a_4_gib_sparse_sealed_member_is_refused_by_the_key_check_before_any_hashing(cli, sealed):
+    # a sealed bundle's key check is bound to the manifest's sha256: the forger's new manifest
+    # is refused once the key is derived, before a member is read
+    from cortexctl import seal
+
+    _sparse_member(sealed, "versions.parquet", FOUR_GIB, seal.MAGIC + b"\0" * 8)
+    r = cli("bundle", "verify", sealed, env={"CORTEXCTL_BACKUP_KEY": PASSPHRASE})
+    assert_clean_error(r, 7)
+    assert "the bundle key is wrong (or the bundle meta was tampered with)" in r.err, r
+
+
+def test_a_sealed_member_replaced_by_same_size_garbage_is_refused_by_its_chunks_before_hashing(cli, sealed):
+    from cortexctl import seal
+
+    path = sealed / "versions.parquet"
+    size = path.stat().st_size
+    path.write_bytes(seal.MAGIC + os.urandom(size - len(seal.MAGIC)))
+    r = cli("bundle", "verify", sealed, env={"CORTEXCTL_BACKUP_KEY": PASSPHRASE})
+    assert_clean_error(r, 7)
+    assert "member versions.parquet does not open" in r.err, r
+
+
+def test_a_bundle_file_nested_past_the_limit_is_an_integrity_error(cli, case):
+    bundle, target = case
+    meta = _load(bundle / META)
+    (bundle / META).write_bytes(json.dumps(meta)[:-1].encode() + b', "x": ' + b"[" * 100_000 + b"]" * 100_000 + b"}")
+    _all_refuse(cli, bundle, target)
+    r = cli("bundle", "verify", bundle)
+    assert "bundle-meta.json: nested more than 64 levels deep" in r.err, r
+
+
+COST = "key-derivation cost {} exceeds the limit"
+
+
+@pytest.mark.parametrize("kdf, message", [
+    ({"n": "x", "r": 8, "p": 1}, "out of range"), ({"n": 1 << 15}, "out of range"),
+    ({"n": 1 << 30, "r": 8, "p": 1}, "out of range"), ({"n": 1 << 15, "r": 8.5, "p": 1}, "out of range"),
+    ({"n": 3, "r": 8, "p": 1}, "out of range"),
+    # within the format's range, but more work than cortexctl ever asks: refused before deriving
+    # (the format maximum cost 80-92 s of scrypt before "key is wrong")
+    ({"n": 1 << 20, "r": 16, "p": 4}, COST.format(1 << 26)), ({"n": 1 << 16, "r": 8, "p": 2}, COST.format(1 << 20)),
+    ({"n": 1 << 17, "r": 8, "p": 1}, COST.format(1 << 20)),
+], ids=["n-not-a-number", "r-and-p-missing", "n-absurd", "r-not-whole", "n-not-a-power-of-2", "format-maximum",
+        "p-doubled", "n-quadrupled"])
 def test_a_sealed_bundle_whose_meta_names_hostile_key_derivation_parameters_is_refused(cli, sealed, tmp_path,
-                                                                                       pristine, kdf):
+                                                                                       pristine, kdf, message):
     # a bug found here: a kdf parameter that was not a number was an internal error (exit 70)
     target = tmp_path / "target"
     shutil.copytree(pristine[1], target)
@@ -435,3 +502,4 @@ def test_a_sealed_bundle_whose_meta_names_hostile_key_derivation_parameters_is_r
     meta["encryption"]["kdf"] = kdf
     _dump(sealed / META, meta)
     _all_refuse(cli, sealed, target, code=7, env={"CORTEXCTL_BACKUP_KEY": PASSPHRASE})
+    assert message in cli("bundle", "verify", sealed, env={"CORTEXCTL_BACKUP_KEY": PASSPHRASE}).err

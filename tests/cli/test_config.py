@@ -92,6 +92,33 @@ def test_config_show_redacts_a_uri_given_to_store_and_in_a_config_table(tmp_path
     assert s["store.backend"] == {"value": "postgres", "source": f"file {cfg}"}
 
 
+ENDPOINT = "http://user:pw-SECRET@127.0.0.1:9/v1?api_key=KEY-SECRET&model=m"
+
+
+def test_config_show_redacts_credentials_in_endpoint_urls_in_every_format(tmp_path, cli):
+    cfg = tmp_path / "c.toml"
+    cfg.write_text(f'[chat]\nbase_url = "{ENDPOINT}"\n')
+    env = {"CORTEXCTL_EMBED_BASE_URL": "https://TOKEN-SECRET@127.0.0.1:9/v1?token=T-SECRET",
+           "CORTEXCTL_EMBED_MODEL": "m"}
+    for args in (("config", "show"), ("config", "show", "--json"), ("config", "show", "--jsonl")):
+        run = cli("-c", cfg, *args, use_store=False, env=env)
+        assert run.code == 0 and "SECRET" not in run.out + run.err, run
+    s = _settings(cli("-c", cfg, "config", "show", "--json", use_store=False, env=env))
+    assert s["chat.base_url"]["value"] == "http://user:***@127.0.0.1:9/v1?api_key=***&model=m"
+    assert s["embedding.base_url"]["value"] == "https://***@127.0.0.1:9/v1?token=***"
+
+
+def test_healthcheck_and_errors_that_quote_an_endpoint_never_show_its_credentials(cli, store):
+    env = {"CORTEXCTL_EMBED_BASE_URL": "http://user:pw-SECRET@127.0.0.1:9/v1?api_key=KEY-SECRET",
+           "CORTEXCTL_EMBED_MODEL": "m", "CORTEXCTL_CHAT_BASE_URL": ENDPOINT, "CORTEXCTL_CHAT_MODEL": "m"}
+    runs = [cli("healthcheck", env=env), cli("healthcheck", "--json", env=env),
+            cli("consolidate", "-", input="a transcript", env=env),
+            cli("write", "fact", "x", env={**env, "CORTEXCTL_EMBED_BASE_URL": "http://u:pw-SECRET@[::1"})]
+    assert runs[2].code == 9 and runs[3].code == 2, runs
+    for run in runs:
+        assert "SECRET" not in run.out + run.err, run
+
+
 def test_a_json_config_file_takes_the_store_table_too(tmp_path, cli):
     cfg = tmp_path / "c.json"
     cfg.write_text('{"store": {"path": "%s", "backend": "duckdb"}}' % (tmp_path / "s"))

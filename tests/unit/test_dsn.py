@@ -94,3 +94,24 @@ def test_parts_refuses_a_bad_port(bad):
 def test_parts_never_holds_the_password():
     got = dsn.parts("postgresql://bob:s3cr3t@h/db?password=other", NO_ENV)
     assert "s3cr3t" not in repr(got) and "other" not in repr(got)
+
+
+@pytest.mark.parametrize("given, shown", [
+    ("http://user:pw-SECRET@host:8080/v1", "http://user:***@host:8080/v1"),
+    ("https://TOKEN-SECRET@api.example/v1", "https://***@api.example/v1"),
+    ("https://api.example/v1?api_key=SECRET&model=m", "https://api.example/v1?api_key=***&model=m"),
+    ("http://h/v1?access_token=SECRET&X-Amz-Signature=SECRET&client_secret=SECRET&q=1",
+     "http://h/v1?access_token=***&X-Amz-Signature=***&client_secret=***&q=1"),
+    ("http://127.0.0.1:11434/v1", "http://127.0.0.1:11434/v1"),
+    ("http://u:pw-SECRET@[::1", "http://u:***@[::1"),
+])
+def test_redact_hides_the_credentials_of_any_url(given, shown):
+    assert dsn.redact(given) == shown
+    assert "SECRET" not in dsn.redact(given)
+
+
+def test_redact_text_hides_every_url_in_a_message():
+    text = "endpoint http://a:SECRET@h/x unreachable; also 'https://h/?token=SECRET' and postgresql://b:SECRET@d/m"
+    assert dsn.redact_text(text) == ("endpoint http://a:***@h/x unreachable; also 'https://h/?token=***' and "
+                                     "postgresql://b:***@d/m")
+    assert dsn.redact_text("no url here: a:b@c") == "no url here: a:b@c"

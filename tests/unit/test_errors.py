@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import inspect
+import os
 
 import cortexctl.errors as errors
 
 DOCUMENTED = {
     "CortexError": 1, "UsageError": 2, "AmbiguousRef": 2, "ConfigError": 2, "NotFound": 3, "StoreBusy": 4,
     "RateLimited": 5, "BudgetUnreachable": 6, "IntegrityError": 7, "Refused": 8, "ProviderUnreachable": 9, "StoreUnreachable": 9,
-    "InvalidData": 10, "Tombstoned": 1, "SchemaTooNew": 1, "NotForgotten": 1,
+    "InvalidData": 10, "NoSpace": 1, "Tombstoned": 1, "SchemaTooNew": 1, "NotForgotten": 1,
 }
 
 
@@ -26,3 +27,48 @@ def test_every_error_class_has_its_documented_exit_code():
 def test_error_json_names_kind_message_and_code():
     err = errors.StoreBusy("store /x is busy", hint="retry")
     assert err.to_json() == {"error": "busy", "message": "store /x is busy", "exit_code": 4, "hint": "retry"}
+
+
+def test_a_write_that_ran_out_of_room_is_no_space_however_it_arrives():
+    import errno
+
+    for code in (errno.ENOSPC, errno.EFBIG, errno.EDQUOT):
+        err = errors.no_space(OSError(code, os.strerror(code), "/s/cortex.duckdb"))
+        assert isinstance(err, errors.NoSpace) and err.exit_code == 1
+        assert "/s/cortex.duckdb" in err.message and os.strerror(code) in err.message
+    try:
+        try:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        except OSError as inner:
+            raise RuntimeError("worker failed") from inner
+    except RuntimeError as outer:
+        assert isinstance(errors.no_space(outer), errors.NoSpace)  # found through the chain
+    duck = Exception('IO Error: Could not write file "x.wal": No space left on device')
+    assert "No space left on device" in errors.no_space(duck).message
+    assert errors.no_space(OSError(errno.EACCES, "Permission denied")) is None
+    assert errors.no_space(ValueError("bad")) is None
+
+
+def test_nesting_past_the_limit_is_refused_at_any_depth_without_recursion():
+    import pytest
+
+    value: list = []
+    for _ in range(100_000):
+        value = [value]
+    with pytest.raises(errors.InvalidData, match=f"^x: nested more than {errors.MAX_NESTING} levels deep$"):
+        errors.check_nesting(value, "x")
+    ok: dict = {}
+    for _ in range(errors.MAX_NESTING - 1):
+        ok = {"a": ok}  # MAX_NESTING maps, one in another: the most allowed
+    assert errors.check_nesting(ok, "x") is ok
+    with pytest.raises(errors.ConfigError, match="^cfg: nested"):
+        errors.check_nesting([ok], "cfg", errors.ConfigError)
+
+
+def test_a_path_that_cannot_name_a_file_is_a_usage_error_with_the_path_shortened():
+    import errno
+
+    err = errors.bad_path(OSError(errno.ENAMETOOLONG, "File name too long", "x" * 5000))
+    assert isinstance(err, errors.UsageError) and err.exit_code == 2
+    assert err.message.endswith(": File name too long") and len(err.message) < 120
+    assert errors.bad_path(OSError(errno.ENOENT, "No such file or directory", "x")) is None
