@@ -47,7 +47,7 @@ def _load_for_writing() -> None:
     import duckdb  # noqa: F401
     import orjson  # noqa: F401
 
-    from cortexctl.store import duck, feedback, grants, migrations, snapshot  # noqa: F401
+    from cortexctl.store import duck, feedback, grants, migrations, scratch, snapshot  # noqa: F401
 
 
 def _is_lock_error(exc: Exception) -> bool:
