@@ -40,7 +40,7 @@ from pydantic import Field, ValidationError
 from cortexctl import __version__, ops
 from cortexctl.dsn import hide_credentials, redact_text
 from cortexctl.engine.cortex import Cortex
-from cortexctl.errors import CortexError, NotFound, bad_path, no_space
+from cortexctl.errors import CortexError, NotFound, StoreBusy, bad_path, no_space
 from cortexctl.ops import Operation, Param
 
 log = logging.getLogger("cortexctl.serve")
@@ -72,9 +72,14 @@ def _failed(message: str, doc: dict | None = None) -> CallToolResult:
     return CallToolResult(content=[TextContent(type="text", text=message)], structured_content=doc, is_error=True)
 
 
+BUSY_HINT = "retry the call; the server waits for a busy store as long as its --wait, set when it starts"
+
+
 def error_line(err: CortexError) -> str:
-    """The engine's one-line message, with its hint as the CLI shows it."""
-    return err.message + (f" ({err.hint})" if err.hint else "")
+    """The engine's one-line message, with its hint as the CLI shows it (a busy store's says what a
+    client can do: a call has no --wait of its own)."""
+    hint = BUSY_HINT if isinstance(err, StoreBusy) else err.hint
+    return err.message + (f" ({hint})" if hint else "")
 
 
 def validation_line(tool: str, exc: ValidationError) -> str:

@@ -136,3 +136,23 @@ def test_a_sub_agent_server_sees_what_its_grant_covers_and_nothing_private(tmp_p
         assert covered in context and uncovered not in context and private not in context
         cli("revoke", grant["id"], "--actor", "alice")
         assert helper.call("find", {"near": "orchid", "k": 20}).structured_content["results"] == []
+
+
+def test_a_call_on_a_busy_store_is_exit_4_saying_what_a_client_can_do(tmp_path):
+    """A tool call has no --wait of its own: the busy answer says to retry, and that the server's
+    wait is set when it starts, not "--wait SECONDS" as on a command line."""
+    from tests.tamper import hold_writer_lock
+
+    store, env = tmp_path / "store", isolated_env(tmp_path / "home")
+    with McpServer(store, env=env, args=("--wait", "0")) as server:
+        assert not server.call("write", {"type": "fact", "text": "first"}).is_error
+        holder = hold_writer_lock(store)
+        try:
+            busy = server.call("write", {"type": "fact", "text": "second"})
+        finally:
+            holder.kill()
+            holder.wait()
+        assert busy.is_error and busy.structured_content["exit_code"] == 4, busy.content
+        line = busy.content[0].text
+        assert "is busy" in line and "set when it starts" in line and "--wait SECONDS" not in line, line
+        assert not server.call("write", {"type": "fact", "text": "second"}).is_error

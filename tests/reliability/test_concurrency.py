@@ -39,7 +39,7 @@ SEED = os.environ.get("CORTEXCTL_SOAK_SEED") or "22"
 WORDS = ("deploy", "key", "rotation", "walrus", "backup", "pipeline", "cache", "release", "schema", "token",
          "incident", "monitor", "budget", "latency", "replica", "shard")
 BUSY = re.compile(r"store .* is busy \([^)]*\); gave up after [0-9.]+s"
-                  r"( \(retry, or wait longer with --wait SECONDS\))?")  # the hint: on a line, not in JSON
+                  r"( \((retry, or wait longer with --wait SECONDS|retry the call; [^)]*)\))?")  # hint: on a line
 ANCHOR = "the anchor note that no writer changes"
 WRITERS = ("write", "update", "attest", "import", "mcp")
 IMPORT_STOPPED = re.compile(r"import stopped after (\d+) of (\d+) memories")
