@@ -179,7 +179,7 @@ def revoke(ctx: Context, target: str, *, types: Iterable[str] = (), tags: Iterab
             found = _by_scope(ctx.actor, live, target, codes, tag_list)
         if not found:
             scope = ("of type " + ",".join(type_name(c) for c in codes) if codes else "of any type") + \
-                (" tagged " + ",".join(tag_list) if tag_list else " and tag")
+                (" tagged " + ",".join(tag_list) if tag_list else " and any tag")
             what = f"to {target!r} {scope}" if codes or tag_list else \
                 f"{target!r} (a grant's ID, or a sub-agent's grant {scope})"
             raise NotFound(f"actor {ctx.actor!r} has no live grant {what}",

@@ -320,6 +320,7 @@ def test_revoke_by_sub_agent_and_exact_scope(cli, store):
         r = cli("revoke", *args)
         assert_clean_error(r, 3)
         assert "no live grant to" in r.err, r
+    assert "to 'bob' of type goal and any tag" in cli("revoke", "bob", "--type", "goal").err
     assert _journal_and_grants(store) == before
     r = cli("revoke", "bob", "--tag", "ops", "--json")
     assert r.code == 0 and r.json()["id"] == g["ops"] and r.json()["revoked_by"] == "alice", r
