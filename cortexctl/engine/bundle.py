@@ -249,7 +249,6 @@ def _backup(ctx: Context, dest: Path, keep: int, max_age: float, encrypt: bool, 
             progress: Progress | None, started: float) -> BackupResult:
     from cortexctl import __version__
     from cortexctl.store import bundle as sb
-
     from cortexctl.store import scratch
 
     _remove_stale_partials(dest)
@@ -275,7 +274,6 @@ def _backup(ctx: Context, dest: Path, keep: int, max_age: float, encrypt: bool, 
                 seal.seal_file(key, plain_path, partial / m["name"], m["name"])
                 plain_path.unlink()
                 step("seal", i + 1, len(members))
-            scratch.remove(plain)
         for m in members:
             path = partial / m["name"]
             m["bytes"] = path.stat().st_size
@@ -461,6 +459,7 @@ def opened(path: str | os.PathLike, areas: Sequence[Path], *, passphrase: str | 
     files go in a private directory in the store's scratch ``areas`` (``store/scratch.py``),
     removed afterwards."""
     from cortexctl.store import scratch
+
     root = Path(path).expanduser()
     if not root.exists():
         raise NotFound(f"no bundle at {root}")
