@@ -28,7 +28,8 @@ SCRYPT = {"n": 1 << 15, "r": 8, "p": 1}
 # The most key-derivation work a bundle may ask for, as n * r * p: twice what cortexctl writes.
 # A bundle's meta is not trusted until its key is proven, so a higher cost is refused before
 # deriving (scrypt at the largest parameters it would otherwise take runs for minutes).
-MAX_COST = 2 * SCRYPT["n"] * SCRYPT["r"] * SCRYPT["p"]
+WRITTEN_COST = SCRYPT["n"] * SCRYPT["r"] * SCRYPT["p"]
+MAX_COST = 2 * WRITTEN_COST
 
 
 def _aead(key: bytes):
@@ -52,7 +53,7 @@ def derive(passphrase: str, salt: bytes, params: dict | None = None) -> bytes:
         raise IntegrityError("bundle meta names key derivation parameters out of range")
     if n * r * par > MAX_COST:
         raise IntegrityError(f"bundle's key-derivation cost {n * r * par} exceeds the limit {MAX_COST} "
-                             "(n * r * p; this cortexctl writes {})".format(SCRYPT["n"] * SCRYPT["r"] * SCRYPT["p"]))
+                             f"(n * r * p; this cortexctl writes {WRITTEN_COST})")
     return Scrypt(salt=salt, length=32, n=n, r=r, p=par).derive(passphrase.encode("utf-8", "surrogatepass"))
 
 
