@@ -153,11 +153,6 @@ def _list(value: Any, field: str) -> list:
     return value
 
 
-def _shown(value: Any) -> str:
-    text = repr(value)
-    return text if len(text) <= 60 else text[:57] + "..."
-
-
 def prepare(obj: Any, actor: str, now: datetime, *, keep_actors: bool = False) -> Prepared:
     """Check one import object and build its rows; raises InvalidData naming the field.
 
@@ -168,7 +163,7 @@ def prepare(obj: Any, actor: str, now: datetime, *, keep_actors: bool = False) -
         raise InvalidData("expected a JSON object")
     type_name = obj.get("type")
     if not isinstance(type_name, str) or type_name not in TYPE_CODES:
-        raise InvalidData(f"type: {_shown(type_name)} is not one of {', '.join(TYPES)}")
+        raise InvalidData(f"type: {schema.shown(type_name)} is not one of {', '.join(TYPES)}")
     export_form = "versions" in obj
     allowed = EXPORT_KEYS if export_form else SHORT_KEYS
     for key in obj:
@@ -179,11 +174,11 @@ def prepare(obj: Any, actor: str, now: datetime, *, keep_actors: bool = False) -
     if obj.get("id") is not None:
         id_ = normalize_id_text(obj["id"]) if isinstance(obj["id"], str) else None
         if id_ is None or not is_id(id_):
-            raise InvalidData(f"id: {_shown(obj['id'])} is not a 26-character ID")
+            raise InvalidData(f"id: {schema.shown(obj['id'])} is not a 26-character ID")
     else:
         id_ = None
     if obj.get("uri") is not None and (id_ is None or obj["uri"] != memory_uri(id_)):
-        raise InvalidData(f"uri: {_shown(obj['uri'])} does not match id")
+        raise InvalidData(f"uri: {schema.shown(obj['uri'])} does not match id")
     owner = _text(obj["actor"], "actor") if obj.get("actor") is not None else actor
     if owner != actor and not keep_actors:
         raise InvalidData(

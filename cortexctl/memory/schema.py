@@ -82,7 +82,7 @@ def _float(value: Any) -> float | None:
 def _unit(field: str, value: Any) -> float:
     number = _float(value)
     if number is None or not 0 <= number <= 1:
-        raise InvalidData(f"{field}: {_show(value)} is not a number from 0 to 1")
+        raise InvalidData(f"{field}: {shown(value)} is not a number from 0 to 1")
     return number
 
 
@@ -91,31 +91,32 @@ def _opt_number(field: str, value: Any) -> float | None:
         return None
     number = _float(value)
     if number is None:
-        raise InvalidData(f"{field}: {_show(value)} is not a number")
+        raise InvalidData(f"{field}: {shown(value)} is not a number")
     return number
 
 
-def _show(value: Any) -> str:
+def shown(value: Any) -> str:
+    """A value as an error line quotes it: its repr, cut to 40 characters."""
     text = repr(value)
     return text if len(text) <= 40 else text[:37] + "..."
 
 
 def _count(field: str, value: Any) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < 0 or value >= 2**63:
-        raise InvalidData(f"{field}: {_show(value)} is not a whole number of 0 or more")
+        raise InvalidData(f"{field}: {shown(value)} is not a whole number of 0 or more")
     return value
 
 
 def _flag(field: str, value: Any) -> bool:
     if not isinstance(value, bool):
-        raise InvalidData(f"{field}: {_show(value)} is not true or false")
+        raise InvalidData(f"{field}: {shown(value)} is not true or false")
     return value
 
 
 def _enum(allowed: tuple[str, ...]) -> Callable[[str, Any], str]:
     def check(field: str, value: Any) -> str:
         if value not in allowed:
-            raise InvalidData(f"{field}: {_show(value)} is not one of {', '.join(allowed)}")
+            raise InvalidData(f"{field}: {shown(value)} is not one of {', '.join(allowed)}")
         return value
 
     check.allowed = allowed  # type: ignore[attr-defined]  # read by enum_fields (shell completion)
@@ -128,20 +129,20 @@ def parse_time(field: str, value: Any) -> str:
     A time without a zone is taken as UTC; a bare date means midnight UTC.
     """
     if not isinstance(value, str):
-        raise InvalidData(f"{field}: {_show(value)} is not an ISO 8601 time")
+        raise InvalidData(f"{field}: {shown(value)} is not an ISO 8601 time")
     text = value.strip()
     if text.endswith(("Z", "z")):
         text = text[:-1] + "+00:00"
     try:
         dt = datetime.fromisoformat(text)
     except ValueError:
-        raise InvalidData(f"{field}: {_show(value)} is not an ISO 8601 time (e.g. 2026-11-21T09:30:00Z)") from None
+        raise InvalidData(f"{field}: {shown(value)} is not an ISO 8601 time (e.g. 2026-11-21T09:30:00Z)") from None
     if dt.tzinfo is None:
         dt = dt.replace(tzinfo=timezone.utc)
     try:
         return format_time(dt)
     except (OverflowError, ValueError):
-        raise InvalidData(f"{field}: {_show(value)} is out of range once converted to UTC") from None
+        raise InvalidData(f"{field}: {shown(value)} is out of range once converted to UTC") from None
 
 
 def format_time(dt: datetime) -> str:
@@ -284,7 +285,7 @@ def normalize(type_name: str, data: dict[str, Any]) -> dict[str, Any]:
             )
     sv = data.get("schema_version", SCHEMA_VERSION)
     if sv != SCHEMA_VERSION or isinstance(sv, bool):
-        raise InvalidData(f"{type_name}.schema_version: {_show(sv)} is not {SCHEMA_VERSION}")
+        raise InvalidData(f"{type_name}.schema_version: {shown(sv)} is not {SCHEMA_VERSION}")
     out: dict[str, Any] = {"schema_version": SCHEMA_VERSION}
     for f in fields:
         path = f"{type_name}.{f.name}"
@@ -317,19 +318,19 @@ def coerce_cli_value(type_name: str, field: str, raw: str) -> Any:
         try:
             return float(raw)
         except ValueError:
-            raise InvalidData(f"{type_name}.{field}: {_show(raw)} is not a number") from None
+            raise InvalidData(f"{type_name}.{field}: {shown(raw)} is not a number") from None
     if check is _count:
         try:
             return int(raw)
         except ValueError:
-            raise InvalidData(f"{type_name}.{field}: {_show(raw)} is not a whole number") from None
+            raise InvalidData(f"{type_name}.{field}: {shown(raw)} is not a whole number") from None
     if check is _flag:
         low = raw.lower()
         if low in ("true", "yes", "1"):
             return True
         if low in ("false", "no", "0"):
             return False
-        raise InvalidData(f"{type_name}.{field}: {_show(raw)} is not true or false")
+        raise InvalidData(f"{type_name}.{field}: {shown(raw)} is not true or false")
     if check in (_text_list, _text_map):
         try:
             return check_nesting(json.loads(raw), f"{type_name}.{field}")
@@ -338,7 +339,7 @@ def coerce_cli_value(type_name: str, field: str, raw: str) -> Any:
         except ValueError:
             if check is _text_list:
                 return [s for s in raw.split(",") if s]
-            raise InvalidData(f"{type_name}.{field}: {_show(raw)} is not a JSON object") from None
+            raise InvalidData(f"{type_name}.{field}: {shown(raw)} is not a JSON object") from None
     return raw
 
 
