@@ -76,10 +76,17 @@ BUSY_HINT = "retry the call; the server waits for a busy store as long as its --
 
 
 def error_line(err: CortexError) -> str:
-    """The engine's one-line message, with its hint as the CLI shows it (a busy store's says what a
-    client can do: a call has no --wait of its own)."""
-    hint = BUSY_HINT if isinstance(err, StoreBusy) else err.hint
-    return err.message + (f" ({hint})" if hint else "")
+    """The engine's one-line message, with its hint as the CLI shows it."""
+    return err.message + (f" ({err.hint})" if err.hint else "")
+
+
+def _for_client(err: CortexError) -> CortexError:
+    """``err`` as a client is shown it: credentials hidden, and a busy store's hint saying what a
+    client can do (a call has no --wait of its own)."""
+    hide_credentials(err)
+    if isinstance(err, StoreBusy):
+        err.hint = BUSY_HINT
+    return err
 
 
 def validation_line(tool: str, exc: ValidationError) -> str:
@@ -104,7 +111,7 @@ class Serving:
             try:
                 doc = body(self.cx)
             except CortexError as err:
-                hide_credentials(err)
+                _for_client(err)
                 log.info("%s: %s", name, err.message)
                 return _failed(error_line(err), err.to_json())
             except Exception as exc:  # noqa: BLE001 - a bug must not take the server down
@@ -125,11 +132,9 @@ class Serving:
             try:
                 return body(self.cx)
             except NotFound as err:
-                hide_credentials(err)
-                raise ResourceNotFoundError(error_line(err)) from None
+                raise ResourceNotFoundError(error_line(_for_client(err))) from None
             except CortexError as err:
-                hide_credentials(err)
-                raise ResourceError(error_line(err)) from None
+                raise ResourceError(error_line(_for_client(err))) from None
 
 
 # -- tools, built from the operations (cortexctl/ops) ------------------------------------------------

@@ -155,4 +155,5 @@ def test_a_call_on_a_busy_store_is_exit_4_saying_what_a_client_can_do(tmp_path):
         assert busy.is_error and busy.structured_content["exit_code"] == 4, busy.content
         line = busy.content[0].text
         assert "is busy" in line and "set when it starts" in line and "--wait SECONDS" not in line, line
+        assert busy.structured_content["hint"] in line  # the document says the same
         assert not server.call("write", {"type": "fact", "text": "second"}).is_error
