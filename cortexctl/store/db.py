@@ -38,6 +38,7 @@ DB_NAME = "cortex.duckdb"
 LOCK_NAME = ".lock"
 # Files of the store that cortexctl creates (the database, its WAL, the lock, later the index).
 OWN_FILE_PREFIXES = ("cortex.", LOCK_NAME)
+SETTLE = 0.5  # seconds a reader looks again at a file that reads as damaged (``_open_reader``)
 
 
 def _load_for_writing() -> None:
@@ -225,6 +226,28 @@ class DuckStorage:
             raise self._busy("another process has it open for writing" if read_only else "another process has it open")
         return con
 
+    def _open_reader(self):
+        """A read-only connection and the schema's state. A file that reads as damaged is opened
+        again for ``SETTLE`` seconds before that is said (exit 7): under many writers a reader has
+        once met a sound store as cut short (a read past the end of the file), which a second look
+        did not; a damaged file stays damaged."""
+        from cortexctl.store import migrations
+
+        settle = time.monotonic() + SETTLE
+        while True:
+            try:
+                con = self._connect(read_only=True)
+                try:
+                    return con, migrations.state(con)
+                except BaseException as exc:
+                    con.close()
+                    _reraise_duckdb(exc, self.db_path)
+                    raise
+            except IntegrityError:
+                if time.monotonic() >= settle:
+                    raise
+                time.sleep(0.02)
+
     @contextmanager
     def _writer_lock(self, deadline: float) -> Iterator[None]:
         fd = os.open(self.lock_path, os.O_RDWR | os.O_CREAT, 0o600)
@@ -244,13 +267,7 @@ class DuckStorage:
         self.check_location()
         if not self.exists():
             raise NoStore(f"no store at {self.path}")
-        con = self._connect(read_only=True)
-        try:
-            state = migrations.state(con)
-        except BaseException as exc:
-            con.close()
-            _reraise_duckdb(exc, self.db_path)
-            raise
+        con, state = self._open_reader()
         if state == migrations.OLDER:
             con.close()
             with self.write():  # migrates forward, then reopen read-only
