@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any, Iterable
 
-from cortexctl.engine import semantic
+from cortexctl.engine import semantic, validtime
 from cortexctl.engine.context import Context
 from cortexctl.engine.results import FindQuery, HeadResult, Memory, VersionInfo, WriteResult, iso
 from cortexctl.engine.refs import check_owner, resolve
@@ -80,15 +80,19 @@ def write(
     session: str | None = None,
     provenance: dict | None = None,
     dedupe: bool = False,
+    supersedes: str | None = None,
 ) -> WriteResult:
     """Write a new memory; returns its URI, version 1 and journal seq.
 
     When a live memory of the actor has the same type and the same text (words compared
     in lower case), the result warns and names it; with ``dedupe`` it is returned instead
-    and nothing is written."""
+    and nothing is written. ``valid_from``/``valid_to`` among ``sets`` (or ``data``) are its valid
+    time (head fields, see ``engine/validtime.py``); ``supersedes``: a memory of the actor this one
+    replaces, in the same transaction (its interval ends where this one's begins: now by default)."""
     from cortexctl.memory.types import check_confidence
 
     type_code(type_name)
+    data, sets, times = _valid_times(data, sets)
     body = build_version(type_name, assemble(type_name, {}, text, data, sets), forms)
     tag_list = clean_tags(tags)
     frame_list = clean_frames(frames)
@@ -97,12 +101,17 @@ def write(
     conf = check_confidence(confidence, error=UsageError)
     if session is not None:
         check_name(session, "session")
+    if supersedes is not None:
+        parse_ref(supersedes)
     now = ctx.clock()
+    if supersedes is not None:
+        times.setdefault("valid_from", now)
+    validtime.check_interval(times.get("valid_from"), times.get("valid_to"))
     id_ = new_id()
     head = head_row(
         id_=id_, body=body, actor=ctx.actor, visibility=visibility, tags=tag_list,
         frames=frame_list, importance=importance, session=session, version=1,
-        created_at=now, updated_at=now, confidence=conf,
+        created_at=now, updated_at=now, confidence=conf, **times,
     )
     version = version_row(
         id_=id_, version=1, body=body, created_at=now, created_by=ctx.actor,
@@ -113,7 +122,14 @@ def write(
     last_key = 0
     term_ids = text_terms(body.search_text)
     payload = write_payload(head, [version])  # before the writer lock: less of the turn others wait for
-    with ctx.transaction() as tx:
+    with ctx.transaction(existing=supersedes is not None) as tx:
+        old = None
+        if supersedes is not None:
+            old = resolve(tx, ctx.viewer, supersedes)
+            check_owner(old, ctx.actor)
+            validtime.check_old(tx, old, None, head["valid_from"])
+            head["supersedes"] = old["id"]
+            payload = write_payload(head, [version])
         twin = _twin(tx, ctx.actor, body, term_ids)
         if twin is not None and dedupe:
             return WriteResult(id=twin["id"], version=twin["current_version"], seq=None, changed=False,
@@ -123,12 +139,25 @@ def write(
                             "(write --dedupe returns it instead of writing another)")
         tx.insert_memories([head], [version])
         seq = tx.append_journal([("write", now, ctx.actor, id_, payload)])
+        if old is not None:
+            validtime.close_old(ctx, tx, old, id_, head["valid_from"], now)
         tx.add_terms([(id_, term_ids)])
         if vector is not None:
             last_key = semantic.store_or_warn(tx, ctx.embedder, [id_], [1], vector, warnings)
         catch_up = ctx.embedder.remote or tx.maybe_pending(ctx.embedder.model)
     _after_write(ctx, warnings, last_key, catch_up)
     return WriteResult(id=id_, version=1, seq=seq, embedded=bool(last_key), warnings=warnings)
+
+
+def _valid_times(data: dict | None, sets: Iterable[str] | None) -> tuple[dict | None, list[str], dict]:
+    """(data, sets) without the valid times, and the valid times given (``sets`` win over ``data``):
+    head fields, not data (``engine/validtime.py``)."""
+    sets, times = validtime.split_sets(sets)
+    if isinstance(data, dict) and any(k in data for k in validtime.TIME_FIELDS):
+        given = {k: validtime.parse_valid_time(k, data[k]) for k in validtime.TIME_FIELDS if k in data}
+        data = {k: v for k, v in data.items() if k not in validtime.TIME_FIELDS}
+        times = {**given, **times}
+    return data, sets, times
 
 
 def _twin(tx: Tx, actor: str, body, term_ids: list[int]) -> dict | None:
@@ -187,13 +216,21 @@ def update(
     confidence: float | None = None,
     forms: dict | None = None,
     provenance: dict | None = None,
+    supersede: bool = False,
 ) -> WriteResult:
-    """Write a new version from the current one with the given changes."""
+    """Write a new version from the current one with the given changes. ``valid_from``/``valid_to``
+    among ``sets`` (or ``data``) change the valid time alone (an ``update_head``, no new version
+    when nothing else changes). ``supersede``: write a new memory instead (the same type, tags,
+    frames, importance, visibility and session; the current data with the changes) that
+    supersedes this one (``engine/validtime.py``)."""
     from cortexctl.memory.types import check_confidence
 
     conf = None if confidence is None else check_confidence(confidence, error=UsageError)
+    data, sets, times = _valid_times(data, sets)
     parse_ref(ref)
     ctx.embedder  # built before the writer lock, not in the turn other writers wait for
+    if supersede:
+        return _supersede_by_update(ctx, ref, text, data, sets, times, conf, forms, provenance)
     with ctx.transaction(existing=True) as tx:
         head = resolve(tx, ctx.viewer, ref)
         check_owner(head, ctx.actor)
@@ -207,13 +244,17 @@ def update(
         base = codec.decode(current["data"])
         body = build_version(type_name, assemble(type_name, base, text, data, sets), forms)
         new_conf = current["confidence"] if conf is None else conf
+        now = ctx.clock()
         if (
             body.data_bytes == current["data"]
             and new_conf == current["confidence"]
             and (not forms or (body.short, body.medium) == (current["short"], current["medium"]))
         ):
-            return WriteResult(id=head["id"], version=head["current_version"], seq=None, changed=False)
-        now = ctx.clock()
+            seq = validtime.set_times(ctx, tx, head, times, now)
+            return WriteResult(id=head["id"], version=head["current_version"], seq=seq, changed=seq is not None)
+        if times:
+            merged = {**head, **times}
+            validtime.check_interval(merged["valid_from"], merged["valid_to"])
         n = head["current_version"] + 1
         version = version_row(
             id_=head["id"], version=n, body=body, created_at=now, created_by=ctx.actor,
@@ -227,6 +268,7 @@ def update(
         )
         payload = codec.encode({"id": head["id"], **plain({"updated_at": now}), "version": plain(version)})
         seq = tx.append_journal([("update", now, ctx.actor, head["id"], payload)])
+        validtime.set_times(ctx, tx, {**head, "updated_at": now}, times, now)
         tx.replace_terms(head["id"], text_terms(body.search_text))
         tx.drop_vectors(head["id"])
         last_key = 0
@@ -238,6 +280,43 @@ def update(
         semantic.embed_pending(ctx, ids=[head["id"]], warnings=warnings)
     _after_write(ctx, warnings, last_key, ctx.embedder.remote)
     return WriteResult(id=head["id"], version=n, seq=seq, embedded=not warnings, warnings=warnings)
+
+
+def _supersede_by_update(ctx: Context, ref: str, text, data, sets, times: dict, conf, forms, provenance) -> WriteResult:
+    """``update --supersede``: a new memory from the current one with the changes, superseding it."""
+    with ctx.transaction(existing=True) as tx:
+        old = resolve(tx, ctx.viewer, ref)
+        check_owner(old, ctx.actor)
+        now = ctx.clock()
+        valid_from = times.get("valid_from") or now
+        validtime.check_old(tx, old, None, valid_from)
+        validtime.check_interval(valid_from, times.get("valid_to"))
+        type_name = stored_type(old["type"])
+        current = tx.versions(old["id"], old["current_version"])[0]
+        body = build_version(type_name, assemble(type_name, codec.decode(current["data"]), text, data, sets), forms)
+        new_conf = current["confidence"] if conf is None else conf
+        id_ = new_id()
+        head = head_row(
+            id_=id_, body=body, actor=ctx.actor, visibility=old["visibility"], tags=list(old["tags"]),
+            frames=list(old["frames"]), importance=old["importance"], session=old["session"], version=1,
+            created_at=now, updated_at=now, confidence=new_conf, valid_from=valid_from,
+            valid_to=times.get("valid_to"), supersedes=old["id"],
+        )
+        version = version_row(id_=id_, version=1, body=body, created_at=now, created_by=ctx.actor,
+                              confidence=new_conf, provenance=provenance or {"via": "update", "supersedes": old["id"]})
+        tx.insert_memories([head], [version])
+        seq = tx.append_journal([("write", now, ctx.actor, id_, write_payload(head, [version]))])
+        validtime.close_old(ctx, tx, old, id_, valid_from, now)
+        tx.add_terms([(id_, text_terms(body.search_text))])
+        last_key = 0
+        warnings: list[str] = []
+        if not ctx.embedder.remote:
+            vector = [ctx.embedder.embed_bytes(body.search_text)]
+            last_key = semantic.store_or_warn(tx, ctx.embedder, [id_], [1], vector, warnings)
+    if ctx.embedder.remote:
+        semantic.embed_pending(ctx, ids=[id_], warnings=warnings)
+    _after_write(ctx, warnings, last_key, ctx.embedder.remote)
+    return WriteResult(id=id_, version=1, seq=seq, embedded=not warnings, warnings=warnings, supersedes=old["id"])
 
 
 def _change_head(ctx: Context, ref: str, change) -> HeadResult:

@@ -149,13 +149,14 @@ class WriteResult:
     changed: bool = True
     embedded: bool = True  # False: the memory waits for its embedding (see reindex)
     warnings: list[str] = field(default_factory=list)
+    supersedes: str | None = None  # update --supersede: the memory this new one supersedes
 
     @property
     def uri(self) -> str:
         return memory_uri(self.id)
 
     def to_json(self) -> dict:
-        return {
+        doc = {
             "uri": self.uri,
             "version_uri": memory_uri(self.id, self.version),
             "id": self.id,
@@ -165,6 +166,28 @@ class WriteResult:
             "embedding": "stored" if self.embedded else "pending",
             "warnings": self.warnings,
         }
+        if self.supersedes is not None:
+            doc["supersedes"] = self.supersedes
+        return doc
+
+
+@dataclass
+class SupersedeResult:
+    """A supersede: ``new`` replaces ``old``, whose valid interval ends at ``valid_to``."""
+
+    old: str
+    new: str
+    valid_to: datetime | None
+    seq: int | None  # the old memory's journal entry (None: the pair was already linked)
+    changed: bool
+
+    def to_json(self) -> dict:
+        return {"uri": memory_uri(self.old), "id": self.old, "superseded_by": self.new,
+                "superseded_by_uri": memory_uri(self.new), "valid_to": iso(self.valid_to), "seq": self.seq,
+                "changed": self.changed}
+
+    def text(self) -> str:
+        return f"{memory_uri(self.old)} superseded by {memory_uri(self.new)} (valid to {iso(self.valid_to)})"
 
 
 @dataclass

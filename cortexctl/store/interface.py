@@ -38,7 +38,10 @@ HEAD_FIELDS = (
     "current_version", "created_at", "updated_at", "short", "medium",
     "tombstone_reason", "tombstoned_at", "tombstoned_by",
     "access_count", "citations", "last_used", "confidence",
+    "valid_from", "valid_to", "supersedes", "superseded_by",
 )
+# Valid time and the supersede links (head fields: changed by ``update_head`` entries, never by a version).
+VALID_FIELDS = ("valid_from", "valid_to", "supersedes", "superseded_by")
 VERSION_FIELDS = (
     "id", "version", "type", "data", "hash", "created_at", "created_by", "confidence",
     "provenance", "short", "medium", "forms_override",

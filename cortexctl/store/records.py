@@ -29,6 +29,7 @@ _SQL_TYPES = {
     "ref": "VARCHAR", "payload": "BLOB", "verb": "VARCHAR",
     "granter": "VARCHAR", "subagent": "VARCHAR", "types": "UTINYINT[]", "expires_at": "TIMESTAMP",
     "revoked_at": "TIMESTAMP", "revoked_by": "VARCHAR",
+    "valid_from": "TIMESTAMP", "valid_to": "TIMESTAMP", "supersedes": "VARCHAR", "superseded_by": "VARCHAR",
 }
 
 
