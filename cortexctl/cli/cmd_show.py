@@ -20,6 +20,12 @@ def _show(out, shown) -> None:
     out.line(f"hash: {m.hash}")
     if m.tombstone:
         out.line(f"forgotten: {iso(m.tombstone.at)} by {m.tombstone.by}: {m.tombstone.reason}")
+    if m.valid_from is not None or m.valid_to is not None:
+        out.line(f"valid: {iso(m.valid_from) or '-'} to {iso(m.valid_to) or '-'}")
+    if m.supersedes is not None:
+        out.line(f"supersedes: cortex://m/{m.supersedes}")
+    if m.superseded_by is not None:
+        out.line(f"superseded by: cortex://m/{m.superseded_by}")
     out.line()
     out.line(m.form(form))
 
@@ -32,6 +38,12 @@ def _history(out, history) -> None:
         [(f"{v.version}{'*' if v.current else ''}", iso(v.created_at), v.created_by, v.hash[:12], v.short)
          for v in history.versions],
     )
+    if history.chain:
+        out.line()
+        out.line("supersede chain (oldest first):")
+        out.table(["", "memory", "valid from", "valid to", "short form"],
+                  [("*" if c.this else "", f"cortex://m/{c.id}" + ("†" if c.tombstoned else ""),
+                    iso(c.valid_from) or "-", iso(c.valid_to) or "-", c.short) for c in history.chain])
 
 
 COMMANDS = [

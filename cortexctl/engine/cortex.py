@@ -199,6 +199,12 @@ class Cortex:
         """Every version of a memory, oldest first."""
         return memories.history(self.context, ref)
 
+    def chain(self, ref: str) -> list:
+        """The supersede chain through a memory, oldest first ([] when it has no link)."""
+        from cortexctl.engine import validtime
+
+        return validtime.chain(self.context, ref)
+
     def find(self, query: FindQuery) -> list[FindHit]:
         """The best memories for the query by the three lanes (see ``engine/find.py``)."""
         return self.find_with_warnings(query)[0]

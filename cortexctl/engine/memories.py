@@ -9,6 +9,7 @@ the ``Context`` it runs in.
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any, Iterable
 
 from cortexctl.engine import semantic, validtime
@@ -454,6 +455,9 @@ def find_filters(ctx: Context, query: FindQuery) -> Filters:
         types, tags = (type_code("event"),), tuple(sorted({*tags, "session-summary"}))
     if query.session is not None:
         check_name(query.session, "session")
+    valid_at = query.valid_at
+    if valid_at is not None and not isinstance(valid_at, datetime):
+        valid_at = validtime.parse_valid_time("valid_at", valid_at)
     filters = Filters(
         actor=ctx.actor,
         types=types,
@@ -461,6 +465,9 @@ def find_filters(ctx: Context, query: FindQuery) -> Filters:
         frames=tuple(parse_frame_filter(f) for f in query.frames),
         include_tombstoned=query.include_tombstoned,
         session=query.session,
+        valid_at=valid_at,
+        # by default, what has ended (superseded, or past its valid_to) is left out; --valid-at asks instead
+        ended_by=None if query.include_superseded or valid_at is not None else ctx.clock(),
     )
     if isinstance(query.k, bool) or not isinstance(query.k, int) or not 1 <= query.k <= MAX_K:
         raise UsageError(f"k must be from 1 to {MAX_K} (got {query.k!r})", field="k")
@@ -491,5 +498,6 @@ def memory_of(head: dict, v: dict) -> Memory:
         version_created_at=v["created_at"], created_by=v["created_by"], confidence=v["confidence"],
         provenance=provenance_of(v), hash=v["hash"].hex(), forms_override=v["forms_override"],
         tombstone=tombstone_of(head), access_count=head["access_count"], citations=head["citations"],
-        last_used=head["last_used"],
+        last_used=head["last_used"], valid_from=head["valid_from"], valid_to=head["valid_to"],
+        supersedes=head["supersedes"], superseded_by=head["superseded_by"],
     )

@@ -20,7 +20,7 @@ from typing import Any, Iterable
 
 from cortexctl.engine.context import Context
 from cortexctl.engine.refs import check_owner, resolve
-from cortexctl.engine.results import SupersedeResult, iso
+from cortexctl.engine.results import ChainLink, SupersedeResult, iso
 from cortexctl.engine.rows import plain, to_naive
 from cortexctl.errors import InvalidData, Tombstoned, UsageError
 from cortexctl.memory import codec
@@ -55,7 +55,7 @@ def check_interval(valid_from: datetime | None, valid_to: datetime | None, what:
     """InvalidData when the interval ends before (or when) it begins."""
     if valid_from is not None and valid_to is not None and valid_to <= valid_from:
         raise InvalidData(f"{what} {iso(valid_to)} is not after valid_from {iso(valid_from)}: "
-                          "a valid interval must end after it begins", field="valid_to")
+                          "a valid interval must end after it begins")
 
 
 def _live(head: dict, verb: str) -> None:
@@ -69,10 +69,10 @@ def check_old(tx: Tx, old: dict, new_id: str | None, new_from: datetime) -> None
     interval begins at ``new_from``. A pair already linked passes (the caller makes no change)."""
     _live(old, "be superseded")
     if old["superseded_by"] is not None and old["superseded_by"] != new_id:
-        raise InvalidData(f"memory {old['id']} is already superseded by {old['superseded_by']}", field="ref")
+        raise InvalidData(f"memory {old['id']} is already superseded by {old['superseded_by']}")
     if old["valid_from"] is not None and old["valid_from"] > new_from:
         raise InvalidData(f"memory {old['id']} is valid from {iso(old['valid_from'])}, after the new memory's "
-                          f"valid_from {iso(new_from)}: its interval would end before it begins", field="ref")
+                          f"valid_from {iso(new_from)}: its interval would end before it begins")
     if new_id is not None:
         _no_cycle(tx, old["id"], new_id)
 
@@ -87,7 +87,7 @@ def _no_cycle(tx: Tx, old_id: str, new_id: str) -> None:
             return
         if nxt == old_id or nxt in seen or len(seen) > MAX_CHAIN:
             raise InvalidData(f"memory {new_id} is already superseded, through its chain, by {old_id}: "
-                              "linking them would make a cycle", field="by")
+                              "linking them would make a cycle")
         seen.add(nxt)
         at = nxt
 
@@ -126,7 +126,7 @@ def supersede(ctx: Context, old_ref: str, new_ref: str) -> SupersedeResult:
         old = resolve(tx, ctx.viewer, old_ref)
         new = resolve(tx, ctx.viewer, new_ref)
         if old["id"] == new["id"]:
-            raise UsageError(f"memory {old['id']} cannot supersede itself", field="by")
+            raise UsageError(f"memory {old['id']} cannot supersede itself")
         check_owner(old, ctx.actor)
         check_owner(new, ctx.actor)
         _live(new, "supersede another memory")
@@ -135,7 +135,7 @@ def supersede(ctx: Context, old_ref: str, new_ref: str) -> SupersedeResult:
             _live(old, "be superseded")
         else:
             if new["supersedes"] is not None and new["supersedes"] != old["id"]:
-                raise InvalidData(f"memory {new['id']} already supersedes {new['supersedes']}", field="by")
+                raise InvalidData(f"memory {new['id']} already supersedes {new['supersedes']}")
             now = ctx.clock()
             new_from = new["valid_from"] or now
             check_old(tx, old, new["id"], new_from)
@@ -146,5 +146,29 @@ def supersede(ctx: Context, old_ref: str, new_ref: str) -> SupersedeResult:
     return SupersedeResult(old=old["id"], new=new["id"], valid_to=old["valid_to"], seq=seq, changed=seq is not None)
 
 
-__all__ = ["TIME_FIELDS", "parse_valid_time", "split_sets", "check_interval", "check_old", "close_old", "set_times",
+def chain(ctx: Context, ref: str) -> list[ChainLink]:
+    """The supersede chain through a memory, oldest first: the memories it supersedes, one by one,
+    then itself, then those that superseded it (only those the actor may see; [] when it has no link)."""
+    parse_ref(ref)
+    with ctx.reading() as tx:
+        head = resolve(tx, ctx.viewer, ref)
+        if head["supersedes"] is None and head["superseded_by"] is None:
+            return []
+        links = {head["id"]: head}
+        back: list[dict] = []
+        forward: list[dict] = []
+        for field, out in (("supersedes", back), ("superseded_by", forward)):
+            at = head
+            while at[field] is not None and at[field] not in links and len(links) < MAX_CHAIN:
+                got = tx.heads_by_ids([at[field]], ctx.viewer)
+                if not got:
+                    break
+                links[got[0]["id"]] = at = got[0]
+                out.append(at)
+    return [ChainLink(id=h["id"], short=h["short"], valid_from=h["valid_from"], valid_to=h["valid_to"],
+                      tombstoned=h["tombstoned_at"] is not None, this=h["id"] == head["id"])
+            for h in [*reversed(back), head, *forward]]
+
+
+__all__ = ["chain", "TIME_FIELDS", "parse_valid_time", "split_sets", "check_interval", "check_old", "close_old", "set_times",
            "supersede"]

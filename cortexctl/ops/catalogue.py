@@ -35,12 +35,14 @@ def _forms(short: str | None, medium: str | None) -> dict | None:
 
 
 # -- engine calls: functions of a Cortex and the parameters, answering a result document ------------
-def _find(cx, *, near, types, tags, frames, k, budget_tokens, form, session, summaries, include_tombstoned):
+def _find(cx, *, near, types, tags, frames, k, budget_tokens, form, session, summaries, include_tombstoned,
+          include_superseded=False, valid_at=None):
     from cortexctl.engine.documents import FindAnswer
     from cortexctl.engine.results import FindQuery
 
     query = FindQuery(types=types, tags=tags, frames=frames, include_tombstoned=include_tombstoned, k=k, form=form,
-                      near=near, budget_tokens=budget_tokens, session=session, summaries=summaries)
+                      near=near, budget_tokens=budget_tokens, session=session, summaries=summaries,
+                      include_superseded=include_superseded, valid_at=valid_at)
     return FindAnswer(*cx.find_with_warnings(query))
 
 
@@ -93,7 +95,7 @@ def _healthcheck(cx):
 def _history(cx, *, ref):
     from cortexctl.engine.documents import History
 
-    return History(cx.history(ref))
+    return History(cx.history(ref), cx.chain(ref))
 
 
 def _checkpoint_list(cx, *, intent):
@@ -167,6 +169,10 @@ OPERATIONS: list[Operation] = [
             Param("session", "Only this session's memories (zoom in).", metavar="ID"),
             Param("summaries", "Only session summaries (zoom out).", type=bool, default=False),
             Param("include_tombstoned", "Also forgotten memories.", type=bool, default=False),
+            Param("include_superseded", "Also memories whose valid time has ended (superseded, or past their "
+                  "valid_to); each result says superseded_by and ended.", type=bool, default=False),
+            Param("valid_at", "Only memories valid at this time (RFC 3339 or a date): valid_from at or before it, "
+                  "valid_to after it (unset ends are open).", metavar="T"),
         ), **RO,
         tool=Tool("Find memories", "Find memories by meaning (near), type, tag and frame. Three lanes (lexical, "
                   "semantic, salience) are merged; each result says which lanes found it and why it ranked, and "

@@ -302,7 +302,7 @@ def result_rows(con, ids: Sequence[str], form: str) -> dict[str, dict]:
     if form not in ("short", "medium"):
         raise ValueError(form)
     cols = ("id", "type", "current_version", "tags", "frames", "importance", "visibility", "actor",
-            "updated_at", "tombstoned_at")
+            "updated_at", "tombstoned_at", "valid_from", "valid_to", "supersedes", "superseded_by")
     rows = con.execute(
         f"SELECT {', '.join('h.' + c for c in cols)}, h.{form} FROM heads h WHERE h.id IN {id_list(ids)}"
     ).fetchall()
