@@ -385,6 +385,10 @@ class Integrity(Protocol):
     def frame_mismatches(self) -> list[tuple]:
         """(id, frame, side) where the frame index and the heads' frames differ."""
 
+    def valid_links(self) -> list[tuple]:
+        """(id, valid_from, valid_to, supersedes, superseded_by) of every head holding any of the last
+        four, in ID order."""
+
     def journal_gaps(self) -> list[tuple[int, int]]:
         """(seq, next seq) wherever the sequence skips."""
 
