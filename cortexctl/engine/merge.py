@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING
 from cortexctl.engine.rows import plain, write_payload
 from cortexctl.errors import IntegrityError
 from cortexctl.memory import codec
+from cortexctl.store.interface import VALID_FIELDS
 
 if TYPE_CHECKING:
     from cortexctl.engine.context import Context
@@ -166,6 +167,9 @@ def _advance(tx, ctx: Context, now, mine: dict, theirs: dict, versions: list[dic
     if mine["tombstoned_at"] is not None:  # forgotten here: stays forgotten
         for k in ("tombstone_reason", "tombstoned_at", "tombstoned_by"):
             fields.pop(k, None)
+    for k in VALID_FIELDS:  # a valid time or link set here stays (a bundle from before them has none)
+        if fields.get(k, 0) is None:
+            fields.pop(k)
     if fields:
         tx.update_head(mine["id"], fields)
         kind = "tombstone" if "tombstoned_at" in fields else "update_head"
