@@ -50,6 +50,9 @@ COMMANDS = [
     command_for(
         lookup("show"), ("show",), "Show one memory (its latest version unless --version).", positional=("ref",),
         human=_show,
+        notes="A memory with a valid time or a supersede link shows them: valid FROM to TO,\n"
+              "supersedes (the memory it replaced) and superseded by (the one that replaced it);\n"
+              "--json: valid_from, valid_to, supersedes, superseded_by (null when unset).",
         examples=(
             "cortexctl show 01JD3K",
             "cortexctl show cortex://m/01JD3KQ5ZC8M3V6W4Y2T7N9R0B/v/1",
@@ -61,6 +64,8 @@ COMMANDS = [
     command_for(
         lookup("history"), ("history",), "List every version of a memory, oldest first.", positional=("ref",),
         human=_history,
+        notes="A memory in a supersede chain (see cortexctl supersede) also lists the chain,\n"
+              "oldest first, each memory with its valid interval (--json: chain).",
         examples=("cortexctl history 01JD3K", "cortexctl history 01JD3K --jsonl"),
         exits=(0, 2, 3, 4, 7),
     ),
