@@ -117,3 +117,19 @@ def test_the_search_snapshot_and_its_delta_hide_what_a_supersede_ended(tmp_path)
     snapshot.remove(store)  # and DuckDB alone answers the same
     assert _found(cx) == {b} and _found(cx, include_superseded=True) == {a, b, dated}
     shutil.rmtree(tmp_path / "unused", ignore_errors=True)
+
+
+def test_export_then_import_keeps_valid_times_and_links(tmp_path):
+    cx = Cortex(store=tmp_path / "source", actor="alice")
+    old, new = _linked(cx)
+    dated = cx.write("fact", "Office closed", sets=["valid_from=2026-12-24", "valid_to=2026-12-27"]).id
+    cx.export_jsonl(tmp_path / "out.jsonl")
+    back = Cortex(store=tmp_path / "copy", actor="alice")
+    with open(tmp_path / "out.jsonl", "rb") as fh:
+        back.import_jsonl(fh)
+    for id_ in (old, new, dated):
+        a, b = cx.show(id_), back.show(id_)
+        assert (a.valid_from, a.valid_to, a.supersedes, a.superseded_by) == \
+            (b.valid_from, b.valid_to, b.supersedes, b.superseded_by)
+    assert back.show(old).superseded_by == new and _found(back) == {new, dated}
+    assert_store_verifies(tmp_path / "copy")
