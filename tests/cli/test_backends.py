@@ -9,31 +9,8 @@ from __future__ import annotations
 
 import pytest
 
+from tests.backends import location, ok as _ok, run  # noqa: F401 (fixtures)
 from tests.conftest import run_in_process
-
-BACKENDS = ["duckdb", "postgres"]
-
-
-@pytest.fixture(params=BACKENDS)
-def location(request, tmp_path) -> str:
-    if request.param == "duckdb":
-        return str(tmp_path / "store")
-    from tests.pg import store_uri
-
-    return store_uri("cli")
-
-
-@pytest.fixture
-def run(location):
-    def go(*args, input=None, env=None):
-        return run_in_process(location, *args, input=input, env=env)
-
-    return go
-
-
-def _ok(r):
-    assert r.code == 0, r
-    return r
 
 
 def test_write_find_show_and_history_answer_the_same_on_both_backends(run):

@@ -7,31 +7,8 @@ from __future__ import annotations
 import pytest
 
 from tests import tamper
-from tests.conftest import assert_clean_error, run_in_process
-
-BACKENDS = ["duckdb", "postgres"]
-
-
-@pytest.fixture(params=BACKENDS)
-def location(request, tmp_path) -> str:
-    if request.param == "duckdb":
-        return str(tmp_path / "store")
-    from tests.pg import store_uri
-
-    return store_uri("valid")
-
-
-@pytest.fixture
-def run(location):
-    def go(*args, input=None, env=None):
-        return run_in_process(location, *args, input=input, env=env)
-
-    return go
-
-
-def _ok(r):
-    assert r.code == 0, r
-    return r
+from tests.backends import location, ok as _ok, run  # noqa: F401 (fixtures)
+from tests.conftest import assert_clean_error
 
 
 def _id(uri: str) -> str:
