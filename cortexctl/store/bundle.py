@@ -358,3 +358,10 @@ def bundle_grants(con) -> list[dict]:
         row["types"], row["tags"] = [int(t) for t in row["types"]], [str(t) for t in row["tags"]]
         out.append(row)
     return out
+
+
+def bundle_links(con) -> list[tuple]:
+    """Valid times and supersede links of the attached bundle's heads that hold any (``BundleIO.bundle_links``)."""
+    return [tuple(r) for r in con.execute(
+        "SELECT id, valid_from, valid_to, supersedes, superseded_by FROM bundle_heads WHERE valid_from IS NOT NULL"
+        " OR valid_to IS NOT NULL OR supersedes IS NOT NULL OR superseded_by IS NOT NULL ORDER BY id").fetchall()]

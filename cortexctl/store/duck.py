@@ -408,5 +408,10 @@ class DuckTx(Lanes):
 
         return bundle.bundle_grants(self.con)
 
+    def bundle_links(self) -> list[tuple]:
+        from cortexctl.store import bundle
+
+        return bundle.bundle_links(self.con)
+
 
 __all__ = ["DuckTx"]

@@ -456,6 +456,10 @@ class BundleIO(Protocol):
     def bundle_grants(self) -> list[dict]:
         """Every grant row of the attached bundle (none for a bundle from before grants)."""
 
+    def bundle_links(self) -> list[tuple]:
+        """(id, valid_from, valid_to, supersedes, superseded_by) of the attached bundle's heads holding any
+        of the last four, in ID order (none for a bundle from before them)."""
+
 
 class Tx(Records, Journal, Listing, LexicalSearch, VectorSearch, Feedback, Grants, Integrity, BundleIO, Protocol):
     """One transaction (or, from ``Storage.reading``, one read-only view) on a store: every

@@ -116,7 +116,6 @@ def test_the_search_snapshot_and_its_delta_hide_what_a_supersede_ended(tmp_path)
     assert hits[a].superseded_by == b and hits[a].ended and not hits[b].ended
     snapshot.remove(store)  # and DuckDB alone answers the same
     assert _found(cx) == {b} and _found(cx, include_superseded=True) == {a, b, dated}
-    shutil.rmtree(tmp_path / "unused", ignore_errors=True)
 
 
 def test_export_then_import_keeps_valid_times_and_links(tmp_path):
@@ -133,3 +132,19 @@ def test_export_then_import_keeps_valid_times_and_links(tmp_path):
             (b.valid_from, b.valid_to, b.supersedes, b.superseded_by)
     assert back.show(old).superseded_by == new and _found(back) == {new, dated}
     assert_store_verifies(tmp_path / "copy")
+
+
+def test_a_merge_brings_a_supersede_made_on_the_other_side(tmp_path):
+    here = Cortex(store=tmp_path / "here", actor="alice")
+    old = here.write("fact", "The deploy key rotates monthly").id
+    shutil.copytree(tmp_path / "here", tmp_path / "there")
+    there = Cortex(store=tmp_path / "there", actor="alice")
+    new = there.write("fact", "The deploy key rotates weekly", supersedes=old).id
+    bundle = Path(there.backup(dest=tmp_path / "bundles").path)
+    here.restore(bundle, mode="merge")
+    assert here.show(old).superseded_by == new and here.show(new).supersedes == old
+    assert here.show(old).valid_to == here.show(new).valid_from
+    assert _found(here) == {new}
+    assert_store_verifies(tmp_path / "here")
+    here.restore(bundle, mode="merge")  # twice is once
+    assert_store_verifies(tmp_path / "here")

@@ -617,7 +617,7 @@ FROM_DUCKDB = (
     "lexical_mismatches", "stray_terms", "vector_problems", "ref_counts", "health_counts",
     # BundleIO
     "table_counts", "version_digest", "attach_bundle", "bundle_plan", "bundle_memories", "heads_of",
-    "bundle_missing_checkpoints", "bundle_grants",
+    "bundle_missing_checkpoints", "bundle_grants", "bundle_links",
     # the DuckDB backend's own reads (store/vector_index.py)
     "vectors_for", "iter_vectors", "vectors_between", "count_vectors", "dropped_keys", "clear_dropped",
 )
