@@ -93,13 +93,15 @@ def _no_cycle(tx: Tx, old_id: str, new_id: str) -> None:
 
 
 def close_old(ctx: Context, tx: Tx, old: dict, new_id: str, new_from: datetime, now: datetime) -> int:
-    """End ``old``'s interval at ``new_from`` and link it to ``new_id`` (journaled); returns the entry's seq."""
+    """End ``old``'s interval at ``new_from`` and link it to ``new_id`` (journaled); returns the entry's seq.
+    Its ``updated_at`` stays: being superseded is no change of its own (nor a reason to rank it as recent)."""
     fields = {"valid_to": new_from, "superseded_by": new_id}
-    return _set_head(ctx, tx, old, fields, now)
+    return _set_head(ctx, tx, old, fields, now, touch=False)
 
 
-def _set_head(ctx: Context, tx: Tx, head: dict, fields: dict, now: datetime) -> int:
-    fields = {**fields, "updated_at": now}
+def _set_head(ctx: Context, tx: Tx, head: dict, fields: dict, now: datetime, *, touch: bool = True) -> int:
+    if touch:
+        fields = {**fields, "updated_at": now}
     tx.update_head(head["id"], fields)
     payload = codec.encode({"id": head["id"], **plain(fields)})
     return tx.append_journal([("update_head", now, ctx.actor, head["id"], payload)])

@@ -148,3 +148,17 @@ def test_a_merge_brings_a_supersede_made_on_the_other_side(tmp_path):
     assert_store_verifies(tmp_path / "here")
     here.restore(bundle, mode="merge")  # twice is once
     assert_store_verifies(tmp_path / "here")
+
+
+def test_being_superseded_does_not_make_the_old_memory_recent(tmp_path):
+    from datetime import datetime, timedelta
+
+    cx = Cortex(store=tmp_path / "store", actor="alice")
+    t0 = datetime(2026, 1, 1)
+    cx.context.clock = lambda: t0
+    old = cx.write("fact", "Builds run on runner-1").id
+    cx.context.clock = lambda: t0 + timedelta(days=30)
+    new = cx.write("fact", "Builds run on runner-2", supersedes=old).id
+    assert cx.show(old).updated_at == t0 and cx.show(old).valid_to == t0 + timedelta(days=30)
+    assert cx.show(new).valid_from == t0 + timedelta(days=30)
+    assert_store_verifies(tmp_path / "store")
