@@ -120,7 +120,7 @@ def changes(ctx: Context, *, since: str, until: str | None = None, kinds: Iterab
     wanted = tuple(dict.fromkeys(kinds or ()))
     for k in wanted:
         if k not in KINDS:
-            raise UsageError(f"kind must be one of {', '.join(KINDS)} (got {k!r})", field="kinds")
+            raise UsageError(f"kinds must each be one of {', '.join(KINDS)} (got {k!r})", field="kinds")
     if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_LIMIT):
         raise UsageError(f"limit must be a whole number from 1 to {MAX_LIMIT} (got {limit!r})", field="limit")
     keep = set(wanted or KINDS)
