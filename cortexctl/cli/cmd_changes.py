@@ -53,7 +53,7 @@ def changes(config, *, since, until, kinds, limit, quiet, store, actor, wait, js
     if not found:
         out.hint(f"cortexctl: nothing changed {span}")
     elif log.more:
-        out.hint(f"cortexctl: more changes follow (--limit {limit}); run again with --since {iso(found[-1].at)}")
+        out.hint(f"cortexctl: the first {len(found)} changes; more follow (raise --limit to see them)")
     return status
 
 

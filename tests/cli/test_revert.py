@@ -6,24 +6,8 @@ from __future__ import annotations
 import pytest
 
 from cortexctl import Cortex
-from tests.conftest import assert_clean_error, run_in_process
+from tests.conftest import assert_clean_error, assert_refused, cli_state
 
-
-@pytest.fixture(params=["duckdb", "postgres"])
-def location(request, tmp_path) -> str:
-    if request.param == "duckdb":
-        return str(tmp_path / "store")
-    from tests.pg import store_uri
-
-    return store_uri("revert")
-
-
-@pytest.fixture
-def run(location):
-    def go(*args, input=None, env=None):
-        return run_in_process(location, *args, input=input, env=env)
-
-    return go
 
 
 def _ok(r):
@@ -32,69 +16,64 @@ def _ok(r):
 
 
 @pytest.fixture
-def key(run) -> str:
+def key(backend_cli) -> str:
     """A fact with three versions: v1 monthly (own short form, confidence 0.9), v2 weekly (forms
     rendered, confidence 1), v3 weekly with confidence 0.6."""
-    uri = _ok(run("write", "fact", "The deploy key rotates monthly", "--short-form", "deploy key: monthly",
-                  "--confidence", "0.9", "--tag", "ops")).out.strip()
+    uri = _ok(backend_cli("write", "fact", "The deploy key rotates monthly", "--short-form",
+                          "deploy key: monthly", "--confidence", "0.9", "--tag", "ops")).out.strip()
     id_ = uri.rsplit("/", 1)[-1]
-    _ok(run("update", id_, "The deploy key rotates weekly", "--confidence", "1"))
-    _ok(run("update", id_, "--confidence", "0.6"))
+    _ok(backend_cli("update", id_, "The deploy key rotates weekly", "--confidence", "1"))
+    _ok(backend_cli("update", id_, "--confidence", "0.6"))
     return id_
 
 
-def _show(run, ref: str, version: int | None = None) -> dict:
+def _show(backend_cli, ref: str, version: int | None = None) -> dict:
     args = ("--version", str(version)) if version else ()
-    return _ok(run("show", ref, *args, "--json")).json()
+    return _ok(backend_cli("show", ref, *args, "--json")).json()
 
 
-def test_revert_writes_a_new_version_equal_to_the_old_one_and_keeps_history(run, key):
-    r = _ok(run("revert", key, "--to", "1", "--json")).json()
+def test_revert_writes_a_new_version_equal_to_the_old_one_and_keeps_history(backend_cli, key):
+    r = _ok(backend_cli("revert", key, "--to", "1", "--json")).json()
     assert (r["version"], r["changed"]) == (4, True)
-    v1, v4 = _show(run, key, 1), _show(run, key)
+    v1, v4 = _show(backend_cli, key, 1), _show(backend_cli, key)
     assert v4["version"] == v4["current_version"] == 4
     for field in ("data", "forms", "confidence", "hash", "forms_override", "type"):
         assert v4[field] == v1[field], field
     assert v4["forms"]["short"] == "deploy key: monthly" and v4["confidence"] == 0.9
     assert v4["provenance"] == {"via": "revert", "reverted_to": 1}
     assert v4["tags"] == ["ops"]
-    history = _ok(run("history", key, "--json")).json()["versions"]
+    history = _ok(backend_cli("history", key, "--json")).json()["versions"]
     assert [v["version"] for v in history] == [1, 2, 3, 4]
-    assert _show(run, key, 3)["data"]["statement"] == "The deploy key rotates weekly"
+    assert _show(backend_cli, key, 3)["data"]["statement"] == "The deploy key rotates weekly"
     # journaled as an update; find reads the reverted text by its words
-    change = _ok(run("changes", "--since", "1d", "--kind", "updated", "--json")).json()["changes"][-1]
+    change = _ok(backend_cli("changes", "--since", "1d", "--kind", "updated", "--json")).json()["changes"][-1]
     assert (change["kind"], change["version"], change["text"]) == ("updated", 4, "deploy key: monthly")
-    found = _ok(run("find", "--near", "monthly", "--json")).json()["results"]
+    found = _ok(backend_cli("find", "--near", "monthly", "--json")).json()["results"]
     assert found[0]["id"] == key and "monthly" in found[0]["text"]
-    _ok(run("verify"))
+    _ok(backend_cli("verify"))
 
 
-def test_reverting_to_what_the_current_version_holds_writes_nothing(run, key):
-    r = _ok(run("revert", key, "--to", "3", "--json")).json()
+def test_reverting_to_what_the_current_version_holds_writes_nothing(backend_cli, key):
+    r = _ok(backend_cli("revert", key, "--to", "3", "--json")).json()
     assert (r["version"], r["changed"], r["seq"]) == (3, False, None)
-    _ok(run("revert", key, "--to", "1"))
-    r = _ok(run("revert", key, "--to", "1"))  # version 4 already equals version 1
+    _ok(backend_cli("revert", key, "--to", "1"))
+    r = _ok(backend_cli("revert", key, "--to", "1"))  # version 4 already equals version 1
     assert r.out.strip() == f"cortex://m/{key}/v/4"
     assert "no change" in r.err
-    assert [v["version"] for v in _ok(run("history", key, "--json")).json()["versions"]] == [1, 2, 3, 4]
+    assert [v["version"] for v in _ok(backend_cli("history", key, "--json")).json()["versions"]] == [1, 2, 3, 4]
 
 
-def test_revert_leaves_use_counts_and_learned_weights_as_they_were(run, location, key):
-    _ok(run("attest", "--intent", "rel-1", "--outcome", "success", key))
-    before = _show(run, key)["salience"]
-    cx = Cortex(store=location, actor="alice")
+def test_revert_leaves_use_counts_and_learned_weights_as_they_were(backend_cli, backend_store, key):
+    _ok(backend_cli("attest", "--intent", "rel-1", "--outcome", "success", key))
+    before = _show(backend_cli, key)["salience"]
+    cx = Cortex(store=backend_store, actor="alice")
     with cx.context.reading() as tx:
         weights = tx.weights("alice")
     assert weights is not None
-    _ok(run("revert", key, "--to", "2"))
-    assert _show(run, key)["salience"] == before
+    _ok(backend_cli("revert", key, "--to", "2"))
+    assert _show(backend_cli, key)["salience"] == before
     with cx.context.reading() as tx:
         assert tx.weights("alice") == weights
-
-
-def _state(run) -> tuple:
-    health = _ok(run("healthcheck", "--json")).json()["store"]
-    return health["journal_entries"], health["versions"], _ok(run("export")).out
 
 
 @pytest.mark.parametrize("args, code, says", [
@@ -104,27 +83,23 @@ def _state(run) -> tuple:
     (("--to", "two"), 2, ""),
     ((), 2, ""),
 ])
-def test_bad_versions_are_one_line_with_their_exit_code_and_write_nothing(run, key, args, code, says):
-    before = _state(run)
-    r = run("revert", key, *args)
-    assert_clean_error(r, code)
-    assert says in r.err, r
-    assert _state(run) == before
+def test_bad_versions_are_one_line_with_their_exit_code_and_write_nothing(backend_cli, key, args, code, says):
+    assert_refused(backend_cli, "revert", key, *args, code=code, says=says)
 
 
-def test_a_forgotten_memory_or_another_actors_is_refused_and_nothing_is_written(run, key):
-    public = _ok(run("write", "fact", "The office closes at six", "--visibility", "public", "--actor", "bob"))
+def test_a_forgotten_memory_or_another_actors_is_refused_and_nothing_is_written(backend_cli, key):
+    public = _ok(backend_cli("write", "fact", "The office closes at six", "--visibility", "public", "--actor", "bob"))
     public_id = public.out.strip().rsplit("/", 1)[-1]
-    _ok(run("update", public_id, "The office closes at seven", "--actor", "bob"))
-    private = _ok(run("write", "fact", "bob's pager code", "--actor", "bob")).out.strip().rsplit("/", 1)[-1]
-    _ok(run("forget", key, "--reason", "moved to the vault"))
-    before = _state(run)
-    r = run("revert", key, "--to", "1")
+    _ok(backend_cli("update", public_id, "The office closes at seven", "--actor", "bob"))
+    private = _ok(backend_cli("write", "fact", "bob's pager code", "--actor", "bob")).out.strip().rsplit("/", 1)[-1]
+    _ok(backend_cli("forget", key, "--reason", "moved to the vault"))
+    before = cli_state(backend_cli)
+    r = backend_cli("revert", key, "--to", "1")
     assert_clean_error(r, 1)
     assert "was forgotten" in r.err
-    r = run("revert", public_id, "--to", "1")
+    r = backend_cli("revert", public_id, "--to", "1")
     assert_clean_error(r, 8)
     assert "belongs to actor 'bob'" in r.err
-    assert_clean_error(run("revert", private, "--to", "1"), 3)  # not seen: not found
-    assert_clean_error(run("revert", "01ZZZZZZZZZZZZZZZZZZZZZZZZ", "--to", "1"), 3)
-    assert _state(run) == before
+    assert_clean_error(backend_cli("revert", private, "--to", "1"), 3)  # not seen: not found
+    assert_clean_error(backend_cli("revert", "01ZZZZZZZZZZZZZZZZZZZZZZZZ", "--to", "1"), 3)
+    assert cli_state(backend_cli) == before
