@@ -8,6 +8,7 @@ in a span of record time, read from the journal).
 
 from __future__ import annotations
 
+from itertools import islice
 from typing import Any, Iterable, Iterator
 
 from cortexctl.engine import when
@@ -128,37 +129,29 @@ def changes(ctx: Context, *, since: str, until: str | None = None, kinds: Iterab
     found: list[Change] = []
     more = False
     with ctx.reading() as tx:
-        after, upto = tx.seq_at(start), tx.seq_at(end)
-        if upto > after:
-            viewer = ctx.viewer
-            batch: list[Change] = []
-
-            def flush() -> bool:
-                """Keep the batch's changes the viewer may see; True once past the limit."""
-                nonlocal more
-                seen = {h["id"]: h for h in tx.heads_by_ids(sorted({c.id for c in batch}), viewer, ("id", "short"))}
-                for c in batch:
-                    h = seen.get(c.id)
-                    if h is None:
-                        continue
-                    if limit is not None and len(found) >= limit:
-                        more = True
-                        return True
-                    if c.text is None:
-                        c.text = h["short"]
-                    found.append(c)
-                batch.clear()
-                return False
-
-            for seq, kind, ts, actor, ref, payload in tx.journal_window(after, upto, journal_kinds):
-                change = _change_of(seq, kind, ts, actor, ref, payload)
-                if change is None or change.kind not in keep:
+        cursor, upto = tx.seq_at(start), tx.seq_at(end)
+        viewer = ctx.viewer
+        while cursor < upto and not more:
+            # A page at a time, each read whole before the view is asked whom the viewer sees:
+            # a backend may serve the window from an open cursor that another query would end.
+            page = list(islice(tx.journal_window(cursor, upto, journal_kinds, batch=_BATCH), _BATCH))
+            if not page:
+                break
+            cursor = page[-1][0]
+            batch = [c for c in (_change_of(*entry) for entry in page) if c is not None and c.kind in keep]
+            seen = {h["id"]: h for h in tx.heads_by_ids(sorted({c.id for c in batch}), viewer, ("id", "short"))}
+            for c in batch:
+                h = seen.get(c.id)
+                if h is None:
                     continue
-                batch.append(change)
-                if len(batch) >= _BATCH and flush():
+                if limit is not None and len(found) >= limit:
+                    more = True
                     break
-            else:
-                flush()
+                if c.text is None:
+                    c.text = h["short"]
+                found.append(c)
+            if len(page) < _BATCH:
+                break
     return ChangeLog(since=start, until=end, changes=found, more=more)
 
 

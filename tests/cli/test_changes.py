@@ -123,6 +123,22 @@ def test_kind_and_limit_narrow_the_list_and_more_says_when_others_follow(backend
     assert (doc["count"], doc["more"]) == (9, False)
 
 
+@pytest.mark.parametrize("n", [2 * changes_mod._BATCH + 300, pytest.param(12_300, marks=pytest.mark.slow)])
+def test_a_span_longer_than_a_page_of_the_journal_is_read_whole(backend_cli, tmp_path, n):
+    """More entries than changes reads at once (``engine.changes._BATCH``), each page checked for
+    what the actor sees: none is lost between pages, and the limit holds across them. The slow
+    case passes the 10,000 entries a backend may fetch at once from one cursor."""
+    source = tmp_path / "memories.jsonl"
+    source.write_text("".join(f'{{"type": "fact", "text": "imported memory {i}"}}\n' for i in range(n)))
+    _ok(backend_cli("import", str(source), "--quiet"))
+    _ok(backend_cli("write", "fact", "bob's private note", "--actor", "bob"))
+    doc = _ok(backend_cli("changes", "--since", "2020-01-01", "--json")).json()
+    assert (doc["count"], doc["more"]) == (n, False)
+    assert [c["text"] for c in doc["changes"]] == [f"imported memory {i}" for i in range(n)]
+    doc = _ok(backend_cli("changes", "--since", "2020-01-01", "--limit", str(n - 1), "--json")).json()
+    assert (doc["count"], doc["more"], doc["changes"][-1]["text"]) == (n - 1, True, f"imported memory {n - 2}")
+
+
 def test_jsonl_gives_one_change_a_line_and_piped_text_one_tab_separated_row(backend_cli, history):
     rows = _ok(backend_cli("changes", "--since", at(0), "--until", at(3), "--jsonl")).jsonl()
     assert [(r["kind"], r["version"]) for r in rows] == [("written", 1), ("updated", 2), ("changed", None)]
