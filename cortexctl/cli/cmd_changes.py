@@ -101,8 +101,8 @@ UTC) or an age (90s, 30m, 3h, 2d, 1w). --since may not be in the future,
 and --until not before --since.
 \b
 At the start of a session, an agent asks what changed since its last one:
-cortexctl changes --since 2026-11-25T17:40:00Z --json. Each change's "at"
-and "seq" say how far it has read.
+cortexctl changes --since 2026-11-25T17:40:00Z --json. The answer's "until"
+is the --since to give next time.
 \b
 Exit status as find's: 0 when something changed, 1 when nothing did.""",
         examples=(
