@@ -200,3 +200,9 @@ def test_a_supersede_entry_is_reported_as_superseded_and_a_use_as_nothing():
     assert changes_mod._change_of(*entry(access_count=3, last_used=5, updated_at=5)) is None
     changed = changes_mod._change_of(*entry(valid_from=5, updated_at=5))
     assert (changed.kind, changed.detail) == ("changed", {"fields": ["valid_from"]})
+
+
+def test_the_kinds_a_tool_or_the_shell_may_ask_for_are_the_kinds_changes_reports():
+    from cortexctl.ops import lookup
+
+    assert lookup("changes").param("kinds").choices == changes_mod.KINDS

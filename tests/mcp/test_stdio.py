@@ -72,6 +72,7 @@ def test_initialize_names_the_server_and_offers_tools_and_resources(served):
     assert init.server_info.name == "cortexctl"
     assert init.capabilities.tools is not None and init.capabilities.resources is not None
     assert "find" in (init.instructions or "")
+    assert "`changes` with `since` set to the end of your last one" in init.instructions
 
 
 def test_every_tool_is_listed_with_a_schema_a_description_and_annotations(served):
