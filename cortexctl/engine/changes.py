@@ -165,11 +165,11 @@ def _change_of(seq: int, kind: str, ts, actor: str, ref: str | None, payload: by
         doc = codec.decode(payload)
         if kind == "write":
             top = doc["head"]["current_version"]
-            short = next((v["short"] for v in doc["versions"] if v["version"] == top), None)
+            short = next((v.get("short") for v in doc["versions"] if v["version"] == top), None)
             return Change(seq, ts, "written", ref, top, actor, short)
         if kind == "update":
             v = doc["version"]
-            return Change(seq, ts, "updated", ref, v["version"], actor, v["short"])
+            return Change(seq, ts, "updated", ref, v["version"], actor, v.get("short"))
         if kind == "tombstone":
             return Change(seq, ts, "forgotten", ref, None, actor, None, {"reason": doc.get("tombstone_reason")})
         if kind == "unforget":
