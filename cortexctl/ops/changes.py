@@ -3,7 +3,7 @@ and an old version made current again."""
 
 from __future__ import annotations
 
-from cortexctl.ops.catalogue import REF
+from cortexctl.ops.catalogue import REF, RO
 from cortexctl.ops.spec import Operation, Param, Tool
 
 CHANGE_KINDS = ("written", "updated", "superseded", "forgotten", "unforgotten", "changed")  # engine.changes.KINDS
@@ -28,7 +28,7 @@ OPERATIONS = [
             Param("from_version", "The version to compare from (default: the one before the current).", type=int,
                   metavar="A"),
             Param("to_version", "The version to compare to (default: the current one).", type=int, metavar="B"),
-        ), read_only=True, idempotent=True,
+        ), **RO,
         tool=Tool("Compare two versions", "How two versions of a memory differ: each field that differs (data "
                   "fields, confidence, short and medium forms; before and after) and a unified diff of the full "
                   "text. Default: the current version against the one before it; from_version alone: that "
@@ -40,7 +40,7 @@ OPERATIONS = [
             Param("until", "The end of the span, included (default: now); the same forms as since.", metavar="T"),
             Param("kinds", "Only these kinds of change.", many=True, choices=CHANGE_KINDS, metavar="KIND"),
             Param("limit", "At most this many changes, the oldest first.", type=int, metavar="N"),
-        ), read_only=True, idempotent=True,
+        ), **RO,
         tool=Tool("What changed since", "What happened to the memories you may see in a span of time, oldest "
                   "first, from the store's journal: each memory written, updated, superseded, forgotten, "
                   "un-forgotten or changed (tags, importance, visibility, frames), with when, by whom, the "
