@@ -17,6 +17,7 @@ MODULES = (
     "cmd_write",
     "cmd_show",
     "cmd_head",
+    "cmd_changes",
     "cmd_find",
     "cmd_attest",
     "cmd_remember",

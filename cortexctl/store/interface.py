@@ -228,7 +228,9 @@ class Journal(Protocol):
                        refs: Sequence[str] | None = None, batch: int = 10000) -> Iterator[tuple]:
         """(seq, kind, ts, actor, ref, payload) of the entries with ``after < seq <= upto`` (no upper
         end when None), of ``kinds`` (any when empty) and, when ``refs`` is given, naming one of
-        them as their ``ref``; in sequence order."""
+        them as their ``ref``; in sequence order. The entries may come from a cursor open on the
+        view, ``batch`` at a time: take what you need from them before asking the view anything
+        else (another query may end that cursor)."""
 
 
 class Listing(Protocol):

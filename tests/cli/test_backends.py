@@ -11,24 +11,15 @@ import pytest
 
 from tests.conftest import run_in_process
 
-BACKENDS = ["duckdb", "postgres"]
-
-
-@pytest.fixture(params=BACKENDS)
-def location(request, tmp_path) -> str:
-    if request.param == "duckdb":
-        return str(tmp_path / "store")
-    from tests.pg import store_uri
-
-    return store_uri("cli")
+@pytest.fixture
+def location(backend_store) -> str:
+    """A store on each backend (``backend_store`` in tests/conftest.py)."""
+    return backend_store
 
 
 @pytest.fixture
-def run(location):
-    def go(*args, input=None, env=None):
-        return run_in_process(location, *args, input=input, env=env)
-
-    return go
+def run(backend_cli):
+    return backend_cli
 
 
 def _ok(r):
