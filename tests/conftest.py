@@ -275,6 +275,51 @@ def cx(store) -> Cortex:
     return Cortex(store=store, actor="alice")
 
 
+BACKENDS = ["duckdb", "postgres"]
+
+
+@pytest.fixture(params=BACKENDS)
+def backend_store(request, tmp_path) -> str:
+    """A new store on each backend in turn: a directory in tmp_path, or a schema of its own on the
+    test PostgreSQL server (tests/pg.py), as the location ``--store`` takes."""
+    if request.param == "duckdb":
+        return str(tmp_path / "store")
+    from tests.pg import store_uri
+
+    return store_uri("cli")
+
+
+@pytest.fixture
+def backend_cli(backend_store):
+    """Run cortexctl in this process against ``backend_store`` (``run_in_process``)."""
+
+    def go(*args, input=None, env=None):
+        return run_in_process(backend_store, *args, input=input, env=env)
+
+    return go
+
+
+def cli_state(run) -> tuple:
+    """What a refused command must leave as it was, read through ``run`` (a CLI runner), on any
+    backend: the journal's length, the number of versions, and every memory export writes (on
+    DuckDB, ``test_bad_input.store_state`` compares every row of every table)."""
+    health = run("healthcheck", "--json")
+    exported = run("export")
+    assert health.code == 0 and exported.code == 0, (health, exported)
+    store = health.json()["store"]
+    return store["journal_entries"], store["versions"], exported.out
+
+
+def assert_refused(run, *args, code: int, says: str = "") -> None:
+    """``run(*args)`` fails cleanly (``assert_clean_error``) with exit ``code``, its line holding
+    ``says``, and the store is as it was (``cli_state``)."""
+    before = cli_state(run)
+    r = run(*args)
+    assert_clean_error(r, code)
+    assert says in r.err, r
+    assert cli_state(run) == before
+
+
 def assert_store_verifies(path: Path) -> None:
     report = Cortex(store=path, actor="verifier").verify()
     assert report.ok, [str(p) for p in report.problems]

@@ -18,6 +18,7 @@ MODULES = (
     "cmd_supersede",
     "cmd_show",
     "cmd_head",
+    "cmd_changes",
     "cmd_find",
     "cmd_attest",
     "cmd_remember",

@@ -205,6 +205,24 @@ class Cortex:
 
         return validtime.chain(self.context, ref)
 
+    def diff(self, ref: str, from_version: int | None = None, to_version: int | None = None):
+        """How two versions of a memory differ (default: the current one against the one before)."""
+        from cortexctl.engine import changes
+
+        return changes.diff(self.context, ref, from_version, to_version)
+
+    def changes(self, *, since: str, until: str | None = None, kinds: Iterable[str] = (),
+                limit: int | None = None):
+        """What was written, updated, superseded, forgotten, un-forgotten or changed in
+        ``(since, until]`` (record time), of the memories this actor may see; oldest first."""
+        from cortexctl.engine import changes
+
+        return changes.changes(self.context, since=since, until=until, kinds=kinds, limit=limit)
+
+    def revert(self, ref: str, *, to: int) -> WriteResult:
+        """A new version equal to version ``to`` (history kept; no change when it is the current one)."""
+        return memories.revert(self.context, ref, to=to)
+
     def find(self, query: FindQuery) -> list[FindHit]:
         """The best memories for the query by the three lanes (see ``engine/find.py``)."""
         return self.find_with_warnings(query)[0]

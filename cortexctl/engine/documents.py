@@ -162,10 +162,36 @@ class ConfigAnswer:
                 "settings": {d["key"]: {"value": d["value"], "source": d["source"]} for d in docs}}
 
 
+@dataclass
+class ChangeLog:
+    """``changes``: what happened to the memories the actor may see, in ``(since, until]``, oldest
+    first (``results.Change``); ``more``: a limit cut the list short (later changes exist)."""
+
+    since: Any
+    until: Any
+    changes: Sequence[Any]
+    more: bool = False
+
+    @property
+    def changed(self) -> bool:
+        """Something changed in the window (the command's exit status is 0 then, else 1)."""
+        return bool(self.changes)
+
+    def docs(self) -> list[dict]:
+        return [c.to_json() for c in self.changes]
+
+    def to_json(self, docs: list | None = None) -> dict:
+        from cortexctl.engine.results import iso
+
+        docs = self.docs() if docs is None else docs
+        return {"since": iso(self.since), "until": iso(self.until), "count": len(docs), "more": self.more,
+                "changes": docs}
+
+
 def summaries(done: Sequence[dict]) -> Listing:
     """``session summarize``: the summaries made, one object each."""
     return Listing("summaries", list(done))
 
 
 __all__ = ["split_found", "any_matched", "find_document", "PatternsAnswer", "FindAnswer", "Shown",
-           "Listing", "SessionTurns", "History", "ConfigAnswer", "summaries"]
+           "Listing", "SessionTurns", "History", "ConfigAnswer", "ChangeLog", "summaries"]

@@ -229,9 +229,48 @@ def update(
     conf = None if confidence is None else check_confidence(confidence, error=UsageError)
     data, sets, times = _valid_times(data, sets)
     parse_ref(ref)
-    ctx.embedder  # built before the writer lock, not in the turn other writers wait for
     if supersede:
+        ctx.embedder  # built before the writer lock, not in the turn other writers wait for
         return _supersede_by_update(ctx, ref, text, data, sets, times, conf, forms, provenance)
+
+    def change(tx: Tx, head: dict, type_name: str, current: dict):
+        base = codec.decode(current["data"])
+        body = build_version(type_name, assemble(type_name, base, text, data, sets), forms)
+        return body, (current["confidence"] if conf is None else conf), bool(forms)
+
+    return _new_version(ctx, ref, change, provenance or {"via": "update"}, times=times)
+
+
+def revert(ctx: Context, ref: str, *, to: int) -> WriteResult:
+    """Write a new version equal to version ``to`` (its data, forms and confidence), journaled as
+    an ``update`` whose provenance says ``{"via": "revert", "reverted_to": to}``; every version is
+    kept and the memory's counters and the learned weights are not touched. When the current
+    version already equals it, nothing is written (``changed`` false)."""
+    if isinstance(to, bool) or not isinstance(to, int) or to < 1:
+        raise UsageError(f"to must be a version number, a whole number from 1 (got {to!r})", field="to")
+    parse_ref(ref)
+
+    def change(tx: Tx, head: dict, type_name: str, current: dict):
+        rows = tx.versions(head["id"], to)
+        if not rows:
+            raise NotFound(f"memory {head['id']} has no version {to} (latest is {head['current_version']})")
+        old = rows[0]
+        forms = {"short": old["short"], "medium": old["medium"]} if old["forms_override"] else None
+        return build_version(type_name, codec.decode(old["data"]), forms), old["confidence"], True
+
+    return _new_version(ctx, ref, change, {"via": "revert", "reverted_to": to})
+
+
+def _new_version(ctx: Context, ref: str, change, provenance: dict, *, times: dict | None = None) -> WriteResult:
+    """The path every new version of an existing memory takes (update, revert): the memory
+    resolved for the actor, its owner and tombstone checked, then ``change(tx, head, type name,
+    current version)`` gives (body, confidence, whether its forms count); a body, confidence and
+    (when they count) forms equal to the current version's write nothing (``changed`` false).
+    Otherwise the version, the head, the journal's ``update`` entry, the terms and the vector
+    change in one transaction. ``times``: valid times to set too (``validtime.set_times``, an
+    ``update_head`` entry; alone when the version would not change)."""
+    times = times or {}
+    ctx.embedder  # built before the writer lock, not in the turn other writers wait for
     with ctx.transaction(existing=True) as tx:
         head = resolve(tx, ctx.viewer, ref)
         check_owner(head, ctx.actor)
@@ -242,14 +281,12 @@ def update(
             )
         type_name = stored_type(head["type"])
         current = tx.versions(head["id"], head["current_version"])[0]
-        base = codec.decode(current["data"])
-        body = build_version(type_name, assemble(type_name, base, text, data, sets), forms)
-        new_conf = current["confidence"] if conf is None else conf
+        body, new_conf, forms_count = change(tx, head, type_name, current)
         now = ctx.clock()
         if (
             body.data_bytes == current["data"]
             and new_conf == current["confidence"]
-            and (not forms or (body.short, body.medium) == (current["short"], current["medium"]))
+            and (not forms_count or (body.short, body.medium) == (current["short"], current["medium"]))
         ):
             seq = validtime.set_times(ctx, tx, head, times, now)
             return WriteResult(id=head["id"], version=head["current_version"], seq=seq, changed=seq is not None)
@@ -259,7 +296,7 @@ def update(
         n = head["current_version"] + 1
         version = version_row(
             id_=head["id"], version=n, body=body, created_at=now, created_by=ctx.actor,
-            confidence=new_conf, provenance=provenance or {"via": "update"},
+            confidence=new_conf, provenance=provenance,
         )
         tx.insert_version(version)
         tx.update_head(

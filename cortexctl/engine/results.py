@@ -620,3 +620,62 @@ class HealthReport:
 
     def to_json(self) -> dict:
         return self.doc
+
+
+# -- time travel: diff and changes ------------------------------------------------------------------
+@dataclass
+class FieldChange:
+    """One difference between two versions: ``field`` is its path in ``show --json``
+    (``data.statement``, ``confidence``, ``forms.short``); None where a side lacks the field."""
+
+    field: str
+    before: Any
+    after: Any
+
+    def to_json(self) -> dict:
+        return {"field": self.field, "before": self.before, "after": self.after}
+
+
+@dataclass
+class VersionDiff:
+    """``diff``: how version ``to`` of a memory differs from version ``from_``: the fields that
+    differ and a unified diff of the full rendered text (empty lists: the versions are the same)."""
+
+    id: str
+    from_: int
+    to: int
+    current_version: int
+    fields: list[FieldChange]
+    text_lines: list[str]
+
+    @property
+    def same(self) -> bool:
+        return not self.fields and not self.text_lines
+
+    def to_json(self) -> dict:
+        return {"uri": memory_uri(self.id), "id": self.id, "from": self.from_, "to": self.to,
+                "current_version": self.current_version, "same": self.same,
+                "fields": [f.to_json() for f in self.fields], "text": self.text_lines}
+
+
+@dataclass
+class Change:
+    """One entry of ``changes``: what happened to a memory (``kind``: written, updated, superseded,
+    forgotten, unforgotten or changed), at journal entry ``seq``, stamped ``at``, by ``actor``.
+    ``version`` is the version a write or update made (None otherwise); ``text`` the short form
+    of that version, or the memory's current one for a change of its head fields. ``detail``
+    holds what only some kinds have: ``reason`` (forgotten), ``superseded_by`` (superseded),
+    ``fields`` (changed: the head fields that changed)."""
+
+    seq: int
+    at: datetime
+    kind: str
+    id: str
+    version: int | None
+    actor: str
+    text: str
+    detail: dict[str, Any] = field(default_factory=dict)
+
+    def to_json(self) -> dict:
+        return {"seq": self.seq, "at": iso(self.at), "kind": self.kind, "uri": memory_uri(self.id), "id": self.id,
+                "version": self.version, "actor": self.actor, "text": self.text, **self.detail}

@@ -49,6 +49,8 @@ log = logging.getLogger("cortexctl.serve")
 Result = Annotated[CallToolResult, dict[str, Any]]
 
 INSTRUCTIONS = """Long-term memory over a local cortexctl store.
+At the start of a session, `changes` with `since` set to the end of your last one says what was
+written, updated, superseded or forgotten meanwhile (its answer's `until` is the next `since`).
 Typical loop: `context` (or `pinned`) at the start of a task; `find` to look things up and `show` to
 read one memory; `write`/`remember`/`outcome` to record what was learned; `attest` with the memory URIs
 you relied on and whether the task succeeded, so salience learns what helps; `compact` to fit the

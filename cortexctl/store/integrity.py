@@ -102,6 +102,33 @@ def entries_of(con, kinds: tuple[str, ...], batch: int = 10000) -> Iterator[tupl
         yield from rows
 
 
+def seq_at(con, at) -> int:
+    """The highest seq of an entry stamped at or before ``at`` (0 when none)."""
+    return int(con.execute("SELECT coalesce(max(seq), 0) FROM journal WHERE ts <= ?", [at]).fetchall()[0][0])
+
+
+def journal_window(con, after: int, upto: int | None, kinds: tuple[str, ...], refs, batch: int) -> Iterator[tuple]:
+    """(seq, kind, ts, actor, ref, payload) of the entries in ``(after, upto]`` of ``kinds`` (any when
+    empty) naming one of ``refs`` (any when None), in sequence order."""
+    where, params = ["seq > ?"], [int(after)]
+    if upto is not None:
+        where.append("seq <= ?")
+        params.append(int(upto))
+    if kinds:
+        where.append("list_contains(?, kind)")
+        params.append(list(kinds))
+    if refs is not None:
+        where.append("list_contains(?, ref)")
+        params.append(list(refs))
+    cur = con.execute(f"SELECT seq, kind, ts, actor, ref, payload FROM journal WHERE {' AND '.join(where)} ORDER BY seq",
+                      params)
+    while True:
+        rows = cur.fetchmany(batch)
+        if not rows:
+            return
+        yield from rows
+
+
 def unpaired_attests(con) -> list[tuple[int, str, str | None]]:
     """(seq, kind, neighbour kind) of attest entries not followed by a learn_weights entry
     and of learn_weights entries not preceded by an attest entry."""

@@ -227,6 +227,18 @@ class Journal(Protocol):
     def journal_bounds(self) -> tuple[int, int | None, int | None]:
         """(count, lowest seq, highest seq) of the journal."""
 
+    def seq_at(self, at: datetime) -> int:
+        """The highest sequence number of an entry stamped at or before ``at`` (0 when none):
+        the journal up to it is a state the store passed through (record time ``at``)."""
+
+    def journal_window(self, after: int = 0, upto: int | None = None, kinds: Sequence[str] = (),
+                       refs: Sequence[str] | None = None, batch: int = 10000) -> Iterator[tuple]:
+        """(seq, kind, ts, actor, ref, payload) of the entries with ``after < seq <= upto`` (no upper
+        end when None), of ``kinds`` (any when empty) and, when ``refs`` is given, naming one of
+        them as their ``ref``; in sequence order. The entries may come from a cursor open on the
+        view, ``batch`` at a time: take what you need from them before asking the view anything
+        else (another query may end that cursor)."""
+
 
 class Listing(Protocol):
     """Memories chosen by ``Filters`` and ordered by salience: find's salience lane and the

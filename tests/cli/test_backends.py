@@ -9,8 +9,22 @@ from __future__ import annotations
 
 import pytest
 
-from tests.backends import location, ok as _ok, run  # noqa: F401 (fixtures)
 from tests.conftest import run_in_process
+
+@pytest.fixture
+def location(backend_store) -> str:
+    """A store on each backend (``backend_store`` in tests/conftest.py)."""
+    return backend_store
+
+
+@pytest.fixture
+def run(backend_cli):
+    return backend_cli
+
+
+def _ok(r):
+    assert r.code == 0, r
+    return r
 
 
 def test_write_find_show_and_history_answer_the_same_on_both_backends(run):

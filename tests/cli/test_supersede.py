@@ -7,8 +7,23 @@ from __future__ import annotations
 import pytest
 
 from tests import tamper
-from tests.backends import location, ok as _ok, run  # noqa: F401 (fixtures)
 from tests.conftest import assert_clean_error
+
+
+@pytest.fixture
+def location(backend_store) -> str:
+    """A store on each backend (``backend_store`` in tests/conftest.py)."""
+    return backend_store
+
+
+@pytest.fixture
+def run(backend_cli):
+    return backend_cli
+
+
+def _ok(r):
+    assert r.code == 0, r
+    return r
 
 
 def _id(uri: str) -> str:

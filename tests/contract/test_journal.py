@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 from tests.contract.conftest import T0, entry, ident
 
 
@@ -27,3 +29,32 @@ def test_an_empty_journal_has_no_bounds_and_journal_entries_come_in_batches_in_o
     with storage.reading() as tx:
         assert [e[0] for e in tx.journal_entries(["write"], batch=2)] == [1, 2, 3, 4, 5]
         assert list(tx.journal_entries(["attest"])) == []
+
+
+def test_seq_at_is_the_last_entry_stamped_at_or_before_a_time(storage):
+    hour = timedelta(hours=1)
+    with storage.transaction() as tx:
+        assert tx.seq_at(T0) == 0
+        tx.append_journal([entry("write", ident(1), at=T0), entry("update", ident(1), at=T0 + hour),
+                           entry("update", ident(1), at=T0 + 2 * hour)])
+    with storage.reading() as tx:
+        assert tx.seq_at(T0 - hour) == 0
+        assert tx.seq_at(T0) == 1
+        assert tx.seq_at(T0 + hour + timedelta(microseconds=1)) == 2
+        assert tx.seq_at(T0 + 5 * hour) == 3
+
+
+def test_journal_window_keeps_a_range_of_kinds_and_refs_in_order_across_batches(storage):
+    with storage.transaction() as tx:
+        tx.append_journal([entry("write", ident(n), bytes([n])) for n in range(1, 6)]
+                          + [entry("update", ident(2), b"u"), entry("checkpoint", "i/s", b"c"),
+                             entry("tombstone", ident(4), b"t")])
+    with storage.reading() as tx:
+        assert [e[0] for e in tx.journal_window()] == list(range(1, 9))
+        assert [e[0] for e in tx.journal_window(after=2, upto=6, batch=2)] == [3, 4, 5, 6]
+        assert [e[0] for e in tx.journal_window(kinds=["update", "tombstone"])] == [6, 8]
+        assert list(tx.journal_window(after=1, refs=[ident(2), ident(4)], batch=1)) == [
+            (2, "write", T0, "alice", ident(2), bytes([2])), (4, "write", T0, "alice", ident(4), bytes([4])),
+            (6, "update", T0, "alice", ident(2), b"u"), (8, "tombstone", T0, "alice", ident(4), b"t")]
+        assert list(tx.journal_window(refs=[])) == []
+        assert list(tx.journal_window(after=8)) == []

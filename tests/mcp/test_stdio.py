@@ -72,6 +72,7 @@ def test_initialize_names_the_server_and_offers_tools_and_resources(served):
     assert init.server_info.name == "cortexctl"
     assert init.capabilities.tools is not None and init.capabilities.resources is not None
     assert "find" in (init.instructions or "")
+    assert "`changes` with `since` set to the end of your last one" in init.instructions
 
 
 def test_every_tool_is_listed_with_a_schema_a_description_and_annotations(served):
@@ -202,6 +203,33 @@ def test_a_memory_and_its_versions_are_resources(served):
     assert {"cortex://m/{id}", "cortex://m/{id}/v/{version}"} <= templates
     with pytest.raises(MCPError, match="no memory"):
         served.read("cortex://m/01JD3KQ5ZC8M3V6W4Y2T7N9R0B")
+
+
+def test_diff_changes_and_revert_tools_answer_what_their_commands_print(served):
+    w = ok(served.call("write", {"type": "fact", "text": "The flurbo key rotates monthly"}))
+    ok(served.call("update", {"ref": w["uri"], "text": "The flurbo key rotates weekly"}))
+    d = ok(served.call("diff", {"ref": w["id"]}))
+    assert (d["from"], d["to"], d["same"]) == (1, 2, False)
+    assert {"field": "data.statement", "before": "The flurbo key rotates monthly",
+            "after": "The flurbo key rotates weekly"} in d["fields"]
+    assert d == orjson.loads(cli(served, "diff", w["id"], "--json").out)
+    assert ok(served.call("diff", {"ref": w["id"], "from_version": 2, "to_version": 2}))["same"] is True
+    r = ok(served.call("revert", {"ref": w["id"], "to": 1}))
+    assert (r["version"], r["changed"]) == (3, True)
+    assert ok(served.call("show", {"ref": w["id"]}))["data"]["statement"] == "The flurbo key rotates monthly"
+    assert ok(served.call("revert", {"ref": w["id"], "to": 1}))["changed"] is False
+    c = ok(served.call("changes", {"since": "2020-01-01", "kinds": ["written", "updated"]}))
+    mine = [(x["kind"], x["version"]) for x in c["changes"] if x["id"] == w["id"]]
+    assert mine == [("written", 1), ("updated", 2), ("updated", 3)]
+    until = c["until"]
+    again = ok(served.call("changes", {"since": "2020-01-01", "until": until, "kinds": ["written", "updated"]}))
+    run = cli(served, "changes", "--since", "2020-01-01", "--until", until, "--kind", "written", "--kind", "updated",
+              "--json")
+    assert run.code == 0 and again == orjson.loads(run.out), run
+    assert "future" in failed(served.call("changes", {"since": "2999-01-01"}))
+    assert "no version 9" in failed(served.call("revert", {"ref": w["id"], "to": 9}))
+    assert "from_version must be" in failed(served.call("diff", {"ref": w["id"], "from_version": 0}))
+    assert "kinds must" in failed(served.call("changes", {"since": "1h", "kinds": ["deleted"]}))
 
 
 @pytest.mark.parametrize("tool, arguments, says", [

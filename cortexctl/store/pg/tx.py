@@ -244,6 +244,32 @@ class PgTx(VectorReads, LexicalReads, IntegrityReads, BundleReads):
                 yield (int(r[0]), r[1], r[2], r[3], r[4], bytes(r[5]))
             last = int(rows[-1][0])
 
+    def seq_at(self, at) -> int:
+        return int(self._rows("SELECT coalesce(max(seq), 0) FROM journal WHERE ts <= %s", [at])[0][0])
+
+    def journal_window(self, after: int = 0, upto: int | None = None, kinds: Sequence[str] = (),
+                       refs: Sequence[str] | None = None, batch: int = 10000):
+        where, params = ["seq > %s"], [int(after)]
+        if upto is not None:
+            where.append("seq <= %s")
+            params.append(int(upto))
+        if kinds:
+            where.append("kind = ANY(%s)")
+            params.append(list(kinds))
+        if refs is not None:
+            where.append("ref = ANY(%s)")
+            params.append(list(refs))
+        last = params[0]
+        while True:
+            params[0] = last
+            rows = self._rows(f"SELECT seq, kind, ts, actor, ref, payload FROM journal WHERE {' AND '.join(where)}"
+                              f" ORDER BY seq LIMIT {int(batch)}", params)
+            if not rows:
+                return
+            for r in rows:
+                yield (int(r[0]), r[1], r[2], r[3], r[4], bytes(r[5]))
+            last = int(rows[-1][0])
+
     def journal_bounds(self) -> tuple[int, int | None, int | None]:
         n, lo, hi = self._rows("SELECT count(*), min(seq), max(seq) FROM journal")[0]
         return int(n), None if lo is None else int(lo), None if hi is None else int(hi)

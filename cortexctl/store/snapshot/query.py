@@ -613,7 +613,8 @@ FROM_DUCKDB = (
     "insert_grant", "revoke_grant", "all_grants",
     # Integrity
     "version_hashes", "head_version_mismatches", "orphan_versions", "frame_mismatches", "valid_links", "journal_bounds",
-    "journal_gaps", "unknown_kinds", "unpaired_attests", "journal_entries", "memory_batch_ends", "by_memory",
+    "journal_gaps", "unknown_kinds", "unpaired_attests", "journal_entries", "seq_at", "journal_window", "memory_batch_ends",
+    "by_memory",
     "lexical_mismatches", "stray_terms", "vector_problems", "ref_counts", "health_counts",
     # BundleIO
     "table_counts", "version_digest", "attach_bundle", "bundle_plan", "bundle_memories", "heads_of",
