@@ -177,3 +177,10 @@ def test_verify_finds_broken_links_and_intervals(run, location, tampering, expec
         tamper.set_field(location, b, "valid_to", "2001-01-01 00:00:00")
     problems = _verify_problems(run)
     assert any(expected in p for p in problems), problems
+
+
+def test_changes_lists_a_supersede_as_superseded(run):
+    old = _id(_ok(run("write", "fact", "The deploy key rotates monthly")).out)
+    new = _id(_ok(run("write", "fact", "The deploy key rotates weekly", "--supersedes", old)).out)
+    got = _ok(run("changes", "--since", "1h", "--json")).json()["changes"]
+    assert [(c["kind"], c["id"]) for c in got] == [("written", old), ("written", new), ("superseded", old)]
