@@ -1,6 +1,6 @@
 """Valid time and supersedes: write --supersedes, update --supersede, supersede, --set valid_from/valid_to,
 find's --include-superseded and --valid-at, show and history, verify's checks and bad input, on both
-backends (a DuckDB directory and a PostgreSQL schema: tests/pg.py)."""
+backends (a DuckDB directory and a PostgreSQL schema: tests/pg.py; ``backend_cli`` in tests/conftest.py)."""
 
 from __future__ import annotations
 
@@ -8,17 +8,6 @@ import pytest
 
 from tests import tamper
 from tests.conftest import assert_clean_error
-
-
-@pytest.fixture
-def location(backend_store) -> str:
-    """A store on each backend (``backend_store`` in tests/conftest.py)."""
-    return backend_store
-
-
-@pytest.fixture
-def run(backend_cli):
-    return backend_cli
 
 
 def _ok(r):
@@ -40,7 +29,8 @@ def _found(run, *args) -> dict[str, dict]:
     return {h["id"]: h for h in r.json()["results"]}
 
 
-def test_write_supersedes_hides_the_old_memory_from_find_and_links_both_ways(run):
+def test_write_supersedes_hides_the_old_memory_from_find_and_links_both_ways(backend_cli):
+    run = backend_cli
     old = _id(_ok(run("write", "fact", "The deploy key rotates monthly", "--tag", "ops")).out)
     new = _id(_ok(run("write", "fact", "The deploy key rotates weekly", "--supersedes", old)).out)
     assert set(_found(run)) == {new}
@@ -60,7 +50,8 @@ def test_write_supersedes_hides_the_old_memory_from_find_and_links_both_ways(run
     assert _ok(run("verify")).code == 0
 
 
-def test_update_supersede_writes_a_new_memory_with_the_old_heads_fields(run):
+def test_update_supersede_writes_a_new_memory_with_the_old_heads_fields(backend_cli):
+    run = backend_cli
     old = _id(_ok(run("write", "fact", "Staging is db-stg-1", "--tag", "db", "--importance", "8",
                       "--visibility", "public", "--session", "s-1")).out)
     out = _ok(run("update", old, "Staging is db-stg-2", "--supersede")).out.strip()
@@ -76,7 +67,8 @@ def test_update_supersede_writes_a_new_memory_with_the_old_heads_fields(run):
     assert _ok(run("verify")).code == 0
 
 
-def test_supersede_links_two_memories_once_and_again_changes_nothing(run):
+def test_supersede_links_two_memories_once_and_again_changes_nothing(backend_cli):
+    run = backend_cli
     a = _id(_ok(run("write", "fact", "Builds run on runner-1")).out)
     b = _id(_ok(run("write", "fact", "Builds run on runner-2")).out)
     first = _ok(run("supersede", a, "--by", b, "--json")).json()
@@ -89,7 +81,8 @@ def test_supersede_links_two_memories_once_and_again_changes_nothing(run):
     assert _ok(run("verify")).code == 0
 
 
-def test_valid_times_are_head_fields_and_find_valid_at_keeps_the_memories_valid_then(run):
+def test_valid_times_are_head_fields_and_find_valid_at_keeps_the_memories_valid_then(backend_cli):
+    run = backend_cli
     q1 = _id(_ok(run("write", "fact", "Office hours 9-5", "--set", "valid_from=2025-01-01",
                      "--set", "valid_to=2025-07-01")).out)
     q2 = _id(_ok(run("write", "fact", "Office hours 8-4", "--set", "valid_from=2025-07-01")).out)
@@ -142,7 +135,8 @@ def _bad_cases(run):
     }
 
 
-def test_bad_input_is_one_line_the_documented_exit_and_nothing_written(run):
+def test_bad_input_is_one_line_the_documented_exit_and_nothing_written(backend_cli):
+    run = backend_cli
     for name, (args, code) in _bad_cases(run).items():
         before = _journal(run)
         got = run(*args)
@@ -163,7 +157,9 @@ def _verify_problems(run) -> list[str]:
     ("cycle", "form a cycle"),
     ("interval", "ends"),
 ])
-def test_verify_finds_broken_links_and_intervals(run, location, tampering, expected):
+def test_verify_finds_broken_links_and_intervals(backend_cli, backend_store, tampering, expected):
+    run = backend_cli
+    location = backend_store
     a = _id(_ok(run("write", "fact", "A")).out)
     b = _id(_ok(run("write", "fact", "B", "--supersedes", a)).out)
     if tampering == "one way":
@@ -179,7 +175,8 @@ def test_verify_finds_broken_links_and_intervals(run, location, tampering, expec
     assert any(expected in p for p in problems), problems
 
 
-def test_changes_lists_a_supersede_as_superseded(run):
+def test_changes_lists_a_supersede_as_superseded(backend_cli):
+    run = backend_cli
     old = _id(_ok(run("write", "fact", "The deploy key rotates monthly")).out)
     new = _id(_ok(run("write", "fact", "The deploy key rotates weekly", "--supersedes", old)).out)
     got = _ok(run("changes", "--since", "1h", "--json")).json()["changes"]
