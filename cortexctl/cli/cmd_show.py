@@ -42,7 +42,7 @@ def _history(out, history) -> None:
         out.line()
         out.line("supersede chain (oldest first):")
         out.table(["", "memory", "valid from", "valid to", "short form"],
-                  [("*" if c.this else "", f"cortex://m/{c.id}" + ("†" if c.tombstoned else ""),
+                  [("*" if c.this else "", c.id + ("†" if c.tombstoned else ""),
                     iso(c.valid_from) or "-", iso(c.valid_to) or "-", c.short) for c in history.chain])
 
 
