@@ -5,7 +5,7 @@
 
 The store is one built by ``bench/find_bench.py --keep`` (both installs must read its schema and
 its search snapshot). Each run times one fresh ``find --near`` process of A, then of B, over the
-same query, filter and store, with and without the search snapshot (moved aside between the two),
+same query, filter and store (and a ``find`` without ``--near``: the salience order alone), with and without the search snapshot (moved aside between the two),
 so load on the machine falls on both alike. Prints the median wall and CPU time of each and the
 ratio B/A (below 1.0: B is faster). Nothing is asserted: it is a report. When the two write different
 search snapshot formats, give B a copy of the store with its own snapshot (``--store-b``: copy DIR,
@@ -55,7 +55,7 @@ def main() -> int:
     snaps = {side: (store / "cortex.snapshot", store.parent / f"cortex.snapshot.aside-{side}")
              for side, store in stores.items()}
     kinds = [True, False] if all(snap.exists() for snap, _ in snaps.values()) else [False]
-    variants = [("", []), ("--type fact", ["--type", "fact"])]
+    variants = [("", []), ("--type fact", ["--type", "fact"]), ("no --near", None)]  # None: salience order
     rare = _rare_tag(args.store, args.memories)
     if rare:
         variants.append((" ".join(f"--tag {t}" for t in rare), [x for t in rare for x in ("--tag", t)]))
@@ -72,7 +72,8 @@ def main() -> int:
                 try:
                     for name, extra in variants:
                         for side, exe in (("a", args.a), ("b", args.b)):
-                            cmd = [exe, "find", "--near", q, "--store", str(stores[side]), "-k", "10", *extra]
+                            near = ["--near", q] if extra is not None else []
+                            cmd = [exe, "find", *near, "--store", str(stores[side]), "-k", "10", *(extra or [])]
                             times[(side, name, with_snapshot)].append(time_once(cmd, env, FIND_OK))
                 finally:
                     _back(snaps)
@@ -90,7 +91,7 @@ def main() -> int:
     if args.json:
         print(json.dumps({"runs": args.runs, "loadavg": os.getloadavg(), "find": rows}, indent=2))
         return 0
-    print(f"find --near, median of {args.runs} fresh processes each (load average {os.getloadavg()[0]:.1f})")
+    print(f"find --near (and without it: salience order), median of {args.runs} fresh processes each (load average {os.getloadavg()[0]:.1f})")
     for r in rows:
         label = (r["filter"] or "plain") + (", snapshot" if r["snapshot"] else ", DuckDB")
         print(f"{label:<36} wall A {r['a_wall_ms']:7.1f} ms  B {r['b_wall_ms']:7.1f} ms  B/A {r['wall_ratio']:.2f}"

@@ -41,8 +41,28 @@ def _connect(store: str | os.PathLike, *, read_only: bool = False) -> Iterator[A
 
 # -- by meaning ---------------------------------------------------------------------------------------
 def set_field(store: str | os.PathLike, memory_id: str, field: str, value: Any) -> None:
-    """Set one head field (importance, access_count, citations, type, ...) of a memory."""
+    """Set one head field (importance, access_count, citations, type, ...) of a memory; ``store`` is a
+    DuckDB store's directory or a PostgreSQL store's ``postgresql://`` URI."""
+    if _is_pg(store):
+        _pg_sql(str(store), f'UPDATE heads SET "{field}" = %s WHERE id = %s', [value, memory_id])
+        return
     sql(store, f'UPDATE heads SET "{field}" = ? WHERE id = ?', [value, memory_id])
+
+
+def _is_pg(store) -> bool:
+    return isinstance(store, str) and store.startswith(("postgresql://", "postgres://"))
+
+
+def _pg_sql(uri: str, statement: str, params: Sequence[Any]) -> None:
+    """One statement on a PostgreSQL store's tables (its schema first on the search path)."""
+    import psycopg
+
+    from cortexctl.store.pg import split_uri
+
+    conninfo, schema = split_uri(uri)
+    with psycopg.connect(conninfo, autocommit=True) as con:
+        con.execute("SELECT set_config('search_path', %s, false)", [f'"{schema}", public'])
+        con.execute(statement, list(params))
 
 
 def set_version_field(store: str | os.PathLike, memory_id: str, version: int, field: str, value: Any) -> None:
@@ -143,6 +163,7 @@ def every_table(store: str | os.PathLike) -> dict[str, list[str]]:
 
 # -- the schema -------------------------------------------------------------------------------------------
 _UNDO = {  # what each migration added, to make a store look as if it never ran
+    5: [f"ALTER TABLE heads DROP COLUMN {c}" for c in ("valid_from", "valid_to", "supersedes", "superseded_by")],
     4: ["DROP TABLE grants"],
     3: ["DROP TABLE learned_weights", "DROP TABLE rate_buckets", "DROP TABLE checkpoints",
         "ALTER TABLE heads DROP COLUMN confidence"],

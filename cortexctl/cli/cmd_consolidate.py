@@ -25,7 +25,8 @@ def consolidate(config, *, source, dry_run, store, actor, wait, json, jsonl) -> 
         return
     for w in result.written:
         out.line(f"{'would write' if dry_run else w['action']} {w['kind']}: {w['text']}"
-                 + (f" {w['uri']}" if w.get("uri") else ""))
+                 + (f" {w['uri']}" if w.get("uri") else "")
+                 + (f" (supersedes {w['supersedes']}: {w['old_text']})" if w.get("supersedes") else ""))
     if not result.written:
         out.hint("nothing durable in this transcript (a common, correct answer)")
 
@@ -39,7 +40,13 @@ COMMANDS = [
 3 patterns (reinforcing existing ones) and 1 outcome are written; an item
 holding an ID, hash, path or URL that is not verbatim in the transcript is
 dropped and reported on stderr, as is a fact you already have. Everything
-written has provenance {"via": "consolidated", "transcript_sha256": ...}.""",
+written has provenance {"via": "consolidated", "transcript_sha256": ...}.
+\b
+The model also sees up to 20 of your facts that still hold, and may propose
+that the transcript supersedes one (at most 3): a proposal that does not
+quote the old fact's statement verbatim is dropped; a kept one writes the new
+fact with write --supersedes (the old one's valid time ends, both are
+linked). Nothing is ever deleted.""",
         examples=("cortexctl consolidate transcript.txt", "cortexctl consolidate - --dry-run --json < turn.txt"),
         exits=(0, 2, 4, 9, 10),
     ),

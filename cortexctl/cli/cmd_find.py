@@ -9,8 +9,17 @@ from cortexctl.ops import lookup
 LANES = {"lexical": "L", "semantic": "S", "salience": "R"}
 
 
-def find(config, *, near, types, tags, frames, include_tombstoned, k, budget_tokens, form, session, summaries,
-         verbose, include_unmatched, quiet, store, actor, wait, json, jsonl) -> int:
+def _ended(h, refs: dict[str, str] | None = None) -> str:
+    """The mark of a result whose valid time has ended ("" for the others)."""
+    from cortexctl.engine.results import iso
+
+    if h.superseded_by is not None:
+        return f"superseded by {(refs or {}).get(h.superseded_by, h.superseded_by)}"
+    return f"ended {iso(h.valid_to)}" if h.ended else ""
+
+
+def find(config, *, near, types, tags, frames, include_tombstoned, include_superseded, valid_at, k, budget_tokens,
+         form, session, summaries, verbose, include_unmatched, quiet, store, actor, wait, json, jsonl) -> int:
     """Exit status as grep's: 0 when a result matched (the engine's ``matched``), else 1."""
     from cortexctl.cli.common import open_cortex
     from cortexctl.cli.output import Output
@@ -20,7 +29,8 @@ def find(config, *, near, types, tags, frames, include_tombstoned, k, budget_tok
     cx = open_cortex(config, store, actor, wait)
     answer = lookup("find").run(cx, near=near, types=types, tags=tags, frames=frames, k=k, budget_tokens=budget_tokens,
                                 form=form, session=session, summaries=summaries,
-                                include_tombstoned=include_tombstoned)
+                                include_tombstoned=include_tombstoned, include_superseded=include_superseded,
+                                valid_at=valid_at)
     status = 0 if answer.matched else 1
     hits = answer.hits
     warnings, notes = split_found(answer.found)
@@ -32,23 +42,27 @@ def find(config, *, near, types, tags, frames, include_tombstoned, k, budget_tok
         out.emit_many(answer.docs(), answer.to_json)
         return status
     if out.tty:
-        refs = cx.short_refs([h.id for h in hits]) if hits else {}
+        refs = cx.short_refs([h.id for h in hits] + [h.superseded_by for h in hits if h.superseded_by]) if hits else {}
         ref = {h.id: refs.get(h.id, h.id) + ("†" if h.tombstoned else "") for h in hits}
+        text = {h.id: h.text + (f"  ({_ended(h, refs)})" if h.ended else "") for h in hits}
         if near is not None:
             out.table(["#", "ref", "type", "score", "lanes", form],
                       [(h.rank, ref[h.id], h.type, f"{h.score:.3f}",
-                        "".join(LANES[x] for x in h.lanes) + ("" if h.matched else " (no match)"), h.text)
+                        "".join(LANES[x] for x in h.lanes) + ("" if h.matched else " (no match)"), text[h.id])
                        for h in hits])
             if hits and not answer.matched:
                 out.hint(f"nothing matched {near!r} by words or meaning: these are your most salient memories")
         else:
-            out.table(["#", "ref", "type", form], [(h.rank, ref[h.id], h.type, h.text) for h in hits])
+            out.table(["#", "ref", "type", form], [(h.rank, ref[h.id], h.type, text[h.id]) for h in hits])
         if not hits:
             out.hint("no memories match")
         return status
     # piped: a non-match is never an answer unless asked for
     shown = hits if include_unmatched else [h for h in hits if h.matched]
-    out.table([], [(f"cortex://m/{h.id}", h.type, h.text) for h in shown])
+    if include_superseded:  # a fourth column: how its valid time ended ("" while it holds)
+        out.table([], [(f"cortex://m/{h.id}", h.type, h.text, _ended(h)) for h in shown])
+    else:
+        out.table([], [(f"cortex://m/{h.id}", h.type, h.text) for h in shown])
     if not answer.matched:
         if near is None:
             out.hint("cortexctl: no memories match")
@@ -100,6 +114,13 @@ VERB:KIND:REF). -k and --budget-tokens bound the results; each result counts
 at the form shown, and the results are the longest run of the ranking that
 fits the budget.
 \b
+Valid time: find leaves out memories whose valid time has ended (superseded,
+or past their valid_to; see cortexctl supersede). --include-superseded shows
+them too, each marked "superseded by REF" or "ended T" (piped: a fourth
+column, empty for the others; --json: superseded_by and ended). --valid-at T
+(RFC 3339 or a date) keeps the memories valid at T: valid_from at or before
+T, valid_to after it, an unset end open.
+\b
 The two-stage session query: --summaries searches session summaries (see
 session summarize) to pick a session, --session ID then searches inside it.""",
         examples=(
@@ -110,9 +131,11 @@ session summarize) to pick a session, --session ID then searches inside it.""",
             'cortexctl find --summaries --near "flaky test"',
             'cortexctl find --session s-42 --near "retry"',
             "cortexctl find --include-tombstoned --jsonl | jq -r .uri",
+            'cortexctl find --near "deploy key" --include-superseded',
+            "cortexctl find --valid-at 2026-03-01 --type fact",
             'if cortexctl find -q --near "deploy key"; then echo known; fi',
         ),
-        exits=(0, 1, 2, 3, 4, 7),
-        exit_notes={0: "a result matched", 1: "nothing matched", 3: "no store"},
+        exits=(0, 1, 2, 3, 4, 7, 10),
+        exit_notes={0: "a result matched", 1: "nothing matched", 3: "no store", 10: "--valid-at is not a time"},
     ),
 ]

@@ -20,6 +20,12 @@ def _show(out, shown) -> None:
     out.line(f"hash: {m.hash}")
     if m.tombstone:
         out.line(f"forgotten: {iso(m.tombstone.at)} by {m.tombstone.by}: {m.tombstone.reason}")
+    if m.valid_from is not None or m.valid_to is not None:
+        out.line(f"valid: {iso(m.valid_from) or '-'} to {iso(m.valid_to) or '-'}")
+    if m.supersedes is not None:
+        out.line(f"supersedes: cortex://m/{m.supersedes}")
+    if m.superseded_by is not None:
+        out.line(f"superseded by: cortex://m/{m.superseded_by}")
     out.line()
     out.line(m.form(form))
 
@@ -32,12 +38,21 @@ def _history(out, history) -> None:
         [(f"{v.version}{'*' if v.current else ''}", iso(v.created_at), v.created_by, v.hash[:12], v.short)
          for v in history.versions],
     )
+    if history.chain:
+        out.line()
+        out.line("supersede chain (oldest first):")
+        out.table(["", "memory", "valid from", "valid to", "short form"],
+                  [("*" if c.this else "", c.id + ("†" if c.tombstoned else ""),
+                    iso(c.valid_from) or "-", iso(c.valid_to) or "-", c.short) for c in history.chain])
 
 
 COMMANDS = [
     command_for(
         lookup("show"), ("show",), "Show one memory (its latest version unless --version).", positional=("ref",),
         human=_show,
+        notes="A memory with a valid time or a supersede link shows them: valid FROM to TO,\n"
+              "supersedes (the memory it replaced) and superseded by (the one that replaced it);\n"
+              "--json: valid_from, valid_to, supersedes, superseded_by (null when unset).",
         examples=(
             "cortexctl show 01JD3K",
             "cortexctl show cortex://m/01JD3KQ5ZC8M3V6W4Y2T7N9R0B/v/1",
@@ -49,6 +64,8 @@ COMMANDS = [
     command_for(
         lookup("history"), ("history",), "List every version of a memory, oldest first.", positional=("ref",),
         human=_history,
+        notes="A memory in a supersede chain (see cortexctl supersede) also lists the chain,\n"
+              "oldest first, each memory with its valid interval (--json: chain).",
         examples=("cortexctl history 01JD3K", "cortexctl history 01JD3K --jsonl"),
         exits=(0, 2, 3, 4, 7),
     ),

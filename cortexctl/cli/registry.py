@@ -15,6 +15,7 @@ from cortexctl.cli.spec import Command
 
 MODULES = (
     "cmd_write",
+    "cmd_supersede",
     "cmd_show",
     "cmd_head",
     "cmd_changes",

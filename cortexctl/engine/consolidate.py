@@ -11,7 +11,14 @@ and is reported with its first 200 characters. Then, in order:
   transcript is dropped (``not in the transcript: TOKEN``);
 - a fact equal after normalization to a live fact the actor can see is not written again
   (``already known``); a user fact goes through ``remember --user`` (a repeat is a touch);
-  a pattern through ``pattern reinforce``; the outcome through ``outcome``.
+  a pattern through ``pattern reinforce``; the outcome through ``outcome``;
+- **supersedes**: the model is also shown the actor's own stored facts that still hold (up to
+  ``STORED_FACTS``, best salience first) and may answer ``supersedes``: [{old, new}] when the
+  transcript contradicts one. A proposal whose ``old`` is not one of those facts' statements
+  quoted verbatim (whitespace at the ends aside) is dropped (``old fact not quoted verbatim``),
+  and ``new`` goes through the verbatim guard above like a fact. A kept one writes ``new`` as a
+  fact that supersedes the old one (``write --supersedes``: the old fact's valid time ends, both
+  are linked); nothing is ever deleted.
 
 Everything written carries the provenance ``{"via": "consolidated", "transcript_sha256":
 ...}`` (facts also ``source: consolidated``). ``dry_run`` reports the same without writing.
@@ -21,14 +28,17 @@ from __future__ import annotations
 
 import hashlib
 
-from cortexctl.engine import writeback
+from cortexctl.engine import memories, writeback
 from cortexctl.engine.context import Context
 from cortexctl.engine.loosejson import parse_object
-from cortexctl.errors import InvalidData, UsageError
+from cortexctl.errors import InvalidData, Tombstoned, UsageError
+from cortexctl.memory.ids import memory_uri
 from cortexctl.memory import pattern as pat
 from cortexctl.memory.forms import high_entropy_tokens
 
-LIMITS = {"facts": 5, "user_facts": 5, "patterns": 3, "outcome": 1}
+LIMITS = {"facts": 5, "user_facts": 5, "patterns": 3, "outcome": 1, "supersedes": 3}
+STORED_FACTS = 20  # of the actor's own current facts shown to the model, for supersedes
+STORED_HEADER = "--- Stored facts (quote one exactly in supersedes.old to replace it) ---"
 MAX_TRANSCRIPT_BYTES = 1_000_000
 
 PROMPT = """You file what is worth remembering from one agent transcript.
@@ -39,10 +49,13 @@ Answer with ONE JSON object and nothing else:
  "patterns": [{"name": "...", "trigger": "when to use it", "preconditions": ["..."],
                "steps": ["the steps that worked, in order"], "gotchas": ["..."],
                "success_criteria": ["..."]}],
- "outcome": {"summary": "the task and how it ended", "status": "success|failure|partial"} or null}
+ "outcome": {"summary": "the task and how it ended", "status": "success|failure|partial"} or null,
+ "supersedes": [{"old": "a stored fact, copied exactly", "new": "the fact that replaces it"}]}
 Rules: no small talk, no guesses, nothing that only mattered for this turn. At most 5 facts,
-5 user facts, 3 patterns. Give an outcome only when a concrete task was finished or failed.
-Copy identifiers, hashes, paths and URLs exactly as the transcript has them."""
+5 user facts, 3 patterns, 3 supersedes. Give an outcome only when a concrete task was finished or failed.
+Copy identifiers, hashes, paths and URLs exactly as the transcript has them.
+When stored facts follow the transcript and the transcript shows one is no longer true, give it in
+supersedes: "old" copied exactly from the list, "new" the fact as it now stands (not also in facts)."""
 
 
 def _bad(reply: str) -> InvalidData:
@@ -68,6 +81,11 @@ def _items(doc: dict, reply: str) -> list[tuple[str, object]]:
         if not isinstance(outcome, dict):
             raise _bad(reply)
         out.append(("outcome", outcome))
+    supersedes = doc.get("supersedes") or []
+    if not isinstance(supersedes, list) or not all(
+            isinstance(p, dict) and isinstance(p.get("old"), str) and isinstance(p.get("new"), str) for p in supersedes):
+        raise _bad(reply)
+    out += [("supersedes", {"old": p["old"].strip(), "new": p["new"].strip()}) for p in supersedes]
     return out
 
 
@@ -76,6 +94,8 @@ def _text_of(kind: str, item) -> str:
         return " ".join(str(v) for v in item.values())
     if kind == "outcome":
         return str(item.get("summary", ""))
+    if kind == "supersedes":
+        return item["new"]
     return item
 
 
@@ -85,8 +105,10 @@ def _short(kind: str, item) -> str:
     return _text_of(kind, item)
 
 
-def plan(ctx: Context, transcript: str, reply: str) -> tuple[list[tuple[str, object]], list[dict]]:
-    """What would be written, and what is dropped (kind, text, reason)."""
+def plan(ctx: Context, transcript: str, reply: str,
+         stored: dict[str, str] | None = None) -> tuple[list[tuple[str, object]], list[dict]]:
+    """What would be written, and what is dropped (kind, text, reason). ``stored``: the statements
+    of the facts shown to the model -> their IDs (a supersede proposal must quote one)."""
     doc = parse_object(reply)
     keep: list[tuple[str, object]] = []
     dropped: list[dict] = []
@@ -109,12 +131,36 @@ def plan(ctx: Context, transcript: str, reply: str) -> tuple[list[tuple[str, obj
             elif kind == "outcome" and (item.get("status") not in writeback.OUTCOME_STATUSES
                                         or not str(item.get("summary", "")).strip()):
                 reason = "outcome needs a summary and a status of success, failure or partial"
+            elif kind == "supersedes" and item["old"] not in (stored or {}):
+                reason = "old fact not quoted verbatim"
+            elif kind == "supersedes" and not item["new"]:
+                reason = "supersedes needs the new fact"
         if reason:
             dropped.append({"kind": kind, "text": _short(kind, item if not isinstance(item, pat.PatternSpec)
                                                         else item.to_json()), "reason": reason})
         else:
             keep.append((kind, item))
     return keep, dropped
+
+
+def _stored_facts(ctx: Context) -> dict[str, str]:
+    """The actor's own facts that still hold, best salience first: statement -> ID."""
+    with ctx.peek() as tx:
+        rows = [] if tx is None else writeback.live_of_type(tx, ctx, "fact", limit=4 * STORED_FACTS, own=True,
+                                                            current=True)
+    out: dict[str, str] = {}
+    for head, data in rows:
+        statement = str(data.get("statement", "")).strip()
+        if statement and len(out) < STORED_FACTS:
+            out.setdefault(statement, head["id"])
+    return out
+
+
+def _with_stored(transcript: str, stored: dict[str, str]) -> str:
+    """What the model reads: the transcript, then the stored facts it may supersede (none: the transcript)."""
+    if not stored:
+        return transcript
+    return transcript + "\n\n" + STORED_HEADER + "\n" + "\n".join(f"- {s}" for s in stored)
 
 
 def _known_facts(ctx: Context) -> set[str]:
@@ -130,8 +176,9 @@ def consolidate(ctx: Context, transcript: str, *, dry_run: bool = False, chat=No
         raise UsageError(f"the transcript is longer than {MAX_TRANSCRIPT_BYTES} bytes", field="transcript")
     sha = hashlib.sha256(transcript.encode("utf-8", "surrogatepass")).hexdigest()
     chat = chat or ctx.chat
-    reply = chat.complete(PROMPT, transcript)
-    keep, dropped = plan(ctx, transcript, reply)
+    stored = _stored_facts(ctx)
+    reply = chat.complete(PROMPT, _with_stored(transcript, stored))
+    keep, dropped = plan(ctx, transcript, reply, stored)
     known = _known_facts(ctx) if any(k == "facts" for k, _ in keep) else set()
     prov = {"via": "consolidated", "transcript_sha256": sha}
     written: list[dict] = []
@@ -142,6 +189,19 @@ def consolidate(ctx: Context, transcript: str, *, dry_run: bool = False, chat=No
                 continue
             known.add(pat.normalize(item))
         entry = {"kind": kind, "text": item.name if kind == "patterns" else _text_of(kind, item)}
+        if kind == "supersedes":
+            entry["supersedes"] = memory_uri(stored[item["old"]])
+            entry["old_text"] = item["old"]
+            if not dry_run:
+                try:
+                    r = memories.write(ctx, "fact", item["new"], sets=["source=consolidated"], provenance=prov,
+                                       supersedes=stored[item["old"]])
+                except (InvalidData, Tombstoned) as exc:  # superseded or forgotten since it was shown
+                    dropped.append({"kind": kind, "text": item["new"], "reason": exc.message})
+                    continue
+                entry.update(uri=r.uri, action="superseded")
+            written.append(entry)
+            continue
         if not dry_run:
             if kind in ("facts", "user_facts"):
                 r = writeback.remember(ctx, item, user=kind == "user_facts", provenance=prov, source="consolidated")

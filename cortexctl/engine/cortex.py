@@ -19,7 +19,8 @@ from typing import Iterable
 from cortexctl import config as config_mod
 from cortexctl.engine import memories
 from cortexctl.engine.context import Context
-from cortexctl.engine.results import FindHit, FindQuery, HeadResult, Memory, VersionInfo, WriteResult
+from cortexctl.engine.results import (FindHit, FindQuery, HeadResult, Memory, SupersedeResult, VersionInfo,
+                                      WriteResult)
 from cortexctl.store import open_storage
 from cortexctl.store.interface import Storage
 
@@ -66,18 +67,28 @@ class Cortex:
               sets: Iterable[str] | None = None, tags: Iterable[str] = (), frames: Iterable[str] = (),
               importance: int = 5, visibility: str = "private", confidence: float = 1.0,
               forms: dict | None = None, session: str | None = None, provenance: dict | None = None,
-              dedupe: bool = False) -> WriteResult:
+              dedupe: bool = False, supersedes: str | None = None) -> WriteResult:
         """Write a new memory; returns its URI, version 1 and journal seq. A live memory of the same
-        type and text is named in a warning; with ``dedupe`` it is returned and nothing is written."""
+        type and text is named in a warning; with ``dedupe`` it is returned and nothing is written.
+        ``supersedes``: a memory this one replaces (its valid interval ends where this one's begins)."""
         return memories.write(self.context, type_name, text, data=data, sets=sets, tags=tags, frames=frames,
                               importance=importance, visibility=visibility, confidence=confidence,
-                              forms=forms, session=session, provenance=provenance, dedupe=dedupe)
+                              forms=forms, session=session, provenance=provenance, dedupe=dedupe,
+                              supersedes=supersedes)
 
     def update(self, ref: str, text: str | None = None, *, data: dict | None = None,
                sets: Iterable[str] | None = None, confidence: float | None = None,
-               forms: dict | None = None) -> WriteResult:
-        """Write a new version from the current one with the given changes."""
-        return memories.update(self.context, ref, text, data=data, sets=sets, confidence=confidence, forms=forms)
+               forms: dict | None = None, supersede: bool = False) -> WriteResult:
+        """Write a new version from the current one with the given changes (``supersede``: a new
+        memory that supersedes this one instead)."""
+        return memories.update(self.context, ref, text, data=data, sets=sets, confidence=confidence, forms=forms,
+                               supersede=supersede)
+
+    def supersede(self, old: str, *, by: str) -> SupersedeResult:
+        """Link two memories of the actor: ``by`` supersedes ``old`` (see ``engine/validtime.py``)."""
+        from cortexctl.engine import validtime
+
+        return validtime.supersede(self.context, old, by)
 
     def tag(self, ref: str, *, add: Iterable[str] = (), remove: Iterable[str] = ()) -> HeadResult:
         """Add and remove tags (removals first, then additions)."""
@@ -187,6 +198,12 @@ class Cortex:
     def history(self, ref: str) -> list[VersionInfo]:
         """Every version of a memory, oldest first."""
         return memories.history(self.context, ref)
+
+    def chain(self, ref: str) -> list:
+        """The supersede chain through a memory, oldest first ([] when it has no link)."""
+        from cortexctl.engine import validtime
+
+        return validtime.chain(self.context, ref)
 
     def diff(self, ref: str, from_version: int | None = None, to_version: int | None = None):
         """How two versions of a memory differ (default: the current one against the one before)."""

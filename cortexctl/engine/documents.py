@@ -123,12 +123,14 @@ class History:
     """``history``: every version of one memory, oldest first."""
 
     versions: Sequence[Any]
+    chain: Sequence[Any] = ()  # the supersede chain through the memory, oldest first (``ChainLink``)
 
     def docs(self) -> list[dict]:
         return [v.to_json() for v in self.versions]
 
     def to_json(self, docs: list | None = None) -> dict:
-        return {"uri": f"cortex://m/{self.versions[0].id}", "versions": self.docs() if docs is None else docs}
+        return {"uri": f"cortex://m/{self.versions[0].id}", "versions": self.docs() if docs is None else docs,
+                "chain": [c.to_json() for c in self.chain]}
 
 
 @dataclass

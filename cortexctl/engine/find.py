@@ -141,7 +141,7 @@ def _search_in(view, ctx: Context, query: FindQuery, filters: Filters, qvec, war
         score = scoring(tx, ctx.actor, ctx.clock())
         if query.near is None:
             ranked = [Candidate(i, ["salience"], salience=s) for i, s in tx.top_salience(filters, score, query.k)]
-            hits = _hits(tx, ranked, query)
+            hits = _hits(tx, ranked, query, score.now)
             if not hits:
                 _no_visible_memory(tx, filters.viewer, warnings)
             return hits
@@ -157,7 +157,7 @@ def _search_in(view, ctx: Context, query: FindQuery, filters: Filters, qvec, war
         for id_, (_version, _passes, sal) in tx.candidates(missing, filters, score).items():
             cands[id_].salience = sal
         ranked = by_phrase(tx, rank(cands.values(), remote=ctx.embedder.remote), query.near)
-        hits = _hits(tx, ranked, query)
+        hits = _hits(tx, ranked, query, score.now)
         floor = MATCH_SIMILARITY_MODEL if ctx.embedder.remote else MATCH_SIMILARITY_HASH
         tier = {c.id: c.tier for c in ranked[:PHRASE_WINDOW]}
         for h in hits:
@@ -244,7 +244,7 @@ def _no_visible_memory(tx: Tx, viewer: Viewer, warnings: list[str]) -> None:
                         "private to them (is --actor right?)")
 
 
-def _hits(tx: Tx, ranked: list[Candidate], query: FindQuery) -> list[FindHit]:
+def _hits(tx: Tx, ranked: list[Candidate], query: FindQuery, now) -> list[FindHit]:
     ranked = ranked[: query.k]
     ids = [c.id for c in ranked]
     heads = tx.result_rows(ids, "medium" if query.form == "medium" else "short")
@@ -277,7 +277,9 @@ def _hits(tx: Tx, ranked: list[Candidate], query: FindQuery) -> list[FindHit]:
                 score=round(c.score if query.near is not None else c.salience, 6),
                 similarity=None if c.similarity is None else round(c.similarity, 6),
                 lexical=None if c.lexical is None else round(c.lexical, 6),
-                salience=round(c.salience, 6), tokens=tokens,
+                salience=round(c.salience, 6), tokens=tokens, valid_from=h["valid_from"], valid_to=h["valid_to"],
+                supersedes=h["supersedes"], superseded_by=h["superseded_by"],
+                ended=h["superseded_by"] is not None or (h["valid_to"] is not None and h["valid_to"] <= now),
             )
         )
     return hits

@@ -9,9 +9,10 @@ the ``Context`` it runs in.
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any, Iterable
 
-from cortexctl.engine import semantic
+from cortexctl.engine import semantic, validtime
 from cortexctl.engine.context import Context
 from cortexctl.engine.results import FindQuery, HeadResult, Memory, VersionInfo, WriteResult, iso
 from cortexctl.engine.refs import check_owner, resolve
@@ -80,15 +81,19 @@ def write(
     session: str | None = None,
     provenance: dict | None = None,
     dedupe: bool = False,
+    supersedes: str | None = None,
 ) -> WriteResult:
     """Write a new memory; returns its URI, version 1 and journal seq.
 
     When a live memory of the actor has the same type and the same text (words compared
     in lower case), the result warns and names it; with ``dedupe`` it is returned instead
-    and nothing is written."""
+    and nothing is written. ``valid_from``/``valid_to`` among ``sets`` (or ``data``) are its valid
+    time (head fields, see ``engine/validtime.py``); ``supersedes``: a memory of the actor this one
+    replaces, in the same transaction (its interval ends where this one's begins: now by default)."""
     from cortexctl.memory.types import check_confidence
 
     type_code(type_name)
+    data, sets, times = _valid_times(data, sets)
     body = build_version(type_name, assemble(type_name, {}, text, data, sets), forms)
     tag_list = clean_tags(tags)
     frame_list = clean_frames(frames)
@@ -97,12 +102,17 @@ def write(
     conf = check_confidence(confidence, error=UsageError)
     if session is not None:
         check_name(session, "session")
+    if supersedes is not None:
+        parse_ref(supersedes)
     now = ctx.clock()
+    if supersedes is not None:
+        times.setdefault("valid_from", now)
+    validtime.check_interval(times.get("valid_from"), times.get("valid_to"))
     id_ = new_id()
     head = head_row(
         id_=id_, body=body, actor=ctx.actor, visibility=visibility, tags=tag_list,
         frames=frame_list, importance=importance, session=session, version=1,
-        created_at=now, updated_at=now, confidence=conf,
+        created_at=now, updated_at=now, confidence=conf, **times,
     )
     version = version_row(
         id_=id_, version=1, body=body, created_at=now, created_by=ctx.actor,
@@ -113,7 +123,14 @@ def write(
     last_key = 0
     term_ids = text_terms(body.search_text)
     payload = write_payload(head, [version])  # before the writer lock: less of the turn others wait for
-    with ctx.transaction() as tx:
+    with ctx.transaction(existing=supersedes is not None) as tx:
+        old = None
+        if supersedes is not None:
+            old = resolve(tx, ctx.viewer, supersedes)
+            check_owner(old, ctx.actor)
+            validtime.check_old(tx, old, None, head["valid_from"])
+            head["supersedes"] = old["id"]
+            payload = write_payload(head, [version])
         twin = _twin(tx, ctx.actor, body, term_ids)
         if twin is not None and dedupe:
             return WriteResult(id=twin["id"], version=twin["current_version"], seq=None, changed=False,
@@ -123,12 +140,25 @@ def write(
                             "(write --dedupe returns it instead of writing another)")
         tx.insert_memories([head], [version])
         seq = tx.append_journal([("write", now, ctx.actor, id_, payload)])
+        if old is not None:
+            validtime.close_old(ctx, tx, old, id_, head["valid_from"], now)
         tx.add_terms([(id_, term_ids)])
         if vector is not None:
             last_key = semantic.store_or_warn(tx, ctx.embedder, [id_], [1], vector, warnings)
         catch_up = ctx.embedder.remote or tx.maybe_pending(ctx.embedder.model)
     _after_write(ctx, warnings, last_key, catch_up)
     return WriteResult(id=id_, version=1, seq=seq, embedded=bool(last_key), warnings=warnings)
+
+
+def _valid_times(data: dict | None, sets: Iterable[str] | None) -> tuple[dict | None, list[str], dict]:
+    """(data, sets) without the valid times, and the valid times given (``sets`` win over ``data``):
+    head fields, not data (``engine/validtime.py``)."""
+    sets, times = validtime.split_sets(sets)
+    if isinstance(data, dict) and any(k in data for k in validtime.TIME_FIELDS):
+        given = {k: validtime.parse_valid_time(k, data[k]) for k in validtime.TIME_FIELDS if k in data}
+        data = {k: v for k, v in data.items() if k not in validtime.TIME_FIELDS}
+        times = {**given, **times}
+    return data, sets, times
 
 
 def _twin(tx: Tx, actor: str, body, term_ids: list[int]) -> dict | None:
@@ -187,19 +217,28 @@ def update(
     confidence: float | None = None,
     forms: dict | None = None,
     provenance: dict | None = None,
+    supersede: bool = False,
 ) -> WriteResult:
-    """Write a new version from the current one with the given changes."""
+    """Write a new version from the current one with the given changes. ``valid_from``/``valid_to``
+    among ``sets`` (or ``data``) change the valid time alone (an ``update_head``, no new version
+    when nothing else changes). ``supersede``: write a new memory instead (the same type, tags,
+    frames, importance, visibility and session; the current data with the changes) that
+    supersedes this one (``engine/validtime.py``)."""
     from cortexctl.memory.types import check_confidence
 
     conf = None if confidence is None else check_confidence(confidence, error=UsageError)
+    data, sets, times = _valid_times(data, sets)
     parse_ref(ref)
+    if supersede:
+        ctx.embedder  # built before the writer lock, not in the turn other writers wait for
+        return _supersede_by_update(ctx, ref, text, data, sets, times, conf, forms, provenance)
 
     def change(tx: Tx, head: dict, type_name: str, current: dict):
         base = codec.decode(current["data"])
         body = build_version(type_name, assemble(type_name, base, text, data, sets), forms)
         return body, (current["confidence"] if conf is None else conf), bool(forms)
 
-    return _new_version(ctx, ref, change, provenance or {"via": "update"})
+    return _new_version(ctx, ref, change, provenance or {"via": "update"}, times=times)
 
 
 def revert(ctx: Context, ref: str, *, to: int) -> WriteResult:
@@ -222,13 +261,15 @@ def revert(ctx: Context, ref: str, *, to: int) -> WriteResult:
     return _new_version(ctx, ref, change, {"via": "revert", "reverted_to": to})
 
 
-def _new_version(ctx: Context, ref: str, change, provenance: dict) -> WriteResult:
+def _new_version(ctx: Context, ref: str, change, provenance: dict, *, times: dict | None = None) -> WriteResult:
     """The path every new version of an existing memory takes (update, revert): the memory
     resolved for the actor, its owner and tombstone checked, then ``change(tx, head, type name,
     current version)`` gives (body, confidence, whether its forms count); a body, confidence and
     (when they count) forms equal to the current version's write nothing (``changed`` false).
     Otherwise the version, the head, the journal's ``update`` entry, the terms and the vector
-    change in one transaction."""
+    change in one transaction. ``times``: valid times to set too (``validtime.set_times``, an
+    ``update_head`` entry; alone when the version would not change)."""
+    times = times or {}
     ctx.embedder  # built before the writer lock, not in the turn other writers wait for
     with ctx.transaction(existing=True) as tx:
         head = resolve(tx, ctx.viewer, ref)
@@ -241,13 +282,17 @@ def _new_version(ctx: Context, ref: str, change, provenance: dict) -> WriteResul
         type_name = stored_type(head["type"])
         current = tx.versions(head["id"], head["current_version"])[0]
         body, new_conf, forms_count = change(tx, head, type_name, current)
+        now = ctx.clock()
         if (
             body.data_bytes == current["data"]
             and new_conf == current["confidence"]
             and (not forms_count or (body.short, body.medium) == (current["short"], current["medium"]))
         ):
-            return WriteResult(id=head["id"], version=head["current_version"], seq=None, changed=False)
-        now = ctx.clock()
+            seq = validtime.set_times(ctx, tx, head, times, now)
+            return WriteResult(id=head["id"], version=head["current_version"], seq=seq, changed=seq is not None)
+        if times:
+            merged = {**head, **times}
+            validtime.check_interval(merged["valid_from"], merged["valid_to"])
         n = head["current_version"] + 1
         version = version_row(
             id_=head["id"], version=n, body=body, created_at=now, created_by=ctx.actor,
@@ -261,6 +306,7 @@ def _new_version(ctx: Context, ref: str, change, provenance: dict) -> WriteResul
         )
         payload = codec.encode({"id": head["id"], **plain({"updated_at": now}), "version": plain(version)})
         seq = tx.append_journal([("update", now, ctx.actor, head["id"], payload)])
+        validtime.set_times(ctx, tx, {**head, "updated_at": now}, times, now)
         tx.replace_terms(head["id"], text_terms(body.search_text))
         tx.drop_vectors(head["id"])
         last_key = 0
@@ -272,6 +318,43 @@ def _new_version(ctx: Context, ref: str, change, provenance: dict) -> WriteResul
         semantic.embed_pending(ctx, ids=[head["id"]], warnings=warnings)
     _after_write(ctx, warnings, last_key, ctx.embedder.remote)
     return WriteResult(id=head["id"], version=n, seq=seq, embedded=not warnings, warnings=warnings)
+
+
+def _supersede_by_update(ctx: Context, ref: str, text, data, sets, times: dict, conf, forms, provenance) -> WriteResult:
+    """``update --supersede``: a new memory from the current one with the changes, superseding it."""
+    with ctx.transaction(existing=True) as tx:
+        old = resolve(tx, ctx.viewer, ref)
+        check_owner(old, ctx.actor)
+        now = ctx.clock()
+        valid_from = times.get("valid_from") or now
+        validtime.check_old(tx, old, None, valid_from)
+        validtime.check_interval(valid_from, times.get("valid_to"))
+        type_name = stored_type(old["type"])
+        current = tx.versions(old["id"], old["current_version"])[0]
+        body = build_version(type_name, assemble(type_name, codec.decode(current["data"]), text, data, sets), forms)
+        new_conf = current["confidence"] if conf is None else conf
+        id_ = new_id()
+        head = head_row(
+            id_=id_, body=body, actor=ctx.actor, visibility=old["visibility"], tags=list(old["tags"]),
+            frames=list(old["frames"]), importance=old["importance"], session=old["session"], version=1,
+            created_at=now, updated_at=now, confidence=new_conf, valid_from=valid_from,
+            valid_to=times.get("valid_to"), supersedes=old["id"],
+        )
+        version = version_row(id_=id_, version=1, body=body, created_at=now, created_by=ctx.actor,
+                              confidence=new_conf, provenance=provenance or {"via": "update", "supersedes": old["id"]})
+        tx.insert_memories([head], [version])
+        seq = tx.append_journal([("write", now, ctx.actor, id_, write_payload(head, [version]))])
+        validtime.close_old(ctx, tx, old, id_, valid_from, now)
+        tx.add_terms([(id_, text_terms(body.search_text))])
+        last_key = 0
+        warnings: list[str] = []
+        if not ctx.embedder.remote:
+            vector = [ctx.embedder.embed_bytes(body.search_text)]
+            last_key = semantic.store_or_warn(tx, ctx.embedder, [id_], [1], vector, warnings)
+    if ctx.embedder.remote:
+        semantic.embed_pending(ctx, ids=[id_], warnings=warnings)
+    _after_write(ctx, warnings, last_key, ctx.embedder.remote)
+    return WriteResult(id=id_, version=1, seq=seq, embedded=not warnings, warnings=warnings, supersedes=old["id"])
 
 
 def _change_head(ctx: Context, ref: str, change) -> HeadResult:
@@ -409,6 +492,9 @@ def find_filters(ctx: Context, query: FindQuery) -> Filters:
         types, tags = (type_code("event"),), tuple(sorted({*tags, "session-summary"}))
     if query.session is not None:
         check_name(query.session, "session")
+    valid_at = query.valid_at
+    if valid_at is not None and not isinstance(valid_at, datetime):
+        valid_at = validtime.parse_valid_time("valid_at", valid_at)
     filters = Filters(
         actor=ctx.actor,
         types=types,
@@ -416,6 +502,9 @@ def find_filters(ctx: Context, query: FindQuery) -> Filters:
         frames=tuple(parse_frame_filter(f) for f in query.frames),
         include_tombstoned=query.include_tombstoned,
         session=query.session,
+        valid_at=valid_at,
+        # by default, what has ended (superseded, or past its valid_to) is left out; --valid-at asks instead
+        ended_by=None if query.include_superseded or valid_at is not None else ctx.clock(),
     )
     if isinstance(query.k, bool) or not isinstance(query.k, int) or not 1 <= query.k <= MAX_K:
         raise UsageError(f"k must be from 1 to {MAX_K} (got {query.k!r})", field="k")
@@ -446,5 +535,6 @@ def memory_of(head: dict, v: dict) -> Memory:
         version_created_at=v["created_at"], created_by=v["created_by"], confidence=v["confidence"],
         provenance=provenance_of(v), hash=v["hash"].hex(), forms_override=v["forms_override"],
         tombstone=tombstone_of(head), access_count=head["access_count"], citations=head["citations"],
-        last_used=head["last_used"],
+        last_used=head["last_used"], valid_from=head["valid_from"], valid_to=head["valid_to"],
+        supersedes=head["supersedes"], superseded_by=head["superseded_by"],
     )

@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING
 from cortexctl.engine.rows import plain, write_payload
 from cortexctl.errors import IntegrityError
 from cortexctl.memory import codec
+from cortexctl.store.interface import VALID_FIELDS
 
 if TYPE_CHECKING:
     from cortexctl.engine.context import Context
@@ -39,7 +40,7 @@ Opened = RestoreResult = object
 # Every state table a bundle carries, and how merge treats it. A table missing here fails
 # tests/cli/test_backup.py: decide its merge rule when adding it.
 MERGED_TABLES = {
-    "heads": "union by id; the newer side's head fields",
+    "heads": "union by id; the newer side's head fields, and the bundle's valid times and links this store lacks",
     "versions": "union by (id, version); a different hash is a conflict",
     "frames": "follows the heads",
     "journal": "entries appended for what changed",
@@ -120,6 +121,7 @@ def _merge(ctx: Context, b: Opened, result: RestoreResult, *, dry_run: bool) -> 
                 tx.replace_terms(theirs["id"], text_terms(_text(versions[-1], schema, type_name)))
                 tx.drop_vectors(theirs["id"])
         if not dry_run:
+            _merge_links(tx, ctx, now)
             for row in missing_cps:
                 seq = tx.append_journal([("checkpoint", row["created_at"], row["actor"],
                                           f"{row['intent']}/{row['step']}", row["record"])])
@@ -127,6 +129,22 @@ def _merge(ctx: Context, b: Opened, result: RestoreResult, *, dry_run: bool) -> 
             _merge_grants(tx, new_grants, revoked_there)
         if dry_run:
             raise _DryRun()
+
+
+def _merge_links(tx, ctx: Context, now) -> None:
+    """The bundle's valid times and supersede links that this store's memories lack (a supersede made on
+    the other side: the new memory came in whole, the old one has no new version to bring its head
+    fields); each an ``update_head``. A link or time this store holds stays as it is."""
+    links = tx.bundle_links()
+    mine = tx.heads_of([r[0] for r in links]) if links else {}
+    for id_, *theirs in links:
+        head = mine.get(id_)
+        if head is None:
+            continue
+        fields = {k: v for k, v in zip(VALID_FIELDS, theirs) if v is not None and head[k] is None}
+        if fields:
+            tx.update_head(id_, fields)
+            tx.append_journal([("update_head", now, ctx.actor, id_, codec.encode({"id": id_, **plain(fields)}))])
 
 
 def _merge_grants(tx, new: list[dict], revoked: list[dict]) -> None:
@@ -166,6 +184,9 @@ def _advance(tx, ctx: Context, now, mine: dict, theirs: dict, versions: list[dic
     if mine["tombstoned_at"] is not None:  # forgotten here: stays forgotten
         for k in ("tombstone_reason", "tombstoned_at", "tombstoned_by"):
             fields.pop(k, None)
+    for k in VALID_FIELDS:  # a valid time or link set here stays (a bundle from before them has none)
+        if fields.get(k, 0) is None:
+            fields.pop(k)
     if fields:
         tx.update_head(mine["id"], fields)
         kind = "tombstone" if "tombstoned_at" in fields else "update_head"

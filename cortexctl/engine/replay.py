@@ -34,7 +34,9 @@ from cortexctl.memory import codec
 from cortexctl.memory.types import MAX_COUNT
 
 _EPOCH = datetime(1970, 1, 1)
-TIME_FIELDS = {"created_at", "updated_at", "tombstoned_at", "last_used"}
+TIME_FIELDS = {"created_at", "updated_at", "tombstoned_at", "last_used", "valid_from", "valid_to"}
+# Head fields added after the first journal entries were written: an older write entry lacks them (None).
+LATER_HEAD_FIELDS = ("valid_from", "valid_to", "supersedes", "superseded_by")
 KINDS = ("write", "update", "update_head", "tombstone", "attest", "learn_weights", "checkpoint", "unforget",
          "grant", "revoke")
 
@@ -84,6 +86,8 @@ class Memory:
                 if self.head is not None:
                     raise IntegrityError(f"journal entry {seq} writes a memory that already exists")
                 self.head = _row(doc["head"])
+                for k in LATER_HEAD_FIELDS:
+                    self.head.setdefault(k, None)
                 for v in doc["versions"]:
                     self.versions[v["version"]] = _row(v)
                 # The head's confidence is its current version's (entries older than the

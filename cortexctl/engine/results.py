@@ -59,6 +59,10 @@ class Memory:
     access_count: int = 0
     citations: int = 0
     last_used: datetime | None = None
+    valid_from: datetime | None = None
+    valid_to: datetime | None = None
+    supersedes: str | None = None
+    superseded_by: str | None = None
 
     @property
     def uri(self) -> str:
@@ -108,11 +112,31 @@ class Memory:
                 "citations": self.citations,
                 "last_used": iso(self.last_used),
             },
+            "valid_from": iso(self.valid_from),
+            "valid_to": iso(self.valid_to),
+            "supersedes": self.supersedes,
+            "superseded_by": self.superseded_by,
         }
         if form is not None:
             doc["form"] = form
             doc["text"] = self.form(form)
         return doc
+
+
+@dataclass
+class ChainLink:
+    """One memory of a supersede chain (``history``), oldest first."""
+
+    id: str
+    short: str
+    valid_from: datetime | None
+    valid_to: datetime | None
+    tombstoned: bool
+    this: bool  # the memory asked about
+
+    def to_json(self) -> dict:
+        return {"uri": memory_uri(self.id), "id": self.id, "short": self.short, "valid_from": iso(self.valid_from),
+                "valid_to": iso(self.valid_to), "tombstoned": self.tombstoned, "this": self.this}
 
 
 @dataclass
@@ -149,13 +173,14 @@ class WriteResult:
     changed: bool = True
     embedded: bool = True  # False: the memory waits for its embedding (see reindex)
     warnings: list[str] = field(default_factory=list)
+    supersedes: str | None = None  # update --supersede: the memory this new one supersedes
 
     @property
     def uri(self) -> str:
         return memory_uri(self.id)
 
     def to_json(self) -> dict:
-        return {
+        doc = {
             "uri": self.uri,
             "version_uri": memory_uri(self.id, self.version),
             "id": self.id,
@@ -165,6 +190,28 @@ class WriteResult:
             "embedding": "stored" if self.embedded else "pending",
             "warnings": self.warnings,
         }
+        if self.supersedes is not None:
+            doc["supersedes"] = self.supersedes
+        return doc
+
+
+@dataclass
+class SupersedeResult:
+    """A supersede: ``new`` replaces ``old``, whose valid interval ends at ``valid_to``."""
+
+    old: str
+    new: str
+    valid_to: datetime | None
+    seq: int | None  # the old memory's journal entry (None: the pair was already linked)
+    changed: bool
+
+    def to_json(self) -> dict:
+        return {"uri": memory_uri(self.old), "id": self.old, "superseded_by": self.new,
+                "superseded_by_uri": memory_uri(self.new), "valid_to": iso(self.valid_to), "seq": self.seq,
+                "changed": self.changed}
+
+    def text(self) -> str:
+        return f"{memory_uri(self.old)} superseded by {memory_uri(self.new)} (valid to {iso(self.valid_to)})"
 
 
 @dataclass
@@ -207,6 +254,8 @@ class FindQuery:
     budget_tokens: int | None = None
     session: str | None = None  # only this session's memories (zoom in)
     summaries: bool = False  # only session summaries (zoom out)
+    include_superseded: bool = False  # also memories whose valid time has ended (superseded ones among them)
+    valid_at: str | datetime | None = None  # only memories valid at this time (RFC 3339 or a date)
 
 
 @dataclass
@@ -231,6 +280,11 @@ class FindHit:
     salience: float = 0.0
     tokens: int = 0
     matched: bool = True  # with --near: found by the query's words or meaning, not by salience alone
+    valid_from: datetime | None = None
+    valid_to: datetime | None = None
+    supersedes: str | None = None
+    superseded_by: str | None = None
+    ended: bool = False  # its valid time had ended when found (superseded or past its valid_to)
 
     @property
     def uri(self) -> str:
@@ -259,6 +313,11 @@ class FindHit:
             "salience": self.salience,
             "tokens": self.tokens,
             "matched": self.matched,
+            "valid_from": iso(self.valid_from),
+            "valid_to": iso(self.valid_to),
+            "supersedes": self.supersedes,
+            "superseded_by": self.superseded_by,
+            "ended": self.ended,
         }
 
 

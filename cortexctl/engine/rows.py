@@ -59,7 +59,8 @@ def head_row(
     *, id_: str, body: VersionBody, actor: str, visibility: str, tags: list[str], frames: list[str],
     importance: int, session: str | None, version: int, created_at: datetime, updated_at: datetime,
     confidence: float, tombstone: Tombstone | None = None, access_count: int = 0, citations: int = 0,
-    last_used: datetime | None = None,
+    last_used: datetime | None = None, valid_from: datetime | None = None, valid_to: datetime | None = None,
+    supersedes: str | None = None, superseded_by: str | None = None,
 ) -> dict:
     return {
         "id": id_, "type": body.type_code, "actor": actor, "visibility": visibility,
@@ -71,6 +72,7 @@ def head_row(
         "tombstoned_by": tombstone.by if tombstone else None,
         "access_count": access_count, "citations": citations, "last_used": last_used,
         "confidence": confidence,  # the current version's, kept on the head for salience
+        "valid_from": valid_from, "valid_to": valid_to, "supersedes": supersedes, "superseded_by": superseded_by,
     }
 
 

@@ -12,6 +12,7 @@ or the export form, which carries every version and the head as stored::
      "frames": [...], "importance": ..., "session": ..., "created_at": ..., "updated_at": ...,
      "tombstone": null | {"reason", "at", "by"},
      "salience": {"access_count", "citations", "last_used"},
+     "valid": {"valid_from", "valid_to", "supersedes", "superseded_by"},
      "versions": [{"version", "data", "created_at", "created_by", "confidence",
                    "provenance", "forms": {"short", "medium"}, "forms_override", "hash"}]}
 
@@ -50,6 +51,7 @@ from pathlib import Path
 from typing import IO, Any, Callable
 
 from cortexctl.engine.context import Context
+from cortexctl.engine.validtime import check_interval
 from cortexctl.engine.results import ImportReport, LineProblem, Tombstone, iso
 from cortexctl.engine.rows import (
     clean_frames,
@@ -74,14 +76,14 @@ from cortexctl.memory.types import (
     check_name,
     check_visibility,
 )
-from cortexctl.store.interface import NoStore
+from cortexctl.store.interface import VALID_FIELDS, NoStore
 
 DEFAULT_BATCH = 5000
 MAX_LINE_BYTES = 1 << 20
 
 SHORT_KEYS = {"type", "text", "data", "tags", "frames", "importance", "visibility", "confidence",
               "actor", "session", "created_at", "forms", "id", "uri"}
-EXPORT_KEYS = {"uri", "id", "type", "actor", "visibility", "tags", "frames", "importance", "session",
+EXPORT_KEYS = {"uri", "id", "type", "actor", "visibility", "tags", "frames", "importance", "session", "valid",
                "created_at", "updated_at", "tombstone", "salience", "versions"}
 VERSION_KEYS = {"version", "data", "created_at", "created_by", "confidence", "provenance", "forms",
                 "forms_override", "hash", "uri"}
@@ -274,8 +276,25 @@ def prepare(obj: Any, actor: str, now: datetime, *, keep_actors: bool = False) -
         access_count=_count(sal.get("access_count", 0), "salience.access_count"),
         citations=_count(sal.get("citations", 0), "salience.citations"),
         last_used=_opt_time(sal.get("last_used"), "salience.last_used"),
+        **_valid(obj.get("valid")),
     )
     return Prepared(head, versions, text=body.search_text)
+
+
+def _valid(valid: Any) -> dict:
+    """An export record's ``valid`` object (valid time and supersede links) as head fields."""
+    if valid is None:
+        return {}
+    if not isinstance(valid, dict) or set(valid) - set(VALID_FIELDS):
+        raise InvalidData(f"valid: must be an object with {', '.join(VALID_FIELDS)}")
+    out = {k: _opt_time(valid.get(k), f"valid.{k}") for k in ("valid_from", "valid_to")}
+    check_interval(out["valid_from"], out["valid_to"])
+    for k in ("supersedes", "superseded_by"):
+        v = valid.get(k)
+        if v is not None and not (isinstance(v, str) and is_id(v)):
+            raise InvalidData(f"valid.{k}: {schema.shown(v)} is not a 26-character ID")
+        out[k] = v
+    return out
 
 
 class _Spill:
@@ -797,6 +816,8 @@ def export_record(head: dict, versions: list[dict]) -> dict:
             "access_count": head["access_count"], "citations": head["citations"],
             "last_used": iso(head["last_used"]),
         },
+        "valid": {"valid_from": iso(head["valid_from"]), "valid_to": iso(head["valid_to"]),
+                  "supersedes": head["supersedes"], "superseded_by": head["superseded_by"]},
         "versions": [
             {
                 "version": v["version"],

@@ -23,6 +23,9 @@ Checks, over every actor's memories:
   bit for bit, each EMA step recomputed (the first divergence is named by its
   journal entry), and the latest checkpoint entry of each (actor, intent, step)
   is the stored checkpoint record;
+- valid times and supersede links: no interval ends before it begins, a memory's
+  ``superseded_by`` and its successor's ``supersedes`` agree both ways, no memory
+  links to itself and the links form no cycle (check "valid");
 - replaying the grant and revoke entries rebuilds the grants table row for row
   (a grant added, edited, un-revoked or deleted behind the journal's back is a
   finding of check "grants").
@@ -36,7 +39,7 @@ import os
 from typing import TYPE_CHECKING
 
 from cortexctl.engine import replay, salience
-from cortexctl.engine.results import Problem, VerifyReport
+from cortexctl.engine.results import Problem, VerifyReport, iso
 from cortexctl.errors import CortexError, IntegrityError, NotFound, UsageError
 from cortexctl.memory import codec
 from cortexctl.memory.ids import memory_uri
@@ -132,6 +135,8 @@ def _verify(tx: Tx, store, model: str, jobs: int) -> VerifyReport:
             whole.add("heads", "versions without a head", memory_uri(id_))
         for id_, frame, side in tx.frame_mismatches():
             whole.add("frames", f"frame {frame} {side}", memory_uri(id_))
+        for id_, message in valid_problems(tx.valid_links()):
+            whole.add("valid", message, memory_uri(id_))
         n_journal, lo, _hi = tx.journal_bounds()
         if n_journal and lo != 1:
             whole.add("journal", f"first sequence number is {lo}, not 1")
@@ -189,6 +194,36 @@ def _verify(tx: Tx, store, model: str, jobs: int) -> VerifyReport:
     search.extend(tail)
     report.problems.extend(search.close())
     return report
+
+
+def valid_problems(rows: list[tuple]) -> list[tuple[str, str]]:
+    """(id, problem) for the valid times and supersede links of ``Tx.valid_links``'s rows: links agree
+    both ways (A.superseded_by == B iff B.supersedes == A), link no memory to itself, form no cycle,
+    and no interval ends before it begins."""
+    heads = {r[0]: r for r in rows}
+    out: list[tuple[str, str]] = []
+    for id_, valid_from, valid_to, supersedes, superseded_by in rows:
+        if valid_from is not None and valid_to is not None and valid_to <= valid_from:
+            out.append((id_, f"valid interval ends ({iso(valid_to)}) before it begins ({iso(valid_from)})"))
+        for field, other, back in (("supersedes", supersedes, 4), ("superseded_by", superseded_by, 3)):
+            if other is None:
+                continue
+            if other == id_:
+                out.append((id_, f"{field} links the memory to itself"))
+            elif other not in heads or heads[other][back] != id_:
+                out.append((id_, f"{field} is {other}, but that memory does not link back"))
+    done: set[str] = set()
+    for id_ in heads:  # cycles of superseded_by links, each walk going only where no walk went before
+        path: dict[str, int] = {}
+        at = id_
+        while at is not None and at in heads and at not in done and at not in path:
+            path[at] = len(path)
+            at = heads[at][4]
+        if at in path and heads[at][4] != at:  # a self link is said above
+            ring = list(path)[path[at]:]
+            out.append((min(ring), f"supersede links form a cycle: {' -> '.join([*ring, at])}"))
+        done.update(path)
+    return sorted(out)
 
 
 def _ranges(ends: list[str], n: int) -> list[tuple[str | None, str | None]]:

@@ -42,12 +42,14 @@ SCAN_LIMIT = 5000  # user facts / patterns looked at for deduplication, by salie
 
 
 def live_of_type(tx: Tx, ctx: Context, type_name: str, *, tags: Iterable[str] = (), limit: int = SCAN_LIMIT,
-                 own: bool = False) -> list[tuple[dict, dict]]:
+                 own: bool = False, current: bool = False) -> list[tuple[dict, dict]]:
     """Visible, live memories of a type (with every tag), best salience first:
-    (head with id/actor/access_count, decoded current data with ``_confidence``)."""
+    (head with id/actor/access_count, decoded current data with ``_confidence``). ``current``:
+    only those whose valid time has not ended (not superseded)."""
     from cortexctl.engine.find import scoring
 
-    filters = Filters(actor=ctx.actor, types=(type_code(type_name),), tags=tuple(tags), scopes=ctx.viewer.scopes)
+    filters = Filters(actor=ctx.actor, types=(type_code(type_name),), tags=tuple(tags), scopes=ctx.viewer.scopes,
+                      ended_by=ctx.clock() if current else None)
     top = tx.top_salience(filters, scoring(tx, ctx.actor, ctx.clock()), limit)
     ids = [i for i, _ in top]
     heads = {h["id"]: h for h in tx.heads_by_ids(ids, filters.viewer)}

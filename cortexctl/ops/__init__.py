@@ -16,7 +16,7 @@ import importlib
 from cortexctl.ops.spec import Operation, Param, Tool
 
 # The modules that declare operations (each has an OPERATIONS list), in the order tools are listed.
-MODULES = ["cortexctl.ops.catalogue", "cortexctl.ops.changes"]
+MODULES = ["cortexctl.ops.catalogue", "cortexctl.ops.changes", "cortexctl.ops.supersede"]
 
 
 def operations() -> list[Operation]:

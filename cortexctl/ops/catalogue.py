@@ -35,12 +35,14 @@ def _forms(short: str | None, medium: str | None) -> dict | None:
 
 
 # -- engine calls: functions of a Cortex and the parameters, answering a result document ------------
-def _find(cx, *, near, types, tags, frames, k, budget_tokens, form, session, summaries, include_tombstoned):
+def _find(cx, *, near, types, tags, frames, k, budget_tokens, form, session, summaries, include_tombstoned,
+          include_superseded=False, valid_at=None):
     from cortexctl.engine.documents import FindAnswer
     from cortexctl.engine.results import FindQuery
 
     query = FindQuery(types=types, tags=tags, frames=frames, include_tombstoned=include_tombstoned, k=k, form=form,
-                      near=near, budget_tokens=budget_tokens, session=session, summaries=summaries)
+                      near=near, budget_tokens=budget_tokens, session=session, summaries=summaries,
+                      include_superseded=include_superseded, valid_at=valid_at)
     return FindAnswer(*cx.find_with_warnings(query))
 
 
@@ -51,14 +53,15 @@ def _show(cx, *, ref, version, form):
 
 
 def _write(cx, *, type, text, data, tags, frames, importance, visibility, confidence, session, short_form,
-           medium_form, dedupe, sets=()):
+           medium_form, dedupe, supersedes=None, sets=()):
     return cx.write(type, text, data=data, sets=sets, tags=tags, frames=frames, importance=importance,
                     visibility=visibility, confidence=confidence, forms=_forms(short_form, medium_form),
-                    session=session, dedupe=dedupe)
+                    session=session, dedupe=dedupe, supersedes=supersedes)
 
 
-def _update(cx, *, ref, text, data, confidence, short_form, medium_form, sets=()):
-    return cx.update(ref, text, data=data, sets=sets, confidence=confidence, forms=_forms(short_form, medium_form))
+def _update(cx, *, ref, text, data, confidence, short_form, medium_form, supersede=False, sets=()):
+    return cx.update(ref, text, data=data, sets=sets, confidence=confidence, forms=_forms(short_form, medium_form),
+                     supersede=supersede)
 
 
 def _pattern_spec(spec):
@@ -92,7 +95,7 @@ def _healthcheck(cx):
 def _history(cx, *, ref):
     from cortexctl.engine.documents import History
 
-    return History(cx.history(ref))
+    return History(cx.history(ref), cx.chain(ref))
 
 
 def _checkpoint_list(cx, *, intent):
@@ -166,6 +169,10 @@ OPERATIONS: list[Operation] = [
             Param("session", "Only this session's memories (zoom in).", metavar="ID"),
             Param("summaries", "Only session summaries (zoom out).", type=bool, default=False),
             Param("include_tombstoned", "Also forgotten memories.", type=bool, default=False),
+            Param("include_superseded", "Also memories whose valid time has ended (superseded, or past their "
+                  "valid_to); each result says superseded_by and ended.", type=bool, default=False),
+            Param("valid_at", "Only memories valid at this time (RFC 3339 or a date): valid_from at or before it, "
+                  "valid_to after it (unset ends are open).", metavar="T"),
         ), **RO,
         tool=Tool("Find memories", "Find memories by meaning (near), type, tag and frame. Three lanes (lexical, "
                   "semantic, salience) are merged; each result says which lanes found it and why it ranked, and "
@@ -185,7 +192,8 @@ OPERATIONS: list[Operation] = [
             Param("type", "The memory's type.", required=True, choices=TYPES, metavar="TYPE"),
             Param("text", "The main text (statement, name, topic, summary or description, by type).",
                   metavar="TEXT"),
-            Param("data", "The type's other fields as an object (text wins over its main field).", type=dict),
+            Param("data", "The type's other fields as an object (text wins over its main field); valid_from and "
+                  "valid_to (RFC 3339 or a date) set when it holds in the world.", type=dict),
             Param("tags", "Tags.", many=True, metavar="TAG"),
             Param("frames", "Frames VERB:KIND:REF.", many=True, metavar="VERB:KIND:REF"),
             Param("importance", "Declared importance 0-10.", type=int, default=5, metavar="N"),
@@ -195,6 +203,9 @@ OPERATIONS: list[Operation] = [
             SHORT_FORM, MEDIUM_FORM,
             Param("dedupe", "When a live memory of yours has the same type and text, answer with it and write "
                   "nothing.", type=bool, default=False),
+            Param("supersedes", "A memory of yours this one replaces: its valid time ends where this one's "
+                  "begins (now unless valid_from is given) and both are linked; nothing is deleted.",
+                  metavar="REF"),
         ),
         tool=Tool("Write a memory", "Write a new typed memory; answers with its URI. A live memory of yours "
                   "with the same type and text is named in warnings (dedupe: answer with it instead).")),
@@ -202,9 +213,13 @@ OPERATIONS: list[Operation] = [
         "update", _update, (
             REF,
             Param("text", "New main text.", metavar="TEXT"),
-            Param("data", "Fields to replace, as an object.", type=dict),
+            Param("data", "Fields to replace, as an object; valid_from and valid_to (RFC 3339 or a date) change "
+                  "when it holds in the world, without a new version.", type=dict),
             Param("confidence", "Confidence in the new version, 0-1.", type=float, metavar="X"),
             SHORT_FORM, MEDIUM_FORM,
+            Param("supersede", "Instead of a new version, write a new memory (same type, tags, frames, importance, "
+                  "visibility and session; the current data with the changes) that supersedes this one.",
+                  type=bool, default=False),
         ),
         tool=Tool("Update a memory", "Write a new version of a memory (given fields replace the current ones); "
                   "old versions stay readable with show(version=N).")),

@@ -248,11 +248,19 @@ def build_store(db_path: Path, members: dict[str, Path], schema_version: int) ->
         con.close()
 
 
+# Columns added to a table by a later schema version: a bundle of an older one reads them as NULL.
+ADDED_COLUMNS = {"heads": (("valid_from", "TIMESTAMP"), ("valid_to", "TIMESTAMP"), ("supersedes", "VARCHAR"),
+                           ("superseded_by", "VARCHAR"))}
+
+
 def attach_members(con, members: dict[str, Path]) -> None:
-    """Each member as a view ``bundle_<table>`` on ``con`` (for merge's comparisons)."""
+    """Each member as a view ``bundle_<table>`` on ``con`` (for merge's comparisons), in the layout
+    of this cortexctl's schema (columns a bundle of an older schema lacks read as NULL)."""
     for table, path in members.items():
-        con.execute(f"CREATE OR REPLACE TEMP VIEW {_quote('bundle_' + table)} AS"
-                    f" SELECT * FROM read_parquet('{_sql_text(str(path))}')")
+        source = f"read_parquet('{_sql_text(str(path))}')"
+        have = {r[0] for r in con.execute(f"DESCRIBE SELECT * FROM {source}").fetchall()}
+        extra = "".join(f", NULL::{t} AS {_quote(c)}" for c, t in ADDED_COLUMNS.get(table, ()) if c not in have)
+        con.execute(f"CREATE OR REPLACE TEMP VIEW {_quote('bundle_' + table)} AS SELECT *{extra} FROM {source}")
 
 
 def fsync_tree(root: Path) -> None:
@@ -350,3 +358,10 @@ def bundle_grants(con) -> list[dict]:
         row["types"], row["tags"] = [int(t) for t in row["types"]], [str(t) for t in row["tags"]]
         out.append(row)
     return out
+
+
+def bundle_links(con) -> list[tuple]:
+    """Valid times and supersede links of the attached bundle's heads that hold any (``BundleIO.bundle_links``)."""
+    return [tuple(r) for r in con.execute(
+        "SELECT id, valid_from, valid_to, supersedes, superseded_by FROM bundle_heads WHERE valid_from IS NOT NULL"
+        " OR valid_to IS NOT NULL OR supersedes IS NOT NULL OR superseded_by IS NOT NULL ORDER BY id").fetchall()]

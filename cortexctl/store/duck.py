@@ -300,6 +300,11 @@ class DuckTx(Lanes):
 
         return integrity.frame_mismatches(self.con)
 
+    def valid_links(self) -> list[tuple]:
+        from cortexctl.store import integrity
+
+        return integrity.valid_links(self.con)
+
     def journal_bounds(self) -> tuple[int, int | None, int | None]:
         from cortexctl.store import integrity
 
@@ -414,6 +419,11 @@ class DuckTx(Lanes):
         from cortexctl.store import bundle
 
         return bundle.bundle_grants(self.con)
+
+    def bundle_links(self) -> list[tuple]:
+        from cortexctl.store import bundle
+
+        return bundle.bundle_links(self.con)
 
 
 __all__ = ["DuckTx"]

@@ -61,6 +61,12 @@ def frame_mismatches(con) -> list[tuple]:
     ).fetchall()
 
 
+def valid_links(con) -> list[tuple]:
+    return [tuple(r) for r in con.execute(
+        "SELECT id, valid_from, valid_to, supersedes, superseded_by FROM heads WHERE valid_from IS NOT NULL"
+        " OR valid_to IS NOT NULL OR supersedes IS NOT NULL OR superseded_by IS NOT NULL ORDER BY id").fetchall()]
+
+
 def journal_bounds(con) -> tuple[int, int | None, int | None]:
     return tuple(con.execute("SELECT count(*), min(seq), max(seq) FROM journal").fetchall()[0])
 

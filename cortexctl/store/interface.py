@@ -38,7 +38,10 @@ HEAD_FIELDS = (
     "current_version", "created_at", "updated_at", "short", "medium",
     "tombstone_reason", "tombstoned_at", "tombstoned_by",
     "access_count", "citations", "last_used", "confidence",
+    "valid_from", "valid_to", "supersedes", "superseded_by",
 )
+# Valid time and the supersede links (head fields: changed by ``update_head`` entries, never by a version).
+VALID_FIELDS = ("valid_from", "valid_to", "supersedes", "superseded_by")
 VERSION_FIELDS = (
     "id", "version", "type", "data", "hash", "created_at", "created_by", "confidence",
     "provenance", "short", "medium", "forms_override",
@@ -118,8 +121,10 @@ def viewer_of(who: "str | Viewer | Filters") -> Viewer:
 class Filters:
     """Which memories a search may return: those ``actor`` may see (their own and public
     ones, and the scoped ones that one of ``scopes`` covers), of one of ``types`` (type codes),
-    holding every one of ``tags``, matching every frame filter, of ``session`` when given, and
-    not forgotten unless ``include_tombstoned``. Empty means any."""
+    holding every one of ``tags``, matching every frame filter, of ``session`` when given,
+    not forgotten unless ``include_tombstoned``, whose valid interval ``[valid_from, valid_to)``
+    holds ``valid_at`` when given (a NULL end is open), and whose ``valid_to`` is not at or
+    before ``ended_by`` when given (superseded or ended by then). Empty means any."""
 
     actor: str
     types: tuple[int, ...] = ()
@@ -128,6 +133,8 @@ class Filters:
     include_tombstoned: bool = False
     session: str | None = None  # only memories of this session
     scopes: tuple[Scope, ...] = ()  # the live grants ``actor`` holds (``Viewer``)
+    valid_at: datetime | None = None  # only memories valid at this time
+    ended_by: datetime | None = None  # hide memories whose valid time ended at or before this time
 
     def __post_init__(self) -> None:  # tuples, so that a Filters is hashable whatever it was given
         object.__setattr__(self, "types", tuple(self.types))
@@ -259,7 +266,9 @@ class Listing(Protocol):
         last (latest update), summary (the ID of a live memory tagged ``summary_tag``, or None)}."""
 
     def result_rows(self, ids: Sequence[str], form: str) -> dict[str, dict]:
-        """What a find result shows of these memories; ``text`` is the ``form`` (short or medium)."""
+        """What a find result shows of these memories: id, type, current_version, tags, frames,
+        importance, visibility, actor, updated_at, tombstoned_at, valid_from, valid_to, supersedes,
+        superseded_by, and ``text``, the ``form`` (short or medium)."""
 
     def search_data(self, ids: Sequence[str]) -> dict[str, tuple[int, bytes]]:
         """(type code, data) of the current version of each of these memories."""
@@ -388,6 +397,10 @@ class Integrity(Protocol):
     def frame_mismatches(self) -> list[tuple]:
         """(id, frame, side) where the frame index and the heads' frames differ."""
 
+    def valid_links(self) -> list[tuple]:
+        """(id, valid_from, valid_to, supersedes, superseded_by) of every head holding any of the last
+        four, in ID order."""
+
     def journal_gaps(self) -> list[tuple[int, int]]:
         """(seq, next seq) wherever the sequence skips."""
 
@@ -454,6 +467,10 @@ class BundleIO(Protocol):
 
     def bundle_grants(self) -> list[dict]:
         """Every grant row of the attached bundle (none for a bundle from before grants)."""
+
+    def bundle_links(self) -> list[tuple]:
+        """(id, valid_from, valid_to, supersedes, superseded_by) of the attached bundle's heads holding any
+        of the last four, in ID order (none for a bundle from before them)."""
 
 
 class Tx(Records, Journal, Listing, LexicalSearch, VectorSearch, Feedback, Grants, Integrity, BundleIO, Protocol):

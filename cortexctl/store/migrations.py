@@ -160,6 +160,16 @@ def m004_grants(con) -> None:
     )
 
 
+@migration(5)
+def m005_valid_time(con) -> None:
+    """Valid time and supersede links on the heads: when a memory holds in the world
+    (``valid_from``, ``valid_to``; NULL is open) and which memory it replaced or was replaced
+    by. NULL for every memory written before."""
+    for name, sql_type in (("valid_from", "TIMESTAMP"), ("valid_to", "TIMESTAMP"), ("supersedes", "VARCHAR"),
+                           ("superseded_by", "VARCHAR")):
+        con.execute(f"ALTER TABLE heads ADD COLUMN {name} {sql_type}")
+
+
 def _version(con) -> int:
     """The store's schema version; 0 for a file with no cortexctl tables yet."""
     import duckdb

@@ -16,7 +16,8 @@ from ``evaluate``; find then asks DuckDB.
 Columns are named for what they mean, not for where they are stored (``COLUMNS``):
 ``actor``, ``visibility``, ``type``, ``tags``, ``session``, ``tombstoned`` (a bool),
 ``importance``, ``access``, ``citations``, ``confidence`` and ``recent`` (the later of the
-last change and the last use, in epoch seconds).
+last change and the last use, in epoch seconds), and the nullable times ``valid_from`` and
+``valid_to`` (compared with a time by ``Cmp`` alone, NULL never passing a comparison).
 """
 
 from __future__ import annotations
@@ -130,6 +131,14 @@ class Greatest(_Node):
     __slots__ = _fields = ("left", "right")
 
 
+class Cmp(_Node):
+    """A time column (``valid_from``, ``valid_to``) compared with a time (a ``Const`` datetime) by ``op``
+    (``<``, ``<=``, ``>``, ``>=``); false where the column is NULL (two-valued, so ``Not`` of it is
+    true there: an open end)."""
+
+    __slots__ = _fields = ("col", "op", "value")
+
+
 class Epoch(_Node):
     """A time (a ``Const`` datetime) in seconds since 1970, microseconds as the fraction."""
 
@@ -159,7 +168,10 @@ COLUMNS = {
     "session": "{a}.session", "tombstoned": "({a}.tombstoned_at IS NOT NULL)", "importance": "{a}.importance",
     "access": "{a}.access_count", "citations": "{a}.citations", "confidence": "{a}.confidence",
     "recent": "epoch(greatest({a}.updated_at, {a}.last_used))",
+    "valid_from": "{a}.valid_from", "valid_to": "{a}.valid_to",
 }
+TIME_COLUMNS = ("valid_from", "valid_to")  # nullable times: compared by ``Cmp`` alone
+_OPS = ("<", "<=", ">", ">=")
 
 
 def column_sql(name: str, alias: str = "h", dialect: str = "duckdb") -> str:
@@ -226,6 +238,11 @@ def _sql(e, a: str, p: list, d: _Dialect) -> str:
         return "(" + (" AND " if t is And else " OR ").join(_sql(x, a, p, d) for x in e.parts) + ")"
     if t is Not:
         return f"(NOT {_sql(e.part, a, p, d)})"
+    if t is Cmp:
+        if e.op not in _OPS or e.col.name not in TIME_COLUMNS:
+            raise TypeError(f"not a comparison of a time column: {e!r}")
+        col = _sql(e.col, a, p, d)
+        return f"({col} IS NOT NULL AND {col} {e.op} {_sql(e.value, a, p, d)})"
     if t is Add:
         return "(" + " + ".join(_sql(x, a, p, d) for x in e.parts) + ")"
     if t in _INFIX:
@@ -279,6 +296,9 @@ class Columns(Protocol):
 
     def has_tag(self, tag: str) -> Any:
         """Bool array: the memory carries ``tag``."""
+
+    def times(self, name: str) -> tuple[Any, Any]:
+        """A nullable time column (``TIME_COLUMNS``): (int64 microseconds since 1970, bool array: NULL)."""
 
 
 _EPOCH = datetime(1970, 1, 1)
@@ -338,6 +358,13 @@ def _eval(e, env, exact: bool, memo):
                 out |= _eval(x, env, exact, memo)
     elif t is Not:
         out = ~_eval(e.part, env, exact, memo)
+    elif t is Cmp:
+        if e.op not in _OPS or e.col.name not in TIME_COLUMNS:
+            raise TypeError(f"not a comparison of a time column: {e!r}")
+        at, null = env.times(e.col.name)
+        v = (e.value.value - _EPOCH) // timedelta(microseconds=1)
+        cmp = at < v if e.op == "<" else at <= v if e.op == "<=" else at > v if e.op == ">" else at >= v
+        out = cmp & ~null
     elif t is Add:
         out = _eval(e.parts[0], env, exact, memo)
         for x in e.parts[1:]:
@@ -372,7 +399,7 @@ def _eval(e, env, exact: bool, memo):
     return out
 
 
-_BOOL_NODES = (Eq, In, HasAllTags, HasAnyTag, And, Or, Not)
+_BOOL_NODES = (Eq, In, HasAllTags, HasAnyTag, And, Or, Not, Cmp)
 
 
 def _full(env, value: bool):
@@ -382,5 +409,5 @@ def _full(env, value: bool):
 
 
 __all__ = ["Col", "Const", "Eq", "In", "HasAllTags", "HasAnyTag", "HasFrame", "And", "Or", "Not", "Add", "Sub", "Mul",
-           "Div", "Pow", "Greatest", "Epoch", "If", "all_of", "any_of", "Unsupported", "COLUMNS", "column_sql",
+           "Div", "Pow", "Greatest", "Cmp", "Epoch", "If", "all_of", "any_of", "Unsupported", "COLUMNS", "column_sql",
            "to_sql", "evaluate", "epoch_seconds", "Columns"]

@@ -29,6 +29,7 @@ _SQL_TYPES = {
     "ref": "VARCHAR", "payload": "BLOB", "verb": "VARCHAR",
     "granter": "VARCHAR", "subagent": "VARCHAR", "types": "UTINYINT[]", "expires_at": "TIMESTAMP",
     "revoked_at": "TIMESTAMP", "revoked_by": "VARCHAR",
+    "valid_from": "TIMESTAMP", "valid_to": "TIMESTAMP", "supersedes": "VARCHAR", "superseded_by": "VARCHAR",
 }
 
 
@@ -301,7 +302,7 @@ def result_rows(con, ids: Sequence[str], form: str) -> dict[str, dict]:
     if form not in ("short", "medium"):
         raise ValueError(form)
     cols = ("id", "type", "current_version", "tags", "frames", "importance", "visibility", "actor",
-            "updated_at", "tombstoned_at")
+            "updated_at", "tombstoned_at", "valid_from", "valid_to", "supersedes", "superseded_by")
     rows = con.execute(
         f"SELECT {', '.join('h.' + c for c in cols)}, h.{form} FROM heads h WHERE h.id IN {id_list(ids)}"
     ).fetchall()

@@ -6,7 +6,8 @@ expression (``store/predicate.py``) that DuckDB's SQL and the search snapshot's 
   the grant's types when it names some, carrying one of its tags when it names some:
   ``interface.Scope``). Never another's ``private`` memory.
 - ``filters(f)``: visible to ``f``'s viewer, not forgotten unless asked, of one of the types,
-  holding every tag, of the session, with every frame (frames: SQL only, the snapshot holds none).
+  holding every tag, of the session, with every frame (frames: SQL only, the snapshot holds none),
+  valid at ``f.valid_at`` (``valid_at``) and not ended by ``f.ended_by`` (``not_ended``).
 - ``salience(scoring)``: ``engine/salience.py`` gives the formula and its reasons; this is its
   form for ranking, operation by operation as the database computes it.
 - ``tokens_now``: what an attest rate bucket holds at a time (every backend's ``take_token``).
@@ -16,8 +17,8 @@ expression (``store/predicate.py``) that DuckDB's SQL and the search snapshot's 
 from __future__ import annotations
 
 from cortexctl.store.interface import Filters, Scoring, Viewer
-from cortexctl.store.predicate import (Add, Col, Const, Div, Epoch, Eq, Greatest, HasAllTags, HasAnyTag, HasFrame, If,
-                                       In, Mul, Not, Pow, Sub, all_of, any_of)
+from cortexctl.store.predicate import (Add, Cmp, Col, Const, Div, Epoch, Eq, Greatest, HasAllTags, HasAnyTag, HasFrame,
+                                       If, In, Mul, Not, Pow, Sub, all_of, any_of)
 
 # salience.py's constants (the store does not import the engine): a test holds them equal
 HALF_LIFE_FACTOR = 0.5
@@ -54,7 +55,21 @@ def filters(f: Filters):
         cond.append(Eq(Col("session"), Const(f.session)))
     for verb, kind, ref in f.frames:
         cond.append(HasFrame(verb, kind, ref))
+    if f.valid_at is not None:
+        cond.append(valid_at(f.valid_at))
+    if f.ended_by is not None:
+        cond.append(not_ended(f.ended_by))
     return all_of(*cond)
+
+
+def valid_at(at):
+    """The memory's valid interval [valid_from, valid_to) holds ``at`` (a NULL end is open)."""
+    return all_of(Not(Cmp(Col("valid_from"), ">", Const(at))), Not(Cmp(Col("valid_to"), "<=", Const(at))))
+
+
+def not_ended(at):
+    """The memory's valid time has not ended by ``at`` (no valid_to, or one after ``at``)."""
+    return Not(Cmp(Col("valid_to"), "<=", Const(at)))
 
 
 def salience(scoring: Scoring):
@@ -96,4 +111,4 @@ def model_unusable(tx, model: str, dim: int) -> tuple[list, str | None] | None:
     return None
 
 
-__all__ = ["visibility", "filters", "salience", "tokens_now", "model_unusable"]
+__all__ = ["visibility", "filters", "valid_at", "not_ended", "salience", "tokens_now", "model_unusable"]

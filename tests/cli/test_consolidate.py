@@ -122,3 +122,26 @@ def test_errors(cli, transcript, tmp_path, chat):
     assert_clean_error(cli("consolidate", "-", input="   ", env=chat.env()), 2)
     (tmp_path / "bin").write_bytes(b"\xff\xfe")
     assert_clean_error(cli("consolidate", str(tmp_path / "bin"), env=chat.env()), 10)
+
+
+def test_a_supersede_proposal_must_quote_a_stored_fact_verbatim_and_deletes_nothing(cli, chat, transcript, store):
+    old = cli("write", "fact", "The acme/api deploy key lives at /etc/keys/old.pem").out.strip()
+    other = cli("write", "fact", "Ann prefers long answers").out.strip()
+    chat.replies.append(json.dumps({"supersedes": [
+        {"old": "The acme/api deploy key lives at /etc/keys/old.pem",
+         "new": "The acme/api deploy key lives at /etc/keys/deploy.pem"},
+        {"old": "Ann prefers long answer", "new": "Ann prefers short answers"},  # not verbatim
+        {"old": "Ann prefers long answers", "new": "Ann's key is at /etc/keys/nowhere.pem"},  # not in the transcript
+    ]}))
+    res = cli("consolidate", str(transcript), "--json", env=chat.env()).json()
+    sent = chat.requests[-1]["body"]["messages"][1]["content"]
+    assert "The acme/api deploy key lives at /etc/keys/old.pem" in sent and "Ann prefers long answers" in sent
+    assert [(w["kind"], w["supersedes"]) for w in res["written"]] == [("supersedes", old)]
+    assert sorted(d["reason"] for d in res["dropped"]) == ["not in the transcript: /etc/keys/nowhere.pem",
+                                                           "old fact not quoted verbatim"]
+    new = res["written"][0]["uri"]
+    assert cli("show", old, "--json").json()["superseded_by"] == new.rsplit("/", 1)[-1]
+    found = {h["uri"] for h in cli("find", "--jsonl").jsonl()}
+    assert found == {new, other}  # the old fact is kept, no longer current
+    assert len(cli("find", "--include-superseded", "--jsonl").jsonl()) == 3
+    assert_store_verifies(store)

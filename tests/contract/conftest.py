@@ -77,7 +77,7 @@ def memory(n: int, *, actor: str = "alice", visibility: str = "private", type_: 
         "medium": vs[-1]["medium"], "tombstone_reason": "old" if tombstoned else None,
         "tombstoned_at": at + timedelta(hours=1) if tombstoned else None,
         "tombstoned_by": actor if tombstoned else None, "access_count": 0, "citations": 0, "last_used": None,
-        "confidence": confidence,
+        "confidence": confidence, "valid_from": None, "valid_to": None, "supersedes": None, "superseded_by": None,
     }
     return head, vs
 

@@ -177,3 +177,17 @@ def test_a_bundle_from_before_grants_has_no_grants(storage, other_storage, tmp_p
         tx.attach_bundle(files)
         assert tx.bundle_grants() == []
         assert tx.bundle_plan()[0] == [ident(1), ident(2), ident(3)]
+
+
+def test_an_attached_bundle_lists_its_valid_times_and_links(storage, other_storage, tmp_path):
+    from datetime import datetime
+
+    t = datetime(2026, 3, 1, 12, 0, 0, 7)
+    old, new = memory(1), memory(2)
+    old[0].update(valid_to=t, superseded_by=ident(2))
+    new[0].update(valid_from=t, supersedes=ident(1))
+    put(storage, old, new, memory(3))
+    _, _, files = exported(storage, tmp_path)
+    with other_storage.transaction() as tx:
+        tx.attach_bundle(files)
+        assert tx.bundle_links() == [(ident(1), None, t, None, ident(2)), (ident(2), t, None, ident(1), None)]

@@ -148,3 +148,19 @@ def test_index_problems_find_nothing_wrong_with_search_structures_the_backend_ke
         tx.drop_vectors(ident(1))
     with storage.reading() as tx:
         assert tx.index_problems(model) == [] and tx.index_problems("other") == []
+
+
+def test_valid_links_lists_the_heads_with_a_valid_time_or_a_supersede_link_in_id_order(storage):
+    from datetime import datetime
+
+    a, b, plain = memory(1), memory(2), memory(3)
+    t0, t1 = datetime(2026, 1, 1), datetime(2026, 2, 1, 0, 0, 0, 5)
+    a[0].update(valid_to=t1, superseded_by=ident(2))
+    b[0].update(valid_from=t1, supersedes=ident(1))
+    put(storage, b, plain, a)
+    with storage.transaction() as tx:
+        tx.update_head(ident(3), {"valid_from": t0})
+    with storage.reading() as tx:
+        assert tx.valid_links() == [(ident(1), None, t1, None, ident(2)), (ident(2), t1, None, ident(1), None),
+                                    (ident(3), t0, None, None, None)]
+

@@ -136,6 +136,23 @@ def test_each_tool_answers_good_arguments(served, chat):
     assert ok(served.call("healthcheck"))["status"] in ("healthy", "degraded")
 
 
+def test_supersede_and_find_s_valid_time_parameters_over_mcp(served):
+    props = {t.name: t for t in served.run(lambda s: s.list_tools()).tools}["find"].input_schema["properties"]
+    assert {"include_superseded", "valid_at"} <= set(props)
+    old = ok(served.call("write", {"type": "fact", "text": "The build host is ci-1", "tags": ["vt"]}))
+    new = ok(served.call("write", {"type": "fact", "text": "The build host is ci-2", "tags": ["vt"],
+                                   "data": {"valid_from": "2026-01-01"}}))
+    linked = ok(served.call("supersede", {"old": old["id"], "by": new["id"]}))
+    assert linked["superseded_by"] == new["id"] and linked["valid_to"] == "2026-01-01T00:00:00Z"
+    assert ok(served.call("supersede", {"old": old["id"], "by": new["id"]}))["changed"] is False
+    assert [r["id"] for r in ok(served.call("find", {"tags": ["vt"]}))["results"]] == [new["id"]]
+    both = ok(served.call("find", {"tags": ["vt"], "include_superseded": True}))["results"]
+    assert {r["id"]: r["superseded_by"] for r in both} == {old["id"]: new["id"], new["id"]: None}
+    then = ok(served.call("find", {"tags": ["vt"], "valid_at": "2025-06-01"}))["results"]
+    assert [r["id"] for r in then] == [old["id"]]
+    assert "itself" in failed(served.call("supersede", {"old": new["id"], "by": new["id"]}))
+
+
 def test_results_are_the_documents_json_prints(served):
     w = ok(served.call("write", {"type": "preference", "text": "tabs over spaces", "data": {"polarity": "avoid"}}))
     shown = ok(served.call("show", {"ref": w["id"], "form": "medium"}))

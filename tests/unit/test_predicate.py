@@ -48,7 +48,17 @@ def _head(r: random.Random, n: int) -> dict:
         "citations": r.choice((0, 2, r.randint(0, 50), r.randint(0, 10**6))),
         "last_used": None if r.random() < 0.5 else _time(r),
         "confidence": r.choice((0.0, 1.0, r.random())),
+        "valid_from": r.choice((None, None, *VALID_TIMES)), "valid_to": r.choice((None, None, *VALID_TIMES)),
+        "supersedes": None, "superseded_by": None,
     }
+
+
+# valid times are drawn from a few instants, so that a query's time often meets an interval's very end
+VALID_TIMES = tuple(NOW + timedelta(hours=h) for h in range(-3, 4))
+
+
+def _instant(r: random.Random) -> datetime:
+    return r.choice(VALID_TIMES) + r.choice((timedelta(0), timedelta(0), timedelta(microseconds=r.choice((-1, 1)))))
 
 
 def _scopes(r: random.Random) -> tuple:
@@ -59,7 +69,9 @@ def _scopes(r: random.Random) -> tuple:
 def _filters(r: random.Random) -> Filters:
     return Filters(actor=r.choice((*ACTORS, "zed")), scopes=_scopes(r), types=tuple(r.sample(TYPES, r.randint(0, 2))),
                    tags=tuple(r.sample((*TAGS, "unknown"), r.choice((0, 0, 1, 2)))),
-                   include_tombstoned=r.random() < 0.3, session=r.choice((None, None, "s1", "s3")))
+                   include_tombstoned=r.random() < 0.3, session=r.choice((None, None, "s1", "s3")),
+                   valid_at=_instant(r) if r.random() < 0.4 else None,
+                   ended_by=_instant(r) if r.random() < 0.5 else None)
 
 
 def _scoring(r: random.Random) -> Scoring:
@@ -116,6 +128,39 @@ def test_sql_and_the_snapshot_agree_on_visibility_filters_and_salience_on_random
             examples += 1
         con.close()
     assert examples == STORES * QUERIES_PER_STORE >= 500
+
+
+def test_valid_at_and_ended_by_treat_an_unset_end_as_open_and_valid_to_as_exclusive():
+    """One memory per shape of interval, asked at its ends, in SQL and in the snapshot alike."""
+    r = random.Random(5)
+    con = duckdb.connect()
+    migrations.migrate(con)
+    t0, t1 = VALID_TIMES[1], VALID_TIMES[4]
+    shapes = {1: (None, None), 2: (t0, None), 3: (None, t1), 4: (t0, t1)}
+    heads = []
+    for n, (vf, vt) in shapes.items():
+        h = _head(r, n)
+        h.update(actor="alice", tombstoned_at=None, valid_from=vf, valid_to=vt)
+        heads.append(h)
+    records.bulk_insert(con, "heads", HEAD_FIELDS, heads)
+    part = _Part(_MemSnap.of(*collect(con)))
+    ids = np.array([h["id"] for h in heads])
+    before, after = t0 - timedelta(microseconds=1), t1 + timedelta(microseconds=1)
+    cases = {(t0, None): {1, 2, 3, 4}, (before, None): {1, 3}, (t1, None): {1, 2}, (after, None): {1, 2},
+             (None, t1): {1, 2}, (None, before): {1, 2, 3, 4}, (None, after): {1, 2}}
+    for (at, ended), want in cases.items():
+        f = Filters("alice", valid_at=at, ended_by=ended)
+        where, params = records.filter_sql(f)
+        expected = {_ident(n) for n in want}
+        assert _sql_ids(con, where, params) == expected == set(ids[part.mask(f)].tolist()), (at, ended)
+    con.close()
+
+
+def test_a_comparison_is_for_the_valid_time_columns_only():
+    with pytest.raises(TypeError):
+        predicate.to_sql(predicate.Cmp(predicate.Col("actor"), "<", predicate.Const(NOW)))
+    sql, params = predicate.to_sql(rules.not_ended(NOW), "h", "postgres")
+    assert sql == "(NOT (h.valid_to IS NOT NULL AND h.valid_to <= %s::timestamp))" and params == [NOW]
 
 
 def test_a_frame_filter_is_sql_only():

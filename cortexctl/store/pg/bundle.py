@@ -255,6 +255,11 @@ class BundleReads:
 
         return sb.bundle_grants(self._attached().duck)
 
+    def bundle_links(self) -> list[tuple]:
+        from cortexctl.store import bundle as sb
+
+        return sb.bundle_links(self._attached().duck)
+
 
 def version_digest(con) -> str:
     """``bundle.DIGEST`` of the (id, version, hash) rows of PostgreSQL's ``versions``: DuckDB

@@ -95,6 +95,12 @@ class IntegrityReads:
             f"SELECT DISTINCT v.id{self._c()} FROM versions v"
             " WHERE NOT EXISTS (SELECT 1 FROM heads h WHERE h.id = v.id) ORDER BY 1").fetchall()]
 
+    def valid_links(self) -> list[tuple]:
+        return [tuple(r) for r in self._con.execute(
+            f"SELECT id, valid_from, valid_to, supersedes, superseded_by FROM heads WHERE valid_from IS NOT NULL"
+            f" OR valid_to IS NOT NULL OR supersedes IS NOT NULL OR superseded_by IS NOT NULL ORDER BY id{self._c()}"
+        ).fetchall()]
+
     def frame_mismatches(self) -> list[tuple]:
         return [tuple(r) for r in self._con.execute(
             """

@@ -127,6 +127,13 @@ def m001_store(cur) -> None:
     cur.execute("CREATE INDEX grants_subagent ON grants (subagent)")
 
 
+@migration(5)
+def m005_valid_time(cur) -> None:
+    """Valid time and supersede links on the heads, as the DuckDB store's migration 5."""
+    cur.execute("ALTER TABLE heads ADD COLUMN valid_from timestamp, ADD COLUMN valid_to timestamp,"
+                " ADD COLUMN supersedes text, ADD COLUMN superseded_by text")
+
+
 def latest() -> int:
     return MIGRATIONS[-1][0]
 

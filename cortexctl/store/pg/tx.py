@@ -329,7 +329,7 @@ class PgTx(VectorReads, LexicalReads, IntegrityReads, BundleReads):
         if form not in ("short", "medium"):
             raise ValueError(form)
         cols = ("id", "type", "current_version", "tags", "frames", "importance", "visibility", "actor",
-                "updated_at", "tombstoned_at")
+                "updated_at", "tombstoned_at", "valid_from", "valid_to", "supersedes", "superseded_by")
         out: dict[str, dict] = {}
         for chunk in _chunks(ids):
             for r in self._rows(f"SELECT {', '.join('h.' + c for c in cols)}, h.{form} FROM heads h"

@@ -6,7 +6,8 @@ files are current) and ``query`` (``_Part`` and ``SnapshotTx``, find's reads).
 
 ``cortex.snapshot`` is a cache, like the index file: derived from the DuckDB
 file, rebuilt from it, never trusted blindly. It holds the heads' filter and
-salience columns, the lexical postings (by term and by doc), doc numbers to
+salience columns (valid times among them: int64 microseconds, ``builder.NO_TIME`` for none,
+and in the header how many heads hold each, so that a file where none does is not read for them), the lexical postings (by term and by doc), doc numbers to
 IDs, the vector keys, the learned weights and what a result shows, as arrays
 that a reader maps with numpy and touches only where it looks. A cold ``find``
 answered from it neither imports DuckDB nor decodes a column segment.

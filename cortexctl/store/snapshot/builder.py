@@ -33,7 +33,9 @@ def _codes(values: list, table: dict) -> list[int]:
 VISIBILITIES = ("private", "public", "scoped")  # codes 0, 1, 2 (any other value gets the next code)
 HEAD_COLUMNS = ("SELECT id, type, actor, visibility, epoch_us(tombstoned_at), session, current_version,"
                 " epoch_us(updated_at), epoch(greatest(updated_at, last_used)), importance, access_count, citations,"
-                " confidence, tags, frames, short, medium FROM heads")
+                " confidence, tags, frames, short, medium, epoch_us(valid_from), epoch_us(valid_to), supersedes,"
+                " superseded_by FROM heads")
+NO_TIME = -(1 << 63)  # a NULL valid time in the snapshot's int64 arrays (``_Part.times`` masks it)
 DATA_QUERY = "SELECT h.id, v.type, v.data FROM heads h JOIN versions v ON v.id = h.id AND v.version = h.current_version"
 
 
@@ -106,8 +108,10 @@ def _arrays(src) -> tuple[dict, dict]:
     tags: dict = {}
     cols = ("head_id", "head_type", "head_actor_code", "head_visibility_code", "head_forgotten", "head_session_code",
             "head_current_version", "head_updated_us", "head_recent_s",
-            "head_importance", "head_access_count", "head_citations", "head_confidence", "tag_count", "tag_codes")
+            "head_importance", "head_access_count", "head_citations", "head_confidence", "tag_count", "tag_codes",
+            "head_valid_from_us", "head_valid_to_us")
     parts: dict[str, list] = {c: [] for c in cols}
+    valid_set = {"head_valid_from_us": 0, "head_valid_to_us": 0}  # how many heads hold each valid time
     # the result rows go straight into one buffer: orjson's bytes keep a 4 KiB allocation each, which
     # held in a list made the build's peak about 4 KB a memory
     row_buf = bytearray()
@@ -130,8 +134,13 @@ def _arrays(src) -> tuple[dict, dict]:
         tag_lists = [_codes(list(r[13]), tags) for r in rows]
         p["tag_count"].append(np.array([len(t) for t in tag_lists], dtype=np.int64))
         p["tag_codes"].append(np.array([c for t in tag_lists for c in t], dtype=np.int32))
+        for k, c in ((17, "head_valid_from_us"), (18, "head_valid_to_us")):
+            got = [r[k] for r in rows]
+            valid_set[c] += sum(v is not None for v in got)
+            p[c].append(np.array([NO_TIME if v is None else v for v in got], dtype=np.int64))
         for r in rows:
-            row_buf += orjson.dumps([r[1], r[6], r[13], r[14], r[9], r[3], r[2], r[7], r[4], r[15], r[16]])
+            row_buf += orjson.dumps([r[1], r[6], r[13], r[14], r[9], r[3], r[2], r[7], r[4], r[15], r[16],
+                                     r[17], r[18], r[19], r[20]])
             row_ends.append(len(row_buf))
         del rows, tag_lists
     empty = {"head_id": np.zeros(0, "S26")}
@@ -144,13 +153,14 @@ def _arrays(src) -> tuple[dict, dict]:
                   ("head_forgotten", np.bool_), ("head_session_code", np.int32), ("head_current_version", np.uint32),
                   ("head_updated_us", np.int64), ("head_recent_s", np.float64), ("head_importance", np.uint8),
                   ("head_access_count", np.uint64), ("head_citations", np.uint64), ("head_confidence", np.float64),
-                  ("tag_codes", np.int32)):
+                  ("tag_codes", np.int32), ("head_valid_from_us", np.int64), ("head_valid_to_us", np.int64)):
         a[c] = a[c].astype(dt, copy=False)
     a["head_tags_start"] = np.zeros(n + 1, dtype=np.int64)
     np.cumsum(a.pop("tag_count"), out=a["head_tags_start"][1:])
     order = ["head_id", "head_type", "head_actor_code", "head_visibility_code", "head_forgotten", "head_session_code",
              "head_current_version", "head_updated_us", "head_recent_s",
-             "head_importance", "head_access_count", "head_citations", "head_confidence", "head_tags_start", "tag_codes"]
+             "head_importance", "head_access_count", "head_citations", "head_confidence", "head_tags_start", "tag_codes",
+             "head_valid_from_us", "head_valid_to_us"]
     a = {c: a[c] for c in order}
     a["result_start"] = np.zeros(len(row_ends) + 1, dtype=np.int64)
     a["result_start"][1:] = row_ends
@@ -228,6 +238,7 @@ def _arrays(src) -> tuple[dict, dict]:
         "actors": list(actors), "visibilities": list(visibilities),
         "sessions": [s for s in sessions if s is not None], "tags": list(tags),
         "models": list(models), "dims": dims, "weights": src.weights(), "grants": src.grants(),
+        "valid_set": valid_set,
     }
     return a, extras
 

@@ -12,6 +12,7 @@ from cortexctl.store import rules
 from cortexctl.store.interface import Filters, Scoring, Viewer, viewer_of
 from cortexctl.store.lanes import Lanes
 from cortexctl.store.predicate import evaluate
+from cortexctl.store.snapshot.builder import NO_TIME
 from cortexctl.store.snapshot.delta import _MemSnap
 from cortexctl.store.snapshot.format import EPOCH, Snapshot, SnapshotUnusable, _stamp_ok, _us
 
@@ -27,6 +28,13 @@ def _ids_bytes(ids: Sequence[str]):
 _ARRAYS = {"tombstoned": "head_forgotten", "type": "head_type", "importance": "head_importance",
            "access": "head_access_count", "citations": "head_citations", "confidence": "head_confidence",
            "recent": "head_recent_s"}
+
+
+_TIME_ARRAYS = {"valid_from": "head_valid_from_us", "valid_to": "head_valid_to_us"}
+
+
+def _time(us: int | None) -> datetime | None:
+    return None if us is None else EPOCH + timedelta(microseconds=us)
 
 
 def _as_number(a):
@@ -57,6 +65,10 @@ class _Rows:
     def has_tag(self, tag: str):
         return self.part.has_tag(tag)[self.rows]
 
+    def times(self, name: str):
+        at, null = self.part.times(name)
+        return at[self.rows], null[self.rows]
+
 
 class _Part:
     """One snapshot file as find reads it: the base, less the memories a delta holds (``dead``),
@@ -71,6 +83,7 @@ class _Part:
         self._memo: dict = {}  # rule node -> its bool array (predicate.evaluate)
         self._tables: dict = {}  # header table (actors, sessions, tags) -> value -> code
         self._has_tag: dict = {}
+        self._times: dict = {}  # valid time column -> (µs, NULL)
         self._tag_owner = None  # the row of each entry of tag_code
         self.dead_docs = self._docs_of_dead() if self.dead_ids else None
 
@@ -157,6 +170,21 @@ class _Part:
             return s.whole("head_visibility_code") == self._code("visibilities", value)
         raise KeyError(name)
 
+    def times(self, name: str):
+        """(µs since 1970, NULL) of a valid time column; a file where no head holds it reads none of it."""
+        import numpy as np
+
+        got = self._times.get(name)
+        if got is None:
+            array = _TIME_ARRAYS[name]
+            if not self.h.get("valid_set", {}).get(array):
+                got = (np.zeros(self.n, dtype=np.int64), np.ones(self.n, dtype=np.bool_))
+            else:
+                at = self.snap.whole(array)
+                got = (at, at == NO_TIME)
+            self._times[name] = got
+        return got
+
     def isin(self, name: str, values: tuple):
         import numpy as np
 
@@ -227,12 +255,12 @@ class _Part:
         out: dict[str, dict] = {}
         for i, r in zip(found, rows.tolist()):
             lo, hi = (int(x) for x in self.snap.span("result_start", r, r + 2))
-            t, cur, tags, frames, imp, vis, actor, upd, tomb, short, medium = json.loads(
+            t, cur, tags, frames, imp, vis, actor, upd, tomb, short, medium, vf, vt, sup, sup_by = json.loads(
                 self.snap.span("result_json", lo, hi).tobytes())
             out[i] = {"id": i, "type": t, "current_version": cur, "tags": tags, "frames": frames, "importance": imp,
                       "visibility": vis, "actor": actor, "updated_at": EPOCH + timedelta(microseconds=upd),
-                      "tombstoned_at": None if tomb is None else EPOCH + timedelta(microseconds=tomb),
-                      "text": short if form == "short" else medium}
+                      "tombstoned_at": _time(tomb), "valid_from": _time(vf), "valid_to": _time(vt),
+                      "supersedes": sup, "superseded_by": sup_by, "text": short if form == "short" else medium}
         return out
 
     def search_data(self, ids: Sequence[str]) -> dict[str, tuple[int, bytes]]:
@@ -584,12 +612,13 @@ FROM_DUCKDB = (
     "set_weights", "all_weights", "take_token", "put_checkpoint", "checkpoint", "all_checkpoints", "grants_of",
     "insert_grant", "revoke_grant", "all_grants",
     # Integrity
-    "version_hashes", "head_version_mismatches", "orphan_versions", "frame_mismatches", "journal_bounds",
-    "journal_gaps", "unknown_kinds", "unpaired_attests", "journal_entries", "seq_at", "journal_window", "memory_batch_ends", "by_memory",
+    "version_hashes", "head_version_mismatches", "orphan_versions", "frame_mismatches", "valid_links", "journal_bounds",
+    "journal_gaps", "unknown_kinds", "unpaired_attests", "journal_entries", "seq_at", "journal_window", "memory_batch_ends",
+    "by_memory",
     "lexical_mismatches", "stray_terms", "vector_problems", "ref_counts", "health_counts",
     # BundleIO
     "table_counts", "version_digest", "attach_bundle", "bundle_plan", "bundle_memories", "heads_of",
-    "bundle_missing_checkpoints", "bundle_grants",
+    "bundle_missing_checkpoints", "bundle_grants", "bundle_links",
     # the DuckDB backend's own reads (store/vector_index.py)
     "vectors_for", "iter_vectors", "vectors_between", "count_vectors", "dropped_keys", "clear_dropped",
 )
