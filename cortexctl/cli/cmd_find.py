@@ -118,7 +118,7 @@ Valid time: find leaves out memories whose valid time has ended (superseded,
 or past their valid_to; see cortexctl supersede). --include-superseded shows
 them too, each marked "superseded by REF" or "ended T" (piped: a fourth
 column, empty for the others; --json: superseded_by and ended). --valid-at T
-(RFC 3339 or a date) keeps the memories valid at T: valid_from at or before
+(RFC 3339, a date, or an age like 2d) keeps the memories valid at T: valid_from at or before
 T, valid_to after it, an unset end open.
 \b
 The two-stage session query: --summaries searches session summaries (see
@@ -136,6 +136,7 @@ session summarize) to pick a session, --session ID then searches inside it.""",
             'if cortexctl find -q --near "deploy key"; then echo known; fi',
         ),
         exits=(0, 1, 2, 3, 4, 7, 10),
-        exit_notes={0: "a result matched", 1: "nothing matched", 3: "no store", 10: "--valid-at is not a time"},
+        exit_notes={0: "a result matched", 1: "nothing matched", 2: "a bad option value (a --valid-at that is not a time, ...)",
+                    3: "no store"},
     ),
 ]

@@ -494,7 +494,9 @@ def find_filters(ctx: Context, query: FindQuery) -> Filters:
         check_name(query.session, "session")
     valid_at = query.valid_at
     if valid_at is not None and not isinstance(valid_at, datetime):
-        valid_at = validtime.parse_valid_time("valid_at", valid_at)
+        from cortexctl.engine import when
+
+        valid_at = when.parse(valid_at, ctx.clock(), field="valid_at")
     filters = Filters(
         actor=ctx.actor,
         types=types,

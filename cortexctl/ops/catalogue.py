@@ -171,7 +171,7 @@ OPERATIONS: list[Operation] = [
             Param("include_tombstoned", "Also forgotten memories.", type=bool, default=False),
             Param("include_superseded", "Also memories whose valid time has ended (superseded, or past their "
                   "valid_to); each result says superseded_by and ended.", type=bool, default=False),
-            Param("valid_at", "Only memories valid at this time (RFC 3339 or a date): valid_from at or before it, "
+            Param("valid_at", "Only memories valid at this time (RFC 3339, a date, or an age like 2d): valid_from at or before it, "
                   "valid_to after it (unset ends are open).", metavar="T"),
         ), **RO,
         tool=Tool("Find memories", "Find memories by meaning (near), type, tag and frame. Three lanes (lexical, "

@@ -130,7 +130,7 @@ def _bad_cases(run):
                                             "--set", "valid_to=2025-01-01"), 10),
         "update ends before it begins": (("update", late, "--set", "valid_to=2098-01-01"), 10),
         "unparsable valid time": (("write", "fact", "X", "--set", "valid_from=next tuesday"), 10),
-        "unparsable valid-at": (("find", "--valid-at", "soon"), 10),
+        "unparsable valid-at": (("find", "--valid-at", "soon"), 2),
         "update supersede of a superseded one": (("update", a, "Y", "--supersede"), 10),
     }
 
