@@ -38,7 +38,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
-from cortexctl.engine.results import FindHit, FindQuery, Note
+from cortexctl.engine.results import FindHit, FindQuery, Note, iso
 from cortexctl.memory import codec
 from cortexctl.memory.forms import count_tokens
 from cortexctl.memory.terms import term_id, terms, words
@@ -84,11 +84,14 @@ def query_terms(text: str) -> dict[int, float]:
 
 
 def run(ctx: Context, query: FindQuery, filters: Filters) -> tuple[list[FindHit], list[str]]:
-    """The ranked hits and any warnings (a lane that could not run, an index rebuilt)."""
+    """The ranked hits and any warnings (a lane that could not run, an index rebuilt); with
+    ``query.as_of``, as the store stood at that record time (``engine/asof.py``)."""
     from cortexctl.errors import CortexError, StoreBusy
     from cortexctl.store.interface import IndexUnusable
 
     warnings: list[str] = []
+    if query.as_of is not None and query.as_of.seq == 0:
+        return [], [Note(f"the journal begins after {iso(query.as_of.at)}: the store held nothing then")]
     qvec = _embed_query(ctx, query.near, warnings) if query.near is not None else None
     try:
         return _search(ctx, query, filters, qvec, warnings), warnings
@@ -137,34 +140,66 @@ def _search_in(view, ctx: Context, query: FindQuery, filters: Filters, qvec, war
                exact: bool = False) -> list[FindHit]:
     n = max(query.k * 3, MIN_CANDIDATES)
     with view() as tx:
-        filters = replace(filters, scopes=ctx.viewer.scopes)  # the live grants the actor holds, now
-        score = scoring(tx, ctx.actor, ctx.clock())
+        past = None
+        if query.as_of is None:
+            filters = replace(filters, scopes=ctx.viewer.scopes)  # the live grants the actor holds, now
+            score = scoring(tx, ctx.actor, ctx.clock())
+        else:  # each lane asks for |C| more: the changed memories are dropped, and join as they stood
+            from cortexctl.engine import asof
+
+            past = asof.past(ctx, tx, query.as_of.at, query.as_of.seq)
+            filters, score = replace(filters, scopes=past.scopes), past.scoring
+        extra = len(past.changed) if past is not None else 0
         if query.near is None:
-            ranked = [Candidate(i, ["salience"], salience=s) for i, s in tx.top_salience(filters, score, query.k)]
-            hits = _hits(tx, ranked, query)
-            if not hits:
+            top = tx.top_salience(filters, score, query.k + extra)
+            if past is not None:
+                top = _salience_order(tx, past.drop(top) + [(i, past.salience[i]) for i in past.passing(filters, score)],
+                                      past)
+            ranked = [Candidate(i, ["salience"], salience=s) for i, s in top[:query.k]]
+            hits = _hits(tx, ranked, query, past)
+            if not hits and past is None:
                 _no_visible_memory(tx, filters.viewer, warnings)
             return hits
         nearest: list[tuple[str, float]] = []
-        lexical = tx.search_terms(query_terms(query.near), filters, n)
+        qw = query_terms(query.near)
+        lexical = tx.search_terms(qw, filters, n + extra)
+        semantic = False
         if qvec is not None:
-            nearest, note = tx.nearest(qvec, ctx.embedder.model, filters, n, exact=exact)
+            nearest, note = tx.nearest(qvec, ctx.embedder.model, filters, n + extra,
+                                       exact=exact or (past is not None and past.exact_vectors))
+            semantic = not note or isinstance(note, Remark)  # the lane ran (a warning: it could not)
             if note:
                 warnings.append(Note(note) if isinstance(note, Remark) else note)
-        salient = tx.top_salience(filters, score, n)
+        salient = tx.top_salience(filters, score, n + extra)
+        if past is not None:
+            lexical, nearest, salient = past.join(tx, ctx, qw, qvec, filters, score,
+                                                  (lexical, nearest, salient), n, semantic)
         cands = fuse(lexical, nearest, salient)
         missing = [c.id for c in cands.values() if "salience" not in c.lanes]
+        if past is not None:
+            for id_ in [i for i in missing if i in past.changed]:
+                cands[id_].salience = past.salience[id_]
+            missing = [i for i in missing if i not in past.changed]
         for id_, (_version, _passes, sal) in tx.candidates(missing, filters, score).items():
             cands[id_].salience = sal
-        ranked = by_phrase(tx, rank(cands.values(), remote=ctx.embedder.remote), query.near)
-        hits = _hits(tx, ranked, query)
+        ranked = by_phrase(tx, rank(cands.values(), remote=ctx.embedder.remote), query.near, past)
+        hits = _hits(tx, ranked, query, past)
         floor = MATCH_SIMILARITY_MODEL if ctx.embedder.remote else MATCH_SIMILARITY_HASH
         tier = {c.id: c.tier for c in ranked[:PHRASE_WINDOW]}
         for h in hits:
             h.matched = "lexical" in h.lanes or tier.get(h.id, 0) > 0 or (h.similarity or 0.0) >= floor
-        if not hits:
+        if not hits and past is None:
             _no_visible_memory(tx, filters.viewer, warnings)
         return hits
+
+
+def _salience_order(tx: Tx, pairs: list[tuple[str, float]], past) -> list[tuple[str, float]]:
+    """(id, salience) in ``Tx.top_salience``'s order: highest first, then the later update, then the
+    higher ID (``find --as-of``: the lane's answer merged with the changed memories as they stood)."""
+    updated = {i: r["updated_at"] for i, r in tx.result_rows([i for i, _ in pairs if i not in past.changed],
+                                                               "short").items()}
+    updated.update((i, m.head["updated_at"]) for i, m in past.memories.items())
+    return sorted(pairs, key=lambda p: (p[1], updated[p[0]], p[0]), reverse=True)
 
 
 def _embed_query(ctx: Context, text: str, warnings: list[str]):
@@ -215,16 +250,21 @@ def rank(cands, *, remote: bool) -> list[Candidate]:
     return out
 
 
-def by_phrase(tx: Tx, ranked: list[Candidate], near: str) -> list[Candidate]:
+def by_phrase(tx: Tx, ranked: list[Candidate], near: str, past=None) -> list[Candidate]:
     """The best ``PHRASE_WINDOW`` candidates regrouped: the query's exact text first, then
-    memories holding its words as one phrase, then the rest (module docstring)."""
+    memories holding its words as one phrase, then the rest (module docstring). ``past``
+    (``asof.Past``): the changed memories' texts are those of then."""
     q = words(near)
     head = ranked[:PHRASE_WINDOW]
     if not q or not head:
         return ranked
     from cortexctl.memory import schema
 
-    current = tx.search_data([c.id for c in head])
+    ids = [c.id for c in head]
+    if past is None:
+        current = tx.search_data(ids)
+    else:
+        current = {**tx.search_data([i for i in ids if i not in past.changed]), **past.search_data(ids)}
     n = len(q)
     for c in head:
         v = current.get(c.id)
@@ -244,11 +284,16 @@ def _no_visible_memory(tx: Tx, viewer: Viewer, warnings: list[str]) -> None:
                         "private to them (is --actor right?)")
 
 
-def _hits(tx: Tx, ranked: list[Candidate], query: FindQuery) -> list[FindHit]:
+def _hits(tx: Tx, ranked: list[Candidate], query: FindQuery, past=None) -> list[FindHit]:
     ranked = ranked[: query.k]
     ids = [c.id for c in ranked]
-    heads = tx.result_rows(ids, "medium" if query.form == "medium" else "short")
-    full = tx.current_versions(ids) if query.form == "full" else {}
+    form = "medium" if query.form == "medium" else "short"
+    now = ids if past is None else [i for i in ids if i not in past.changed]
+    heads = tx.result_rows(now, form)
+    full = tx.current_versions(now) if query.form == "full" else {}
+    if past is not None:  # the changed memories as they stood, at their version of then
+        heads.update(past.result_rows(ids, form))
+        full.update(past.current_versions(ids) if query.form == "full" else {})
     hits: list[FindHit] = []
     used = 0
     for c in ranked:

@@ -30,6 +30,21 @@ class Tombstone:
         return {"reason": self.reason, "at": iso(self.at), "by": self.by}
 
 
+@dataclass(frozen=True)
+class AsOf:
+    """Record time: the time an answer was asked for, and the journal entry it stands at (the last
+    stamped at or before that time; 0 when the journal begins later)."""
+
+    at: datetime
+    seq: int
+
+    def to_json(self) -> dict:
+        return {"at": iso(self.at), "seq": self.seq}
+
+    def text(self) -> str:
+        return f"as of {iso(self.at)} (journal entry {self.seq})"
+
+
 @dataclass
 class Memory:
     """One memory as seen at one version (the current one unless asked otherwise)."""
@@ -207,6 +222,7 @@ class FindQuery:
     budget_tokens: int | None = None
     session: str | None = None  # only this session's memories (zoom in)
     summaries: bool = False  # only session summaries (zoom out)
+    as_of: AsOf | None = None  # as the store stood at this record time (``Cortex.find_as_of`` sets it)
 
 
 @dataclass

@@ -24,6 +24,8 @@ SHORT_FORM = Param("short_form", "Your own short form (<= 50 tokens).", metavar=
 MEDIUM_FORM = Param("medium_form", "Your own medium form (<= 200 tokens).", metavar="TEXT")
 BUNDLE = Param("path", "The bundle directory (backup-<timestamp>).", required=True, metavar="PATH")
 SPEC = Param("spec", "The whole spec as an object.", type=dict)
+AS_OF = Param("as_of", "Answer as the store stood at this past time (record time): the versions, tags, tombstones "
+              "and grants of then. An RFC 3339 time, a date (2026-11-21) or an age (3h, 2d, 1w).", metavar="TIME")
 
 ADMIN = "admin-only: for the operator at the shell, not for an agent over MCP"
 LOCAL_FILES = "reads or writes files on the server's machine, which an agent over MCP must not name"
@@ -35,18 +37,24 @@ def _forms(short: str | None, medium: str | None) -> dict | None:
 
 
 # -- engine calls: functions of a Cortex and the parameters, answering a result document ------------
-def _find(cx, *, near, types, tags, frames, k, budget_tokens, form, session, summaries, include_tombstoned):
+def _find(cx, *, near, types, tags, frames, k, budget_tokens, form, session, summaries, include_tombstoned,
+          as_of=None):
     from cortexctl.engine.documents import FindAnswer
     from cortexctl.engine.results import FindQuery
 
     query = FindQuery(types=types, tags=tags, frames=frames, include_tombstoned=include_tombstoned, k=k, form=form,
                       near=near, budget_tokens=budget_tokens, session=session, summaries=summaries)
+    if as_of is not None:
+        return FindAnswer(*cx.find_as_of(query, as_of))
     return FindAnswer(*cx.find_with_warnings(query))
 
 
-def _show(cx, *, ref, version, form):
+def _show(cx, *, ref, version, form, as_of=None):
     from cortexctl.engine.documents import Shown
 
+    if as_of is not None:
+        memory, stood = cx.show_as_of(ref, as_of, version=version)
+        return Shown(memory, form, stood)
     return Shown(cx.show(ref, version=version), form)
 
 
@@ -166,20 +174,23 @@ OPERATIONS: list[Operation] = [
             Param("session", "Only this session's memories (zoom in).", metavar="ID"),
             Param("summaries", "Only session summaries (zoom out).", type=bool, default=False),
             Param("include_tombstoned", "Also forgotten memories.", type=bool, default=False),
+            AS_OF,
         ), **RO,
         tool=Tool("Find memories", "Find memories by meaning (near), type, tag and frame. Three lanes (lexical, "
                   "semantic, salience) are merged; each result says which lanes found it and why it ranked, and "
                   "whether it matched the query's words or meaning (matched: false when only its salience brought "
                   "it); the answer's matched says whether any result did. Without near: salience order, every "
-                  "result matched. Read-only: find never changes salience.")),
+                  "result matched. With as_of: as the store stood at that past time (the answer's as_of names the "
+                  "journal entry). Read-only: find never changes salience.")),
     Operation(
         "show", _show, (
             REF,
             Param("version", "This version instead of the latest.", type=int, metavar="N"),
             Param("form", "The form of the text field.", default="full", choices=FORMS, metavar="FORM"),
+            AS_OF,
         ), **RO,
         tool=Tool("Show a memory", "Read one memory: its data, forms, head fields and history position, at its "
-                  "latest version or a given one.")),
+                  "latest version or a given one; with as_of, as it stood at that past time.")),
     Operation(
         "write", _write, (
             Param("type", "The memory's type.", required=True, choices=TYPES, metavar="TYPE"),
