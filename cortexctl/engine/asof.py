@@ -272,18 +272,15 @@ def _best(pairs: list[tuple[str, float]], n: int) -> list[tuple[str, float]]:
     return sorted(pairs, key=lambda p: (-p[1], p[0]))[:n]
 
 
-def past(ctx: Context, tx: Tx, at: datetime, seq: int) -> Past:
-    """The store at record time ``at`` (journal entry ``seq``), as ``find`` reads it in ``tx``."""
+def past(ctx: Context, tx: Tx, at: datetime) -> Past:
+    """The store at record time ``at``, as ``find`` reads it in ``tx`` (at journal entry 0, before
+    the journal began: nothing)."""
+    seq = tx.seq_at(at)
+    if seq == 0:
+        return Past(at=at, seq=0, changed=frozenset(), memories={}, scopes=(), weights=())
     changed = changed_after(tx, seq)
     return Past(at=at, seq=seq, changed=frozenset(changed), memories=replay_memories(tx, sorted(changed), seq),
                 scopes=scopes_at(tx, ctx.actor, seq, at), weights=weights_at(tx, ctx.actor, seq))
-
-
-def stand(ctx: Context, value: str | datetime) -> AsOf:
-    """The record time asked for and the journal entry the store stood at then."""
-    at = moment(ctx, value)
-    with ctx.reading() as tx:
-        return AsOf(at, tx.seq_at(at))
 
 
 def show(ctx: Context, ref: str, value: str | datetime, *, version: int | None = None) -> tuple[Memory, AsOf]:
@@ -317,5 +314,5 @@ def show(ctx: Context, ref: str, value: str | datetime, *, version: int | None =
     return memory_of(m.head, m.versions[n]), AsOf(at, seq)
 
 
-__all__ = ["Past", "Heads", "past", "stand", "show", "moment", "replay_memories", "changed_after", "scopes_at",
+__all__ = ["Past", "Heads", "past", "show", "moment", "replay_memories", "changed_after", "scopes_at",
            "weights_at", "EXACT_VECTORS"]

@@ -207,9 +207,9 @@ class Cortex:
         from cortexctl.engine import asof, find
 
         filters = memories.find_filters(self.context, query)
-        stood = asof.stand(self.context, at)
-        hits, warnings = find.run(self.context, replace(query, as_of=stood), filters)
-        return hits, warnings, stood
+        stood: list[AsOf] = []
+        hits, warnings = find.run(self.context, replace(query, as_of=asof.moment(self.context, at)), filters, stood)
+        return hits, warnings, stood[0]
 
     def show_as_of(self, ref: str, at: str | datetime, *, version: int | None = None) -> tuple[Memory, AsOf]:
         """``show`` as the memory stood at record time ``at`` (as ``find_as_of`` takes it): NotFound

@@ -36,6 +36,7 @@ salience lane runs and results come in salience order.
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from datetime import datetime
 from typing import TYPE_CHECKING
 
 from cortexctl.engine.results import FindHit, FindQuery, Note, iso
@@ -49,6 +50,7 @@ if TYPE_CHECKING:
     from cortexctl.engine.context import Context
 
 W_LEX = 1.0
+_NEVER = datetime(1, 1, 1)
 W_SEM_HASH = 0.05  # LoCoMo recall@10 is flat from 0 to 0.1 and falls beyond: a tie-break and a fallback
 W_SEM_MODEL = 1.0
 W_SAL = 0.05
@@ -83,18 +85,18 @@ def query_terms(text: str) -> dict[int, float]:
     return {term_id(t): 1.0 for t in terms(text)}
 
 
-def run(ctx: Context, query: FindQuery, filters: Filters) -> tuple[list[FindHit], list[str]]:
+def run(ctx: Context, query: FindQuery, filters: Filters, stood: list | None = None) -> tuple[list[FindHit], list[str]]:
     """The ranked hits and any warnings (a lane that could not run, an index rebuilt); with
-    ``query.as_of``, as the store stood at that record time (``engine/asof.py``)."""
+    ``query.as_of``, as the store stood at that record time (``engine/asof.py``), and ``stood``
+    then holds the ``AsOf`` answered (the journal entry it stands at)."""
     from cortexctl.errors import CortexError, StoreBusy
     from cortexctl.store.interface import IndexUnusable
 
     warnings: list[str] = []
-    if query.as_of is not None and query.as_of.seq == 0:
-        return [], [Note(f"the journal begins after {iso(query.as_of.at)}: the store held nothing then")]
+    stood = [] if stood is None else stood
     qvec = _embed_query(ctx, query.near, warnings) if query.near is not None else None
     try:
-        return _search(ctx, query, filters, qvec, warnings), warnings
+        return _search(ctx, query, filters, qvec, warnings, stood), warnings
     except IndexUnusable as exc:
         reason = exc.message
         # a damaged file left as it is wants the user's attention (a warning); a cache merely out of
@@ -105,22 +107,22 @@ def run(ctx: Context, query: FindQuery, filters: Filters) -> tuple[list[FindHit]
     except StoreBusy:
         warnings.append(say(f"index {reason} and another writer holds the store: exact search "
                             "(cortexctl reindex repairs it)"))
-        return _search(ctx, query, filters, qvec, warnings, exact=True), warnings
+        return _search(ctx, query, filters, qvec, warnings, stood, exact=True), warnings
     except (CortexError, OSError) as err:  # a read-only store, a full disk: answer all the same
         detail = err.message if isinstance(err, CortexError) else (err.strerror or type(err).__name__)
         warnings.append(say(f"index {reason} and it cannot be rebuilt ({detail}): exact search "
                             "(cortexctl reindex repairs it)"))
-        return _search(ctx, query, filters, qvec, warnings, exact=True), warnings
+        return _search(ctx, query, filters, qvec, warnings, stood, exact=True), warnings
     try:
-        hits = _search(ctx, query, filters, qvec, warnings)
+        hits = _search(ctx, query, filters, qvec, warnings, stood)
         warnings.append(Note(f"index {reason}: rebuilt"))
         return hits, warnings
     except IndexUnusable as exc:  # nothing to build it from (no vectors of this model yet)
         warnings.append(Note(f"index {exc.message}: exact search"))
-        return _search(ctx, query, filters, qvec, warnings, exact=True), warnings
+        return _search(ctx, query, filters, qvec, warnings, stood, exact=True), warnings
 
 
-def _search(ctx: Context, query: FindQuery, filters: Filters, qvec, warnings: list[str], *,
+def _search(ctx: Context, query: FindQuery, filters: Filters, qvec, warnings: list[str], stood: list, *,
             exact: bool = False) -> list[FindHit]:
     """One search, answered from the search snapshot when it is current, else from the store
     (and from the store alone when the snapshot fails on the way: damaged, or the store moved on)."""
@@ -128,15 +130,15 @@ def _search(ctx: Context, query: FindQuery, filters: Filters, qvec, warnings: li
 
     found: list[str] = []
     try:
-        hits = _search_in(ctx.searching, ctx, query, filters, qvec, found, exact=exact)
+        hits = _search_in(ctx.searching, ctx, query, filters, qvec, found, stood, exact=exact)
     except CacheUnusable:
         found = []
-        hits = _search_in(ctx.reading, ctx, query, filters, qvec, found, exact=exact)
+        hits = _search_in(ctx.reading, ctx, query, filters, qvec, found, stood, exact=exact)
     warnings.extend(found)
     return hits
 
 
-def _search_in(view, ctx: Context, query: FindQuery, filters: Filters, qvec, warnings: list[str], *,
+def _search_in(view, ctx: Context, query: FindQuery, filters: Filters, qvec, warnings: list[str], stood: list, *,
                exact: bool = False) -> list[FindHit]:
     n = max(query.k * 3, MIN_CANDIDATES)
     with view() as tx:
@@ -147,14 +149,17 @@ def _search_in(view, ctx: Context, query: FindQuery, filters: Filters, qvec, war
         else:  # each lane asks for |C| more: the changed memories are dropped, and join as they stood
             from cortexctl.engine import asof
 
-            past = asof.past(ctx, tx, query.as_of.at, query.as_of.seq)
+            past = asof.past(ctx, tx, query.as_of)
+            stood[:] = [past.as_of]
+            if past.seq == 0:
+                warnings.append(Note(f"the journal begins after {iso(past.at)}: the store held nothing then"))
+                return []
             filters, score = replace(filters, scopes=past.scopes), past.scoring
         extra = len(past.changed) if past is not None else 0
         if query.near is None:
             top = tx.top_salience(filters, score, query.k + extra)
             if past is not None:
-                top = _salience_order(tx, past.drop(top) + [(i, past.salience[i]) for i in past.passing(filters, score)],
-                                      past)
+                top = _salience_order(tx, top, past, filters, score)
             ranked = [Candidate(i, ["salience"], salience=s) for i, s in top[:query.k]]
             hits = _hits(tx, ranked, query, past)
             if not hits and past is None:
@@ -193,13 +198,31 @@ def _search_in(view, ctx: Context, query: FindQuery, filters: Filters, qvec, war
         return hits
 
 
-def _salience_order(tx: Tx, pairs: list[tuple[str, float]], past) -> list[tuple[str, float]]:
-    """(id, salience) in ``Tx.top_salience``'s order: highest first, then the later update, then the
-    higher ID (``find --as-of``: the lane's answer merged with the changed memories as they stood)."""
-    updated = {i: r["updated_at"] for i, r in tx.result_rows([i for i, _ in pairs if i not in past.changed],
-                                                               "short").items()}
-    updated.update((i, m.head["updated_at"]) for i, m in past.memories.items())
-    return sorted(pairs, key=lambda p: (p[1], updated[p[0]], p[0]), reverse=True)
+def _salience_order(tx: Tx, lane: list[tuple[str, float]], past, filters: Filters, score: Scoring
+                    ) -> list[tuple[str, float]]:
+    """``find --as-of`` without ``near``: the salience lane's answer (less the changed memories) and
+    the changed memories that pass the filters as they stood, merged in ``Tx.top_salience``'s order
+    (highest first, then the later update, then the higher ID)."""
+    lane = past.drop(lane)
+    joined = [(i, past.salience[i]) for i in past.passing(filters, score)]
+    if not joined:
+        return lane
+    updated = {i: m.head["updated_at"] for i, m in past.memories.items()}
+    tied = {s for _, s in joined}  # only a lane memory of equal salience needs its update time
+    updated.update((i, r["updated_at"]) for i, r in tx.result_rows([i for i, s in lane if s in tied], "short").items())
+
+    def key(p: tuple[str, float]):
+        return p[1], updated.get(p[0], _NEVER), p[0]
+
+    joined.sort(key=key, reverse=True)
+    out: list[tuple[str, float]] = []
+    j = 0
+    for p in lane:  # already in order: the changed memories go in between
+        while j < len(joined) and key(joined[j]) > key(p):
+            out.append(joined[j])
+            j += 1
+        out.append(p)
+    return out + joined[j:]
 
 
 def _embed_query(ctx: Context, text: str, warnings: list[str]):

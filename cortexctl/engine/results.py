@@ -222,7 +222,7 @@ class FindQuery:
     budget_tokens: int | None = None
     session: str | None = None  # only this session's memories (zoom in)
     summaries: bool = False  # only session summaries (zoom out)
-    as_of: AsOf | None = None  # as the store stood at this record time (``Cortex.find_as_of`` sets it)
+    as_of: datetime | None = None  # as the store stood at this record time (``Cortex.find_as_of`` sets it)
 
 
 @dataclass
