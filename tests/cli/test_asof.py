@@ -57,6 +57,10 @@ def _history(store) -> dict[str, str]:
     alice.grant("bob", tags=["db"], expires="30m")  # 8h, until 8h30
     step(9)
     alice.head(ids["key"], importance=9)  # 9h
+    step(10)
+    alice.head(ids["host"], add_frames=["build:repo:github.com/acme/api"])  # 10h
+    step(11)
+    alice.tag(ids["host"], add=["later"])  # 11h: the host changes again
     return ids
 
 
@@ -263,3 +267,12 @@ def _journal_length(location: str, backend: str) -> int:
         return tamper.rows(location, "SELECT count(*) FROM journal")[0][0]
     with Cortex(store=location, actor="x").store.reading() as tx:
         return tx.journal_bounds()[0]
+
+
+def test_frame_filters_as_of_read_the_frames_of_then(built):
+    run, ids, _, _ = built
+    assert _found(run, at(9.5), "--frame", "build:repo") == {}
+    assert set(_found(run, at(10.5), "--frame", "build:repo")) == {ids["host"]}  # changed since: replayed
+    assert set(_found(run, at(10.5), "--frame", "build:repo:github.com/acme/api", "--near", "orchid")) == {ids["host"]}
+    assert _found(run, at(10.5), "--frame", "build:repo:github.com/acme/web") == {}
+    assert set(_found(run, at(11.5), "--frame", "build")) == {ids["host"]}
