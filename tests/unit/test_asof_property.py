@@ -159,7 +159,7 @@ def test_find_and_show_as_of_answer_as_the_model_did_then(tmp_path_factory, step
 
 
 @pytest.mark.slow
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
                                                                  HealthCheck.too_slow])
 @given(steps=st.lists(STEP, min_size=10, max_size=40))
 def test_find_and_show_as_of_answer_as_the_model_did_then_over_long_histories(tmp_path_factory, steps):
