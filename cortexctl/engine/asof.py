@@ -129,43 +129,47 @@ def weights_at(tx: Tx, actor: str, seq: int) -> tuple[float, ...]:
 
 class Heads:
     """Heads in hand (replayed ones) as ``predicate.Columns``: the rules of ``store/rules.py``
-    evaluate over them as over the store's columns."""
+    evaluate over them as over the store's columns. Each column is read once."""
 
     _NUMBERS = {"importance": "importance", "access": "access_count", "citations": "citations",
                 "confidence": "confidence"}
 
     def __init__(self, heads: Sequence[dict]) -> None:
         self.heads = list(heads)
+        self._columns: dict[str, list] = {}
 
-    def _value(self, h: dict, name: str):
-        from cortexctl.store.predicate import epoch_seconds
+    def _column(self, name: str) -> list:
+        got = self._columns.get(name)
+        if got is None:
+            from cortexctl.store.predicate import epoch_seconds
 
-        if name == "tombstoned":
-            return h["tombstoned_at"] is not None
-        if name == "recent":
-            return epoch_seconds(max(t for t in (h["updated_at"], h["last_used"]) if t is not None))
-        v = h.get(self._NUMBERS.get(name, name))
-        if isinstance(v, datetime):
-            return epoch_seconds(v)
-        return v
+            if name == "tombstoned":
+                got = [h["tombstoned_at"] is not None for h in self.heads]
+            elif name == "recent":
+                got = [epoch_seconds(h["updated_at"] if h["last_used"] is None or h["last_used"] < h["updated_at"]
+                                     else h["last_used"]) for h in self.heads]
+            else:
+                key = self._NUMBERS.get(name, name)
+                got = [epoch_seconds(v) if isinstance(v, datetime) else v for v in (h.get(key) for h in self.heads)]
+            self._columns[name] = got
+        return got
 
     def array(self, name: str):
         import numpy as np
 
         if name == "tombstoned":
-            return np.array([self._value(h, name) for h in self.heads], dtype=np.bool_)
-        return np.array([float("nan") if (v := self._value(h, name)) is None else float(v) for h in self.heads],
-                        dtype=np.float64)
+            return np.array(self._column(name), dtype=np.bool_)
+        return np.array([float("nan") if v is None else float(v) for v in self._column(name)], dtype=np.float64)
 
     def equals(self, name: str, value):
         import numpy as np
 
-        return np.array([self._value(h, name) == value for h in self.heads], dtype=np.bool_)
+        return np.array([v == value for v in self._column(name)], dtype=np.bool_)
 
     def isin(self, name: str, values: tuple):
         import numpy as np
 
-        return np.array([self._value(h, name) in values for h in self.heads], dtype=np.bool_)
+        return np.array([v in values for v in self._column(name)], dtype=np.bool_)
 
     def has_tag(self, tag: str):
         import numpy as np
