@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """find --as-of benchmark: the store as it stood at a record time, against plain find.
 
-    python bench/asof_bench.py [--memories 100000] [--runs 5] [--json] [--keep]
+    python bench/asof_bench.py [--memories 100000] [--changes 1000] [--runs 5] [--json] [--keep | --reuse DIR]
 
 Builds a throwaway store of N synthetic memories (bench/find_bench.py's corpus, imported in
 process on a fixed clock: 91% at first, 9% an hour later), then two hours later changes 1% of
@@ -128,15 +128,23 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--json", action="store_true")
     ap.add_argument("--keep", action="store_true")
     ap.add_argument("--cortexctl", default=None)
+    ap.add_argument("--reuse", metavar="DIR", help="time the store a --keep run left in DIR (no build)")
     args = ap.parse_args(argv)
-    tmp = Path(tempfile.mkdtemp(prefix="cortexctl-asof-bench-"))
+    tmp = Path(args.reuse) if args.reuse else Path(tempfile.mkdtemp(prefix="cortexctl-asof-bench-"))
+    keep = args.keep or bool(args.reuse)
     try:
         env = bench_env(tmp)
         import os
 
         os.environ.update({k: v for k, v in env.items() if k.startswith(("XDG_", "CORTEXCTL_"))})
         store = tmp / "store"
-        made = build(store, tmp, args.memories, args.changes)
+        if args.reuse:
+            made = json.loads((tmp / "made.json").read_text())
+            args.memories = made.pop("memories")
+            made.update({k: datetime.fromisoformat(made[k]) for k in ("T1", "T10")})
+        else:
+            made = build(store, tmp, args.memories, args.changes)
+            (tmp / "made.json").write_text(json.dumps({**made, "memories": args.memories}, default=str))
         from cortexctl.engine import asof
 
         out: dict = {"memories": args.memories, "changed_T1": made["changed_T1"], "changed_T10": made["changed_T10"],
@@ -149,12 +157,12 @@ def main(argv: list[str] | None = None) -> int:
                 t = engine_times(store, args.runs, made[name], near)
                 out[f"{lane}_{name}_ms"] = round(t * 1000, 2)
                 out[f"{lane}_{name}_ratio"] = round(t / plain, 2)
-        keep = asof.EXACT_VECTORS
+        exact_above = asof.EXACT_VECTORS
         for way, limit in (("hnsw", 10**9), ("exact", 0)):
             asof.EXACT_VECTORS = limit
             for name in ("T1", "T10"):
                 out[f"semantic_{way}_{name}_ms"] = round(engine_times(store, args.runs, made[name], True) * 1000, 2)
-        asof.EXACT_VECTORS = keep
+        asof.EXACT_VECTORS = exact_above
         cortexctl = find_cortexctl(args.cortexctl)
         q = QUERIES[0]
         cli_once(cortexctl, store, env, "--near", q)  # the page cache and bytecode, once
@@ -171,7 +179,7 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"{k:28} {v}")
         return 0
     finally:
-        if args.keep:
+        if keep:
             log(f"kept {tmp}")
         else:
             shutil.rmtree(tmp, ignore_errors=True)
