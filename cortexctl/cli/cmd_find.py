@@ -19,7 +19,7 @@ def _ended(h, refs: dict[str, str] | None = None) -> str:
 
 
 def find(config, *, near, types, tags, frames, include_tombstoned, include_superseded, valid_at, k, budget_tokens,
-         form, session, summaries, verbose, include_unmatched, quiet, store, actor, wait, json, jsonl) -> int:
+         form, session, summaries, as_of, verbose, include_unmatched, quiet, store, actor, wait, json, jsonl) -> int:
     """Exit status as grep's: 0 when a result matched (the engine's ``matched``), else 1."""
     from cortexctl.cli.common import open_cortex
     from cortexctl.cli.output import Output
@@ -30,7 +30,7 @@ def find(config, *, near, types, tags, frames, include_tombstoned, include_super
     answer = lookup("find").run(cx, near=near, types=types, tags=tags, frames=frames, k=k, budget_tokens=budget_tokens,
                                 form=form, session=session, summaries=summaries,
                                 include_tombstoned=include_tombstoned, include_superseded=include_superseded,
-                                valid_at=valid_at)
+                                valid_at=valid_at, as_of=as_of)
     status = 0 if answer.matched else 1
     hits = answer.hits
     warnings, notes = split_found(answer.found)
@@ -41,6 +41,8 @@ def find(config, *, near, types, tags, frames, include_tombstoned, include_super
     if out.machine:
         out.emit_many(answer.docs(), answer.to_json)
         return status
+    if answer.as_of is not None:  # once, for people: on a terminal before the table, else on stderr
+        (out.line if out.tty else out.hint)(answer.as_of.text())
     if out.tty:
         refs = cx.short_refs([h.id for h in hits] + [h.superseded_by for h in hits if h.superseded_by]) if hits else {}
         ref = {h.id: refs.get(h.id, h.id) + ("†" if h.tombstoned else "") for h in hits}
@@ -122,7 +124,18 @@ column, empty for the others; --json: superseded_by and ended). --valid-at T
 T, valid_to after it, an unset end open.
 \b
 The two-stage session query: --summaries searches session summaries (see
-session summarize) to pick a session, --session ID then searches inside it.""",
+session summarize) to pick a session, --session ID then searches inside it.
+\b
+--as-of T answers as the store stood at record time T (when cortexctl
+learned it): the versions current then, tombstones, tags and other head
+fields, grants and salience of then. T is an RFC 3339 time, a date or an
+age (3h, 2d, 1w); a time in the future is exit 2, and before the first
+journal entry nothing is found (exit 1). Each result's version is the one
+current at T; --json adds "as_of": {"at", "seq"} (the journal entry the
+answer stands at) and the human output says it once. Which memories pass
+the filters, and their texts and fields, are exactly those of T; with
+--near the lexical and semantic scores use today's term statistics and
+embedding model.""",
         examples=(
             'cortexctl find --near "how do we rotate the deploy key"',
             'cortexctl find --near "deploy" --type fact --tag ops -k 5 --json',
@@ -133,6 +146,8 @@ session summarize) to pick a session, --session ID then searches inside it.""",
             "cortexctl find --include-tombstoned --jsonl | jq -r .uri",
             'cortexctl find --near "deploy key" --include-superseded',
             "cortexctl find --valid-at 2026-03-01 --type fact",
+            'cortexctl find --near "deploy key" --as-of 2d',
+            "cortexctl find --tag ops --as-of 2026-11-01T09:00:00Z --json",
             'if cortexctl find -q --near "deploy key"; then echo known; fi',
         ),
         exits=(0, 1, 2, 3, 4, 7, 10),

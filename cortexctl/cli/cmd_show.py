@@ -11,6 +11,8 @@ def _show(out, shown) -> None:
 
     m, form = shown.memory, shown.form
     out.line(f"{m.uri}  (version {m.version} of {m.current_version})")
+    if shown.as_of is not None:
+        out.line(shown.as_of.text())
     out.line(f"type: {m.type}   actor: {m.actor}   visibility: {m.visibility}   importance: {m.importance}")
     if m.tags:
         out.line(f"tags: {', '.join(m.tags)}")
@@ -50,15 +52,23 @@ COMMANDS = [
     command_for(
         lookup("show"), ("show",), "Show one memory (its latest version unless --version).", positional=("ref",),
         human=_show,
-        notes="A memory with a valid time or a supersede link shows them: valid FROM to TO,\n"
-              "supersedes (the memory it replaced) and superseded by (the one that replaced it);\n"
-              "--json: valid_from, valid_to, supersedes, superseded_by (null when unset).",
         examples=(
             "cortexctl show 01JD3K",
             "cortexctl show cortex://m/01JD3KQ5ZC8M3V6W4Y2T7N9R0B/v/1",
             "cortexctl show 01JD3K --version 2 --form short",
             "cortexctl show 01JD3K --json | jq .data",
+            "cortexctl show 01JD3K --as-of 2026-11-01",
         ),
+        notes="""A memory with a valid time or a supersede link shows them: valid FROM to TO,
+supersedes (the memory it replaced) and superseded by (the one that replaced it);
+--json: valid_from, valid_to, supersedes, superseded_by (null when unset).
+
+--as-of T shows the memory as it stood at record time T (when cortexctl
+learned it): its head fields, counters and tombstone then, at the version
+current then (or --version N, one it had then); "version N of M" counts the
+versions it had then. T is an RFC 3339 time, a date or an age (3h, 2d, 1w);
+a time in the future is exit 2. A memory written after T, or one the actor
+could not see at T, is exit 3.""",
         exits=(0, 2, 3, 4, 7),
     ),
     command_for(

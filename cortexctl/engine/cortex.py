@@ -14,12 +14,13 @@ update, tag, head, forget, show, history), ``find``, ``semantic`` (reindex),
 from __future__ import annotations
 
 import os
+from datetime import datetime
 from typing import Iterable
 
 from cortexctl import config as config_mod
 from cortexctl.engine import memories
 from cortexctl.engine.context import Context
-from cortexctl.engine.results import (FindHit, FindQuery, HeadResult, Memory, SupersedeResult, VersionInfo,
+from cortexctl.engine.results import (AsOf, FindHit, FindQuery, HeadResult, Memory, SupersedeResult, VersionInfo,
                                       WriteResult)
 from cortexctl.store import open_storage
 from cortexctl.store.interface import Storage
@@ -232,6 +233,25 @@ class Cortex:
         from cortexctl.engine import find
 
         return find.run(self.context, query, memories.find_filters(self.context, query))
+
+    def find_as_of(self, query: FindQuery, at: str | datetime) -> tuple[list[FindHit], list[str], AsOf]:
+        """``find_with_warnings`` as the store stood at record time ``at`` (RFC 3339 text, a date, an
+        age like ``2d``, or a naive UTC ``datetime``; never after now): see ``engine/asof.py``."""
+        from dataclasses import replace
+
+        from cortexctl.engine import asof, find
+
+        filters = memories.find_filters(self.context, query)
+        stood: list[AsOf] = []
+        hits, warnings = find.run(self.context, replace(query, as_of=asof.moment(self.context, at)), filters, stood)
+        return hits, warnings, stood[0]
+
+    def show_as_of(self, ref: str, at: str | datetime, *, version: int | None = None) -> tuple[Memory, AsOf]:
+        """``show`` as the memory stood at record time ``at`` (as ``find_as_of`` takes it): NotFound
+        when it did not exist then, or the actor could not see it then."""
+        from cortexctl.engine import asof
+
+        return asof.show(self.context, ref, at, version=version)
 
     def short_refs(self, ids) -> dict[str, str]:
         """id -> the shortest ending of the ID (8+ characters) that names only that memory."""

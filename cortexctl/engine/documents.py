@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Sequence
 
-from cortexctl.engine.results import FindHit, Memory, Note
+from cortexctl.engine.results import AsOf, FindHit, Memory, Note
 
 
 def split_found(found: Iterable[str]) -> tuple[list[str], list[str]]:
@@ -33,14 +33,18 @@ def any_matched(hits: Iterable[FindHit]) -> bool:
     return any(h.matched for h in hits)
 
 
-def find_document(hits: Sequence[FindHit], found: Iterable[str], docs: list[dict] | None = None) -> dict:
+def find_document(hits: Sequence[FindHit], found: Iterable[str], docs: list[dict] | None = None,
+                  as_of: AsOf | None = None) -> dict:
     """``find --json``: whether anything matched, the count, the tokens of the results at the form
     shown, the warnings and notes, and one object per result (``docs``, when the caller has
-    already made them)."""
+    already made them); with ``as_of``, the record time it answers for (``{"at", "seq"}``)."""
     warnings, notes = split_found(found)
     results = [h.to_json() for h in hits] if docs is None else docs
-    return {"matched": any_matched(hits), "count": len(results), "tokens": sum(h.tokens for h in hits),
-            "warnings": warnings, "notes": notes, "results": results}
+    doc = {"matched": any_matched(hits), "count": len(results), "tokens": sum(h.tokens for h in hits),
+           "warnings": warnings, "notes": notes, "results": results}
+    if as_of is not None:
+        doc["as_of"] = as_of.to_json()
+    return doc
 
 
 @dataclass
@@ -63,6 +67,7 @@ class FindAnswer:
 
     hits: Sequence[FindHit]
     found: list
+    as_of: AsOf | None = None  # find --as-of: the record time answered for
 
     @property
     def matched(self) -> bool:
@@ -73,7 +78,7 @@ class FindAnswer:
         return [h.to_json() for h in self.hits]
 
     def to_json(self, docs: list[dict] | None = None) -> dict:
-        return find_document(self.hits, self.found, docs)
+        return find_document(self.hits, self.found, docs, self.as_of)
 
 
 @dataclass
@@ -82,9 +87,13 @@ class Shown:
 
     memory: Memory
     form: str = "full"
+    as_of: AsOf | None = None  # show --as-of: the record time it stood at
 
     def to_json(self) -> dict:
-        return self.memory.to_json(self.form)
+        doc = self.memory.to_json(self.form)
+        if self.as_of is not None:
+            doc["as_of"] = self.as_of.to_json()
+        return doc
 
 
 @dataclass

@@ -36,9 +36,10 @@ salience lane runs and results come in salience order.
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from datetime import datetime
 from typing import TYPE_CHECKING
 
-from cortexctl.engine.results import FindHit, FindQuery, Note
+from cortexctl.engine.results import FindHit, FindQuery, Note, iso
 from cortexctl.memory import codec
 from cortexctl.memory.forms import count_tokens
 from cortexctl.memory.terms import term_id, terms, words
@@ -49,6 +50,7 @@ if TYPE_CHECKING:
     from cortexctl.engine.context import Context
 
 W_LEX = 1.0
+_NEVER = datetime(1, 1, 1)
 W_SEM_HASH = 0.05  # LoCoMo recall@10 is flat from 0 to 0.1 and falls beyond: a tie-break and a fallback
 W_SEM_MODEL = 1.0
 W_SAL = 0.05
@@ -83,15 +85,18 @@ def query_terms(text: str) -> dict[int, float]:
     return {term_id(t): 1.0 for t in terms(text)}
 
 
-def run(ctx: Context, query: FindQuery, filters: Filters) -> tuple[list[FindHit], list[str]]:
-    """The ranked hits and any warnings (a lane that could not run, an index rebuilt)."""
+def run(ctx: Context, query: FindQuery, filters: Filters, stood: list | None = None) -> tuple[list[FindHit], list[str]]:
+    """The ranked hits and any warnings (a lane that could not run, an index rebuilt); with
+    ``query.as_of``, as the store stood at that record time (``engine/asof.py``), and ``stood``
+    then holds the ``AsOf`` answered (the journal entry it stands at)."""
     from cortexctl.errors import CortexError, StoreBusy
     from cortexctl.store.interface import IndexUnusable
 
     warnings: list[str] = []
+    stood = [] if stood is None else stood
     qvec = _embed_query(ctx, query.near, warnings) if query.near is not None else None
     try:
-        return _search(ctx, query, filters, qvec, warnings), warnings
+        return _search(ctx, query, filters, qvec, warnings, stood), warnings
     except IndexUnusable as exc:
         reason = exc.message
         # a damaged file left as it is wants the user's attention (a warning); a cache merely out of
@@ -102,22 +107,22 @@ def run(ctx: Context, query: FindQuery, filters: Filters) -> tuple[list[FindHit]
     except StoreBusy:
         warnings.append(say(f"index {reason} and another writer holds the store: exact search "
                             "(cortexctl reindex repairs it)"))
-        return _search(ctx, query, filters, qvec, warnings, exact=True), warnings
+        return _search(ctx, query, filters, qvec, warnings, stood, exact=True), warnings
     except (CortexError, OSError) as err:  # a read-only store, a full disk: answer all the same
         detail = err.message if isinstance(err, CortexError) else (err.strerror or type(err).__name__)
         warnings.append(say(f"index {reason} and it cannot be rebuilt ({detail}): exact search "
                             "(cortexctl reindex repairs it)"))
-        return _search(ctx, query, filters, qvec, warnings, exact=True), warnings
+        return _search(ctx, query, filters, qvec, warnings, stood, exact=True), warnings
     try:
-        hits = _search(ctx, query, filters, qvec, warnings)
+        hits = _search(ctx, query, filters, qvec, warnings, stood)
         warnings.append(Note(f"index {reason}: rebuilt"))
         return hits, warnings
     except IndexUnusable as exc:  # nothing to build it from (no vectors of this model yet)
         warnings.append(Note(f"index {exc.message}: exact search"))
-        return _search(ctx, query, filters, qvec, warnings, exact=True), warnings
+        return _search(ctx, query, filters, qvec, warnings, stood, exact=True), warnings
 
 
-def _search(ctx: Context, query: FindQuery, filters: Filters, qvec, warnings: list[str], *,
+def _search(ctx: Context, query: FindQuery, filters: Filters, qvec, warnings: list[str], stood: list, *,
             exact: bool = False) -> list[FindHit]:
     """One search, answered from the search snapshot when it is current, else from the store
     (and from the store alone when the snapshot fails on the way: damaged, or the store moved on)."""
@@ -125,46 +130,102 @@ def _search(ctx: Context, query: FindQuery, filters: Filters, qvec, warnings: li
 
     found: list[str] = []
     try:
-        hits = _search_in(ctx.searching, ctx, query, filters, qvec, found, exact=exact)
+        hits = _search_in(ctx.searching, ctx, query, filters, qvec, found, stood, exact=exact)
     except CacheUnusable:
         found = []
-        hits = _search_in(ctx.reading, ctx, query, filters, qvec, found, exact=exact)
+        hits = _search_in(ctx.reading, ctx, query, filters, qvec, found, stood, exact=exact)
     warnings.extend(found)
     return hits
 
 
-def _search_in(view, ctx: Context, query: FindQuery, filters: Filters, qvec, warnings: list[str], *,
+def _search_in(view, ctx: Context, query: FindQuery, filters: Filters, qvec, warnings: list[str], stood: list, *,
                exact: bool = False) -> list[FindHit]:
     n = max(query.k * 3, MIN_CANDIDATES)
     with view() as tx:
-        filters = replace(filters, scopes=ctx.viewer.scopes)  # the live grants the actor holds, now
-        score = scoring(tx, ctx.actor, ctx.clock())
+        past = None
+        if query.as_of is None:
+            filters = replace(filters, scopes=ctx.viewer.scopes)  # the live grants the actor holds, now
+            score = scoring(tx, ctx.actor, ctx.clock())
+        else:  # each lane asks for |C| more: the changed memories are dropped, and join as they stood
+            from cortexctl.engine import asof
+
+            past = asof.past(ctx, tx, query.as_of)
+            stood[:] = [past.as_of]
+            if past.seq == 0:
+                warnings.append(Note(f"the journal begins after {iso(past.at)}: the store held nothing then"))
+                return []
+            # the grants live then, and what had ended by then (unless --include-superseded/--valid-at)
+            filters = replace(filters, scopes=past.scopes,
+                              ended_by=None if filters.ended_by is None else past.at)
+            score = past.scoring
+        extra = len(past.changed) if past is not None else 0
         if query.near is None:
-            ranked = [Candidate(i, ["salience"], salience=s) for i, s in tx.top_salience(filters, score, query.k)]
-            hits = _hits(tx, ranked, query, score.now)
-            if not hits:
+            top = tx.top_salience(filters, score, query.k + extra)
+            if past is not None:
+                top = _salience_order(tx, top, past, filters, score)
+            ranked = [Candidate(i, ["salience"], salience=s) for i, s in top[:query.k]]
+            hits = _hits(tx, ranked, query, score.now, past)
+            if not hits and past is None:
                 _no_visible_memory(tx, filters.viewer, warnings)
             return hits
         nearest: list[tuple[str, float]] = []
-        lexical = tx.search_terms(query_terms(query.near), filters, n)
+        qw = query_terms(query.near)
+        lexical = tx.search_terms(qw, filters, n + extra)
+        semantic = False
         if qvec is not None:
-            nearest, note = tx.nearest(qvec, ctx.embedder.model, filters, n, exact=exact)
+            nearest, note = tx.nearest(qvec, ctx.embedder.model, filters, n + extra,
+                                       exact=exact or (past is not None and past.exact_vectors))
+            semantic = not note or isinstance(note, Remark)  # the lane ran (a warning: it could not)
             if note:
                 warnings.append(Note(note) if isinstance(note, Remark) else note)
-        salient = tx.top_salience(filters, score, n)
+        salient = tx.top_salience(filters, score, n + extra)
+        if past is not None:
+            lexical, nearest, salient = past.join(tx, ctx, qw, qvec, filters, score,
+                                                  (lexical, nearest, salient), n, semantic)
         cands = fuse(lexical, nearest, salient)
         missing = [c.id for c in cands.values() if "salience" not in c.lanes]
+        if past is not None:
+            for id_ in [i for i in missing if i in past.changed]:
+                cands[id_].salience = past.salience[id_]
+            missing = [i for i in missing if i not in past.changed]
         for id_, (_version, _passes, sal) in tx.candidates(missing, filters, score).items():
             cands[id_].salience = sal
-        ranked = by_phrase(tx, rank(cands.values(), remote=ctx.embedder.remote), query.near)
-        hits = _hits(tx, ranked, query, score.now)
+        ranked = by_phrase(tx, rank(cands.values(), remote=ctx.embedder.remote), query.near, past)
+        hits = _hits(tx, ranked, query, score.now, past)
         floor = MATCH_SIMILARITY_MODEL if ctx.embedder.remote else MATCH_SIMILARITY_HASH
         tier = {c.id: c.tier for c in ranked[:PHRASE_WINDOW]}
         for h in hits:
             h.matched = "lexical" in h.lanes or tier.get(h.id, 0) > 0 or (h.similarity or 0.0) >= floor
-        if not hits:
+        if not hits and past is None:
             _no_visible_memory(tx, filters.viewer, warnings)
         return hits
+
+
+def _salience_order(tx: Tx, lane: list[tuple[str, float]], past, filters: Filters, score: Scoring
+                    ) -> list[tuple[str, float]]:
+    """``find --as-of`` without ``near``: the salience lane's answer (less the changed memories) and
+    the changed memories that pass the filters as they stood, merged in ``Tx.top_salience``'s order
+    (highest first, then the later update, then the higher ID)."""
+    lane = past.drop(lane)
+    joined = [(i, past.salience[i]) for i in past.passing(filters, score)]
+    if not joined:
+        return lane
+    updated = {i: m.head["updated_at"] for i, m in past.memories.items()}
+    tied = {s for _, s in joined}  # only a lane memory of equal salience needs its update time
+    updated.update((i, r["updated_at"]) for i, r in tx.result_rows([i for i, s in lane if s in tied], "short").items())
+
+    def key(p: tuple[str, float]):
+        return p[1], updated.get(p[0], _NEVER), p[0]
+
+    joined.sort(key=key, reverse=True)
+    out: list[tuple[str, float]] = []
+    j = 0
+    for p in lane:  # already in order: the changed memories go in between
+        while j < len(joined) and key(joined[j]) > key(p):
+            out.append(joined[j])
+            j += 1
+        out.append(p)
+    return out + joined[j:]
 
 
 def _embed_query(ctx: Context, text: str, warnings: list[str]):
@@ -215,16 +276,21 @@ def rank(cands, *, remote: bool) -> list[Candidate]:
     return out
 
 
-def by_phrase(tx: Tx, ranked: list[Candidate], near: str) -> list[Candidate]:
+def by_phrase(tx: Tx, ranked: list[Candidate], near: str, past=None) -> list[Candidate]:
     """The best ``PHRASE_WINDOW`` candidates regrouped: the query's exact text first, then
-    memories holding its words as one phrase, then the rest (module docstring)."""
+    memories holding its words as one phrase, then the rest (module docstring). ``past``
+    (``asof.Past``): the changed memories' texts are those of then."""
     q = words(near)
     head = ranked[:PHRASE_WINDOW]
     if not q or not head:
         return ranked
     from cortexctl.memory import schema
 
-    current = tx.search_data([c.id for c in head])
+    ids = [c.id for c in head]
+    if past is None:
+        current = tx.search_data(ids)
+    else:
+        current = {**tx.search_data([i for i in ids if i not in past.changed]), **past.search_data(ids)}
     n = len(q)
     for c in head:
         v = current.get(c.id)
@@ -244,11 +310,16 @@ def _no_visible_memory(tx: Tx, viewer: Viewer, warnings: list[str]) -> None:
                         "private to them (is --actor right?)")
 
 
-def _hits(tx: Tx, ranked: list[Candidate], query: FindQuery, now) -> list[FindHit]:
+def _hits(tx: Tx, ranked: list[Candidate], query: FindQuery, now, past=None) -> list[FindHit]:
     ranked = ranked[: query.k]
     ids = [c.id for c in ranked]
-    heads = tx.result_rows(ids, "medium" if query.form == "medium" else "short")
-    full = tx.current_versions(ids) if query.form == "full" else {}
+    form = "medium" if query.form == "medium" else "short"
+    present = ids if past is None else [i for i in ids if i not in past.changed]  # as they are now
+    heads = tx.result_rows(present, form)
+    full = tx.current_versions(present) if query.form == "full" else {}
+    if past is not None:  # the changed memories as they stood, at their version of then
+        heads.update(past.result_rows(ids, form))
+        full.update(past.current_versions(ids) if query.form == "full" else {})
     hits: list[FindHit] = []
     used = 0
     for c in ranked:

@@ -450,8 +450,8 @@ def unforget(ctx: Context, ref: str) -> HeadResult:
 
 
 # -- read side ----------------------------------------------------------------------------------
-def show(ctx: Context, ref: str, *, version: int | None = None) -> Memory:
-    """One memory at its current version, or at ``version``."""
+def wanted_version(ref: str, version: int | None) -> int | None:
+    """The version ``show`` is asked for, by ``version`` or by a version URI (None: the current one)."""
     parsed = parse_ref(ref)
     if version is not None and parsed.version is not None and version != parsed.version:
         raise UsageError(f"version {version} disagrees with {ref!r}, which names version {parsed.version}",
@@ -459,6 +459,12 @@ def show(ctx: Context, ref: str, *, version: int | None = None) -> Memory:
     want = version if version is not None else parsed.version
     if want is not None and want < 1:
         raise UsageError(f"version must be 1 or more (got {want})", field="version")
+    return want
+
+
+def show(ctx: Context, ref: str, *, version: int | None = None) -> Memory:
+    """One memory at its current version, or at ``version``."""
+    want = wanted_version(ref, version)
     with ctx.reading() as tx:
         head = resolve(tx, ctx.viewer, ref)
         n = want or head["current_version"]

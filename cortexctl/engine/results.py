@@ -30,6 +30,21 @@ class Tombstone:
         return {"reason": self.reason, "at": iso(self.at), "by": self.by}
 
 
+@dataclass(frozen=True)
+class AsOf:
+    """Record time: the time an answer was asked for, and the journal entry it stands at (the last
+    stamped at or before that time; 0 when the journal begins later)."""
+
+    at: datetime
+    seq: int
+
+    def to_json(self) -> dict:
+        return {"at": iso(self.at), "seq": self.seq}
+
+    def text(self) -> str:
+        return f"as of {iso(self.at)} (journal entry {self.seq})"
+
+
 @dataclass
 class Memory:
     """One memory as seen at one version (the current one unless asked otherwise)."""
@@ -256,6 +271,7 @@ class FindQuery:
     summaries: bool = False  # only session summaries (zoom out)
     include_superseded: bool = False  # also memories whose valid time has ended (superseded ones among them)
     valid_at: str | datetime | None = None  # only memories valid at this time (RFC 3339 or a date)
+    as_of: datetime | None = None  # as the store stood at this record time (``Cortex.find_as_of`` sets it)
 
 
 @dataclass

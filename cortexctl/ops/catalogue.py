@@ -24,6 +24,8 @@ SHORT_FORM = Param("short_form", "Your own short form (<= 50 tokens).", metavar=
 MEDIUM_FORM = Param("medium_form", "Your own medium form (<= 200 tokens).", metavar="TEXT")
 BUNDLE = Param("path", "The bundle directory (backup-<timestamp>).", required=True, metavar="PATH")
 SPEC = Param("spec", "The whole spec as an object.", type=dict)
+AS_OF = Param("as_of", "Answer as the store stood at this past time (record time): the versions, tags, tombstones "
+              "and grants of then. An RFC 3339 time, a date (2026-11-21) or an age (3h, 2d, 1w).", metavar="TIME")
 
 ADMIN = "admin-only: for the operator at the shell, not for an agent over MCP"
 LOCAL_FILES = "reads or writes files on the server's machine, which an agent over MCP must not name"
@@ -36,19 +38,24 @@ def _forms(short: str | None, medium: str | None) -> dict | None:
 
 # -- engine calls: functions of a Cortex and the parameters, answering a result document ------------
 def _find(cx, *, near, types, tags, frames, k, budget_tokens, form, session, summaries, include_tombstoned,
-          include_superseded=False, valid_at=None):
+          include_superseded=False, valid_at=None, as_of=None):
     from cortexctl.engine.documents import FindAnswer
     from cortexctl.engine.results import FindQuery
 
     query = FindQuery(types=types, tags=tags, frames=frames, include_tombstoned=include_tombstoned, k=k, form=form,
                       near=near, budget_tokens=budget_tokens, session=session, summaries=summaries,
                       include_superseded=include_superseded, valid_at=valid_at)
+    if as_of is not None:
+        return FindAnswer(*cx.find_as_of(query, as_of))
     return FindAnswer(*cx.find_with_warnings(query))
 
 
-def _show(cx, *, ref, version, form):
+def _show(cx, *, ref, version, form, as_of=None):
     from cortexctl.engine.documents import Shown
 
+    if as_of is not None:
+        memory, stood = cx.show_as_of(ref, as_of, version=version)
+        return Shown(memory, form, stood)
     return Shown(cx.show(ref, version=version), form)
 
 
@@ -173,20 +180,23 @@ OPERATIONS: list[Operation] = [
                   "valid_to); each result says superseded_by and ended.", type=bool, default=False),
             Param("valid_at", "Only memories valid at this time (RFC 3339, a date, or an age like 2d): valid_from at or before it, "
                   "valid_to after it (unset ends are open).", metavar="T"),
+            AS_OF,
         ), **RO,
         tool=Tool("Find memories", "Find memories by meaning (near), type, tag and frame. Three lanes (lexical, "
                   "semantic, salience) are merged; each result says which lanes found it and why it ranked, and "
                   "whether it matched the query's words or meaning (matched: false when only its salience brought "
                   "it); the answer's matched says whether any result did. Without near: salience order, every "
-                  "result matched. Read-only: find never changes salience.")),
+                  "result matched. With as_of: as the store stood at that past time (the answer's as_of names the "
+                  "journal entry). Read-only: find never changes salience.")),
     Operation(
         "show", _show, (
             REF,
             Param("version", "This version instead of the latest.", type=int, metavar="N"),
             Param("form", "The form of the text field.", default="full", choices=FORMS, metavar="FORM"),
+            AS_OF,
         ), **RO,
         tool=Tool("Show a memory", "Read one memory: its data, forms, head fields and history position, at its "
-                  "latest version or a given one.")),
+                  "latest version or a given one; with as_of, as it stood at that past time.")),
     Operation(
         "write", _write, (
             Param("type", "The memory's type.", required=True, choices=TYPES, metavar="TYPE"),

@@ -117,8 +117,8 @@ def journal_window(con, after: int, upto: int | None, kinds: tuple[str, ...], re
     if kinds:
         where.append("list_contains(?, kind)")
         params.append(list(kinds))
-    if refs is not None:
-        where.append("list_contains(?, ref)")
+    if refs is not None:  # a semi-join: thousands of refs (find --as-of's changed memories) stay cheap
+        where.append("ref IN (SELECT unnest(?::VARCHAR[]))")
         params.append(list(refs))
     cur = con.execute(f"SELECT seq, kind, ts, actor, ref, payload FROM journal WHERE {' AND '.join(where)} ORDER BY seq",
                       params)

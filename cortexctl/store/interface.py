@@ -290,6 +290,13 @@ class LexicalSearch(Protocol):
         weight), best first, ties by ID: [(id, score > 0)]. Term statistics count only the
         memories the filters' viewer may see, so a score reveals nothing of another's words."""
 
+    def score_terms(self, terms: dict[int, float], docs: Sequence[tuple[str, Sequence[int]]],
+                    viewer: "str | Viewer") -> dict[str, float]:
+        """How well each of ``docs`` (id, term IDs in text order, repeats kept: terms the caller
+        holds, not necessarily stored) matches the query terms, on ``search_terms``' scale before
+        any query expansion, with the term statistics of the stored memories ``viewer`` may see:
+        {id: score >= 0}, 0 for a doc holding no query term."""
+
     def text_twins(self, actor: str, type_code: int, n_terms: int, term: int) -> list[str]:
         """Live memories of ``actor`` and type whose search text has ``n_terms`` terms, ``term``
         among them (a few candidates for "the same text"; the caller compares the texts)."""

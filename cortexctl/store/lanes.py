@@ -1,4 +1,4 @@
-"""The DuckDB backend's answers to ``LexicalSearch.search_terms``, ``VectorSearch.nearest`` and
+"""The DuckDB backend's answers to ``LexicalSearch.search_terms`` and ``score_terms``, ``VectorSearch.nearest`` and
 ``Integrity.index_problems``, shared by its two views: ``DuckTx`` (the tables) and
 ``SnapshotTx`` (the search snapshot). Both hold the reads these run over (postings,
 vectors, ``passing``) and ``store``, the ``DuckStorage`` they came from (for the index file)."""
@@ -17,6 +17,11 @@ class Lanes:
         from cortexctl.store import lexical
 
         return lexical.search(self, terms, filters, n)
+
+    def score_terms(self, terms: dict[int, float], docs, viewer) -> dict[str, float]:
+        from cortexctl.store import lexical
+
+        return lexical.score_docs(self, terms, docs, viewer)
 
     def nearest(self, query_vector, model: str, filters: Filters, n: int, *, exact: bool = False):
         from cortexctl.store import vector_index

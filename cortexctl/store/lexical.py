@@ -3,7 +3,9 @@
 Any backend that keeps postings (each memory's search-text term IDs, repeats kept)
 answers ``Tx.search_terms`` with ``search`` below, over five reads of its own
 (``doc_count``, ``postings_of``, ``doc_ids``, ``hidden_docs``, ``term_df``,
-``doc_terms``: the DuckDB tables, or the search snapshot's arrays) and ``passing``.
+``doc_terms``: the DuckDB tables, or the search snapshot's arrays) and ``passing``,
+and ``Tx.score_terms`` (term lists the caller holds, as ``find --as-of`` holds a
+memory's text of then) with ``score_docs``, over ``doc_count``, ``hidden_docs`` and ``term_df``.
 
 - BM25 (k1 1.2, b 0) over each memory's search text, with the same
   Porter-stemmed, stopword-free terms for memory and query (``memory.terms``);
@@ -113,3 +115,29 @@ def search(tx, qw: dict[int, float], filters: Filters, n: int) -> list[tuple[str
         expanded[t] = PRF_BETA * v / best[0][1]
     docs, scores = bm25_scores(tx, expanded, n_docs, hidden)
     return [(i, s) for i, _, s in filtered_top(tx, docs, scores, filters, n, ids_of)]
+
+
+def score_docs(tx, qw: dict[int, float], docs, viewer) -> dict[str, float]:
+    """BM25 (the first pass of ``search``, no feedback) of each of ``docs`` (id, term IDs in text
+    order, repeats kept) for the query ``qw`` (term ID -> weight), with the document count and the
+    frequencies of the stored memories ``viewer`` may see: {id: score >= 0}."""
+    if not docs:
+        return {}
+    if not qw:
+        return {id_: 0.0 for id_, _ in docs}
+    from collections import Counter
+
+    hidden = tx.hidden_docs(viewer)
+    n_docs = tx.doc_count() - len(hidden)
+    df = tx.term_df(list(qw), hidden)
+    weight = {t: w * math.log1p((n_docs - df.get(t, 0) + 0.5) / (df.get(t, 0) + 0.5)) for t, w in sorted(qw.items())}
+    out: dict[str, float] = {}
+    for id_, term_ids in docs:
+        tfs = Counter(term_ids)
+        score = 0.0
+        for t, w in weight.items():
+            tf = tfs.get(t, 0)
+            if tf:
+                score += w * tf * (K1 + 1) / (tf + K1)
+        out[id_] = score
+    return out

@@ -11,7 +11,7 @@ nodes below. Two compilers read a tree:
 Both compute the same thing operation by operation and in the same order, so the answers
 agree bit for bit (``tests/unit/test_predicate.py`` holds them to it on random stores). A node
 the snapshot cannot answer (``HasFrame``: the snapshot holds no frames) raises ``Unsupported``
-from ``evaluate``; find then asks DuckDB.
+from ``evaluate``, unless the columns answer ``has_frame``; find then asks DuckDB.
 
 Columns are named for what they mean, not for where they are stored (``COLUMNS``):
 ``actor``, ``visibility``, ``type``, ``tags``, ``session``, ``tombstoned`` (a bool),
@@ -299,6 +299,8 @@ class Columns(Protocol):
 
     def times(self, name: str) -> tuple[Any, Any]:
         """A nullable time column (``TIME_COLUMNS``): (int64 microseconds since 1970, bool array: NULL)."""
+    # Optional: ``has_frame(verb, kind, ref)``, a bool array: the memory has such a frame (``kind``
+    # and ``ref`` None: any). Without it a frame filter raises ``Unsupported``.
 
 
 _EPOCH = datetime(1970, 1, 1)
@@ -346,7 +348,10 @@ def _eval(e, env, exact: bool, memo):
             else:
                 out |= env.has_tag(tag)
     elif t is HasFrame:
-        raise Unsupported("frame filters")
+        has_frame = getattr(env, "has_frame", None)  # the snapshot holds no frames; heads in hand do
+        if has_frame is None:
+            raise Unsupported("frame filters")
+        out = has_frame(e.verb, e.kind, e.ref)
     elif t is And or t is Or:
         if not e.parts:
             return _full(env, t is And)

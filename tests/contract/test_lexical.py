@@ -3,6 +3,10 @@ terms (``memory.terms.text_terms``) and asks with the query's terms, each weighi
 
 from __future__ import annotations
 
+import math
+
+import pytest
+
 from cortexctl.memory.terms import terms, text_terms
 from cortexctl.memory.terms import term_id as tid
 from cortexctl.store.interface import Filters, Viewer
@@ -105,3 +109,37 @@ def test_text_twins_are_live_memories_of_the_actor_and_type_with_as_many_terms_o
         assert tx.text_twins("alice", GOAL, len(term_ids), min(term_ids)) == [ident(3)]
         assert tx.text_twins("bob", FACT, len(term_ids), min(term_ids)) == [ident(4)]
         assert tx.text_twins("alice", FACT, len(term_ids), tid("lunch")) == []
+
+
+def _bm25(tf: int, n_docs: int, df: int) -> float:
+    """BM25 with b = 0 and k1 1.2 for one query term of weight 1 (``store/lexical.py``), by hand."""
+    return math.log1p((n_docs - df + 0.5) / (df + 0.5)) * tf * 2.2 / (tf + 1.2)
+
+
+def test_score_terms_scores_term_lists_in_hand_by_bm25_over_the_stored_statistics(storage):
+    """find --as-of scores a memory's text of then, which the postings no longer hold."""
+    indexed(storage, TEXTS)  # "deploy" in 3 of 5 docs, "api" in 2, "lunch" in 1
+    docs = [("then", text_terms("deploy the api deploy")), ("none", text_terms("a garden of roses")),
+            ("rare", text_terms("lunch"))]
+    with storage.reading() as tx:
+        got = tx.score_terms(query("deploy api lunch"), docs, "alice")
+        assert set(got) == {"then", "none", "rare"}
+        assert got["then"] == pytest.approx(_bm25(2, 5, 3) + _bm25(1, 5, 2))
+        assert got["rare"] == pytest.approx(_bm25(1, 5, 1))
+        assert got["none"] == 0.0
+        assert tx.score_terms(query("deploy"), [], "alice") == {}
+        assert tx.score_terms({}, docs, "alice") == {"then": 0.0, "none": 0.0, "rare": 0.0}
+
+
+def test_score_terms_counts_only_what_the_viewer_may_see(storage):
+    indexed(storage, TEXTS)
+    docs = [("then", text_terms("deploy the api"))]
+    with storage.reading() as tx:
+        before = tx.score_terms(query("deploy api"), docs, Viewer("alice"))
+    put(storage, *(memory(n, actor="bob") for n in range(20, 26)))
+    with storage.transaction() as tx:
+        tx.add_terms([(ident(n), text_terms("deploy deploy api")) for n in range(20, 26)])
+    with storage.reading() as tx:
+        assert tx.score_terms(query("deploy api"), docs, Viewer("alice")) == before
+        # bob sees his six and none of alice's five: deploy and api are in all of them, so each scores low
+        assert tx.score_terms(query("deploy api"), docs, "bob")["then"] == pytest.approx(2 * _bm25(1, 6, 6))

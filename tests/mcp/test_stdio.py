@@ -291,3 +291,17 @@ def test_a_backup_goes_through_while_the_server_runs(served, tmp_path):
     assert run.code == 0, run
     assert [p.name.startswith("backup-") for p in (tmp_path / "bundles").iterdir()] == [True]
     ok(served.call("write", {"type": "fact", "text": "Written after the backup"}))
+
+
+def test_find_and_show_take_as_of(served):
+    w = ok(served.call("write", {"type": "fact", "text": "The quillfeather token rotates monthly"}))
+    first = ok(served.call("show", {"ref": w["uri"]}))["created_at"]  # the write's record time
+    ok(served.call("update", {"ref": w["uri"], "text": "The quillfeather token rotates weekly"}))
+    then = ok(served.call("find", {"near": "quillfeather token", "as_of": first, "k": 50}))
+    hit = next(r for r in then["results"] if r["uri"] == w["uri"])
+    assert (hit["version"], hit["text"]) == (1, "The quillfeather token rotates monthly")
+    assert then["as_of"]["at"] == first and then["as_of"]["seq"] >= 1
+    shown = ok(served.call("show", {"ref": w["uri"], "as_of": first}))
+    assert (shown["version"], shown["current_version"], shown["as_of"]) == (1, 1, then["as_of"])
+    late = served.call("show", {"ref": w["uri"], "as_of": "2999-01-01"})
+    assert late.is_error and "in the future" in late.content[0].text

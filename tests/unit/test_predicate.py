@@ -1,5 +1,6 @@
 """Visibility, the filters and salience are stated once (store/rules.py) and compiled twice: to SQL
-for DuckDB and to numpy over the search snapshot's arrays. These tests hold the two to the same
+for DuckDB and to numpy over the search snapshot's arrays (and over heads in hand, as ``find
+--as-of`` replays them: ``engine/asof.Heads``). These tests hold them to the same
 answers, bit for bit, on random stores and random viewers, grants, filters and scorings."""
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import numpy as np
 import pytest
 
 from cortexctl.engine import salience
+from cortexctl.engine.asof import Heads
 from cortexctl.store import migrations, predicate, records, rules
 from cortexctl.store.interface import HEAD_FIELDS, Filters, Scoring, Viewer
 from cortexctl.store.snapshot.builder import collect
@@ -91,8 +93,9 @@ def _store(r: random.Random):
     heads = [_head(r, n) for n in range(1, r.randint(1, 60))]
     records.bulk_insert(con, "heads", HEAD_FIELDS, heads)
     part = _Part(_MemSnap.of(*collect(con)))
-    ids = np.array([h["id"] for h in sorted(heads, key=lambda h: h["id"])])
-    return con, part, ids
+    heads.sort(key=lambda h: h["id"])
+    ids = np.array([h["id"] for h in heads])
+    return con, part, ids, Heads(heads)
 
 
 def _sql_ids(con, where: str, params: list) -> set[str]:
@@ -108,7 +111,7 @@ def test_sql_and_the_snapshot_agree_on_visibility_filters_and_salience_on_random
     r = random.Random(20261125)
     examples = 0
     for _ in range(STORES):
-        con, part, ids = _store(r)
+        con, part, ids, held = _store(r)
         rows = np.arange(len(ids))
         for _ in range(QUERIES_PER_STORE):
             f = _filters(r)
@@ -121,6 +124,9 @@ def test_sql_and_the_snapshot_agree_on_visibility_filters_and_salience_on_random
             want = dict(con.execute(f"SELECT h.id, {sal_sql} FROM heads h", sal_params).fetchall())
             got = dict(zip(ids.tolist(), part.salience_rows(rows, scoring)))
             assert got == want, scoring
+            # find --as-of evaluates the same rules over heads replayed from the journal
+            assert set(ids[predicate.evaluate(rules.filters(f), held)].tolist()) == _sql_ids(con, where, params), f
+            assert dict(zip(ids.tolist(), predicate.evaluate(rules.salience(scoring), held).tolist())) == want
             limit = r.randint(1, 8)
             top_sql = records.top_salience(con, where, params, (sal_sql, sal_params), limit)
             top_np = [(i, s) for s, _, i in part.top_salience(f, scoring, limit)]
@@ -177,3 +183,10 @@ def test_a_viewer_without_grants_sees_its_own_and_public_memories_in_sql_as_befo
 
 def test_the_rules_use_the_salience_constants_of_the_engine():
     assert (rules.ACCESS_HALF, rules.CITATIONS_HALF) == (salience.ACCESS_HALF, salience.CITATIONS_HALF)
+
+
+def test_heads_in_hand_answer_frame_filters():
+    held = Heads([{"frames": ["build:repo:github.com/acme/api"]}, {"frames": ["deliver:file:x"]}, {"frames": []}])
+    assert predicate.evaluate(predicate.HasFrame("build"), held).tolist() == [True, False, False]
+    assert predicate.evaluate(predicate.HasFrame("build", "repo", "github.com/acme/web"), held).tolist() == [False] * 3
+    assert predicate.evaluate(predicate.HasFrame("deliver", "file", "x"), held).tolist() == [False, True, False]

@@ -78,6 +78,11 @@ class LexicalReads:
 
         return lexical.search(self, terms, filters, n)
 
+    def score_terms(self, terms: dict[int, float], docs, viewer) -> dict[str, float]:
+        from cortexctl.store import lexical
+
+        return lexical.score_docs(self, terms, docs, viewer)
+
     def text_twins(self, actor: str, type_code: int, n_terms: int, term: int, limit: int = 20) -> list[str]:
         rows = self._rows(
             "SELECT h.id FROM lex_docs d JOIN heads h ON h.id = d.id WHERE d.len = %s AND h.actor = %s AND h.type = %s"
