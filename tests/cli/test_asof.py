@@ -276,3 +276,29 @@ def test_frame_filters_as_of_read_the_frames_of_then(built):
     assert set(_found(run, at(10.5), "--frame", "build:repo:github.com/acme/api", "--near", "orchid")) == {ids["host"]}
     assert _found(run, at(10.5), "--frame", "build:repo:github.com/acme/web") == {}
     assert set(_found(run, at(11.5), "--frame", "build")) == {ids["host"]}
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_supersede_is_seen_through_time_the_old_fact_before_it_the_new_one_after(backend, tmp_path):
+    location = _location(backend, tmp_path)
+    clock = [T0]
+    cx = Cortex(store=location, actor="alice")
+    cx.context.clock = lambda: clock[0]
+    old = cx.write("fact", "the badger deploy key rotates monthly").id
+    clock[0] = T0 + timedelta(hours=2)
+    new = cx.write("fact", "the badger deploy key rotates weekly", supersedes=old).id
+
+    def ids(*args) -> dict[str, dict]:
+        r = run_in_process(location, "find", "--near", "badger deploy key", "--json", *args)
+        assert r.code == 0, r
+        return {h["id"]: h for h in r.json()["results"]}
+
+    assert set(ids()) == {new}  # now: the old one has ended
+    before = ids("--as-of", at(1))  # then: only the old one, not yet superseded
+    assert set(before) == {old}
+    assert before[old]["superseded_by"] is None and before[old]["valid_to"] is None
+    after = ids("--as-of", at(3), "--include-superseded")
+    assert after[old]["superseded_by"] == new and after[new]["supersedes"] == old
+    assert set(ids("--as-of", at(3))) == {new}
+    shown = run_in_process(location, "show", old, "--as-of", at(1), "--json").json()
+    assert shown["superseded_by"] is None
