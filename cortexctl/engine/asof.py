@@ -87,13 +87,13 @@ def changed_after(tx: Tx, seq: int) -> tuple[set[str], set[str]]:
     or attested since), and those of them written since (nothing of theirs to replay)."""
     changed: set[str] = set()
     born: set[str] = set()
-    for s, kind, _ts, _actor, ref, payload in tx.journal_window(seq, None, (*MEMORY_KINDS, "attest")):
-        if kind == "attest":
-            changed.update(replay.attest_events(s, payload)[1])
-        elif ref is not None:
+    for _s, kind, _ts, _actor, ref, _payload in tx.journal_window(seq, None, MEMORY_KINDS, payloads=False):
+        if ref is not None:
             changed.add(ref)
             if kind == "write":
                 born.add(ref)
+    for s, _kind, _ts, _actor, _ref, payload in tx.journal_window(seq, None, ("attest",)):
+        changed.update(replay.attest_events(s, payload)[1])
     return changed, born
 
 

@@ -212,7 +212,8 @@ def _salience_order(tx: Tx, lane: list[tuple[str, float]], past, filters: Filter
         return lane
     updated = {i: m.head["updated_at"] for i, m in past.memories.items()}
     tied = {s for _, s in joined}  # only a lane memory of equal salience needs its update time
-    updated.update((i, r["updated_at"]) for i, r in tx.result_rows([i for i, s in lane if s in tied], "short").items())
+    updated.update((r["id"], r["updated_at"]) for r in tx.heads_by_ids([i for i, s in lane if s in tied], filters.viewer,
+                                                                        ("id", "updated_at")))
 
     def key(p: tuple[str, float]):
         return p[1], updated.get(p[0], _NEVER), p[0]

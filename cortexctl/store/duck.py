@@ -336,11 +336,11 @@ class DuckTx(Lanes):
         return integrity.seq_at(self.con, at)
 
     def journal_window(self, after: int = 0, upto: int | None = None, kinds: Sequence[str] = (),
-                       refs: Sequence[str] | None = None, batch: int = 10000):
+                       refs: Sequence[str] | None = None, batch: int = 10000, payloads: bool = True):
         from cortexctl.store import integrity
 
         return integrity.journal_window(self.con, after, upto, tuple(kinds), None if refs is None else list(refs),
-                                        batch)
+                                        batch, payloads)
 
     def memory_batch_ends(self, batch: int = 5000) -> list[str]:
         from cortexctl.store import integrity

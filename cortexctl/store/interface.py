@@ -232,10 +232,12 @@ class Journal(Protocol):
         the journal up to it is a state the store passed through (record time ``at``)."""
 
     def journal_window(self, after: int = 0, upto: int | None = None, kinds: Sequence[str] = (),
-                       refs: Sequence[str] | None = None, batch: int = 10000) -> Iterator[tuple]:
+                       refs: Sequence[str] | None = None, batch: int = 10000,
+                       payloads: bool = True) -> Iterator[tuple]:
         """(seq, kind, ts, actor, ref, payload) of the entries with ``after < seq <= upto`` (no upper
         end when None), of ``kinds`` (any when empty) and, when ``refs`` is given, naming one of
-        them as their ``ref``; in sequence order. The entries may come from a cursor open on the
+        them as their ``ref``; in sequence order. Without ``payloads`` each payload is ``b""`` (the
+        payloads are most of the journal's bytes). The entries may come from a cursor open on the
         view, ``batch`` at a time: take what you need from them before asking the view anything
         else (another query may end that cursor)."""
 

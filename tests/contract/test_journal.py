@@ -58,3 +58,13 @@ def test_journal_window_keeps_a_range_of_kinds_and_refs_in_order_across_batches(
             (6, "update", T0, "alice", ident(2), b"u"), (8, "tombstone", T0, "alice", ident(4), b"t")]
         assert list(tx.journal_window(refs=[])) == []
         assert list(tx.journal_window(after=8)) == []
+
+
+def test_journal_window_without_payloads_gives_the_same_entries_with_empty_payloads(storage):
+    with storage.transaction() as tx:
+        tx.append_journal([entry("write", ident(n), bytes([n]) * 50) for n in range(1, 4)])
+    with storage.reading() as tx:
+        whole = list(tx.journal_window(kinds=["write"]))
+        bare = list(tx.journal_window(kinds=["write"], payloads=False))
+        assert [e[:5] for e in bare] == [e[:5] for e in whole] and {e[5] for e in bare} == {b""}
+        assert list(tx.journal_window(refs=[ident(2)], payloads=False)) == [(2, "write", T0, "alice", ident(2), b"")]

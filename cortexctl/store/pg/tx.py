@@ -248,7 +248,7 @@ class PgTx(VectorReads, LexicalReads, IntegrityReads, BundleReads):
         return int(self._rows("SELECT coalesce(max(seq), 0) FROM journal WHERE ts <= %s", [at])[0][0])
 
     def journal_window(self, after: int = 0, upto: int | None = None, kinds: Sequence[str] = (),
-                       refs: Sequence[str] | None = None, batch: int = 10000):
+                       refs: Sequence[str] | None = None, batch: int = 10000, payloads: bool = True):
         where, params = ["seq > %s"], [int(after)]
         if upto is not None:
             where.append("seq <= %s")
@@ -262,12 +262,12 @@ class PgTx(VectorReads, LexicalReads, IntegrityReads, BundleReads):
         last = params[0]
         while True:
             params[0] = last
-            rows = self._rows(f"SELECT seq, kind, ts, actor, ref, payload FROM journal WHERE {' AND '.join(where)}"
-                              f" ORDER BY seq LIMIT {int(batch)}", params)
+            rows = self._rows(f"SELECT seq, kind, ts, actor, ref, {'payload' if payloads else 'NULL'} FROM journal"
+                              f" WHERE {' AND '.join(where)} ORDER BY seq LIMIT {int(batch)}", params)
             if not rows:
                 return
             for r in rows:
-                yield (int(r[0]), r[1], r[2], r[3], r[4], bytes(r[5]))
+                yield (int(r[0]), r[1], r[2], r[3], r[4], b"" if r[5] is None else bytes(r[5]))
             last = int(rows[-1][0])
 
     def journal_bounds(self) -> tuple[int, int | None, int | None]:
