@@ -46,3 +46,25 @@ def test_the_readme_tour_runs_top_to_bottom_on_a_fresh_store(tmp_path):
     assert proc.returncode == 0, (proc.returncode, proc.stderr[-2000:])
     assert errors == [], errors
     assert (tmp_path / "store").exists()
+
+
+@pytest.mark.skipif(shutil.which("bash") is None, reason="needs bash")
+def test_the_readme_time_travel_example_runs_as_pasted(tmp_path):
+    readme = (ROOT / "README.md").read_text()
+    m = re.search(r"^## Time travel.*?\n```sh\n(.*?)^```", readme, re.S | re.M)
+    assert m, "README.md has no '## Time travel' ```sh block"
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    (bindir / "cortexctl").write_text("#!/bin/sh\nexec " + " ".join(f"'{a}'" for a in cortexctl_argv()) + ' "$@"\n')
+    (bindir / "cortexctl").chmod(0o755)
+    env = {**os.environ, "PATH": f"{bindir}{os.pathsep}{os.environ.get('PATH', '')}", "TMPDIR": str(tmp_path)}
+    proc = subprocess.run(["bash", "-euo", "pipefail", "-c", m.group(1)], cwd=tmp_path, env=env,
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, (proc.returncode, proc.stderr[-2000:])
+    lines = proc.stdout.splitlines()
+    monthly = [line for line in lines if line.endswith("rotates monthly")]
+    # find --as-of before the supersede: the monthly fact, as it was (nothing marks it then)
+    assert any("as of " in line for line in proc.stderr.splitlines()), proc.stderr
+    assert monthly, proc.stdout
+    assert any("superseded by" in line and "rotates monthly" in line for line in lines), proc.stdout
+    assert any("\tsuperseded\t" in line for line in lines) and any("\twritten\t" in line for line in lines)
