@@ -203,7 +203,9 @@ def valid_problems(rows: list[tuple]) -> list[tuple[str, str]]:
     heads = {r[0]: r for r in rows}
     out: list[tuple[str, str]] = []
     for id_, valid_from, valid_to, supersedes, superseded_by in rows:
-        if valid_from is not None and valid_to is not None and valid_to <= valid_from:
+        # an empty interval (a memory superseded at the very time it began to hold) ends no earlier
+        # than it begins: it is sound
+        if valid_from is not None and valid_to is not None and valid_to < valid_from:
             out.append((id_, f"valid interval ends ({iso(valid_to)}) before it begins ({iso(valid_from)})"))
         for field, other, back in (("supersedes", supersedes, 4), ("superseded_by", superseded_by, 3)):
             if other is None:
