@@ -218,7 +218,10 @@ FILES = [DB, INDEX, SNAP, DELTA, GEN]
 def test_a_flip_in_each_file_and_a_database_cut_in_half_never_crash_or_mislead(sound, tmp_path, name):
     tally = _sweep(sound, tmp_path, name, flips=1, cuts=[0.5] if name == DB else [], seed=29)
     _report(tally.line(name))
-    if name != GEN:  # the generation file only decides whether the snapshot is current
+    if name == DB:  # the cut is always detected; a flip may land in space the file does not use
+        # (where it lands moves with the store's layout), and _sweep has then checked every answer
+        assert tally.detected >= 1 and tally.detected + len(tally.harmless) == tally.cases, tally
+    elif name != GEN:  # the generation file only decides whether the snapshot is current
         assert tally.detected == tally.cases, tally
 
 
