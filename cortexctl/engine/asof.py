@@ -16,13 +16,15 @@ after S. So
 2. each member of C is replayed from its own entries <= S (``engine/replay.py``), its counters
    from the attests <= S that affected it; a member written after S did not exist at T;
 3. ``find`` runs its lanes as usual (``engine/find.py``) with the filters and scoring of T (the
-   scopes of the grants live at T, salience at T under the weights of S), asking each lane for
-   |C| more candidates and dropping every member of C: what remains is exactly as it was at S.
+   scopes of the grants live at T, salience at T under the weights of S), dropping every member of
+   C from each lane's answer and asking again for more while too few remain (``Past.lane``): what
+   remains is exactly as it was at S.
    The members of C that existed at S and pass the same filters, evaluated over their replayed
    heads (the rules of ``store/rules.py``, stated once), join each lane scored on their version
    of then: BM25 of its terms (``Tx.score_terms``), the cosine of the embedder's vector of its
    text with the query's, and salience on the replayed head at T. Above ``EXACT_VECTORS``
-   changed memories the semantic lane compares vectors exactly rather than over-fetch the index.
+   changed memories the semantic lane compares vectors exactly rather than search the index again
+   and again.
 
 Exact: which memories pass the filters, their versions, texts and fields, and salience
 (so ``find --as-of`` without ``--near`` ranks exactly as ``find`` did at T). Approximate,
@@ -50,6 +52,7 @@ if TYPE_CHECKING:
 # Changed memories above which the semantic lane searches exactly rather than over-fetch the index by
 # that many: at 100k memories the over-fetch was still the faster by 2x with 10,000 (bench/asof_bench.py).
 EXACT_VECTORS = 20_000
+LANE_MARGIN = 32  # a lane's first ask under --as-of: n + max(n, this), at most n + |C| (``Past.lane``)
 
 
 def moment(ctx: Context, value: str | datetime) -> datetime:
@@ -225,6 +228,22 @@ class Past:
     def drop(self, lane: list[tuple[str, float]]) -> list[tuple[str, float]]:
         """A lane's answer without the members of C (whose state now is not theirs of then)."""
         return [p for p in lane if p[0] not in self.changed] if self.changed else lane
+
+    def lane(self, fetch, n: int) -> list[tuple[str, float]]:
+        """A lane's best ``n`` (at least; fewer when it has no more) of the memories not in C, from
+        ``fetch(count)``, which answers the lane's best ``count``, best first. It asks for a margin over
+        ``n`` and asks again, for more, while the members of C it drops leave fewer than ``n``: the members
+        of C are few among the best of a lane, so one round is the rule, where over-fetching by |C| read
+        |C| more every time."""
+        if not self.changed:
+            return fetch(n)
+        margin = min(len(self.changed), max(n, LANE_MARGIN))
+        while True:
+            got = fetch(n + margin)
+            kept = self.drop(got)
+            if len(kept) >= n or len(got) < n + margin or margin >= len(self.changed):
+                return kept
+            margin = min(len(self.changed), margin * 4)
 
     def passing(self, filters: Filters, scoring: Scoring) -> list[str]:
         """The members of C that existed then and pass ``filters`` as they stood, in ID order; their

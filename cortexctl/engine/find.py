@@ -146,7 +146,7 @@ def _search_in(view, ctx: Context, query: FindQuery, filters: Filters, qvec, war
         if query.as_of is None:
             filters = replace(filters, scopes=ctx.viewer.scopes)  # the live grants the actor holds, now
             score = scoring(tx, ctx.actor, ctx.clock())
-        else:  # each lane asks for |C| more: the changed memories are dropped, and join as they stood
+        else:  # the changed memories are dropped from each lane's answer, and join as they stood
             from cortexctl.engine import asof
 
             past = asof.past(ctx, tx, query.as_of)
@@ -158,9 +158,12 @@ def _search_in(view, ctx: Context, query: FindQuery, filters: Filters, qvec, war
             filters = replace(filters, scopes=past.scopes,
                               ended_by=None if filters.ended_by is None else past.at)
             score = past.scoring
-        extra = len(past.changed) if past is not None else 0
+
+        def lane(fetch, count: int) -> list[tuple[str, float]]:
+            return fetch(count) if past is None else past.lane(fetch, count)
+
         if query.near is None:
-            top = tx.top_salience(filters, score, query.k + extra)
+            top = lane(lambda c: tx.top_salience(filters, score, c), query.k)
             if past is not None:
                 top = _salience_order(tx, top, past, filters, score)
             ranked = [Candidate(i, ["salience"], salience=s) for i, s in top[:query.k]]
@@ -170,15 +173,23 @@ def _search_in(view, ctx: Context, query: FindQuery, filters: Filters, qvec, war
             return hits
         nearest: list[tuple[str, float]] = []
         qw = query_terms(query.near)
-        lexical = tx.search_terms(qw, filters, n + extra)
+        lexical = lane(lambda c: tx.search_terms(qw, filters, c), n)
         semantic = False
         if qvec is not None:
-            nearest, note = tx.nearest(qvec, ctx.embedder.model, filters, n + extra,
+            notes: list = []
+
+            def near(count: int) -> list[tuple[str, float]]:
+                got, note = tx.nearest(qvec, ctx.embedder.model, filters, count,
                                        exact=exact or (past is not None and past.exact_vectors))
+                notes[:] = [note]
+                return got
+
+            nearest = lane(near, n)
+            note = notes[0]
             semantic = not note or isinstance(note, Remark)  # the lane ran (a warning: it could not)
             if note:
                 warnings.append(Note(note) if isinstance(note, Remark) else note)
-        salient = tx.top_salience(filters, score, n + extra)
+        salient = lane(lambda c: tx.top_salience(filters, score, c), n)
         if past is not None:
             lexical, nearest, salient = past.join(tx, ctx, qw, qvec, filters, score,
                                                   (lexical, nearest, salient), n, semantic)

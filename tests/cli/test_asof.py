@@ -6,12 +6,15 @@ back through the command line at times between the steps.
 
 from __future__ import annotations
 
+import io
+import json
 from datetime import datetime, timedelta
 
 import pytest
 
 from cortexctl import Cortex
 from cortexctl.engine import salience
+from cortexctl.engine.results import FindQuery
 from tests import tamper
 from tests.conftest import assert_clean_error, clean_environment, run_in_process
 
@@ -302,3 +305,32 @@ def test_a_supersede_is_seen_through_time_the_old_fact_before_it_the_new_one_aft
     assert set(ids("--as-of", at(3))) == {new}
     shown = run_in_process(location, "show", old, "--as-of", at(1), "--json").json()
     assert shown["superseded_by"] is None
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_lanes_led_by_changed_memories_still_give_the_best_of_the_rest(backend, tmp_path):
+    """Every lane's best now are memories that changed after T: find --as-of T asks the lanes again,
+    for more, until enough unchanged memories remain, and answers as find did at T."""
+    location = _location(backend, tmp_path)
+    clock = [T0]
+    cx = Cortex(store=location, actor="alice")
+    cx.context.clock = lambda: clock[0]
+    lines = [{"type": "fact", "text": f"orchid note {i:03d} with several other filler words in it", "tags": ["keep"]}
+             for i in range(10)]
+    lines += [{"type": "fact", "text": f"orchid orchid orchid {i:03d}", "tags": ["other"]} for i in range(110)]
+    cx.import_jsonl(io.BytesIO("".join(json.dumps(line) + "\n" for line in lines).encode()))
+    strong = {h.id for h in cx.find(FindQuery(k=200, near="orchid", tags=["other"]))}
+    assert len(strong) == 110
+
+    def found(*args) -> list[str]:
+        r = run_in_process(location, "find", "--near", "orchid", "--tag", "keep", "-k", "10", "--json", *args)
+        assert r.code == 0, r
+        return [h["id"] for h in r.json()["results"]]
+
+    then = found()
+    assert len(then) == 10 and not set(then) & strong
+    clock[0] = T0 + timedelta(hours=1)
+    for id_ in sorted(strong):
+        cx.tag(id_, add=["keep"])
+    assert found()[0] in strong  # now the changed memories lead every lane
+    assert found("--as-of", at(0.5)) == then
