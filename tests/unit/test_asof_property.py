@@ -143,8 +143,14 @@ def check(world: World) -> None:
             assert shown.data["statement"].split()[0] == then["word"]
 
 
-def _run(tmp_path_factory, steps) -> None:
-    world = World(tmp_path_factory.mktemp("asof") / "store")
+def _run(tmp_path_factory, steps, backend: str = "duckdb") -> None:
+    if backend == "duckdb":
+        location = str(tmp_path_factory.mktemp("asof") / "store")
+    else:
+        from tests.pg import store_uri
+
+        location = store_uri("asofprop")  # a new schema for each example
+    world = World(location)
     for s in steps:
         world.step(*s)
     if world.seen:
@@ -158,9 +164,24 @@ def test_find_and_show_as_of_answer_as_the_model_did_then(tmp_path_factory, step
     _run(tmp_path_factory, steps)
 
 
+@settings(max_examples=2, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
+                                                                HealthCheck.too_slow])
+@given(steps=STEPS)
+def test_find_and_show_as_of_answer_as_the_model_did_then_on_postgresql(tmp_path_factory, steps):
+    _run(tmp_path_factory, steps, "postgres")
+
+
 @pytest.mark.slow
-@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
+@settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
                                                                  HealthCheck.too_slow])
 @given(steps=st.lists(STEP, min_size=10, max_size=40))
 def test_find_and_show_as_of_answer_as_the_model_did_then_over_long_histories(tmp_path_factory, steps):
     _run(tmp_path_factory, steps)
+
+
+@pytest.mark.slow
+@settings(max_examples=4, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
+                                                                HealthCheck.too_slow])
+@given(steps=st.lists(STEP, min_size=10, max_size=40))
+def test_find_and_show_as_of_answer_as_the_model_did_then_over_long_histories_on_postgresql(tmp_path_factory, steps):
+    _run(tmp_path_factory, steps, "postgres")
