@@ -1,4 +1,4 @@
-"""SIGKILL across the commands that write: import, update, attest, compact, reindex, consolidate,
+"""SIGKILL across the commands that write: import, update, supersede, revert, attest, compact, reindex, consolidate,
 restore (replace and merge, plain and encrypted bundles), backup (plain and encrypted) and the MCP
 server in the middle of a tool call.
 
@@ -278,6 +278,41 @@ def test_updates_killed_keep_every_acknowledged_version(rig):
         assert tamper.count(rig.store, "versions") - before[-1] in (0, 1), "an update wrote half a version"
 
     _small_command_kills(rig, "update", 5, args, 21, check=check)
+
+
+@pytest.mark.slow
+def test_supersedes_killed_link_both_ways_or_neither(rig):
+    pairs = []
+
+    def args(n: int):
+        old, new = (json.loads(rig.ok("write", "fact", f"the rotation rule {n} {side}", "--json").stdout)["id"]
+                    for side in ("then", "now"))
+        pairs.append((old, new))
+        return ("supersede", old, "--by", new)
+
+    def check(n: int, landed: bool) -> None:
+        old, new = pairs[-1]
+        links = dict(tamper.rows(rig.store, f"SELECT id, coalesce(superseded_by, supersedes, '') FROM heads "
+                                            f"WHERE id IN ('{old}', '{new}')"))
+        assert links in ({old: "", new: ""}, {old: new, new: old}), ("a supersede linked one way", links)
+
+    _small_command_kills(rig, "supersede", 5, args, 27, check=check)
+
+
+@pytest.mark.slow
+def test_reverts_killed_write_a_whole_version_or_none(rig):
+    target = _ids(rig, 2)[1]
+    rig.ok("update", target, "the rotation is now rule zero")
+    before = []
+
+    def args(n: int):
+        before.append(tamper.count(rig.store, "versions"))
+        return ("revert", target, "--to", "1" if n % 2 else "2")
+
+    def check(n: int, landed: bool) -> None:
+        assert tamper.count(rig.store, "versions") - before[-1] in (0, 1), "a revert wrote half a version"
+
+    _small_command_kills(rig, "revert", 5, args, 29, check=check)
 
 
 @pytest.mark.slow
