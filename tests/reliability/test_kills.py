@@ -1,6 +1,6 @@
-"""SIGKILL across the commands that write: import, update, supersede, revert, attest, compact, reindex, consolidate,
-restore (replace and merge, plain and encrypted bundles), backup (plain and encrypted) and the MCP
-server in the middle of a tool call.
+"""SIGKILL across the commands that write: import, update, supersede, revert, attest, compact, reindex,
+consolidate, restore (replace and merge, plain and encrypted bundles), backup (plain and encrypted) and
+the MCP server in the middle of a tool call.
 
 Each kill is one real ``cortexctl`` process, killed after a random share of what a whole run of it
 takes, or once the work it is doing shows on disk (its scratch directory appears); a kill that
