@@ -22,6 +22,18 @@ and is reported with its first 200 characters. Then, in order:
 
 Everything written carries the provenance ``{"via": "consolidated", "transcript_sha256":
 ...}`` (facts also ``source: consolidated``). ``dry_run`` reports the same without writing.
+
+Many transcripts (``consolidate_many``): each one's writes are one transaction (``Context.group``)
+with a ``consolidate`` journal entry, the transcript's SHA-256 as its ref and the acting actor as
+its actor, payload ``{"written": [IDs], "dropped": n}``. A transcript is **done** for an actor when
+such an entry exists: it is skipped (no model call, nothing written; ``again`` consolidates it
+anyway), so a run killed midway and run again writes nothing twice and does the rest. The model is
+asked about up to ``jobs`` transcripts at once (worker threads that only make the HTTP request);
+their answers are written one transcript at a time, in the order given. The stored facts shown to
+the model (for supersedes) are read when its request is made: with more than one job, the facts the
+transcripts just before it write may not be among them (``already known`` is checked at write time,
+in the transaction). The first transcript that fails (a reply that is not the JSON, the endpoint
+unreachable) stops the run with its error; those before it are done.
 """
 
 from __future__ import annotations
@@ -31,7 +43,7 @@ import hashlib
 from cortexctl.engine import memories, writeback
 from cortexctl.engine.context import Context
 from cortexctl.engine.loosejson import parse_object
-from cortexctl.errors import InvalidData, Tombstoned, UsageError
+from cortexctl.errors import CortexError, InvalidData, Tombstoned, UsageError
 from cortexctl.memory.ids import memory_uri
 from cortexctl.memory import pattern as pat
 from cortexctl.memory.forms import high_entropy_tokens
@@ -169,16 +181,125 @@ def _known_facts(ctx: Context) -> set[str]:
     return {pat.normalize(d.get("statement", "")) for _, d in rows}
 
 
-def consolidate(ctx: Context, transcript: str, *, dry_run: bool = False, chat=None) -> dict:
+def _checked(transcript: str, where: str = "") -> str:
+    """The transcript's SHA-256 (hex); UsageError when it is empty or too long."""
+    name = f"{where}: the transcript" if where else "the transcript"
     if not isinstance(transcript, str) or not transcript.strip():
-        raise UsageError("the transcript is empty", field="transcript")
-    if len(transcript.encode("utf-8", "surrogatepass")) > MAX_TRANSCRIPT_BYTES:
-        raise UsageError(f"the transcript is longer than {MAX_TRANSCRIPT_BYTES} bytes", field="transcript")
-    sha = hashlib.sha256(transcript.encode("utf-8", "surrogatepass")).hexdigest()
+        raise UsageError(f"{name} is empty")
+    raw = transcript.encode("utf-8", "surrogatepass")
+    if len(raw) > MAX_TRANSCRIPT_BYTES:
+        raise UsageError(f"{name} is longer than {MAX_TRANSCRIPT_BYTES} bytes")
+    return hashlib.sha256(raw).hexdigest()
+
+
+JOURNAL_KIND = "consolidate"
+MAX_JOBS = 32
+
+
+def done_transcripts(ctx: Context) -> set[str]:
+    """The SHA-256 of every transcript the acting actor has consolidated (their journal entries)."""
+    with ctx.peek() as tx:
+        if tx is None:
+            return set()
+        return {ref for _s, _k, _ts, actor, ref, _p in tx.journal_entries((JOURNAL_KIND,)) if actor == ctx.actor}
+
+
+def consolidate(ctx: Context, transcript: str, *, dry_run: bool = False, chat=None, again: bool = False) -> dict:
+    """One transcript (``consolidate_many`` of one)."""
+    return consolidate_many(ctx, [("", transcript)], dry_run=dry_run, chat=chat, again=again, jobs=1)[0]
+
+
+def consolidate_many(ctx: Context, transcripts, *, dry_run: bool = False, chat=None, again: bool = False,
+                     jobs: int = 1, on_done=None) -> list[dict]:
+    """Each (source, text) of ``transcripts`` consolidated in order, one transaction each, those the
+    actor has consolidated before skipped (the module docstring); one document each, ``on_done(doc)``
+    called as each is written. Every transcript is checked before the first request."""
+    from collections import deque
+    from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
+
+    if isinstance(jobs, bool) or not isinstance(jobs, int) or not 1 <= jobs <= MAX_JOBS:
+        raise UsageError(f"jobs must be a whole number from 1 to {MAX_JOBS} (got {jobs!r})", field="jobs")
+    items = [(source, text, _checked(text, source)) for source, text in transcripts]
+    done = set() if again else done_transcripts(ctx)
     chat = chat or ctx.chat
-    stored = _stored_facts(ctx)
-    reply = chat.complete(PROMPT, _with_stored(transcript, stored))
+    docs: list[dict | None] = [None] * len(items)
+    todo: deque[int] = deque()
+    for i, (source, _text, sha) in enumerate(items):
+        if sha in done:
+            docs[i] = _skipped(source, sha, dry_run)
+        else:
+            todo.append(i)
+            done.add(sha)  # the same transcript twice in one run: the second is skipped
+    order = list(todo)
+    asked: dict[int, tuple[dict[str, str], object]] = {}  # index -> (stored facts shown, the reply's future)
+
+    def ask(pool) -> None:
+        """Keep ``jobs`` requests running, at most 4 x ``jobs`` answers ahead of the writes."""
+        while todo and sum(not f.done() for _s, f in asked.values()) < jobs and len(asked) < 4 * jobs:
+            j = todo.popleft()
+            stored = _stored_facts(ctx)  # on this thread: the workers only make the HTTP request
+            asked[j] = (stored, pool.submit(chat.complete, PROMPT, _with_stored(items[j][1], stored)))
+
+    def tell(told: int) -> int:
+        """``on_done`` of each document ready, in the order given, from ``told`` on; the next to tell."""
+        while told < len(docs) and docs[told] is not None:
+            if on_done is not None:
+                on_done(docs[told])
+            told += 1
+        return told
+
+    told = 0
+    with ThreadPoolExecutor(max_workers=jobs, thread_name_prefix="cortexctl-chat") as pool:
+        try:
+            for i in order:
+                ask(pool)
+                stored, reply = asked[i]
+                while not reply.done():
+                    wait([f for _s, f in asked.values() if not f.done()], return_when=FIRST_COMPLETED)
+                    ask(pool)
+                source, text, sha = items[i]
+                told = tell(told)  # the skipped ones before it
+                try:
+                    docs[i] = _one(ctx, source, text, sha, reply.result(), stored, dry_run)
+                except CortexError as err:  # the run stops here: say which transcript
+                    if source:
+                        err.message = f"{source}: {err.message}"
+                        err.args = (err.message,)
+                    raise
+                del asked[i]
+                told = tell(told)
+        finally:
+            for _s, f in asked.values():
+                f.cancel()
+    tell(told)
+    return [d for d in docs if d is not None]
+
+
+def _skipped(source: str, sha: str, dry_run: bool) -> dict:
+    return {"source": source, "transcript_sha256": sha, "dry_run": dry_run, "skipped": True, "count": 0,
+            "written": [], "dropped": []}
+
+
+def _one(ctx: Context, source: str, transcript: str, sha: str, reply: str, stored: dict[str, str],
+         dry_run: bool) -> dict:
+    """One transcript's answer written (or, dry, reported): in one transaction with its journal entry."""
+    from contextlib import nullcontext
+
     keep, dropped = plan(ctx, transcript, reply, stored)
+    with nullcontext() if dry_run else ctx.group() as tx:
+        written = _write(ctx, transcript, sha, keep, dropped, stored, dry_run)
+        if tx is not None:
+            from cortexctl.memory import codec
+
+            ids = [w["uri"].rsplit("/", 1)[-1] for w in written if w.get("uri")]
+            tx.append_journal([(JOURNAL_KIND, ctx.clock(), ctx.actor, sha,
+                                codec.encode({"written": ids, "dropped": len(dropped)}))])
+    return {"source": source, "transcript_sha256": sha, "dry_run": dry_run, "skipped": False,
+            "count": len(written), "written": written, "dropped": dropped}
+
+
+def _write(ctx: Context, transcript: str, sha: str, keep, dropped: list[dict], stored: dict[str, str],
+           dry_run: bool) -> list[dict]:
     known = _known_facts(ctx) if any(k == "facts" for k, _ in keep) else set()
     prov = {"via": "consolidated", "transcript_sha256": sha}
     written: list[dict] = []
@@ -211,5 +332,4 @@ def consolidate(ctx: Context, transcript: str, *, dry_run: bool = False, chat=No
                 r = writeback.outcome(ctx, item["summary"], status=item["status"], provenance=prov)
             entry.update(uri=r.uri, action=r.action)
         written.append(entry)
-    return {"transcript_sha256": sha, "dry_run": dry_run, "count": len(written), "written": written,
-            "dropped": dropped}
+    return written

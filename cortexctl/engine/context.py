@@ -29,6 +29,8 @@ class Context:
         self.clock = clock  # now, as the naive UTC datetime the store keeps
         self._embedder = embedder
         self._open: list[list] = []  # [tx, its Viewer or None] of the views open, innermost last
+        self._group: Tx | None = None  # the transaction of ``group()``, while one is open
+        self._later: list[Callable[[], None]] = []  # what its writes do once it commits (``after``)
 
     def viewer_for(self, tx: Tx) -> Viewer:
         """Who the acting actor is to ``tx``: its name and the scopes of the live grants it holds
@@ -87,15 +89,47 @@ class Context:
     def transaction(self, *, existing: bool = False, bulk: bool = False) -> Iterator[Tx]:
         """A write transaction; with ``existing``, NotFound when there is no store yet (none is made).
         ``bulk``: one of a bulk load's transactions (``Storage.transaction``)."""
+        if self._group is not None:  # joins the group: committed with it
+            with self._seeing(self._group) as tx:
+                yield tx
+            return
         if existing:
             self.require_store()
         with self.storage.transaction(bulk=bulk) as tx, self._seeing(tx):
             yield tx
 
     @contextmanager
+    def group(self) -> Iterator[Tx]:
+        """One write transaction that every transaction and read opened through this context inside
+        it joins (the use cases it calls write and read through it): all of them or none. What those
+        writes do after their commit (``after``) runs once it has committed."""
+        if self._group is not None:
+            raise RuntimeError("a group is already open")
+        with self.storage.transaction() as tx, self._seeing(tx):
+            self._group, self._later = tx, []
+            try:
+                yield tx
+            finally:
+                self._group = None
+        later, self._later = self._later, []
+        for fn in later:
+            fn()
+
+    def after(self, fn: Callable[[], None]) -> None:
+        """Run ``fn`` after the write just made is committed: now, or when the group commits."""
+        if self._group is not None:
+            self._later.append(fn)
+        else:
+            fn()
+
+    @contextmanager
     def peek(self) -> Iterator[Tx | None]:
         """A read-only view, or None when there is no store yet: for a writer that looks before it
         writes (its write then creates the store)."""
+        if self._group is not None:
+            with self._seeing(self._group) as tx:
+                yield tx
+            return
         try:
             with self.storage.reading() as tx, self._seeing(tx):
                 yield tx
@@ -115,6 +149,10 @@ class Context:
     @contextmanager
     def reading(self) -> Iterator[Tx]:
         """A read-only view; NotFound ("no store at ...") when there is no store."""
+        if self._group is not None:
+            with self._seeing(self._group) as tx:
+                yield tx
+            return
         try:
             with self.storage.reading() as tx, self._seeing(tx):
                 yield tx
