@@ -233,11 +233,15 @@ def consolidate_many(ctx: Context, transcripts, *, dry_run: bool = False, chat=N
     order = list(todo)
     asked: dict[int, tuple[dict[str, str], object]] = {}  # index -> (stored facts shown, the reply's future)
 
+    facts: list = [None]  # the stored facts last read, until this run writes again
+
     def ask(pool) -> None:
         """Keep ``jobs`` requests running, at most 4 x ``jobs`` answers ahead of the writes."""
         while todo and sum(not f.done() for _s, f in asked.values()) < jobs and len(asked) < 4 * jobs:
             j = todo.popleft()
-            stored = _stored_facts(ctx)  # on this thread: the workers only make the HTTP request
+            if facts[0] is None:  # on this thread (the workers only make the HTTP request); in a group, its view
+                facts[0] = _stored_facts(ctx)
+            stored = facts[0]
             asked[j] = (stored, pool.submit(chat.complete, PROMPT, _with_stored(items[j][1], stored)))
 
     def tell(told: int) -> int:
@@ -249,6 +253,7 @@ def consolidate_many(ctx: Context, transcripts, *, dry_run: bool = False, chat=N
         return told
 
     told = 0
+    known: set[str] | None = None  # the facts the actor sees, read once, kept up to date by this run's writes
     with ThreadPoolExecutor(max_workers=jobs, thread_name_prefix="cortexctl-chat") as pool:
         try:
             for i in order:
@@ -260,7 +265,11 @@ def consolidate_many(ctx: Context, transcripts, *, dry_run: bool = False, chat=N
                 source, text, sha = items[i]
                 told = tell(told)  # the skipped ones before it
                 try:
-                    docs[i] = _one(ctx, source, text, sha, reply.result(), stored, dry_run)
+                    if known is None and not dry_run:
+                        known = _known_facts(ctx)
+                    docs[i] = _one(ctx, source, text, sha, reply.result(), stored, dry_run, known=known,
+                                   then=lambda: (facts.__setitem__(0, _stored_facts(ctx) if todo else None),
+                                                 ask(pool)))
                 except CortexError as err:  # the run stops here: say which transcript
                     if source:
                         err.message = f"{source}: {err.message}"
@@ -281,26 +290,33 @@ def _skipped(source: str, sha: str, dry_run: bool) -> dict:
 
 
 def _one(ctx: Context, source: str, transcript: str, sha: str, reply: str, stored: dict[str, str],
-         dry_run: bool) -> dict:
-    """One transcript's answer written (or, dry, reported): in one transaction with its journal entry."""
+         dry_run: bool, then=None, known: set[str] | None = None) -> dict:
+    """One transcript's answer written (or, dry, reported): in one transaction with its journal entry;
+    ``then()`` is called inside it, after the writes (the next requests, made with the facts as they
+    now stand, read through the same transaction)."""
     from contextlib import nullcontext
 
     keep, dropped = plan(ctx, transcript, reply, stored)
     with nullcontext() if dry_run else ctx.group() as tx:
-        written = _write(ctx, transcript, sha, keep, dropped, stored, dry_run)
+        written = _write(ctx, transcript, sha, keep, dropped, stored, dry_run, known)
         if tx is not None:
             from cortexctl.memory import codec
 
             ids = [w["uri"].rsplit("/", 1)[-1] for w in written if w.get("uri")]
             tx.append_journal([(JOURNAL_KIND, ctx.clock(), ctx.actor, sha,
                                 codec.encode({"written": ids, "dropped": len(dropped)}))])
+        if then is not None and written:
+            then()
     return {"source": source, "transcript_sha256": sha, "dry_run": dry_run, "skipped": False,
             "count": len(written), "written": written, "dropped": dropped}
 
 
 def _write(ctx: Context, transcript: str, sha: str, keep, dropped: list[dict], stored: dict[str, str],
-           dry_run: bool) -> list[dict]:
-    known = _known_facts(ctx) if any(k == "facts" for k, _ in keep) else set()
+           dry_run: bool, known: set[str] | None = None) -> list[dict]:
+    """Write what ``plan`` kept; ``known``: the normalized statements of the facts the actor sees (read
+    now when None), the facts written added to it."""
+    if known is None:
+        known = _known_facts(ctx) if any(k == "facts" for k, _ in keep) else set()
     prov = {"via": "consolidated", "transcript_sha256": sha}
     written: list[dict] = []
     for kind, item in keep:
@@ -321,11 +337,13 @@ def _write(ctx: Context, transcript: str, sha: str, keep, dropped: list[dict], s
                     dropped.append({"kind": kind, "text": item["new"], "reason": exc.message})
                     continue
                 entry.update(uri=r.uri, action="superseded")
+                known.add(pat.normalize(item["new"]))
             written.append(entry)
             continue
         if not dry_run:
             if kind in ("facts", "user_facts"):
                 r = writeback.remember(ctx, item, user=kind == "user_facts", provenance=prov, source="consolidated")
+                known.add(pat.normalize(item))
             elif kind == "patterns":
                 r = writeback.pattern_reinforce(ctx, item, provenance=prov)
             else:
