@@ -194,6 +194,7 @@ def _checked(transcript: str, where: str = "") -> str:
 
 JOURNAL_KIND = "consolidate"
 MAX_JOBS = 32
+HOLD_AT_MOST = 8  # transcripts written on one open store (Context.holding) before it is let go
 
 
 def done_transcripts(ctx: Context) -> set[str]:
@@ -216,6 +217,7 @@ def consolidate_many(ctx: Context, transcripts, *, dry_run: bool = False, chat=N
     called as each is written. Every transcript is checked before the first request."""
     from collections import deque
     from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
+    from contextlib import nullcontext
 
     if isinstance(jobs, bool) or not isinstance(jobs, int) or not 1 <= jobs <= MAX_JOBS:
         raise UsageError(f"jobs must be a whole number from 1 to {MAX_JOBS} (got {jobs!r})", field="jobs")
@@ -256,27 +258,33 @@ def consolidate_many(ctx: Context, transcripts, *, dry_run: bool = False, chat=N
     known: set[str] | None = None  # the facts the actor sees, read once, kept up to date by this run's writes
     with ThreadPoolExecutor(max_workers=jobs, thread_name_prefix="cortexctl-chat") as pool:
         try:
-            for i in order:
+            pos = 0
+            while pos < len(order):
                 ask(pool)
-                stored, reply = asked[i]
-                while not reply.done():
+                reply = asked[order[pos]][1]
+                while not reply.done():  # the store is not held while the model thinks
                     wait([f for _s, f in asked.values() if not f.done()], return_when=FIRST_COMPLETED)
                     ask(pool)
-                source, text, sha = items[i]
-                told = tell(told)  # the skipped ones before it
-                try:
-                    if known is None and not dry_run:
-                        known = _known_facts(ctx)
-                    docs[i] = _one(ctx, source, text, sha, reply.result(), stored, dry_run, known=known,
-                                   then=lambda: (facts.__setitem__(0, _stored_facts(ctx) if todo else None),
-                                                 ask(pool)))
-                except CortexError as err:  # the run stops here: say which transcript
-                    if source:
-                        err.message = f"{source}: {err.message}"
-                        err.args = (err.message,)
-                    raise
-                del asked[i]
-                told = tell(told)
+                if known is None and not dry_run:
+                    known = _known_facts(ctx)
+                with nullcontext() if dry_run else ctx.holding():  # the answers come: one connection for them
+                    end = pos + HOLD_AT_MOST  # then others get their turn
+                    while pos < min(end, len(order)) and asked[order[pos]][1].done():
+                        i = order[pos]
+                        stored, reply = asked.pop(i)
+                        source, text, sha = items[i]
+                        told = tell(told)  # the skipped ones before it
+                        try:
+                            docs[i] = _one(ctx, source, text, sha, reply.result(), stored, dry_run, known=known,
+                                           then=lambda: (facts.__setitem__(0, _stored_facts(ctx) if todo else None),
+                                                         ask(pool)))
+                        except CortexError as err:  # the run stops here: say which transcript
+                            if source:
+                                err.message = f"{source}: {err.message}"
+                                err.args = (err.message,)
+                            raise
+                        pos += 1
+                        told = tell(told)
         finally:
             for _s, f in asked.values():
                 f.cancel()

@@ -15,7 +15,7 @@ from typing import Callable, Iterator
 
 from cortexctl.engine.rows import utcnow
 from cortexctl.errors import NotFound
-from cortexctl.store.interface import NoStore, Storage, Tx, Viewer
+from cortexctl.store.interface import Holding, NoStore, Storage, Tx, Viewer
 
 
 class Context:
@@ -31,6 +31,7 @@ class Context:
         self._open: list[list] = []  # [tx, its Viewer or None] of the views open, innermost last
         self._group: Tx | None = None  # the transaction of ``group()``, while one is open
         self._later: list[Callable[[], None]] = []  # what its writes do once it commits (``after``)
+        self._holding = False  # inside ``holding``: ``after`` waits for its end
 
     def viewer_for(self, tx: Tx) -> Viewer:
         """Who the acting actor is to ``tx``: its name and the scopes of the live grants it holds
@@ -105,19 +106,47 @@ class Context:
         writes do after their commit (``after``) runs once it has committed."""
         if self._group is not None:
             raise RuntimeError("a group is already open")
+        mark = len(self._later)
         with self.storage.transaction() as tx, self._seeing(tx):
-            self._group, self._later = tx, []
+            self._group = tx
             try:
                 yield tx
+            except BaseException:
+                del self._later[mark:]  # rolled back: nothing of its to follow up
+                raise
             finally:
                 self._group = None
+        if not self._holding:
+            self._run_later()
+
+    @contextmanager
+    def holding(self) -> Iterator[None]:
+        """Consecutive groups on the store kept open (``Storage.holding``): each commits on its own;
+        what their writes do after the commit (``after``) runs at the end. Read only through them."""
+        if self._holding:
+            yield
+            return
+        self._holding = True
+        held: Holding = self.storage  # type: ignore[assignment]  # every backend is both
+        try:
+            with held.holding():
+                yield
+        except BaseException:
+            self._later.clear()  # the follow-ups are upkeep (``memories._after_write``): a later write does it
+            raise
+        finally:
+            self._holding = False
+        self._run_later()
+
+    def _run_later(self) -> None:
         later, self._later = self._later, []
         for fn in later:
             fn()
 
     def after(self, fn: Callable[[], None]) -> None:
-        """Run ``fn`` after the write just made is committed: now, or when the group commits."""
-        if self._group is not None:
+        """Run ``fn`` after the write just made is committed: now, or when the group (and the
+        holding around it) ends."""
+        if self._group is not None or self._holding:
             self._later.append(fn)
         else:
             fn()

@@ -123,6 +123,7 @@ class DuckStorage:
         self.db_path = self.path / DB_NAME
         self.lock_path = self.path / LOCK_NAME
         self._holder: int | None = None  # the thread holding the writer lock (inside ``exclusive``)
+        self._kept = None  # the read-write connection ``holding`` keeps open for its thread's transactions
 
     @property
     def location(self) -> str:
@@ -327,6 +328,9 @@ class DuckStorage:
         """
         from cortexctl.store import migrations
 
+        if self._kept is not None and self._held:  # inside ``holding``: its connection, left open
+            yield self._kept
+            return
         self._create_dir()
         old_umask = os.umask(0o077)
         try:
@@ -349,6 +353,21 @@ class DuckStorage:
 
         with self.read() as con:
             yield DuckTx(con, self)
+
+    @contextmanager
+    def holding(self) -> Iterator[None]:
+        """The writer lock and one read-write connection for this thread's transactions inside, each
+        committed on its own (``Storage.holding``): what opening and closing the file costs is paid
+        once. Other processes wait meanwhile, readers too (DuckDB lets one process have the file)."""
+        if self._kept is not None and self._held:
+            yield
+            return
+        with self.exclusive(), self.write() as con:
+            self._kept = con
+            try:
+                yield
+            finally:
+                self._kept = None
 
     @contextmanager
     def transaction(self, *, bulk: bool = False) -> Iterator[DuckTx]:
