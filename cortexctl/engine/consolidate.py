@@ -28,12 +28,15 @@ with a ``consolidate`` journal entry, the transcript's SHA-256 as its ref and th
 its actor, payload ``{"written": [IDs], "dropped": n}``. A transcript is **done** for an actor when
 such an entry exists: it is skipped (no model call, nothing written; ``again`` consolidates it
 anyway), so a run killed midway and run again writes nothing twice and does the rest. The model is
-asked about up to ``jobs`` transcripts at once (worker threads that only make the HTTP request);
-their answers are written one transcript at a time, in the order given. The stored facts shown to
-the model (for supersedes) are read when its request is made: with more than one job, the facts the
-transcripts just before it write may not be among them (``already known`` is checked at write time,
-in the transaction). The first transcript that fails (a reply that is not the JSON, the endpoint
-unreachable) stops the run with its error; those before it are done.
+asked about up to ``jobs`` transcripts at once (``_Asking``: threads that only make the HTTP
+requests, each taking the next transcript as soon as its answer is in); the answers are written one
+transcript at a time, in the order given, those that are in together on the store kept open
+(``Context.holding``, at most ``HOLD_AT_MOST`` at a time). The stored facts shown to the model (for
+supersedes) are those read after the last transcript written: with more than one job, what the
+transcripts just before it write may not be among them. ``already known`` is checked against the
+facts read once at the start and every fact the run writes, in the order given, so the store ends
+the same whatever ``jobs`` is. The first transcript that fails (a reply that is not the JSON, the
+endpoint unreachable) stops the run with its error; those before it are done.
 """
 
 from __future__ import annotations
@@ -215,8 +218,6 @@ def consolidate_many(ctx: Context, transcripts, *, dry_run: bool = False, chat=N
     """Each (source, text) of ``transcripts`` consolidated in order, one transaction each, those the
     actor has consolidated before skipped (the module docstring); one document each, ``on_done(doc)``
     called as each is written. Every transcript is checked before the first request."""
-    from collections import deque
-    from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
     from contextlib import nullcontext
 
     if isinstance(jobs, bool) or not isinstance(jobs, int) or not 1 <= jobs <= MAX_JOBS:
@@ -225,26 +226,15 @@ def consolidate_many(ctx: Context, transcripts, *, dry_run: bool = False, chat=N
     done = set() if again else done_transcripts(ctx)
     chat = chat or ctx.chat
     docs: list[dict | None] = [None] * len(items)
-    todo: deque[int] = deque()
+    order: list[int] = []  # the transcripts to ask about, in the order given
     for i, (source, _text, sha) in enumerate(items):
         if sha in done:
             docs[i] = _skipped(source, sha, dry_run)
         else:
-            todo.append(i)
+            order.append(i)
             done.add(sha)  # the same transcript twice in one run: the second is skipped
-    order = list(todo)
-    asked: dict[int, tuple[dict[str, str], object]] = {}  # index -> (stored facts shown, the reply's future)
-
-    facts: list = [None]  # the stored facts last read, until this run writes again
-
-    def ask(pool) -> None:
-        """Keep ``jobs`` requests running, at most 4 x ``jobs`` answers ahead of the writes."""
-        while todo and sum(not f.done() for _s, f in asked.values()) < jobs and len(asked) < 4 * jobs:
-            j = todo.popleft()
-            if facts[0] is None:  # on this thread (the workers only make the HTTP request); in a group, its view
-                facts[0] = _stored_facts(ctx)
-            stored = facts[0]
-            asked[j] = (stored, pool.submit(chat.complete, PROMPT, _with_stored(items[j][1], stored)))
+    known: set[str] | None = None if dry_run or not order else _known_facts(ctx)  # kept current by the writes
+    asking = _Asking(chat, [items[i][1] for i in order], _stored_facts(ctx) if order else {}, jobs)
 
     def tell(told: int) -> int:
         """``on_done`` of each document ready, in the order given, from ``told`` on; the next to tell."""
@@ -254,42 +244,98 @@ def consolidate_many(ctx: Context, transcripts, *, dry_run: bool = False, chat=N
             told += 1
         return told
 
+    def refresh() -> None:  # inside a transcript's transaction: the stored facts the next requests show
+        asking.facts = _stored_facts(ctx)
+
     told = 0
-    known: set[str] | None = None  # the facts the actor sees, read once, kept up to date by this run's writes
-    with ThreadPoolExecutor(max_workers=jobs, thread_name_prefix="cortexctl-chat") as pool:
-        try:
-            pos = 0
-            while pos < len(order):
-                ask(pool)
-                reply = asked[order[pos]][1]
-                while not reply.done():  # the store is not held while the model thinks
-                    wait([f for _s, f in asked.values() if not f.done()], return_when=FIRST_COMPLETED)
-                    ask(pool)
-                if known is None and not dry_run:
-                    known = _known_facts(ctx)
-                with nullcontext() if dry_run else ctx.holding():  # the answers come: one connection for them
-                    end = pos + HOLD_AT_MOST  # then others get their turn
-                    while pos < min(end, len(order)) and asked[order[pos]][1].done():
-                        i = order[pos]
-                        stored, reply = asked.pop(i)
-                        source, text, sha = items[i]
-                        told = tell(told)  # the skipped ones before it
-                        try:
-                            docs[i] = _one(ctx, source, text, sha, reply.result(), stored, dry_run, known=known,
-                                           then=lambda: (facts.__setitem__(0, _stored_facts(ctx) if todo else None),
-                                                         ask(pool)))
-                        except CortexError as err:  # the run stops here: say which transcript
-                            if source:
-                                err.message = f"{source}: {err.message}"
-                                err.args = (err.message,)
-                            raise
-                        pos += 1
-                        told = tell(told)
-        finally:
-            for _s, f in asked.values():
-                f.cancel()
+    try:
+        pos = 0
+        while pos < len(order):
+            asking.wait(pos)  # the store is not held while the model thinks
+            with nullcontext() if dry_run else ctx.holding():  # the answers that came: one connection for them
+                end = pos + HOLD_AT_MOST  # then others get their turn
+                while pos < min(end, len(order)) and asking.ready(pos):
+                    i = order[pos]
+                    source, text, sha = items[i]
+                    told = tell(told)  # the skipped ones before it
+                    try:
+                        stored, reply = asking.take(pos)
+                        docs[i] = _one(ctx, source, text, sha, reply, stored, dry_run, known=known,
+                                       then=refresh if pos + 1 < len(order) else None)
+                    except CortexError as err:  # the run stops here: say which transcript
+                        if source:
+                            err.message = f"{source}: {err.message}"
+                            err.args = (err.message,)
+                        raise
+                    pos += 1
+                    told = tell(told)
+    finally:
+        asking.stop()
     tell(told)
     return [d for d in docs if d is not None]
+
+
+class _Asking:
+    """The model asked about transcripts in order, by ``jobs`` threads of their own: each takes the
+    next transcript as soon as its last answer is in (at most ``4 x jobs`` answers waiting to be
+    written), showing the stored facts as last read (``facts``, set by the writer). The threads only
+    make HTTP requests; the store is read and written by the caller's thread alone."""
+
+    def __init__(self, chat, texts: list[str], facts: dict[str, str], jobs: int) -> None:
+        import threading
+
+        self.chat, self.texts, self.facts = chat, texts, facts
+        self.results: dict[int, tuple] = {}  # n -> (facts shown, reply or None, failure or None)
+        self.next = 0  # the next transcript to ask about
+        self.taken = 0  # answers handed to the writer
+        self.ahead = 4 * jobs
+        self.stopped = False
+        self.cond = threading.Condition()
+        for n in range(min(jobs, len(texts))):
+            threading.Thread(target=self._work, name=f"cortexctl-chat-{n}", daemon=True).start()
+
+    def _work(self) -> None:
+        while True:
+            with self.cond:
+                self.cond.wait_for(lambda: self.stopped or self.next >= len(self.texts)
+                                   or self.next - self.taken < self.ahead)
+                if self.stopped or self.next >= len(self.texts):
+                    return
+                n, self.next = self.next, self.next + 1
+                facts = self.facts
+            try:
+                got: tuple = (facts, self.chat.complete(PROMPT, _with_stored(self.texts[n], facts)), None)
+            except BaseException as exc:  # noqa: BLE001 - raised again on the writer's thread
+                got = (facts, None, exc)
+            with self.cond:
+                self.results[n] = got
+                if got[2] is not None:
+                    self.stopped = True  # the run stops at its first failure: nothing more is asked
+                self.cond.notify_all()
+
+    def wait(self, n: int) -> None:
+        """Until the nth transcript's answer (or failure) is in."""
+        with self.cond:
+            self.cond.wait_for(lambda: n in self.results)
+
+    def ready(self, n: int) -> bool:
+        with self.cond:
+            return n in self.results
+
+    def take(self, n: int) -> tuple[dict[str, str], str]:
+        """The stored facts shown and the reply for the nth transcript; its failure raised."""
+        with self.cond:
+            facts, reply, exc = self.results.pop(n)
+            self.taken = n + 1
+            self.cond.notify_all()
+        if exc is not None:
+            raise exc
+        return facts, reply
+
+    def stop(self) -> None:
+        with self.cond:
+            self.stopped = True
+            self.cond.notify_all()
 
 
 def _skipped(source: str, sha: str, dry_run: bool) -> dict:
