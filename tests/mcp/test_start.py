@@ -12,17 +12,9 @@ import pytest
 
 from tests.conftest import cortexctl_argv
 from tests.mcp.client import McpServer, isolated_env
+from tests.mcp.client import rpc as _rpc
 
 INIT = {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "raw", "version": "0"}}
-
-
-def _rpc(id_, method, params=None) -> bytes:
-    msg = {"jsonrpc": "2.0", "method": method}
-    if id_ is not None:
-        msg["id"] = id_
-    if params is not None:
-        msg["params"] = params
-    return json.dumps(msg).encode() + b"\n"
 
 
 def _session(store: Path, env: dict, init: dict = INIT) -> dict:
