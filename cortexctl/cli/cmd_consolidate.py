@@ -41,8 +41,8 @@ def consolidate(config, *, sources, dry_run, again, jobs, store, actor, wait, js
     result = lookup("consolidate").run(open_cortex(config, store, actor, wait), transcripts=transcripts,
                                        dry_run=dry_run, again=again, jobs=jobs, on_done=show)
     if out.machine:
-        if len(transcripts) > 1 and jsonl:
-            out.emit_many(result.docs())
+        if len(transcripts) > 1:
+            out.emit_many(result.docs(), lambda _docs: result.to_json())
         else:
             out.emit(result.to_json())
 

@@ -90,10 +90,21 @@ def test_each_transcript_once_in_order_and_a_second_run_skips_them_all(backend_c
     assert state(backend_cli) == before
     assert backend_cli("verify").code == 0
 
+    lines = backend_cli("consolidate", *files[:3], "--jsonl", env=chat.env()).jsonl()
+    assert [(x["source"], x["skipped"]) for x in lines] == [(f, True) for f in files[:3]]
     one = backend_cli("consolidate", files[3], "--json", env=chat.env()).json()
     assert one["skipped"] is True and one["count"] == 0 and "source" not in one
     redo = backend_cli("consolidate", files[3], "--again", "--json", env=chat.env()).json()
     assert redo["skipped"] is False and [w["action"] for w in redo["written"]] == ["touched", "reinforced"]
+
+
+def test_a_dry_run_writes_nothing_and_marks_nothing_done(cli, chat, files):
+    r = cli("consolidate", *files, "--dry-run", "--json", env=chat.env())
+    assert r.code == 0 and r.json()["consolidated"] == N and r.json()["count"] > 0, r
+    assert all("uri" not in w for x in r.json()["results"] for w in x["written"])
+    assert cli("export").out == ""
+    after = cli("consolidate", *files, "--json", env=chat.env()).json()
+    assert (after["consolidated"], after["skipped"]) == (N, 0)
 
 
 def test_one_job_or_many_the_store_ends_the_same(chat, files, tmp_path):
