@@ -107,6 +107,18 @@ def test_a_dry_run_writes_nothing_and_marks_nothing_done(cli, chat, files):
     assert (after["consolidated"], after["skipped"]) == (N, 0)
 
 
+def test_the_search_snapshot_follows_a_run_and_find_sees_what_it_wrote(cli, chat, files):
+    """DuckDB: the transcripts written on the store kept open leave the search snapshot current (its
+    delta written once the file is closed), and find answers with what they wrote."""
+    for n in range(20):
+        cli("write", "fact", f"an earlier fact number {n}")
+    assert cli("reindex").code == 0
+    assert cli("consolidate", *files, env=chat.env()).code == 0
+    assert cli("healthcheck", "--json").json()["snapshot"]["state"] == "current"
+    found = cli("find", "--near", "service s5 listens on port 8005", "--json").json()
+    assert "Service s5 listens on port 8005" in json.dumps(found)
+
+
 def test_one_job_or_many_the_store_ends_the_same(chat, files, tmp_path):
     """Answers that come back in any order are written in the order given: --jobs 1 and --jobs 8 agree."""
     ends = []
