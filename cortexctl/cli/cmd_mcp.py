@@ -50,6 +50,24 @@ def mcp(config, *, transport, listen, allow_remote, store, actor, wait) -> None:
     missing = sdk_missing()
     if missing:
         raise UsageError(missing)
+    if transport == "stdio":  # answers initialize and tools/list while the SDK loads (serve/early.py)
+        from cortexctl.serve.early import serve_stdio
+
+        def start():
+            from cortexctl.serve import import_sdk
+
+            import_sdk()
+            from cortexctl.serve import server
+
+            return server.start(settings)
+
+        def run(app, wire):
+            from cortexctl.serve.server import run_stdio
+
+            run_stdio(app, wire)
+
+        serve_stdio(start, run)
+        return
     from cortexctl.engine.cortex import Cortex
     from cortexctl.serve.server import serve
 
@@ -86,6 +104,9 @@ COMMANDS = [
 The server holds the store only inside a call, so a shell, cron or another
 server works beside it; its own calls run one at a time. --actor is the actor
 every call acts as. Logs go to stderr; stdout carries protocol messages only.
+While the SDK loads (about a second), initialize and tools/list are answered
+with the SDK's answers of an earlier start, kept in the user cache directory
+(mcp-answers.json) while they still hold for this install.
 \b
 --transport http serves streamable HTTP at http://HOST:PORT/mcp and answers
 401 to any request without "Authorization: Bearer TOKEN", TOKEN being the

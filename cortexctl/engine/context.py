@@ -15,7 +15,7 @@ from typing import Callable, Iterator
 
 from cortexctl.engine.rows import utcnow
 from cortexctl.errors import NotFound
-from cortexctl.store.interface import NoStore, Storage, Tx, Viewer
+from cortexctl.store.interface import Holding, NoStore, Storage, Tx, Viewer
 
 
 class Context:
@@ -29,6 +29,9 @@ class Context:
         self.clock = clock  # now, as the naive UTC datetime the store keeps
         self._embedder = embedder
         self._open: list[list] = []  # [tx, its Viewer or None] of the views open, innermost last
+        self._group: Tx | None = None  # the transaction of ``group()``, while one is open
+        self._later: list[Callable[[], None]] = []  # what its writes do once it commits (``after``)
+        self._holding = False  # inside ``holding``: ``after`` waits for its end
 
     def viewer_for(self, tx: Tx) -> Viewer:
         """Who the acting actor is to ``tx``: its name and the scopes of the live grants it holds
@@ -87,15 +90,75 @@ class Context:
     def transaction(self, *, existing: bool = False, bulk: bool = False) -> Iterator[Tx]:
         """A write transaction; with ``existing``, NotFound when there is no store yet (none is made).
         ``bulk``: one of a bulk load's transactions (``Storage.transaction``)."""
+        if self._group is not None:  # joins the group: committed with it
+            with self._seeing(self._group) as tx:
+                yield tx
+            return
         if existing:
             self.require_store()
         with self.storage.transaction(bulk=bulk) as tx, self._seeing(tx):
             yield tx
 
     @contextmanager
+    def group(self) -> Iterator[Tx]:
+        """One write transaction that every transaction and read opened through this context inside
+        it joins (the use cases it calls write and read through it): all of them or none. What those
+        writes do after their commit (``after``) runs once it has committed."""
+        if self._group is not None:
+            raise RuntimeError("a group is already open")
+        mark = len(self._later)
+        with self.storage.transaction() as tx, self._seeing(tx):
+            self._group = tx
+            try:
+                yield tx
+            except BaseException:
+                del self._later[mark:]  # rolled back: nothing of its to follow up
+                raise
+            finally:
+                self._group = None
+        if not self._holding:
+            self._run_later()
+
+    @contextmanager
+    def holding(self) -> Iterator[None]:
+        """Consecutive groups on the store kept open (``Storage.holding``): each commits on its own;
+        what their writes do after the commit (``after``) runs at the end. Read only through them."""
+        if self._holding:
+            yield
+            return
+        self._holding = True
+        held: Holding = self.storage  # type: ignore[assignment]  # every backend is both
+        try:
+            with held.holding():
+                yield
+        except BaseException:
+            self._later.clear()  # the follow-ups are upkeep (``memories._after_write``): a later write does it
+            raise
+        finally:
+            self._holding = False
+        self._run_later()
+
+    def _run_later(self) -> None:
+        later, self._later = self._later, []
+        for fn in later:
+            fn()
+
+    def after(self, fn: Callable[[], None]) -> None:
+        """Run ``fn`` after the write just made is committed: now, or when the group (and the
+        holding around it) ends."""
+        if self._group is not None or self._holding:
+            self._later.append(fn)
+        else:
+            fn()
+
+    @contextmanager
     def peek(self) -> Iterator[Tx | None]:
         """A read-only view, or None when there is no store yet: for a writer that looks before it
         writes (its write then creates the store)."""
+        if self._group is not None:
+            with self._seeing(self._group) as tx:
+                yield tx
+            return
         try:
             with self.storage.reading() as tx, self._seeing(tx):
                 yield tx
@@ -115,6 +178,10 @@ class Context:
     @contextmanager
     def reading(self) -> Iterator[Tx]:
         """A read-only view; NotFound ("no store at ...") when there is no store."""
+        if self._group is not None:
+            with self._seeing(self._group) as tx:
+                yield tx
+            return
         try:
             with self.storage.reading() as tx, self._seeing(tx):
                 yield tx

@@ -185,11 +185,20 @@ class Cortex:
 
         return sessions.summarize_many(self.context, session, pending=pending)
 
-    def consolidate(self, transcript: str, *, dry_run: bool = False) -> dict:
+    def consolidate(self, transcript: str, *, dry_run: bool = False, again: bool = False) -> dict:
         """File a transcript's durable learnings through the chat model (SPEC §9)."""
         from cortexctl.engine.consolidate import consolidate
 
-        return consolidate(self.context, transcript, dry_run=dry_run)
+        return consolidate(self.context, transcript, dry_run=dry_run, again=again)
+
+    def consolidate_many(self, transcripts, *, dry_run: bool = False, again: bool = False, jobs: int = 1,
+                         on_done=None) -> list[dict]:
+        """Each (source, text) consolidated in order, one transaction each; those consolidated before
+        are skipped, so a killed run resumes (``engine/consolidate.py``)."""
+        from cortexctl.engine.consolidate import consolidate_many
+
+        return consolidate_many(self.context, transcripts, dry_run=dry_run, again=again, jobs=jobs,
+                                on_done=on_done)
 
     # -- read side -------------------------------------------------------------
     def show(self, ref: str, *, version: int | None = None) -> Memory:

@@ -146,7 +146,7 @@ def write(
         if vector is not None:
             last_key = semantic.store_or_warn(tx, ctx.embedder, [id_], [1], vector, warnings)
         catch_up = ctx.embedder.remote or tx.maybe_pending(ctx.embedder.model)
-    _after_write(ctx, warnings, last_key, catch_up)
+    ctx.after(lambda: _after_write(ctx, warnings, last_key, catch_up))
     return WriteResult(id=id_, version=1, seq=seq, embedded=bool(last_key), warnings=warnings)
 
 
@@ -314,9 +314,10 @@ def _new_version(ctx: Context, ref: str, change, provenance: dict, *, times: dic
         if not ctx.embedder.remote:  # local: embed inside the change; remote: after it, off the lock
             vector = [ctx.embedder.embed_bytes(body.search_text)]
             last_key = semantic.store_or_warn(tx, ctx.embedder, [head["id"]], [n], vector, warnings)
-    if ctx.embedder.remote:
-        semantic.embed_pending(ctx, ids=[head["id"]], warnings=warnings)
-    _after_write(ctx, warnings, last_key, ctx.embedder.remote)
+    if ctx.embedder.remote:  # after the commit (of the group, inside one: ``Context.after``)
+        ctx.after(lambda: semantic.embed_pending(ctx, ids=[head["id"]], warnings=warnings))
+    remote = ctx.embedder.remote
+    ctx.after(lambda: _after_write(ctx, warnings, last_key, remote))
     return WriteResult(id=head["id"], version=n, seq=seq, embedded=not warnings, warnings=warnings)
 
 
@@ -351,9 +352,10 @@ def _supersede_by_update(ctx: Context, ref: str, text, data, sets, times: dict, 
         if not ctx.embedder.remote:
             vector = [ctx.embedder.embed_bytes(body.search_text)]
             last_key = semantic.store_or_warn(tx, ctx.embedder, [id_], [1], vector, warnings)
-    if ctx.embedder.remote:
-        semantic.embed_pending(ctx, ids=[id_], warnings=warnings)
-    _after_write(ctx, warnings, last_key, ctx.embedder.remote)
+    if ctx.embedder.remote:  # after the commit (of the group, inside one: ``Context.after``)
+        ctx.after(lambda: semantic.embed_pending(ctx, ids=[id_], warnings=warnings))
+    remote = ctx.embedder.remote
+    ctx.after(lambda: _after_write(ctx, warnings, last_key, remote))
     return WriteResult(id=id_, version=1, seq=seq, embedded=not warnings, warnings=warnings, supersedes=old["id"])
 
 

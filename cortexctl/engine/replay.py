@@ -38,7 +38,7 @@ TIME_FIELDS = {"created_at", "updated_at", "tombstoned_at", "last_used", "valid_
 # Head fields added after the first journal entries were written: an older write entry lacks them (None).
 LATER_HEAD_FIELDS = ("valid_from", "valid_to", "supersedes", "superseded_by")
 KINDS = ("write", "update", "update_head", "tombstone", "attest", "learn_weights", "checkpoint", "unforget",
-         "grant", "revoke")
+         "grant", "revoke", "consolidate")
 
 
 _TIMES: dict[int, datetime] = {}  # recent conversions: a memory's times are mostly one and the same

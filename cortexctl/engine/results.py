@@ -608,20 +608,45 @@ class ReindexResult:
 
 @dataclass
 class ConsolidateResult:
-    """``consolidate``: what was (or, with dry_run, would be) written from a transcript, and what was dropped."""
+    """``consolidate``: what was (or, with dry_run, would be) written from a transcript, and what was
+    dropped; ``skipped`` when the actor had consolidated it before (nothing asked, nothing written)."""
 
     transcript_sha256: str
     dry_run: bool
     written: list[dict]
     dropped: list[dict]
+    source: str = ""
+    skipped: bool = False
 
     @classmethod
     def of(cls, doc: dict) -> "ConsolidateResult":
-        return cls(doc["transcript_sha256"], doc["dry_run"], doc["written"], doc["dropped"])
+        return cls(doc["transcript_sha256"], doc["dry_run"], doc["written"], doc["dropped"], doc.get("source", ""),
+                   doc.get("skipped", False))
 
     def to_json(self) -> dict:
-        return {"transcript_sha256": self.transcript_sha256, "dry_run": self.dry_run, "count": len(self.written),
-                "written": self.written, "dropped": self.dropped}
+        out = {"transcript_sha256": self.transcript_sha256, "dry_run": self.dry_run, "skipped": self.skipped,
+               "count": len(self.written), "written": self.written, "dropped": self.dropped}
+        if self.source:
+            out = {"source": self.source, **out}
+        return out
+
+
+@dataclass
+class ConsolidateRun:
+    """``consolidate`` of several transcripts: each one's result, in the order given."""
+
+    dry_run: bool
+    results: list[ConsolidateResult]
+
+    def to_json(self) -> dict:
+        return {"dry_run": self.dry_run, "transcripts": len(self.results),
+                "consolidated": sum(not r.skipped for r in self.results),
+                "skipped": sum(r.skipped for r in self.results),
+                "count": sum(len(r.written) for r in self.results),
+                "results": [r.to_json() for r in self.results]}
+
+    def docs(self) -> list[dict]:
+        return [r.to_json() for r in self.results]
 
 
 @dataclass

@@ -135,10 +135,15 @@ def _session_add_many(cx, *, turns, reopen):
     return Listing("turns", cx.session_add_many(turns, reopen=reopen))
 
 
-def _consolidate(cx, *, transcript, dry_run):
-    from cortexctl.engine.results import ConsolidateResult
+def _consolidate(cx, *, transcripts, dry_run, again, jobs, on_done=None):
+    """One (source, text): its result; several: the run's, each result passed to ``on_done`` as it is written."""
+    from cortexctl.engine.results import ConsolidateResult, ConsolidateRun
 
-    return ConsolidateResult.of(cx.consolidate(transcript, dry_run=dry_run))
+    each = None if on_done is None else (lambda doc: on_done(ConsolidateResult.of(doc)))
+    docs = cx.consolidate_many(transcripts, dry_run=dry_run, again=again, jobs=jobs, on_done=each)
+    if len(transcripts) == 1:
+        return ConsolidateResult.of(docs[0])
+    return ConsolidateRun(dry_run, [ConsolidateResult.of(d) for d in docs])
 
 
 def _reindex(cx, *, rebuild, progress=None):
@@ -362,6 +367,10 @@ OPERATIONS: list[Operation] = [
     Operation("session_list", _session_list, **RO, no_tool="not served yet: for people, at the shell"),
     Operation("consolidate", _consolidate, (
         Param("dry_run", "Show what would be written; write nothing.", type=bool, default=False),
+        Param("again", "Consolidate transcripts consolidated before too (they are skipped otherwise).", type=bool,
+              default=False),
+        Param("jobs", "Ask the chat model about up to N transcripts at once (1-32); writes stay in order.",
+              type=int, default=4, metavar="N"),
     ), open_world=True,
               no_tool="not served yet: an agent calls remember, outcome and session_add itself"),
     Operation("checkpoint_list", _checkpoint_list, (Param("intent", "Only this intent's checkpoints.", metavar="ID"),),

@@ -13,9 +13,20 @@ INSTALL_HINT = "pip install 'cortexctl[mcp]'"
 
 
 def sdk_missing() -> str | None:
-    """None when the MCP SDK can be imported, else the one line that says how to install it."""
+    """None when the MCP SDK is installed, else the one line that says how to install it."""
+    from importlib.util import find_spec
+
+    if find_spec("mcp") is None:  # found, not imported: importing it is most of a second (serve/early.py)
+        return f"cortexctl mcp needs the MCP SDK: {INSTALL_HINT}"
+    return None
+
+
+def import_sdk() -> None:
+    """Import the SDK (most of a second); one that is installed but cannot be imported is the same
+    usage error as a missing one."""
+    from cortexctl.errors import UsageError
+
     try:
         import mcp.server  # noqa: F401
     except ImportError:
-        return f"cortexctl mcp needs the MCP SDK: {INSTALL_HINT}"
-    return None
+        raise UsageError(f"cortexctl mcp needs the MCP SDK: {INSTALL_HINT}") from None

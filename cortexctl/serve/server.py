@@ -284,9 +284,31 @@ class BearerGate:
         await self.app(scope, receive, send)
 
 
+def start(settings) -> MCPServer:
+    """The server of ``cortexctl mcp`` over stdio, built (on the start-up thread, ``serve/early.py``)."""
+    _quiet_stdio()
+    return build(Cortex(settings=settings, resident=True))
+
+
+def run_stdio(app: MCPServer, wire) -> None:
+    """Serve one stdio session over ``wire`` (``serve/early.py``: the client's messages, the early
+    ones first, and stdout) until the client closes stdin: ``MCPServer.run_stdio_async`` with the
+    streams given."""
+    import anyio
+    from mcp.server.stdio import stdio_server
+
+    async def session() -> None:
+        async with stdio_server(anyio.wrap_file(wire), anyio.wrap_file(wire)) as (read, write):
+            lowlevel = app._lowlevel_server
+            await lowlevel.run(read, write, lowlevel.create_initialization_options())
+
+    anyio.run(session)
+
+
 def serve(cx: Cortex, *, transport: str = "stdio", host: str = "127.0.0.1", port: int = 8765,
           token: str | None = None) -> None:
-    """Serve until stdin closes (stdio) or the process is interrupted (http)."""
+    """Serve until stdin closes (stdio, without the early answers: ``cortexctl mcp`` serves stdio
+    through ``serve/early.py``) or the process is interrupted (http)."""
     import anyio
 
     _quiet_stdio()
@@ -307,4 +329,4 @@ def serve(cx: Cortex, *, transport: str = "stdio", host: str = "127.0.0.1", port
     anyio.run(uvicorn.Server(config).serve)
 
 
-__all__ = ["build", "serve", "Serving", "BearerGate"]
+__all__ = ["build", "serve", "start", "run_stdio", "Serving", "BearerGate"]

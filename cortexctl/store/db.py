@@ -123,6 +123,8 @@ class DuckStorage:
         self.db_path = self.path / DB_NAME
         self.lock_path = self.path / LOCK_NAME
         self._holder: int | None = None  # the thread holding the writer lock (inside ``exclusive``)
+        self._kept = None  # the read-write connection ``holding`` keeps open for its thread's transactions
+        self._last_delta: tuple | None = None  # the search snapshot's delta its last transaction collected
 
     @property
     def location(self) -> str:
@@ -327,6 +329,9 @@ class DuckStorage:
         """
         from cortexctl.store import migrations
 
+        if self._kept is not None and self._held:  # inside ``holding``: its connection, left open
+            yield self._kept
+            return
         self._create_dir()
         old_umask = os.umask(0o077)
         try:
@@ -351,6 +356,30 @@ class DuckStorage:
             yield DuckTx(con, self)
 
     @contextmanager
+    def holding(self) -> Iterator[None]:
+        """The writer lock and one read-write connection for this thread's transactions inside, each
+        committed on its own (``Storage.holding``): what opening and closing the file costs is paid
+        once. Other processes wait meanwhile, readers too (DuckDB lets one process have the file)."""
+        if self._kept is not None and self._held:
+            yield
+            return
+        from cortexctl.store import snapshot
+
+        self._last_delta = None
+        with self.exclusive():
+            try:
+                with self.write() as con:
+                    self._kept = con
+                    try:
+                        yield
+                    finally:
+                        self._kept = None
+            finally:
+                if self._last_delta is not None:  # the connection closed: the file's identity is final
+                    snapshot.write_delta(self, *self._last_delta)
+                    self._last_delta = None
+
+    @contextmanager
     def transaction(self, *, bulk: bool = False) -> Iterator[DuckTx]:
         """A ``DuckTx`` in one transaction: committed at the end, rolled back when the block raises.
         ``bulk``: storage left as written, not compacted at close (``DuckTx.defer_compaction``)."""
@@ -359,7 +388,10 @@ class DuckStorage:
 
         deadline = self._deadline()
         with self.exclusive(wait=max(deadline - time.monotonic(), 0.0)):  # the lock until the delta is written
-            start = snapshot.delta_start(self.path) if self.db_path.is_file() else None
+            if self._kept is not None and self._last_delta is not None:
+                start = self._last_delta[0]  # inside ``holding``: the delta builds on where it began
+            else:
+                start = snapshot.delta_start(self.path) if self.db_path.is_file() else None
             with self.write(deadline=deadline) as con:
                 con.execute("BEGIN")
                 tx = DuckTx(con, self)
@@ -380,6 +412,11 @@ class DuckStorage:
                     got = snapshot.collect_delta(con, start, wide=tx.wide)
                 except Exception:  # noqa: BLE001
                     got = None
+                if self._kept is not None and self._last_delta is not None and self._last_delta[1] is None:
+                    got = None  # an earlier transaction of the holding left the snapshot to the next fold
+            if self._kept is not None:  # inside ``holding``: written once its connection is closed
+                self._last_delta = (start, got, token, counter)
+                return
             snapshot.write_delta(self, start, got, token, counter)  # the file's identity is final once closed
 
     # -- the search snapshot (store/snapshot/) ---------------------------------------------

@@ -495,6 +495,17 @@ class Tx(Records, Journal, Listing, LexicalSearch, VectorSearch, Feedback, Grant
 CAPABILITIES = (Records, Journal, Listing, LexicalSearch, VectorSearch, Feedback, Grants, Integrity, BundleIO)
 
 
+class Holding(Protocol):
+    """What a backend adds to ``Storage`` (at its size limit) for many small transactions in a row."""
+
+    def holding(self) -> ContextManager[None]:
+        """Keep the store open for this thread's transactions inside the block: each is still
+        committed (or rolled back) on its own, as ``transaction`` does, but the backend may keep one
+        connection and its writer's turn for all of them, so other writers (and, on a backend whose
+        writer excludes readers, other processes' readers) wait as for one longer transaction. Open
+        no ``reading`` view inside: read through the transactions. Creates the store when needed."""
+
+
 class Storage(Protocol):
     """A store, opened per operation for as short a time as it can be (``store.open_storage``
     builds one from the settings)."""
@@ -571,4 +582,4 @@ class Storage(Protocol):
 __all__ = ["Storage", "Tx", "Filters", "Viewer", "Scope", "viewer_of", "GRANT_FIELDS", "Scoring", "NoStore", "HEAD_FIELDS", "VERSION_FIELDS",
            "SALIENCE_FIELDS", "CacheUnusable", "JOURNAL_FIELDS", "WEIGHT_FIELDS", "CHECKPOINT_FIELDS", "MEMORY_KINDS",
            "JournalEntry", "IndexUnusable", "Remark", "CAPABILITIES", "Records", "Journal",
-           "Listing", "LexicalSearch", "VectorSearch", "Feedback", "Grants", "Integrity", "BundleIO"]
+           "Listing", "LexicalSearch", "VectorSearch", "Feedback", "Grants", "Integrity", "BundleIO", "Holding"]

@@ -57,7 +57,7 @@ def test_an_empty_object_writes_nothing(cli, chat, transcript):
     r = cli("consolidate", str(transcript), "--json", env=chat.env())
     assert r.code == 0 and r.json()["count"] == 0 and r.json()["dropped"] == []
     chat.replies.append("{}")
-    assert "nothing durable" in cli("consolidate", str(transcript), env=chat.env()).err
+    assert "nothing durable" in cli("consolidate", str(transcript), "--again", env=chat.env()).err
 
 
 def test_garbage_writes_nothing_and_quotes_the_reply(cli, chat, transcript, store):
@@ -97,12 +97,12 @@ def test_429_then_success_500_and_timeout(cli, chat, transcript, tmp_path):
     chat.replies.append(json.dumps({"facts": ["fact one"]}))
     assert cli("consolidate", str(transcript), env=chat.env()).code == 0
     chat.statuses += [500] * 10
-    assert_clean_error(cli("consolidate", str(transcript), env=chat.env()), 9)
+    assert_clean_error(cli("consolidate", str(transcript), "--again", env=chat.env()), 9)
     chat.statuses.clear()
     chat.delay = 1.5
     cfg = tmp_path / "c.toml"
     cfg.write_text("[chat]\ntimeout = 0.3\n")
-    assert_clean_error(cli("-c", str(cfg), "consolidate", str(transcript), env=chat.env()), 9)
+    assert_clean_error(cli("-c", str(cfg), "consolidate", str(transcript), "--again", env=chat.env()), 9)
     assert len(cli("find", "--jsonl").jsonl()) == 1
 
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from cortexctl.store.interface import CAPABILITIES, Storage
+from cortexctl.store.interface import CAPABILITIES, Holding, Storage
 from tests.contract.conftest import methods
 
 HERE = Path(__file__).parent
@@ -23,7 +23,7 @@ def _called() -> set[str]:
     return names
 
 
-@pytest.mark.parametrize("protocol", [*CAPABILITIES, Storage], ids=lambda p: p.__name__)
+@pytest.mark.parametrize("protocol", [*CAPABILITIES, Storage, Holding], ids=lambda p: p.__name__)
 def test_every_protocol_method_is_called_by_a_contract_test(protocol):
     missing = sorted(methods(protocol) - _called())
     assert not missing, f"{protocol.__name__} methods without a contract test: {missing}"

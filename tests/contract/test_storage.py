@@ -9,7 +9,7 @@ from datetime import timedelta
 import pytest
 
 from cortexctl.memory.terms import text_terms
-from cortexctl.store.interface import CAPABILITIES, Filters, NoStore, Scoring, Storage, Tx
+from cortexctl.store.interface import CAPABILITIES, Filters, Holding, NoStore, Scoring, Storage, Tx
 from tests.contract.conftest import (GOAL, MIXED_FILTERS, T0, WEIGHTS, embedded, entry, grant, grant_id, ident,
                                      journaled, memory, methods, mixed_memories, put, unit_rows)
 
@@ -27,7 +27,7 @@ def test_tx_is_the_union_of_small_capabilities():
 
 
 def test_the_backend_has_every_method_of_the_protocols(storage):
-    assert all(callable(getattr(storage, m, None)) for m in methods(Storage)), methods(Storage)
+    assert all(callable(getattr(storage, m, None)) for m in methods(Storage) | methods(Holding)), methods(Storage)
     assert isinstance(storage.location, str) and storage.location
     with storage.transaction() as tx:
         missing = {m for m in methods(Tx) if not callable(getattr(tx, m, None))}
@@ -158,6 +158,27 @@ def test_an_exception_in_a_transaction_leaves_nothing_written(storage):
         assert tx.model_dim(model) is None
         assert tx.weights("alice") is None and tx.all_grants() == {}
         assert list(tx.stray_terms()) == []
+
+
+def test_transactions_inside_holding_each_commit_on_their_own(storage):
+    """The store kept open for several transactions (``holding``, which makes it when needed): each
+    commits or rolls back by itself, and a reader after the block sees the committed ones."""
+    with storage.holding():
+        for n in (1, 2):
+            with storage.transaction() as tx:
+                h, vs = memory(n)
+                tx.insert_memories([h], vs)
+                tx.append_journal([entry("write", ident(n))])
+        with pytest.raises(RuntimeError):
+            with storage.transaction() as tx:
+                h, vs = memory(3)
+                tx.insert_memories([h], vs)
+                raise RuntimeError("boom")
+        with storage.transaction() as tx:  # what the ones before committed, seen through a later one
+            assert tx.existing_ids([ident(1), ident(2), ident(3)]) == {ident(1), ident(2)}
+    with storage.reading() as tx:
+        assert tx.existing_ids([ident(1), ident(2), ident(3)]) == {ident(1), ident(2)}
+        assert tx.journal_bounds()[0] == 2
 
 
 def test_writers_take_turns(storage, backend, tmp_path):

@@ -8,6 +8,7 @@ session on an event loop in a thread of its own, and gives tests plain calls:
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import tempfile
 import threading
@@ -17,6 +18,16 @@ from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
 
 from tests.conftest import cortexctl_argv
+
+
+def rpc(id_, method, params=None) -> bytes:
+    """One JSON-RPC message as a line (a request with ``id_``, a notification without)."""
+    msg = {"jsonrpc": "2.0", "method": method}
+    if id_ is not None:
+        msg["id"] = id_
+    if params is not None:
+        msg["params"] = params
+    return json.dumps(msg).encode() + b"\n"
 
 
 def isolated_env(home: Path, **extra: str) -> dict[str, str]:

@@ -11,6 +11,7 @@ import pytest
 
 from tests.conftest import assert_clean_error, cortexctl_argv, run_process
 from tests.mcp.client import McpServer, isolated_env
+from tests.mcp.client import rpc as _rpc
 
 pytestmark = pytest.mark.slow  # servers in parallel on one store
 
@@ -38,15 +39,6 @@ def test_two_servers_writing_in_parallel_lose_nothing_and_the_store_verifies(tmp
     assert run.code == 0 and len(run.out.splitlines()) == 2 * per_server, run
     verify = run_process(store, "verify", "--store", store, env=env, use_store=False)
     assert verify.code == 0, verify
-
-
-def _rpc(id_, method, params=None) -> bytes:
-    msg = {"jsonrpc": "2.0", "method": method}
-    if id_ is not None:
-        msg["id"] = id_
-    if params is not None:
-        msg["params"] = params
-    return json.dumps(msg).encode() + b"\n"
 
 
 def test_stdout_carries_only_protocol_messages_even_when_warnings_are_raised(tmp_path):

@@ -345,12 +345,12 @@ def test_consolidates_killed(rig):
     chat = ChatServer().start()
     try:
         rig.extra = chat.env()
-        transcript = rig.root / "t.txt"
-        transcript.write_text("user: the deploy key rotates monthly, and staging uses the blue cluster\n"
-                              "assistant: noted; I will rotate it on the first Monday\n")
         rng = random.Random(61)
 
-        def args(n: int):
+        def args(n: int):  # a transcript of its own each time: one consolidated before is skipped
+            transcript = rig.root / f"t{n}.txt"
+            transcript.write_text(f"user: the deploy key rotates monthly (run {n}), staging uses the blue cluster\n"
+                                  "assistant: noted; I will rotate it on the first Monday\n")
             chat.replies.append(json.dumps({"facts": [f"The deploy key rotation rule {n} holds"],
                                             "patterns": [], "outcome": None}))
             chat.delay = rng.choice([0.0, 0.05, 0.3])

@@ -264,6 +264,12 @@ class PgStorage:
         return f"{self.address}{'&' if '?' in self.address else '?'}snapshot={quote(snapshot)}"
 
     @contextmanager
+    def holding(self) -> Iterator[None]:
+        """Nothing to keep (``Storage.holding``): each transaction takes the writer lock for itself, and
+        the connections come from the pool when the storage is resident."""
+        yield
+
+    @contextmanager
     def transaction(self, *, bulk: bool = False) -> Iterator[object]:
         """A ``PgTx`` in one transaction under the store's writer lock, the schema made current."""
         from cortexctl.store.pg.tx import PgTx

@@ -102,7 +102,8 @@ def changed_since(con, seq: int, base_top: int) -> set[str] | None:
     return out
 
 
-NO_MEMORY_KINDS = ("grant", "revoke", "learn_weights", "checkpoint")  # entries that change no memory's rows
+# entries that change no memory's rows (a consolidate entry marks a transcript done; its writes have their own)
+NO_MEMORY_KINDS = ("grant", "revoke", "learn_weights", "checkpoint", "consolidate")
 
 
 def collect_delta(con, start: dict | None, *, wide: bool = False) -> dict | None:
