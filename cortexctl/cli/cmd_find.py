@@ -6,7 +6,7 @@ from cortexctl.cli import complete
 from cortexctl.cli.spec import Option, command_for
 from cortexctl.ops import lookup
 
-LANES = {"lexical": "L", "semantic": "S", "salience": "R"}
+LANES = {"lexical": "L", "semantic": "S", "salience": "R", "context": "C"}
 
 
 def _ended(h, refs: dict[str, str] | None = None) -> str:

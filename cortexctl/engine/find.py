@@ -54,6 +54,7 @@ _NEVER = datetime(1, 1, 1)
 W_SEM_HASH = 0.05  # LoCoMo recall@10 is flat from 0 to 0.1 and falls beyond: a tie-break and a fallback
 W_SEM_MODEL = 1.0
 W_SAL = 0.05
+W_CONTEXT = 0.3  # a turn borrows 0.3 of its session neighbour's lexical score (LoCoMo tuning half: 0.2-0.4 flat)
 MIN_CANDIDATES = 50
 PHRASE_WINDOW = 50  # candidates whose text is compared with the query as a phrase
 MATCH_SIMILARITY_HASH = 0.3  # the hash embedder: unrelated texts stay below ~0.15
@@ -68,6 +69,7 @@ class Candidate:
     lexical: float | None = None  # the BM25 score
     lexical_norm: float = 0.0  # divided by the query's best BM25 score
     salience: float = 0.0
+    context: float = 0.0  # the best lexical_norm of its neighbours in its session (``session_context``)
     score: float = 0.0
     tier: int = 0  # 2: the query's exact text, 1: the query as a phrase (``by_phrase``)
 
@@ -194,6 +196,8 @@ def _search_in(view, ctx: Context, query: FindQuery, filters: Filters, qvec, war
             lexical, nearest, salient = past.join(tx, ctx, qw, qvec, filters, score,
                                                   (lexical, nearest, salient), n, semantic)
         cands = fuse(lexical, nearest, salient)
+        if past is None:  # as of a past time: the lanes alone (sessions are read as they are now)
+            session_context(tx, cands, filters)
         missing = [c.id for c in cands.values() if "salience" not in c.lanes]
         if past is not None:
             for id_ in [i for i in missing if i in past.changed]:
@@ -206,7 +210,7 @@ def _search_in(view, ctx: Context, query: FindQuery, filters: Filters, qvec, war
         floor = MATCH_SIMILARITY_MODEL if ctx.embedder.remote else MATCH_SIMILARITY_HASH
         tier = {c.id: c.tier for c in ranked[:PHRASE_WINDOW]}
         for h in hits:
-            h.matched = "lexical" in h.lanes or tier.get(h.id, 0) > 0 or (h.similarity or 0.0) >= floor
+            h.matched = "lexical" in h.lanes or "context" in h.lanes or tier.get(h.id, 0) > 0 or (h.similarity or 0.0) >= floor
         if not hits and past is None:
             _no_visible_memory(tx, filters.viewer, warnings)
         return hits
@@ -278,12 +282,34 @@ def fuse(lexical, semantic, salient) -> dict[str, Candidate]:
     return by_id
 
 
+def session_context(tx: Tx, cands: dict[str, Candidate], filters: Filters) -> None:
+    """Each memory the lexical lane found lends its ``lexical_norm`` to its neighbours in its
+    session (the memories just before and after it, in creation order, among those passing the
+    filters): a neighbour's ``context`` is the best it is lent, and a neighbour no lane found
+    joins the candidates by the lane ``context``. Memories without a session lend nothing."""
+    found = {c.id: c.lexical_norm for c in cands.values() if c.lexical is not None}
+    if not found:
+        return
+    lent: dict[str, float] = {}
+    for id_, pair in tx.session_neighbours(list(found), filters).items():
+        for other in pair:
+            if other is not None and found[id_] > lent.get(other, 0.0):
+                lent[other] = found[id_]
+    for id_, v in lent.items():
+        c = cands.get(id_)
+        if c is None:
+            c = cands[id_] = Candidate(id_, [])
+        c.lanes.append("context")
+        c.context = v
+
+
 def rank(cands, *, remote: bool) -> list[Candidate]:
     """Score every candidate by the fusion formula (module docstring); best first."""
     w_sem = W_SEM_MODEL if remote else W_SEM_HASH
     out = list(cands)
     for c in out:
-        c.score = W_LEX * c.lexical_norm + w_sem * max(c.similarity or 0.0, 0.0) + W_SAL * c.salience
+        c.score = (W_LEX * c.lexical_norm + w_sem * max(c.similarity or 0.0, 0.0) + W_SAL * c.salience
+                   + W_CONTEXT * c.context)
     out.sort(key=lambda c: (-c.score, c.id))
     return out
 

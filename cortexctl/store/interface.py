@@ -262,6 +262,11 @@ class Listing(Protocol):
     def candidates(self, ids: Sequence[str], filters: Filters, scoring: Scoring) -> dict[str, tuple[int, bool, float]]:
         """For each of these memories, in one lookup: (current version, passes ``filters``, salience)."""
 
+    def session_neighbours(self, ids: Sequence[str], filters: Filters) -> dict[str, tuple[str | None, str | None]]:
+        """For each of ``ids`` that belongs to a session and passes ``filters``: (the memory just
+        before it, the memory just after it) in its session, in ID order (creation order), among
+        the memories passing ``filters``; None at either end. IDs without a session are left out."""
+
     def sessions(self, actor: "str | Viewer", turn_tag: str, summary_tag: str) -> list[dict]:
         """Each session holding a live memory ``actor`` can see, latest activity first:
         {session, turns (live memories tagged ``turn_tag``), first (earliest creation),

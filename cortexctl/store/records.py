@@ -295,6 +295,24 @@ def candidate_rows(con, ids: Sequence[str], where: str, params: Sequence[Any],
     return {r[0]: (int(r[1]), bool(r[2]), float(r[3])) for r in rows}
 
 
+def session_neighbours(con, ids: Sequence[str], where: str, params: Sequence[Any]
+                       ) -> dict[str, tuple[str | None, str | None]]:
+    """``Tx.session_neighbours``: each session of ``ids`` ordered by ID among the heads passing
+    ``where``, and the IDs just before and after each of ``ids`` in it."""
+    if not ids:
+        return {}
+    listed = id_list(ids)
+    rows = con.execute(
+        f"""SELECT id, prev, next FROM (
+              SELECT h.id, lag(h.id) OVER w AS prev, lead(h.id) OVER w AS next FROM heads h
+              WHERE h.session IN (SELECT session FROM heads WHERE id IN {listed} AND session IS NOT NULL)
+                AND ({where})
+              WINDOW w AS (PARTITION BY h.session ORDER BY h.id)) WHERE id IN {listed}""",
+        list(params),
+    ).fetchall()
+    return {r[0]: (r[1], r[2]) for r in rows}
+
+
 def result_rows(con, ids: Sequence[str], form: str) -> dict[str, dict]:
     """What a find result shows of these heads; ``text`` is the ``form`` column (short or medium)."""
     if not ids:

@@ -604,7 +604,7 @@ FROM_DUCKDB = (
     # Records, Journal, Listing
     "insert_memories", "insert_version", "update_head", "heads_by_ids", "heads_by_prefix", "existing_ids",
     "stored_hashes", "versions", "current_versions", "current_data", "iter_visible", "bump", "next_seq",
-    "append_journal", "live_versions", "sessions",
+    "append_journal", "live_versions", "sessions", "session_neighbours",
     # LexicalSearch, VectorSearch
     "add_terms", "replace_terms", "insert_vectors", "drop_vectors", "drop_model", "drop_other_models",
     "maybe_pending", "count_pending", "pending", "text_twins",
