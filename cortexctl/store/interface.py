@@ -262,10 +262,12 @@ class Listing(Protocol):
     def candidates(self, ids: Sequence[str], filters: Filters, scoring: Scoring) -> dict[str, tuple[int, bool, float]]:
         """For each of these memories, in one lookup: (current version, passes ``filters``, salience)."""
 
-    def session_neighbours(self, ids: Sequence[str], filters: Filters) -> dict[str, tuple[str | None, str | None]]:
-        """For each of ``ids`` that belongs to a session and passes ``filters``: (the memory just
-        before it, the memory just after it) in its session, in ID order (creation order), among
-        the memories passing ``filters``; None at either end. IDs without a session are left out."""
+    def session_neighbours(self, ids: Sequence[str], filters: Filters, reach: int = 1
+                           ) -> dict[str, tuple[tuple[str, ...], tuple[str, ...]]]:
+        """For each of ``ids`` that belongs to a session and passes ``filters``: (the up to ``reach``
+        memories before it, nearest first; the up to ``reach`` after it, nearest first) in its
+        session, in ID order (creation order), among the memories passing ``filters``. IDs without
+        a session, or not passing ``filters``, are left out."""
 
     def sessions(self, actor: "str | Viewer", turn_tag: str, summary_tag: str) -> list[dict]:
         """Each session holding a live memory ``actor`` can see, latest activity first:

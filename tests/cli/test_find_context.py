@@ -62,12 +62,15 @@ def test_a_memory_whose_neighbour_matched_outranks_an_equal_match_without_one(ba
 
 
 def test_only_the_same_session_lends_and_memories_without_one_borrow_nothing(backend_cli):
-    _import(backend_cli)
+    turns = [("s1", "the lighthouse keeper retired"), ("s1", "the garden needs rain"),
+             ("s2", "the mail queue is slow again"), (None, "a note about tulips"),
+             ("s2", "raise its backoff to one minute")]
+    _import(backend_cli, turns)
     got = {r["text"]: r for r in _find(backend_cli, "mail queue slow")}
-    assert "context" in got[TURNS[4][1]]["lanes"]  # s2's reply
-    # s1's last turn comes just before s2's first, but in another session; the poller has no session
-    assert "context" not in got[TURNS[2][1]]["lanes"] and "context" not in got[TURNS[5][1]]["lanes"]
-    assert got[TURNS[4][1]]["score"] > got[TURNS[2][1]]["score"]
+    # s2's reply borrows; s1's last turn, written just before, is of another session; the note
+    # written in between has no session: it borrows nothing and does not stand between s2's turns
+    assert [t for t, r in got.items() if "context" in r["lanes"]] == [turns[4][1]]
+    assert "lexical" not in got[turns[4][1]]["lanes"]
 
 
 def test_neighbours_are_taken_among_the_memories_that_pass_the_filters(backend_cli):
@@ -104,3 +107,13 @@ def test_find_as_of_ranks_by_the_lanes_alone(backend_cli):
     assert any("context" in r["lanes"] for r in now)
     assert not any("context" in r["lanes"] for r in then)
     assert then[0]["text"] == now[0]["text"] == TURNS[0][1]
+
+
+def test_a_neighbour_two_places_away_borrows_less_and_three_places_away_nothing(backend_cli):
+    turns = [("s1", "pebbles on the shore"), ("s1", "the blue heron nests by the pier"), ("s1", "it left at dawn"),
+             ("s1", "a storm came later"), ("s1", "boats stayed in port")]
+    _import(backend_cli, turns)
+    got = {r["text"]: r for r in _find(backend_cli, "blue heron")}
+    lent = [t for _, t in turns if "context" in got[t]["lanes"]]
+    assert lent == [turns[0][1], turns[2][1], turns[3][1]]  # 1 before, 1 and 2 after; not 3 after
+    assert got[turns[1][1]]["score"] > got[turns[2][1]]["score"] > got[turns[3][1]]["score"] > got[turns[4][1]]["score"]
