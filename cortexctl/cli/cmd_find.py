@@ -89,7 +89,9 @@ COMMANDS = [
                         "(warnings still go to stderr).", type=bool, default=False)),
         notes="""With --near, three lanes search the memories that pass the filters: lexical
 (BM25 over the text), semantic (embedding similarity) and salience
-(importance, recency, use); results are merged by one score (see
+(importance, recency, use); a memory in a session also borrows from the
+lexical score of its neighbours there (lane "context"), so the reply to a
+matching turn comes with it; results are merged by one score (see
 cortexctl(1), FIND). --json shows per result the lanes that found it, its
 similarity, lexical score, salience and score. A memory whose text is the
 query comes first, then memories holding the query as a phrase. A result that

@@ -15,9 +15,14 @@ Lanes, each over the memories that pass the filters and the visibility rule:
   ``engine/salience.py``), so what was written a moment ago and is not yet
   embedded can still surface.
 
-Fusion (with ``--near``): every candidate any lane returned gets
+Session context (``session_context``): each memory the lexical lane found lends
+``W_CONTEXT[d - 1]`` times its ``bm25 / max_bm25`` to the memories ``d`` places before and after
+it in its session (creation order, among those passing the filters); a memory's ``context`` is the
+most it is lent, and one no lane found joins the candidates with the lane ``context``.
 
-    score = W_LEX * bm25 / max_bm25 + w_sem * max(cos, 0) + W_SAL * salience
+Fusion (with ``--near``): every candidate any lane or its session returned gets
+
+    score = W_LEX * bm25 / max_bm25 + w_sem * max(cos, 0) + W_SAL * salience + context
 
 where max_bm25 is the best lexical score of this query (so the lexical part
 is in [0, 1]) and w_sem is the model's weight: ``W_SEM_HASH`` for the built-in
@@ -27,8 +32,9 @@ nothing. Then, among the best ``PHRASE_WINDOW`` candidates, a memory whose text
 is the query (words compared in lower case) comes first, then those holding the
 query's words as one phrase, then the rest, each group in score order: an exact
 match is never outranked by a longer memory that repeats the words. Ties break
-by ID. A hit is *matched* when the lexical lane found it, it holds the phrase, or
-its similarity reaches ``MATCH_SIMILARITY`` (per embedder); otherwise only its
+by ID. A hit is *matched* when the lexical lane found it, it borrowed from a session
+neighbour the lexical lane found, it holds the phrase, or its similarity reaches
+``MATCH_SIMILARITY`` (per embedder); otherwise only its
 salience brought it, and the output says so. Without ``--near`` only the
 salience lane runs and results come in salience order.
 """
