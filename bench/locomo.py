@@ -9,9 +9,10 @@ eval_recall.py, so the figures sit beside its baselines. Rows:
 
 - BM25 alone: the lexical lane only (``Tx.search_terms``, what find's lexical lane returns);
 - offline default: find as a user runs it (``cortexctl find --near QUESTION --tag CONV -k 25``)
-  with the built-in hash embedder, BM25, salience and session context;
-- no session context: the same find with ``engine.find.W_CONTEXT`` emptied, so a memory
-  borrows nothing from its session neighbours (what the offline default was before it);
+  with the built-in hash embedder, BM25, salience, session context and the dates it names;
+- lanes alone: the same find with ``engine.find.W_CONTEXT`` emptied and ``W_DATE`` 0, so a memory
+  borrows nothing from its session neighbours and a date in the question lifts nothing (what the
+  offline default was before those two);
 - model alone and model + lexical: the semantic lane only, and find, with
   ``embedding.provider = "local"`` (the ``cortexctl[model]`` extra); a "skipped: ..." line when
   the extra is not installed.
@@ -97,23 +98,23 @@ def rankings(path: Path, queries: list[dict], ours: dict[str, str], rank) -> flo
 
 def find_both(cx, queries: list[dict], ours: dict[str, str], k: int, with_context: Path, without: Path
               ) -> tuple[float, float]:
-    """find's rankings with and without session context, the two taking turns question by question
-    (so load on the machine falls on both alike); the seconds each took."""
+    """find's rankings with and without session context and date lifts, the two taking turns
+    question by question (so load on the machine falls on both alike); the seconds each took."""
     from cortexctl.engine import find
     from cortexctl.engine.results import FindQuery
 
-    weights = find.W_CONTEXT
+    weights = find.W_CONTEXT, find.W_DATE
     took = [0.0, 0.0]
     with open(with_context, "w") as a, open(without, "w") as b:
         for n, q in enumerate(queries):
             for side in ((0, 1) if n % 2 else (1, 0)):
-                find.W_CONTEXT = weights if side == 0 else ()
+                find.W_CONTEXT, find.W_DATE = weights if side == 0 else ((), 0.0)
                 t0 = time.perf_counter()
                 hits = cx.find(FindQuery(near=q["question"], tags=[q["conv"]], k=k))
                 took[side] += time.perf_counter() - t0
                 (a if side == 0 else b).write(json.dumps({"qid": q["qid"], "ranked_ids": [ours[h.id] for h in hits]})
                                               + "\n")
-    find.W_CONTEXT = weights
+    find.W_CONTEXT, find.W_DATE = weights
     return took[0], took[1]
 
 
@@ -198,10 +199,10 @@ def main() -> int:
     halves = {"tuning half": [q for q in queries if q["conv_index"] in tune],
               "held-out half": [q for q in queries if q["conv_index"] not in tune]}
 
-    rows = {"BM25 alone": work / "bm25.jsonl", "no session context": work / "plain.jsonl",
+    rows = {"BM25 alone": work / "bm25.jsonl", "lanes alone": work / "plain.jsonl",
             "offline default": work / "find.jsonl"}
     rankings(rows["BM25 alone"], queries, ours, lambda q: lane(cx, q, args.k, "lexical"))
-    t_find, t_plain = find_both(cx, queries, ours, args.k, rows["offline default"], rows["no session context"])
+    t_find, t_plain = find_both(cx, queries, ours, args.k, rows["offline default"], rows["lanes alone"])
     skipped = "skipped: --no-model"
     if not args.no_model:
         more, skipped = model_rows(work, args.data, queries, args.k)
@@ -215,8 +216,8 @@ def main() -> int:
 
     print(f"\ncost of the offline default: import {len(ours)} memories in {t_import:.2f}s "
           f"({len(ours) / t_import:.0f} memories/s); find {1000 * t_find / len(queries):.1f} ms a question "
-          f"(mean of {len(queries)}, in-process, -k {args.k}), {t_find / t_plain:.2f}x find without session "
-          f"context ({1000 * t_plain / len(queries):.1f} ms) in the same run")
+          f"(mean of {len(queries)}, in-process, -k {args.k}), {t_find / t_plain:.2f}x the lanes alone "
+          f"({1000 * t_plain / len(queries):.1f} ms) in the same run")
     if args.cli:
         env = dict(os.environ, CORTEXCTL_STORE=str(work / "store"), CORTEXCTL_ACTOR="bench")
         exe = Path(sys.executable).with_name("cortexctl")

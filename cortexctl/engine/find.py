@@ -45,9 +45,11 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import TYPE_CHECKING
 
+from cortexctl.engine.dates import periods, within
 from cortexctl.engine.results import FindHit, FindQuery, Note, iso
 from cortexctl.memory import codec
 from cortexctl.memory.forms import count_tokens
+from cortexctl.memory.ids import id_time_ms
 from cortexctl.memory.terms import term_id, terms, words
 from cortexctl.memory.types import type_name as stored_type
 from cortexctl.store.interface import Filters, Remark, Scoring, Tx, Viewer
@@ -63,6 +65,7 @@ W_SAL = 0.05
 # What a memory borrows of the lexical score of a memory 1, 2, ... places away in its session
 # (LoCoMo, tuning half: recall@10 0.681 -> 0.732; see bench/README.md)
 W_CONTEXT = (0.4, 0.2)
+W_DATE = 0.4  # a matched memory whose time falls on a date the query names (LoCoMo tuning half: 0.732 -> 0.745)
 MIN_CANDIDATES = 50
 PHRASE_WINDOW = 50  # candidates whose text is compared with the query as a phrase
 MATCH_SIMILARITY_HASH = 0.3  # the hash embedder: unrelated texts stay below ~0.15
@@ -213,7 +216,8 @@ def _search_in(view, ctx: Context, query: FindQuery, filters: Filters, qvec, war
             missing = [i for i in missing if i not in past.changed]
         for id_, (_version, _passes, sal) in tx.candidates(missing, filters, score).items():
             cands[id_].salience = sal
-        ranked = by_phrase(tx, rank(cands.values(), remote=ctx.embedder.remote), query.near, past)
+        spans = periods(query.near, score.now.date())
+        ranked = by_phrase(tx, rank(cands.values(), remote=ctx.embedder.remote), query.near, past, spans)
         hits = _hits(tx, ranked, query, score.now, past)
         floor = MATCH_SIMILARITY_MODEL if ctx.embedder.remote else MATCH_SIMILARITY_HASH
         tier = {c.id: c.tier for c in ranked[:PHRASE_WINDOW]}
@@ -324,10 +328,12 @@ def rank(cands, *, remote: bool) -> list[Candidate]:
     return out
 
 
-def by_phrase(tx: Tx, ranked: list[Candidate], near: str, past=None) -> list[Candidate]:
+def by_phrase(tx: Tx, ranked: list[Candidate], near: str, past=None, spans=()) -> list[Candidate]:
     """The best ``PHRASE_WINDOW`` candidates regrouped: the query's exact text first, then
-    memories holding its words as one phrase, then the rest (module docstring). ``past``
-    (``asof.Past``): the changed memories' texts are those of then."""
+    memories holding its words as one phrase, then the rest (module docstring); before that, each
+    of them the words matched (lanes lexical or context) whose time (``memory_day``) falls in one of
+    ``spans`` (``engine/dates.py``: the dates the query names) gains ``W_DATE``. ``past``
+    (``asof.Past``): the changed memories' texts and times are those of then."""
     q = words(near)
     head = ranked[:PHRASE_WINDOW]
     if not q or not head:
@@ -342,12 +348,30 @@ def by_phrase(tx: Tx, ranked: list[Candidate], near: str, past=None) -> list[Can
     n = len(q)
     for c in head:
         v = current.get(c.id)
-        w = words(schema.search_text(stored_type(v[0]), codec.decode(v[1]))) if v else []
+        data = codec.decode(v[1]) if v else {}
+        if spans and ("lexical" in c.lanes or "context" in c.lanes) and within(memory_day(c.id, data), spans):
+            c.score += W_DATE
+        w = words(schema.search_text(stored_type(v[0]), data)) if v else []
         if w == q:
             c.tier = 2
         elif any(w[i:i + n] == q for i in range(len(w) - n + 1)):
             c.tier = 1
     return sorted(head, key=lambda c: (-c.tier, -c.score, c.id)) + ranked[PHRASE_WINDOW:]
+
+
+def memory_day(id_: str, data: dict):
+    """The day a memory is about: its ``occurred_at`` (events) or ``observed_at`` (facts) when it
+    holds one, else the day it was created (its ID's time), UTC."""
+    from datetime import date, timezone
+
+    for key in ("occurred_at", "observed_at"):
+        at = data.get(key) if isinstance(data, dict) else None
+        if isinstance(at, str) and len(at) >= 10:
+            try:
+                return date.fromisoformat(at[:10])
+            except ValueError:
+                pass
+    return datetime.fromtimestamp(id_time_ms(id_) / 1000, timezone.utc).date()
 
 
 def _no_visible_memory(tx: Tx, viewer: Viewer, warnings: list[str]) -> None:
