@@ -91,8 +91,9 @@ COMMANDS = [
 (BM25 over the text), semantic (embedding similarity) and salience
 (importance, recency, use); a memory in a session also borrows from the
 lexical score of its neighbours there (lane "context"), so the reply to a
-matching turn comes with it; results are merged by one score (see
-cortexctl(1), FIND). --json shows per result the lanes that found it, its
+matching turn comes with it; a date the query names (May 2023, 2023-05-23,
+yesterday, last week) lifts the matched memories of that time; results are
+merged by one score (see cortexctl(1), FIND). --json shows per result the lanes that found it, its
 similarity, lexical score, salience and score. A memory whose text is the
 query comes first, then memories holding the query as a phrase. A result that
 neither the words nor the meaning of the query found, only its salience, is

@@ -20,6 +20,10 @@ Session context (``session_context``): each memory the lexical lane found lends
 it in its session (creation order, among those passing the filters); a memory's ``context`` is the
 most it is lent, and one no lane found joins the candidates with the lane ``context``.
 
+Dates (``by_phrase``, ``engine/dates.py``): among the best ``PHRASE_WINDOW``, a candidate the
+words matched (lanes lexical or context) whose day (``memory_day``) falls on a date the query
+names gains ``W_DATE``, before the phrase regrouping.
+
 Fusion (with ``--near``): every candidate any lane or its session returned gets
 
     score = W_LEX * bm25 / max_bm25 + w_sem * max(cos, 0) + W_SAL * salience + context
