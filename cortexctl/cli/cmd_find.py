@@ -6,7 +6,7 @@ from cortexctl.cli import complete
 from cortexctl.cli.spec import Option, command_for
 from cortexctl.ops import lookup
 
-LANES = {"lexical": "L", "semantic": "S", "salience": "R"}
+LANES = {"lexical": "L", "semantic": "S", "salience": "R", "context": "C"}
 
 
 def _ended(h, refs: dict[str, str] | None = None) -> str:
@@ -89,8 +89,11 @@ COMMANDS = [
                         "(warnings still go to stderr).", type=bool, default=False)),
         notes="""With --near, three lanes search the memories that pass the filters: lexical
 (BM25 over the text), semantic (embedding similarity) and salience
-(importance, recency, use); results are merged by one score (see
-cortexctl(1), FIND). --json shows per result the lanes that found it, its
+(importance, recency, use); a memory in a session also borrows from the
+lexical score of its neighbours there (lane "context"), so the reply to a
+matching turn comes with it; a date the query names (May 2023, 2023-05-23,
+yesterday, last week) lifts the matched memories of that time; results are
+merged by one score (see cortexctl(1), FIND). --json shows per result the lanes that found it, its
 similarity, lexical score, salience and score. A memory whose text is the
 query comes first, then memories holding the query as a phrase. A result that
 neither the words nor the meaning of the query found, only its salience, is

@@ -15,9 +15,18 @@ Lanes, each over the memories that pass the filters and the visibility rule:
   ``engine/salience.py``), so what was written a moment ago and is not yet
   embedded can still surface.
 
-Fusion (with ``--near``): every candidate any lane returned gets
+Session context (``session_context``): each memory the lexical lane found lends
+``W_CONTEXT[d - 1]`` times its ``bm25 / max_bm25`` to the memories ``d`` places before and after
+it in its session (creation order, among those passing the filters); a memory's ``context`` is the
+most it is lent, and one no lane found joins the candidates with the lane ``context``.
 
-    score = W_LEX * bm25 / max_bm25 + w_sem * max(cos, 0) + W_SAL * salience
+Dates (``by_phrase``, ``engine/dates.py``): among the best ``PHRASE_WINDOW``, a candidate the
+words matched (lanes lexical or context) whose day (``memory_day``) falls on a date the query
+names gains ``W_DATE``, before the phrase regrouping.
+
+Fusion (with ``--near``): every candidate any lane or its session returned gets
+
+    score = W_LEX * bm25 / max_bm25 + w_sem * max(cos, 0) + W_SAL * salience + context
 
 where max_bm25 is the best lexical score of this query (so the lexical part
 is in [0, 1]) and w_sem is the model's weight: ``W_SEM_HASH`` for the built-in
@@ -27,8 +36,9 @@ nothing. Then, among the best ``PHRASE_WINDOW`` candidates, a memory whose text
 is the query (words compared in lower case) comes first, then those holding the
 query's words as one phrase, then the rest, each group in score order: an exact
 match is never outranked by a longer memory that repeats the words. Ties break
-by ID. A hit is *matched* when the lexical lane found it, it holds the phrase, or
-its similarity reaches ``MATCH_SIMILARITY`` (per embedder); otherwise only its
+by ID. A hit is *matched* when the lexical lane found it, it borrowed from a session
+neighbour the lexical lane found, it holds the phrase, or its similarity reaches
+``MATCH_SIMILARITY`` (per embedder); otherwise only its
 salience brought it, and the output says so. Without ``--near`` only the
 salience lane runs and results come in salience order.
 """
@@ -39,9 +49,11 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import TYPE_CHECKING
 
+from cortexctl.engine.dates import periods, within
 from cortexctl.engine.results import FindHit, FindQuery, Note, iso
 from cortexctl.memory import codec
 from cortexctl.memory.forms import count_tokens
+from cortexctl.memory.ids import id_time_ms
 from cortexctl.memory.terms import term_id, terms, words
 from cortexctl.memory.types import type_name as stored_type
 from cortexctl.store.interface import Filters, Remark, Scoring, Tx, Viewer
@@ -54,6 +66,10 @@ _NEVER = datetime(1, 1, 1)
 W_SEM_HASH = 0.05  # LoCoMo recall@10 is flat from 0 to 0.1 and falls beyond: a tie-break and a fallback
 W_SEM_MODEL = 1.0
 W_SAL = 0.05
+# What a memory borrows of the lexical score of a memory 1, 2, ... places away in its session
+# (LoCoMo, tuning half: recall@10 0.681 -> 0.732; see bench/README.md)
+W_CONTEXT = (0.4, 0.2)
+W_DATE = 0.4  # a matched memory whose time falls on a date the query names (LoCoMo tuning half: 0.732 -> 0.745)
 MIN_CANDIDATES = 50
 PHRASE_WINDOW = 50  # candidates whose text is compared with the query as a phrase
 MATCH_SIMILARITY_HASH = 0.3  # the hash embedder: unrelated texts stay below ~0.15
@@ -68,6 +84,7 @@ class Candidate:
     lexical: float | None = None  # the BM25 score
     lexical_norm: float = 0.0  # divided by the query's best BM25 score
     salience: float = 0.0
+    context: float = 0.0  # the most it borrows of its session neighbours' lexical_norm (``session_context``)
     score: float = 0.0
     tier: int = 0  # 2: the query's exact text, 1: the query as a phrase (``by_phrase``)
 
@@ -194,6 +211,8 @@ def _search_in(view, ctx: Context, query: FindQuery, filters: Filters, qvec, war
             lexical, nearest, salient = past.join(tx, ctx, qw, qvec, filters, score,
                                                   (lexical, nearest, salient), n, semantic)
         cands = fuse(lexical, nearest, salient)
+        if past is None:  # as of a past time: the lanes alone (sessions are read as they are now)
+            session_context(tx, cands, filters)
         missing = [c.id for c in cands.values() if "salience" not in c.lanes]
         if past is not None:
             for id_ in [i for i in missing if i in past.changed]:
@@ -201,12 +220,13 @@ def _search_in(view, ctx: Context, query: FindQuery, filters: Filters, qvec, war
             missing = [i for i in missing if i not in past.changed]
         for id_, (_version, _passes, sal) in tx.candidates(missing, filters, score).items():
             cands[id_].salience = sal
-        ranked = by_phrase(tx, rank(cands.values(), remote=ctx.embedder.remote), query.near, past)
+        spans = periods(query.near, score.now.date())
+        ranked = by_phrase(tx, rank(cands.values(), remote=ctx.embedder.remote), query.near, past, spans)
         hits = _hits(tx, ranked, query, score.now, past)
         floor = MATCH_SIMILARITY_MODEL if ctx.embedder.remote else MATCH_SIMILARITY_HASH
         tier = {c.id: c.tier for c in ranked[:PHRASE_WINDOW]}
         for h in hits:
-            h.matched = "lexical" in h.lanes or tier.get(h.id, 0) > 0 or (h.similarity or 0.0) >= floor
+            h.matched = "lexical" in h.lanes or "context" in h.lanes or tier.get(h.id, 0) > 0 or (h.similarity or 0.0) >= floor
         if not hits and past is None:
             _no_visible_memory(tx, filters.viewer, warnings)
         return hits
@@ -278,20 +298,46 @@ def fuse(lexical, semantic, salient) -> dict[str, Candidate]:
     return by_id
 
 
+def session_context(tx: Tx, cands: dict[str, Candidate], filters: Filters) -> None:
+    """Each memory the lexical lane found lends to its neighbours in its session (the memories
+    before and after it in creation order, among those passing the filters): ``W_CONTEXT[d - 1]``
+    times its ``lexical_norm`` to those d places away. A neighbour's ``context`` is the most it is
+    lent, and it joins the candidates (if no lane found it) with the lane ``context``. Memories
+    without a session lend nothing and borrow nothing."""
+    found = {c.id: c.lexical_norm for c in cands.values() if c.lexical is not None}
+    if not found:
+        return
+    lent: dict[str, float] = {}
+    for id_, sides in tx.session_neighbours(list(found), filters, len(W_CONTEXT)).items():
+        for side in sides:
+            for w, other in zip(W_CONTEXT, side):
+                if w * found[id_] > lent.get(other, 0.0):
+                    lent[other] = w * found[id_]
+    for id_, v in lent.items():
+        c = cands.get(id_)
+        if c is None:
+            c = cands[id_] = Candidate(id_, [])
+        c.lanes.append("context")
+        c.context = v
+
+
 def rank(cands, *, remote: bool) -> list[Candidate]:
     """Score every candidate by the fusion formula (module docstring); best first."""
     w_sem = W_SEM_MODEL if remote else W_SEM_HASH
     out = list(cands)
     for c in out:
-        c.score = W_LEX * c.lexical_norm + w_sem * max(c.similarity or 0.0, 0.0) + W_SAL * c.salience
+        c.score = (W_LEX * c.lexical_norm + w_sem * max(c.similarity or 0.0, 0.0) + W_SAL * c.salience
+                   + c.context)
     out.sort(key=lambda c: (-c.score, c.id))
     return out
 
 
-def by_phrase(tx: Tx, ranked: list[Candidate], near: str, past=None) -> list[Candidate]:
+def by_phrase(tx: Tx, ranked: list[Candidate], near: str, past=None, spans=()) -> list[Candidate]:
     """The best ``PHRASE_WINDOW`` candidates regrouped: the query's exact text first, then
-    memories holding its words as one phrase, then the rest (module docstring). ``past``
-    (``asof.Past``): the changed memories' texts are those of then."""
+    memories holding its words as one phrase, then the rest (module docstring); before that, each
+    of them the words matched (lanes lexical or context) whose time (``memory_day``) falls in one of
+    ``spans`` (``engine/dates.py``: the dates the query names) gains ``W_DATE``. ``past``
+    (``asof.Past``): the changed memories' texts and times are those of then."""
     q = words(near)
     head = ranked[:PHRASE_WINDOW]
     if not q or not head:
@@ -306,12 +352,30 @@ def by_phrase(tx: Tx, ranked: list[Candidate], near: str, past=None) -> list[Can
     n = len(q)
     for c in head:
         v = current.get(c.id)
-        w = words(schema.search_text(stored_type(v[0]), codec.decode(v[1]))) if v else []
+        data = codec.decode(v[1]) if v else {}
+        if spans and ("lexical" in c.lanes or "context" in c.lanes) and within(memory_day(c.id, data), spans):
+            c.score += W_DATE
+        w = words(schema.search_text(stored_type(v[0]), data)) if v else []
         if w == q:
             c.tier = 2
         elif any(w[i:i + n] == q for i in range(len(w) - n + 1)):
             c.tier = 1
     return sorted(head, key=lambda c: (-c.tier, -c.score, c.id)) + ranked[PHRASE_WINDOW:]
+
+
+def memory_day(id_: str, data: dict):
+    """The day a memory is about: its ``occurred_at`` (events) or ``observed_at`` (facts) when it
+    holds one, else the day it was created (its ID's time), UTC."""
+    from datetime import date, timezone
+
+    for key in ("occurred_at", "observed_at"):
+        at = data.get(key) if isinstance(data, dict) else None
+        if isinstance(at, str) and len(at) >= 10:
+            try:
+                return date.fromisoformat(at[:10])
+            except ValueError:
+                pass
+    return datetime.fromtimestamp(id_time_ms(id_) / 1000, timezone.utc).date()
 
 
 def _no_visible_memory(tx: Tx, viewer: Viewer, warnings: list[str]) -> None:

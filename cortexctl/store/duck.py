@@ -119,6 +119,11 @@ class DuckTx(Lanes):
         where, params = self._sql(filters)
         return records.candidate_rows(self.con, ids, where, params, self._scoring(scoring))
 
+    def session_neighbours(self, ids: Sequence[str], filters: Filters, reach: int = 1
+                           ) -> dict[str, tuple[tuple[str, ...], tuple[str, ...]]]:
+        where, params = self._sql(filters)
+        return records.session_neighbours(self.con, ids, where, params, reach)
+
     def sessions(self, actor: str | Viewer, turn_tag: str, summary_tag: str) -> list[dict]:
         return records.sessions(self.con, actor, turn_tag, summary_tag)
 

@@ -262,6 +262,13 @@ class Listing(Protocol):
     def candidates(self, ids: Sequence[str], filters: Filters, scoring: Scoring) -> dict[str, tuple[int, bool, float]]:
         """For each of these memories, in one lookup: (current version, passes ``filters``, salience)."""
 
+    def session_neighbours(self, ids: Sequence[str], filters: Filters, reach: int = 1
+                           ) -> dict[str, tuple[tuple[str, ...], tuple[str, ...]]]:
+        """For each of ``ids`` that belongs to a session and passes ``filters``: (the up to ``reach``
+        memories before it, nearest first; the up to ``reach`` after it, nearest first) in its
+        session, in ID order (creation order), among the memories passing ``filters``. IDs without
+        a session, or not passing ``filters``, are left out."""
+
     def sessions(self, actor: "str | Viewer", turn_tag: str, summary_tag: str) -> list[dict]:
         """Each session holding a live memory ``actor`` can see, latest activity first:
         {session, turns (live memories tagged ``turn_tag``), first (earliest creation),

@@ -295,6 +295,37 @@ def candidate_rows(con, ids: Sequence[str], where: str, params: Sequence[Any],
     return {r[0]: (int(r[1]), bool(r[2]), float(r[3])) for r in rows}
 
 
+def neighbour_columns(reach: int) -> str:
+    """``Tx.session_neighbours``'s window columns (the same SQL on both backends): lag(h.id, 1..reach)
+    then lead(h.id, 1..reach) over the window ``w``."""
+    return ", ".join([f"lag(h.id, {d}) OVER w" for d in range(1, reach + 1)]
+                     + [f"lead(h.id, {d}) OVER w" for d in range(1, reach + 1)])
+
+
+def neighbour_rows(rows, reach: int) -> dict[str, tuple[tuple[str, ...], tuple[str, ...]]]:
+    """(id, the ``neighbour_columns``) rows as ``Tx.session_neighbours`` answers them."""
+    return {r[0]: (tuple(i for i in r[1:reach + 1] if i is not None),
+                   tuple(i for i in r[reach + 1:] if i is not None)) for r in rows}
+
+
+def session_neighbours(con, ids: Sequence[str], where: str, params: Sequence[Any], reach: int
+                       ) -> dict[str, tuple[tuple[str, ...], tuple[str, ...]]]:
+    """``Tx.session_neighbours``: each session of ``ids`` ordered by ID among the heads passing
+    ``where``, and the IDs up to ``reach`` places before and after each of ``ids`` in it."""
+    if not ids or reach < 1:
+        return {}
+    listed = id_list(ids)
+    rows = con.execute(
+        f"""SELECT * FROM (
+              SELECT h.id, {neighbour_columns(reach)} FROM heads h
+              WHERE h.session IN (SELECT session FROM heads WHERE id IN {listed} AND session IS NOT NULL)
+                AND ({where})
+              WINDOW w AS (PARTITION BY h.session ORDER BY h.id)) WHERE id IN {listed}""",
+        list(params),
+    ).fetchall()
+    return neighbour_rows(rows, reach)
+
+
 def result_rows(con, ids: Sequence[str], form: str) -> dict[str, dict]:
     """What a find result shows of these heads; ``text`` is the ``form`` column (short or medium)."""
     if not ids:

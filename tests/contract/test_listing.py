@@ -116,3 +116,22 @@ def test_a_viewers_scopes_show_the_sessions_of_the_scoped_memories_they_cover(st
         assert tx.sessions("bob", "turn", "summary") == []
         (row,) = tx.sessions(Viewer("bob", (("alice", (FACT,), ()),)), "turn", "summary")
         assert (row["session"], row["turns"]) == ("s1", 1)  # the private turn of s1 is not counted
+
+
+def test_session_neighbours_are_the_memories_before_and_after_in_the_session_by_id(storage):
+    put(storage, in_session(1, "s1"), in_session(2, "s2"), in_session(3, "s1"), in_session(4, "s1", tags=["x"]),
+        in_session(5, "s1", actor="bob"), in_session(6, "s1", tombstoned=True), in_session(7, "s1"), memory(8))
+    with storage.reading() as tx:
+        got = tx.session_neighbours([ident(3), ident(1), ident(7), ident(2), ident(8)], Filters("alice"))
+        # bob's private 5 and the forgotten 6 are not alice's to see: 4 and 7 are neighbours
+        assert got == {ident(1): ((), (ident(3),)), ident(3): ((ident(1),), (ident(4),)),
+                       ident(7): ((ident(4),), ()), ident(2): ((), ())}  # 8 has no session: left out
+        two = tx.session_neighbours([ident(3), ident(7)], Filters("alice"), 2)
+        assert two == {ident(3): ((ident(1),), (ident(4), ident(7))), ident(7): ((ident(4), ident(3)), ())}
+        # among the memories passing the filters only: 4 alone holds the tag x
+        assert tx.session_neighbours([ident(4)], Filters("alice", tags=("x",))) == {ident(4): ((), ())}
+        assert tx.session_neighbours([ident(7)], Filters("alice", include_tombstoned=True)) == {
+            ident(7): ((ident(6),), ())}
+        assert tx.session_neighbours([ident(5)], Filters("alice")) == {}  # not visible: not answered
+        assert tx.session_neighbours([ident(5)], Filters("bob"), 3) == {ident(5): ((), ())}
+        assert tx.session_neighbours([], Filters("alice")) == {}

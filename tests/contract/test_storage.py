@@ -243,7 +243,10 @@ def test_searching_answers_as_reading_does_before_and_after_the_index_is_brought
     whether the cache is missing, current, or behind the writes made since."""
     texts = [f"memory {i} about {'rivers' if i % 2 else 'mountains'} and {'boats' if i % 3 else 'trains'}"
              for i in range(1, 21)]
-    put(storage, *mixed_memories())
+    mixed = mixed_memories()
+    for i, (head, _) in enumerate(mixed):  # three sessions, and memories of none
+        head["session"] = f"s{i % 3}" if i % 4 else None
+    put(storage, *mixed)
     model, mat = embedded(texts)
     with storage.transaction() as tx:
         tx.add_terms([(ident(i), text_terms(texts[i - 1])) for i in range(1, 21)])
@@ -268,6 +271,7 @@ def test_searching_answers_as_reading_does_before_and_after_the_index_is_brought
                          *(tx.live_grants(a, now) for a in ("alice", "bob", "carol", "dave"))]
             for f in filters:
                 out += [tx.count_heads(f), tx.passing(ids, f), tx.candidates(ids, f, score),
+                        tx.session_neighbours(ids, f, 2),
                         tx.top_salience(f, score, 7),
                         *(rounded(tx.search_terms(q, f, 5)) for q in queries),
                         *(rounded(tx.nearest(v, model, f, 5)[0]) for v in vectors)]
@@ -280,6 +284,7 @@ def test_searching_answers_as_reading_does_before_and_after_the_index_is_brought
     # changes made as the engine makes every change to a memory, with a journal entry naming it (a
     # backend's cache may follow the journal to know what changed: the DuckDB snapshot's delta does)
     head, versions = memory(30, tags=("a",))
+    head["session"] = "s1"
     with storage.transaction() as tx:
         tx.insert_memories([head], versions)
         tx.add_terms([(ident(30), text_terms("rivers rivers"))])

@@ -312,6 +312,23 @@ class PgTx(VectorReads, LexicalReads, IntegrityReads, BundleReads):
                 out[r[0]] = (int(r[1]), bool(r[2]), float(r[3]))
         return out
 
+    def session_neighbours(self, ids: Sequence[str], filters: Filters, reach: int = 1
+                           ) -> dict[str, tuple[tuple[str, ...], tuple[str, ...]]]:
+        if not ids or reach < 1:
+            return {}
+        from cortexctl.store.records import neighbour_columns, neighbour_rows
+
+        where, params = self._filter(filters)
+        ids = list(ids)
+        rows = self._rows(
+            f"""SELECT * FROM (
+                  SELECT h.id, {neighbour_columns(reach)} FROM heads h
+                  WHERE h.session IN (SELECT session FROM heads WHERE id = ANY(%s) AND session IS NOT NULL)
+                    AND ({where})
+                  WINDOW w AS (PARTITION BY h.session ORDER BY h.id COLLATE "C")) s WHERE id = ANY(%s)""",
+            [ids, *params, ids])
+        return neighbour_rows(rows, reach)
+
     def sessions(self, actor: str | Viewer, turn_tag: str, summary_tag: str) -> list[dict]:
         seen, params = visible_sql(actor)
         rows = self._rows(

@@ -216,6 +216,28 @@ class _Part:
         cur = self.snap.take("head_current_version", rows).tolist()
         return {i: int(c) for i, o, c in zip(found, ok, cur) if o}
 
+    def sessions_of(self, ids: Sequence[str], filters: Filters) -> dict[str, str]:
+        """Of ``ids``, those passing ``filters`` that belong to a session: id -> session."""
+        rows, found = self._rows(ids)
+        ok = self.mask(filters)[rows].tolist()
+        codes = self.snap.take("head_session_code", rows).tolist()
+        names = self.h["sessions"]
+        return {i: names[c] for i, o, c in zip(found, ok, codes) if o and c >= 0}
+
+    def session_members(self, sessions, filters: Filters) -> dict[str, list[str]]:
+        """The IDs passing ``filters`` in each of ``sessions``, in ID order."""
+        import numpy as np
+
+        codes = {c: s for s in sessions if (c := self._code("sessions", s)) >= 0}
+        if not codes:
+            return {}
+        col = self.snap.whole("head_session_code")
+        rows = np.flatnonzero(np.isin(col, np.array(list(codes), dtype=col.dtype)) & self.mask(filters))
+        out: dict[str, list[str]] = {}
+        for c, i in zip(col[rows].tolist(), self.snap.take("head_id", rows).tolist()):
+            out.setdefault(codes[c], []).append(i.decode("ascii"))
+        return out
+
     def salience_rows(self, rows, scoring: Scoring) -> list[float]:
         """``rules.salience`` of these rows, as the database computes it."""
         import numpy as np
@@ -486,6 +508,30 @@ class SnapshotTx(Lanes):
         if filters.frames:
             return self._duck().candidates(ids, filters, scoring)
         return self._merged("candidates", ids, filters, scoring)
+
+    def session_neighbours(self, ids: Sequence[str], filters: Filters, reach: int = 1
+                           ) -> dict[str, tuple[tuple[str, ...], tuple[str, ...]]]:
+        """Each session's members from every part (a delta's memories from the delta), in ID order."""
+        if filters.frames:
+            return self._duck().session_neighbours(ids, filters, reach)
+        if not ids or reach < 1:
+            return {}
+        of = self._merged("sessions_of", ids, filters)
+        if not of:
+            return {}
+        members: dict[str, list[str]] = {}
+        for p in self.parts:
+            for s, got in p.session_members(set(of.values()), filters).items():
+                members.setdefault(s, []).extend(got)
+        place: dict[str, int] = {}
+        for got in members.values():
+            got.sort()
+            place.update((i, k) for k, i in enumerate(got))
+        out = {}
+        for i, s in of.items():
+            got, k = members[s], place[i]
+            out[i] = (tuple(reversed(got[max(0, k - reach):k])), tuple(got[k + 1:k + 1 + reach]))
+        return out
 
     def top_salience(self, filters: Filters, scoring: Scoring, limit: int) -> list[tuple[str, float]]:
         """As the database orders them (salience, then later update, then higher ID, all
