@@ -201,9 +201,9 @@ def _search_in(view, ctx: Context, query: FindQuery, filters: Filters, qvec, war
             missing = [i for i in missing if i not in past.changed]
         for id_, (_version, _passes, sal) in tx.candidates(missing, filters, score).items():
             cands[id_].salience = sal
-        ranked = by_phrase(tx, rank(cands.values(), remote=ctx.embedder.remote), query.near, past)
+        ranked = by_phrase(tx, rank(cands.values(), remote=ctx.embedder.provider != "hash"), query.near, past)
         hits = _hits(tx, ranked, query, score.now, past)
-        floor = MATCH_SIMILARITY_MODEL if ctx.embedder.remote else MATCH_SIMILARITY_HASH
+        floor = MATCH_SIMILARITY_HASH if ctx.embedder.provider == "hash" else MATCH_SIMILARITY_MODEL
         tier = {c.id: c.tier for c in ranked[:PHRASE_WINDOW]}
         for h in hits:
             h.matched = "lexical" in h.lanes or tier.get(h.id, 0) > 0 or (h.similarity or 0.0) >= floor
@@ -244,11 +244,10 @@ def _embed_query(ctx: Context, text: str, warnings: list[str]):
     from cortexctl.errors import ConfigError, ProviderUnreachable
 
     try:
-        vec = ctx.embedder.embed([text])
+        return ctx.embedder.embed_query(text)
     except (ProviderUnreachable, ConfigError) as exc:
         warnings.append(f"semantic lane skipped: {exc.message}")
         return None
-    return vec[0]
 
 
 def fuse(lexical, semantic, salient) -> dict[str, Candidate]:
