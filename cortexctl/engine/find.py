@@ -28,7 +28,7 @@ is the query (words compared in lower case) comes first, then those holding the
 query's words as one phrase, then the rest, each group in score order: an exact
 match is never outranked by a longer memory that repeats the words. Ties break
 by ID. A hit is *matched* when the lexical lane found it, it holds the phrase, or
-its similarity reaches ``MATCH_SIMILARITY`` (per embedder); otherwise only its
+its similarity reaches ``MATCH_SIMILARITY_*`` (per embedder); otherwise only its
 salience brought it, and the output says so. Without ``--near`` only the
 salience lane runs and results come in salience order.
 """
@@ -58,6 +58,7 @@ MIN_CANDIDATES = 50
 PHRASE_WINDOW = 50  # candidates whose text is compared with the query as a phrase
 MATCH_SIMILARITY_HASH = 0.3  # the hash embedder: unrelated texts stay below ~0.15
 MATCH_SIMILARITY_MODEL = 0.5
+MATCH_SIMILARITY_LOCAL = 0.35  # the local model (centred e5): ~90th percentile of unrelated LoCoMo turns
 
 
 @dataclass
@@ -203,7 +204,8 @@ def _search_in(view, ctx: Context, query: FindQuery, filters: Filters, qvec, war
             cands[id_].salience = sal
         ranked = by_phrase(tx, rank(cands.values(), remote=ctx.embedder.provider != "hash"), query.near, past)
         hits = _hits(tx, ranked, query, score.now, past)
-        floor = MATCH_SIMILARITY_HASH if ctx.embedder.provider == "hash" else MATCH_SIMILARITY_MODEL
+        floor = {"hash": MATCH_SIMILARITY_HASH, "local": MATCH_SIMILARITY_LOCAL}.get(ctx.embedder.provider,
+                                                                                   MATCH_SIMILARITY_MODEL)
         tier = {c.id: c.tier for c in ranked[:PHRASE_WINDOW]}
         for h in hits:
             h.matched = "lexical" in h.lanes or tier.get(h.id, 0) > 0 or (h.similarity or 0.0) >= floor

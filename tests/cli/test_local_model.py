@@ -15,7 +15,7 @@ import pytest
 from tests.conftest import assert_clean_error, assert_store_verifies, cli_state
 
 LOCAL = {"CORTEXCTL_EMBED_PROVIDER": "local"}
-TAG = "local:multilingual-e5-small-q4"
+TAG = "local:multilingual-e5-small-q4/c1"
 MEMORIES = [
     "Melanie painted a sunrise over the lake last summer",
     "The deploy key for the staging cluster rotates every month",
@@ -41,17 +41,21 @@ def test_find_with_the_local_model_ranks_by_meaning_where_no_word_is_shared(cli,
     top = run.json()["results"][0]
     assert top["uri"] == uris[0]
     assert top["lanes"] == ["semantic", "salience"]
+    assert top["matched"] and not any(h["matched"] for h in run.json()["results"][1:])  # the floor holds
     hash_top = cli("find", "--near", "artwork she made", "--json").json()["results"]
     assert all(h["similarity"] is None for h in hash_top)  # no hash vector exists: the model made them all
 
 
 @pytest.mark.model
 def test_a_search_is_embedded_as_a_query_and_a_memory_as_a_passage(cli, local_model):
+    from cortexctl.embed.local import centred
+
     cli("write", "fact", MEMORIES[2], env=LOCAL)
     question = "who got a new dog?"
     hit = cli("find", "--near", question, "--json", env=LOCAL).json()["results"][0]
-    as_roles = float(local_model.passage([MEMORIES[2]])[0] @ local_model.query(question))
-    both_passages = float(local_model.passage([MEMORIES[2]])[0] @ local_model.passage([question])[0])
+    memory = centred(local_model.passage([MEMORIES[2]]), "passage")[0]
+    as_roles = float(memory @ centred(local_model.query([question]), "query")[0])
+    both_passages = float(memory @ centred(local_model.passage([question]), "passage")[0])
     assert hit["similarity"] == pytest.approx(as_roles, abs=2e-6)
     assert abs(as_roles - both_passages) > 1e-3  # the roles give other numbers: the check can fail
 
@@ -155,3 +159,32 @@ def test_the_local_model_embeds_a_batch_as_unit_rows_equal_to_one_at_a_time(loca
     one = np.frombuffer(emb.embed_bytes(MEMORIES[1]), dtype="<f4")
     assert np.allclose(one, batch[1], atol=1e-4)
     assert emb.embed([]).shape == (0, 384)
+
+
+@pytest.mark.slow
+@pytest.mark.model
+def test_the_readme_local_model_example_runs_as_pasted(tmp_path):
+    import os
+    import re
+    import shutil
+    from pathlib import Path
+
+    from tests.conftest import cortexctl_argv
+
+    if shutil.which("bash") is None:
+        pytest.skip("needs bash")
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    m = re.search(r"^### A local embedding model.*?\n```sh\n(.*?)^```", readme, re.S | re.M)
+    assert m, "README.md has no '### A local embedding model' ```sh block"
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    (bindir / "cortexctl").write_text("#!/bin/sh\nexec " + " ".join(f"'{a}'" for a in cortexctl_argv()) + ' "$@"\n')
+    (bindir / "cortexctl").chmod(0o755)
+    env = {**os.environ, "PATH": f"{bindir}{os.pathsep}{os.environ.get('PATH', '')}", "TMPDIR": str(tmp_path)}
+    proc = subprocess.run(["bash", "-euo", "pipefail", "-c", m.group(1)], cwd=tmp_path, env=env,
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0 and proc.stderr == "", (proc.returncode, proc.stderr[-2000:])
+    lines = proc.stdout.splitlines()
+    assert lines[2] == f"model {TAG}: embedded 2, dropped 2 vectors of other models; index: rebuild (2 vectors)"
+    assert lines[3].endswith("\tfact\tMelanie painted a sunrise over the lake"), lines
+    assert lines[-1].startswith("model hash-v1/384: embedded 2, dropped 2"), lines
