@@ -76,8 +76,8 @@ def build(data: Path, store: Path, provider: str) -> tuple[object, dict[str, str
     with open(src, "rb") as fh:
         report = cx.import_jsonl(fh)
     seconds = time.perf_counter() - t0
-    if report.pending_embeddings:
-        raise SystemExit(f"{provider}: {report.pending_embeddings} memories left without a vector")
+    if report.pending:
+        raise SystemExit(f"{provider}: {report.pending} memories left without a vector")
     return cx, ours, seconds, report.imported
 
 
