@@ -175,9 +175,9 @@ def main() -> int:
     find.W_SEM_MODEL = default_w
 
     cols = [*CATEGORIES, "overall", "half A", "half B"]
-    print("recall@10" + " " * 41 + "".join(f"{c:>12}" for c in cols))
+    print(f"{'recall@10':62}" + "".join(f"{c:>12}" for c in cols))
     for name, t in tables.items():
-        print(f"{name:50}" + "".join(f"{t[c]:12.3f}" for c in cols))
+        print(f"{name:62}" + "".join(f"{t[c]:12.3f}" for c in cols))
     return 0
 
 
