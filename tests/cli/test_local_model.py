@@ -95,6 +95,18 @@ def test_reindex_moves_a_store_to_the_local_model_and_back(cli, local_model, sto
 
 
 @pytest.mark.model
+def test_reindex_moves_a_store_on_either_backend_to_the_local_model_and_back(backend_cli, local_model):
+    uris = _write_all(backend_cli)
+    out = backend_cli("reindex", "--json", env=LOCAL).json()
+    assert (out["model"], out["embedded"], out["dropped"]) == (TAG, 4, 4)
+    hit = backend_cli("find", "--near", "who got a new dog?", "--json", env=LOCAL).json()["results"][0]
+    assert hit["uri"] == uris[2] and hit["lanes"] == ["semantic", "salience"] and hit["matched"]
+    back = backend_cli("reindex", "--json").json()
+    assert (back["model"], back["embedded"], back["dropped"]) == ("hash-v1/384", 4, 4)
+    assert backend_cli("verify").code == 0
+
+
+@pytest.mark.model
 def test_the_config_file_chooses_the_local_model_and_healthcheck_names_it(cli, local_model, tmp_path):
     cfg = tmp_path / "config.toml"
     cfg.write_text('[embedding]\nprovider = "local"\n')
