@@ -66,7 +66,7 @@ DEFAULTS: dict[str, Any] = {
     "actor": None,  # resolved to the OS user name
     "wait": 5.0,
     "embedding": {
-        "provider": "auto",  # auto: the endpoint when base_url is set, else the hash embedder
+        "provider": "auto",  # auto: the endpoint when base_url is set, else hash; local: the model extra
         "base_url": None,
         "model": None,
         "api_key_env": "CORTEXCTL_EMBED_API_KEY",
@@ -117,7 +117,7 @@ _RULES: dict[str, tuple[tuple[type, ...], str]] = {
     "embedding.api_key_env": ((str,), "must be an environment variable name"),
     "embedding.timeout": ((int, float), "must be a number of seconds above 0"),
     "embedding.dimensions": ((int,), "must be a whole number above 0"),
-    "embedding.provider": ((str,), "must be one of auto, hash, openai"),
+    "embedding.provider": ((str,), "must be one of auto, hash, openai, local"),
     "embedding.batch_size": ((int,), "must be a whole number from 1 to 2048"),
     "chat.base_url": ((str,), "must be an http(s) URL"),
     "chat.model": ((str,), "must be a model name"),
@@ -199,7 +199,7 @@ def _check(path: str, value: Any, source: str) -> Any:
         bad = True
     if not bad and path.endswith(("timeout", "dimensions")) and value <= 0:
         bad = True
-    if not bad and path == "embedding.provider" and value not in ("auto", "hash", "openai"):
+    if not bad and path == "embedding.provider" and value not in ("auto", "hash", "openai", "local"):
         bad = True
     if not bad and path == "embedding.batch_size" and not 1 <= value <= 2048:
         bad = True

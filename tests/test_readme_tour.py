@@ -48,11 +48,13 @@ def test_the_readme_tour_runs_top_to_bottom_on_a_fresh_store(tmp_path):
     assert (tmp_path / "store").exists()
 
 
-@pytest.mark.skipif(shutil.which("bash") is None, reason="needs bash")
-def test_the_readme_time_travel_example_runs_as_pasted(tmp_path):
+def run_readme_example(tmp_path, heading: str) -> subprocess.CompletedProcess:
+    """The first ```sh block after the README heading ``heading`` (a regex: "## Time travel"), run
+    as pasted by bash (-e, pipefail) with the installed cortexctl first on PATH and TMPDIR in
+    ``tmp_path``; asserts it exits 0."""
     readme = (ROOT / "README.md").read_text()
-    m = re.search(r"^## Time travel.*?\n```sh\n(.*?)^```", readme, re.S | re.M)
-    assert m, "README.md has no '## Time travel' ```sh block"
+    m = re.search(rf"^{heading}.*?\n```sh\n(.*?)^```", readme, re.S | re.M)
+    assert m, f"README.md has no '{heading}' ```sh block"
     bindir = tmp_path / "bin"
     bindir.mkdir()
     (bindir / "cortexctl").write_text("#!/bin/sh\nexec " + " ".join(f"'{a}'" for a in cortexctl_argv()) + ' "$@"\n')
@@ -61,6 +63,12 @@ def test_the_readme_time_travel_example_runs_as_pasted(tmp_path):
     proc = subprocess.run(["bash", "-euo", "pipefail", "-c", m.group(1)], cwd=tmp_path, env=env,
                           capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, (proc.returncode, proc.stderr[-2000:])
+    return proc
+
+
+@pytest.mark.skipif(shutil.which("bash") is None, reason="needs bash")
+def test_the_readme_time_travel_example_runs_as_pasted(tmp_path):
+    proc = run_readme_example(tmp_path, "## Time travel")
     lines = proc.stdout.splitlines()
     monthly = [line for line in lines if line.endswith("rotates monthly")]
     # find --as-of before the supersede: the monthly fact, as it was (nothing marks it then)

@@ -34,7 +34,8 @@ ENVIRONMENT = [
     ("CORTEXCTL_WAIT", "seconds to wait for a busy store (default 5)"),
     ("CORTEXCTL_CONFIG", "config file, when -c/--config is not given"),
     ("CORTEXCTL_EMBED_BASE_URL, CORTEXCTL_EMBED_MODEL, CORTEXCTL_EMBED_DIMENSIONS, CORTEXCTL_EMBED_PROVIDER",
-     "embedding endpoint settings; no base URL means the built-in hash embedder"),
+     "embedding settings; no base URL means the built-in hash embedder, provider local the model extra's "
+     "local model"),
     ("CORTEXCTL_EMBED_API_KEY", "the embedding API key (the variable embedding.api_key_env names by default)"),
     ("CORTEXCTL_CHAT_BASE_URL, CORTEXCTL_CHAT_MODEL", "chat endpoint settings"),
     ("CORTEXCTL_MCP_TOKEN", "the bearer token of mcp --transport http (the variable mcp.token_env names by default)"),
@@ -69,8 +70,8 @@ FIND_TEXT = (
     "this or last week, month, year) lifts by 0.4 each of the 50 best candidates the words matched (lexical "
     "or context) whose time falls in it: an event's occurred_at, a fact's observed_at, else its creation day. "
     "Each candidate scores bm25/best bm25 + "
-    "w*max(cosine, 0) + 0.05*salience + context (+ 0.4 for a named date), with w 0.05 for the built-in hash embedder and 1.0 for an "
-    "embedding endpoint; ties break by ID. -k and --budget-tokens bound the results. Without --near, the salience lane alone. find exits "
+    "w*max(cosine, 0) + 0.05*salience + context (+ 0.4 for a named date), with w 0.05 for the built-in hash embedder and 1.0 for a "
+    "real model (an embedding endpoint or the local model of the model extra); ties break by ID. -k and --budget-tokens bound the results. Without --near, the salience lane alone. find exits "
     "like grep: 0 when at least one result matched the query's words or meaning (without --near: any "
     "result), 1 when none did; piped, it prints only the matched results (--include-unmatched: all), and "
     "-q prints nothing."

@@ -3,6 +3,12 @@
 Chosen in this order unless ``embedding.provider`` pins one: an
 OpenAI-compatible ``/v1/embeddings`` endpoint when ``embedding.base_url`` is
 set, else the built-in hash embedder, which needs nothing and works offline.
+``local`` (never chosen by ``auto``) is a real model on this machine, from the
+``model`` extra (``embed/local.py``); its module is imported only then.
+
+A memory is embedded with ``embed``/``embed_bytes`` and a search with
+``embed_query``: a model trained with roles (e5: ``passage:`` and ``query:``)
+needs to know which; the others embed both alike.
 """
 
 from __future__ import annotations
@@ -16,6 +22,8 @@ if TYPE_CHECKING:
 
 
 class Embedder(Protocol):
+    #: "hash", "openai" or "local": what made the vectors (``health`` shows it; ``find`` weighs by it)
+    provider: str
     #: the tag stored with every vector this embedder makes; another tag means re-embed
     model: str
     #: the vector length, or None until a remote endpoint has answered once
@@ -31,6 +39,10 @@ class Embedder(Protocol):
         """One text's vector as little-endian float32 bytes."""
         ...
 
+    def embed_query(self, text: str) -> "np.ndarray":
+        """A search's vector (one float32 row of unit length), in the query role."""
+        ...
+
 
 def from_settings(settings: "Settings") -> Embedder:
     """The active embedder for these settings. Builds no connection."""
@@ -40,6 +52,10 @@ def from_settings(settings: "Settings") -> Embedder:
         from cortexctl.embed.hashing import HashEmbedder
 
         return HashEmbedder(settings.get("embedding.dimensions") or None)
+    if provider == "local":
+        from cortexctl.embed.local import LocalEmbedder
+
+        return LocalEmbedder()
     from cortexctl.embed.http import HttpEmbedder
     from cortexctl.errors import ConfigError
 

@@ -147,6 +147,7 @@ def embed_one(text: str, dim: int = DEFAULT_DIM) -> bytes:
 
 
 class HashEmbedder:
+    provider = "hash"
     remote = False
 
     def __init__(self, dim: int | None = None) -> None:
@@ -158,3 +159,6 @@ class HashEmbedder:
 
     def embed_bytes(self, text: str) -> bytes:
         return embed_one(text, self.dim)
+
+    def embed_query(self, text: str):
+        return embed([text], self.dim)[0]

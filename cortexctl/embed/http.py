@@ -101,6 +101,7 @@ def post_json(http, url: str, body: dict, *, what: str, retries: int = RETRIES, 
 
 
 class HttpEmbedder:
+    provider = "openai"
     remote = True
 
     def __init__(
@@ -212,6 +213,9 @@ class HttpEmbedder:
 
     def embed_bytes(self, text: str) -> bytes:
         return self.embed([text])[0].astype("<f4").tobytes()
+
+    def embed_query(self, text: str):
+        return self.embed([text])[0]
 
     def close(self) -> None:
         if self._client is not None:

@@ -38,7 +38,7 @@ query's words as one phrase, then the rest, each group in score order: an exact
 match is never outranked by a longer memory that repeats the words. Ties break
 by ID. A hit is *matched* when the lexical lane found it, it borrowed from a session
 neighbour the lexical lane found, it holds the phrase, or its similarity reaches
-``MATCH_SIMILARITY`` (per embedder); otherwise only its
+``MATCH_SIMILARITY_*`` (per embedder); otherwise only its
 salience brought it, and the output says so. Without ``--near`` only the
 salience lane runs and results come in salience order.
 """
@@ -74,6 +74,7 @@ MIN_CANDIDATES = 50
 PHRASE_WINDOW = 50  # candidates whose text is compared with the query as a phrase
 MATCH_SIMILARITY_HASH = 0.3  # the hash embedder: unrelated texts stay below ~0.15
 MATCH_SIMILARITY_MODEL = 0.5
+MATCH_SIMILARITY_LOCAL = 0.35  # the local model (centred e5): ~90th percentile of unrelated LoCoMo turns
 
 
 @dataclass
@@ -221,12 +222,14 @@ def _search_in(view, ctx: Context, query: FindQuery, filters: Filters, qvec, war
         for id_, (_version, _passes, sal) in tx.candidates(missing, filters, score).items():
             cands[id_].salience = sal
         spans = periods(query.near, score.now.date())
-        ranked = by_phrase(tx, rank(cands.values(), remote=ctx.embedder.remote), query.near, past, spans)
+        ranked = by_phrase(tx, rank(cands.values(), model=ctx.embedder.provider != "hash"), query.near, past, spans)
         hits = _hits(tx, ranked, query, score.now, past)
-        floor = MATCH_SIMILARITY_MODEL if ctx.embedder.remote else MATCH_SIMILARITY_HASH
+        floor = {"hash": MATCH_SIMILARITY_HASH, "local": MATCH_SIMILARITY_LOCAL}.get(ctx.embedder.provider,
+                                                                                   MATCH_SIMILARITY_MODEL)
         tier = {c.id: c.tier for c in ranked[:PHRASE_WINDOW]}
         for h in hits:
-            h.matched = "lexical" in h.lanes or "context" in h.lanes or tier.get(h.id, 0) > 0 or (h.similarity or 0.0) >= floor
+            h.matched = ("lexical" in h.lanes or "context" in h.lanes or tier.get(h.id, 0) > 0
+                         or (h.similarity or 0.0) >= floor)
         if not hits and past is None:
             _no_visible_memory(tx, filters.viewer, warnings)
         return hits
@@ -264,11 +267,10 @@ def _embed_query(ctx: Context, text: str, warnings: list[str]):
     from cortexctl.errors import ConfigError, ProviderUnreachable
 
     try:
-        vec = ctx.embedder.embed([text])
+        return ctx.embedder.embed_query(text)
     except (ProviderUnreachable, ConfigError) as exc:
         warnings.append(f"semantic lane skipped: {exc.message}")
         return None
-    return vec[0]
 
 
 def fuse(lexical, semantic, salient) -> dict[str, Candidate]:
@@ -321,9 +323,10 @@ def session_context(tx: Tx, cands: dict[str, Candidate], filters: Filters) -> No
         c.context = v
 
 
-def rank(cands, *, remote: bool) -> list[Candidate]:
-    """Score every candidate by the fusion formula (module docstring); best first."""
-    w_sem = W_SEM_MODEL if remote else W_SEM_HASH
+def rank(cands, *, model: bool) -> list[Candidate]:
+    """Score every candidate by the fusion formula (module docstring); best first. ``model``: the
+    vectors are a real model's (weighed ``W_SEM_MODEL``), not the hash embedder's."""
+    w_sem = W_SEM_MODEL if model else W_SEM_HASH
     out = list(cands)
     for c in out:
         c.score = (W_LEX * c.lexical_norm + w_sem * max(c.similarity or 0.0, 0.0) + W_SAL * c.salience

@@ -148,11 +148,11 @@ def _embedding(ctx, doc: dict, f: _Findings, probe: bool):
         block["error"] = redact_text(exc.message)
         f.add(DEGRADED, f"embedding is misconfigured: {exc.message}")
         return None
-    block["active"] = "openai" if embedder.remote else "hash"
+    block["active"] = embedder.provider
     block["model"] = embedder.model
     if not embedder.remote:
         block["dimensions"] = embedder.dim
-        block["probe"] = "ok (built in)"
+        block["probe"] = "ok (built in)" if embedder.provider == "hash" else "ok (on this machine)"
         return embedder
     if not probe:
         return embedder
