@@ -83,7 +83,7 @@ def lane(cx, q: dict, k: int, which: str) -> list[str]:
         filters = replace(filters, scopes=ctx.viewer.scopes)
         if which == "lexical":
             return [i for i, _ in tx.search_terms(find.query_terms(q["question"]), filters, k)]
-        qvec = ctx.embedder.embed([q["question"]])[0]
+        qvec = ctx.embedder.embed_query(q["question"])
         return [i for i, _ in tx.nearest(qvec, ctx.embedder.model, filters, k)[0]]
 
 
