@@ -79,7 +79,7 @@ class Answers:
             doc = json.loads(path.read_bytes())
             if isinstance(doc, dict) and doc.get("key") == key and isinstance(doc.get("answers"), dict):
                 self.by_init = doc["answers"]
-        except (OSError, ValueError):
+        except (OSError, ValueError, RecursionError):
             pass
 
     def initialize(self, init: str) -> Any | None:
@@ -162,7 +162,7 @@ class Wire:
             if raw and not self.recorded:
                 try:
                     self.note(json.loads(raw))
-                except ValueError:
+                except (ValueError, RecursionError):  # not JSON, or nested past the parser: the SDK says so
                     pass
         return raw.decode("utf-8", errors="replace")
 
@@ -179,7 +179,7 @@ class Wire:
             return True
         try:
             doc = json.loads(line)
-        except ValueError:
+        except (ValueError, RecursionError):
             return True
         if not isinstance(doc, dict) or "method" in doc or "id" not in doc:
             return True
@@ -262,7 +262,7 @@ def _early(wire: Wire, ready: threading.Event) -> None:
         wire.replay.append(raw)
         try:
             doc = json.loads(raw)
-        except ValueError:
+        except (ValueError, RecursionError):
             return
         if not isinstance(doc, dict):
             return

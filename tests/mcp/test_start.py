@@ -123,3 +123,14 @@ def test_an_unwritable_cache_costs_only_the_early_answers(tmp_path):
     (tmp_path / "cache").write_text("not a directory")
     env = isolated_env(tmp_path / "home", XDG_CACHE_HOME=str(tmp_path / "cache"))
     assert _session(store, env)[1] == _session(store, env)[1]
+
+
+@pytest.mark.parametrize("junk", [b"\x00\xff not json", b"[" * 100_000 + b"]" * 100_000, b'{"key": 1, "answers": []}'])
+def test_a_damaged_cache_is_a_start_without_one(served, junk):
+    """Bytes that are not the cache (not JSON, JSON nested past the parser, another shape): the server
+    starts as the first time, answers as the SDK does, and writes the cache anew."""
+    store, env, cache = served
+    first = _session(store, env)
+    cache.write_bytes(junk)
+    assert _session(store, env)[1] == first[1]
+    assert json.loads(cache.read_text())["answers"]
