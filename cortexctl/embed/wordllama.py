@@ -30,12 +30,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Sequence
 
-from cortexctl.errors import ConfigError
-
 NAME = "wordllama-l2-256"
 MODEL = "local:wordllama-l2-256/1"
 DIM = 256
-INSTALL_HINT = "pip install 'cortexctl[model]'"
 WEIGHTS = ("weights", "l2_supercat_256.safetensors")
 TOKENIZER = ("tokenizers", "l2_supercat_tokenizer_config.json")
 
@@ -84,10 +81,6 @@ class WordLlamaEmbedder:
     model = MODEL
     dim = DIM
 
-    def __init__(self) -> None:
-        if not available():
-            raise ConfigError(f"embedding -> model is '{NAME}' but the model extra is not installed",
-                              hint=INSTALL_HINT)
 
     def embed(self, texts: Sequence[str]):
         """float32 rows of unit length, one per text (a zero row for a text with no token)."""

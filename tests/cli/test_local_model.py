@@ -18,6 +18,11 @@ from tests.conftest import assert_clean_error, assert_store_verifies, cli_state
 
 LOCAL = {"CORTEXCTL_EMBED_PROVIDER": "local"}
 TAG = "local:multilingual-e5-small-q4/c1"
+WORDLLAMA = {"CORTEXCTL_EMBED_PROVIDER": "local", "CORTEXCTL_EMBED_MODEL": "wordllama-l2-256"}
+WORDLLAMA_TAG = "local:wordllama-l2-256/1"
+# each local model: (its environment, its vectors' tag and length, whether "who got a new dog?" reaches its
+# match floor on the puppy)
+MODELS = {"e5": (LOCAL, TAG, 384, True), "wordllama": (WORDLLAMA, WORDLLAMA_TAG, 256, False)}
 MEMORIES = [
     "Melanie painted a sunrise over the lake last summer",
     "The deploy key for the staging cluster rotates every month",
@@ -63,13 +68,15 @@ def test_a_search_is_embedded_as_a_query_and_a_memory_as_a_passage(cli, local_mo
 
 
 @pytest.mark.model
-def test_import_embeds_every_memory_with_the_local_model_in_one_batch(cli, local_model, store):
+@pytest.mark.parametrize("name", ["e5", "wordllama"])
+def test_import_embeds_every_memory_with_a_local_model_in_one_batch(cli, local_model, store, name):
+    env, tag, dim, _matched = MODELS[name]
     lines = "".join(orjson.dumps({"type": "fact", "text": t}).decode() + "\n" for t in MEMORIES)
-    run = cli("import", "-", "--json", input=lines, env=LOCAL)
+    run = cli("import", "-", "--json", input=lines, env=env)
     assert run.code == 0, run
     assert run.json()["pending_embeddings"] == 0
-    out = cli("reindex", "--json", env=LOCAL).json()
-    assert (out["model"], out["dim"], out["embedded"], out["dropped"]) == (TAG, 384, 0, 0)
+    out = cli("reindex", "--json", env=env).json()
+    assert (out["model"], out["dim"], out["embedded"], out["dropped"]) == (tag, dim, 0, 0)
     assert_store_verifies(store)
 
 
@@ -92,13 +99,6 @@ def test_reindex_moves_a_store_to_the_local_model_and_back(cli, local_model, sto
     again = cli("find", "--near", "deploy key rotates", "--json")
     assert again.err == "" and again.json()["results"][0]["uri"] == uris[1]
     assert "semantic" in again.json()["results"][0]["lanes"]
-
-
-WORDLLAMA = {"CORTEXCTL_EMBED_PROVIDER": "local", "CORTEXCTL_EMBED_MODEL": "wordllama-l2-256"}
-WORDLLAMA_TAG = "local:wordllama-l2-256/1"
-# each local model: (its environment, its vectors' tag and length, whether "who got a new dog?" reaches its
-# match floor on the puppy)
-MODELS = {"e5": (LOCAL, TAG, 384, True), "wordllama": (WORDLLAMA, WORDLLAMA_TAG, 256, False)}
 
 
 @pytest.mark.model

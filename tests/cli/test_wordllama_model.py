@@ -7,7 +7,6 @@ from __future__ import annotations
 
 
 import numpy as np
-import orjson
 import pytest
 
 from tests.conftest import assert_clean_error, assert_store_verifies, cli_state
@@ -37,17 +36,6 @@ def test_wordllama_marks_a_close_paraphrase_matched_and_the_rest_not(cli):
     hits = cli("find", "--near", "staging deploy keys rotate monthly", "--json", env=WORDLLAMA).json()["results"]
     assert hits[0]["uri"] == uris[1] and hits[0]["matched"] and hits[0]["similarity"] >= 0.4
     assert not any(h["matched"] for h in hits[1:])  # below the floor, and no word shared
-
-
-@pytest.mark.model
-def test_import_embeds_every_memory_with_wordllama(cli, store):
-    lines = "".join(orjson.dumps({"type": "fact", "text": t}).decode() + "\n" for t in MEMORIES)
-    run = cli("import", "-", "--json", input=lines, env=WORDLLAMA)
-    assert run.code == 0, run
-    assert run.json()["pending_embeddings"] == 0
-    out = cli("reindex", "--json", env=WORDLLAMA).json()
-    assert (out["model"], out["dim"], out["embedded"], out["dropped"]) == (TAG, 256, 0, 0)
-    assert_store_verifies(store)
 
 
 @pytest.mark.model
