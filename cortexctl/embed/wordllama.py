@@ -81,7 +81,6 @@ class WordLlamaEmbedder:
     model = MODEL
     dim = DIM
 
-
     def embed(self, texts: Sequence[str]):
         """float32 rows of unit length, one per text (a zero row for a text with no token)."""
         import numpy as np
