@@ -66,7 +66,7 @@ W_LEX = 1.0
 _NEVER = datetime(1, 1, 1)
 W_SEM_HASH = 0.05  # LoCoMo recall@10 is flat from 0 to 0.1 and falls beyond: a tie-break and a fallback
 W_SEM_MODEL = 1.0
-W_SEM_WORDLLAMA = 1.0
+W_SEM_WORDLLAMA = 0.25  # LoCoMo recall@10, both halves: 0.1 0.682, 0.25 0.689, 0.5 0.684, 1 0.653
 W_SAL = 0.05
 # What a memory borrows of the lexical score of a memory 1, 2, ... places away in its session
 # (LoCoMo, tuning half: recall@10 0.681 -> 0.732; see bench/README.md)
