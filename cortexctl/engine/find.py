@@ -30,15 +30,16 @@ Fusion (with ``--near``): every candidate any lane or its session returned gets
 
 where max_bm25 is the best lexical score of this query (so the lexical part
 is in [0, 1]) and w_sem is the model's weight: ``W_SEM_HASH`` for the built-in
-hash embedder, whose vectors know spelling but not meaning, and
-``W_SEM_MODEL`` for a real embedding model. A lane that returns nothing adds
+hash embedder, whose vectors know spelling but not meaning,
+``W_SEM_WORDLLAMA`` for the static local model (``embedding.model =
+"wordllama-l2-256"``) and ``W_SEM_MODEL`` for any other real embedding model. A lane that returns nothing adds
 nothing. Then, among the best ``PHRASE_WINDOW`` candidates, a memory whose text
 is the query (words compared in lower case) comes first, then those holding the
 query's words as one phrase, then the rest, each group in score order: an exact
 match is never outranked by a longer memory that repeats the words. Ties break
 by ID. A hit is *matched* when the lexical lane found it, it borrowed from a session
 neighbour the lexical lane found, it holds the phrase, or its similarity reaches
-``MATCH_SIMILARITY_*`` (per embedder); otherwise only its
+``MATCH_SIMILARITY_*`` (per embedder, ``semantic_weights``); otherwise only its
 salience brought it, and the output says so. Without ``--near`` only the
 salience lane runs and results come in salience order.
 """
@@ -65,6 +66,7 @@ W_LEX = 1.0
 _NEVER = datetime(1, 1, 1)
 W_SEM_HASH = 0.05  # LoCoMo recall@10 is flat from 0 to 0.1 and falls beyond: a tie-break and a fallback
 W_SEM_MODEL = 1.0
+W_SEM_WORDLLAMA = 0.25  # LoCoMo recall@10, both halves: 0.1 0.682, 0.25 0.689, 0.5 0.684, 1 0.653
 W_SAL = 0.05
 # What a memory borrows of the lexical score of a memory 1, 2, ... places away in its session
 # (LoCoMo, tuning half: recall@10 0.681 -> 0.732; see bench/README.md)
@@ -75,6 +77,7 @@ PHRASE_WINDOW = 50  # candidates whose text is compared with the query as a phra
 MATCH_SIMILARITY_HASH = 0.3  # the hash embedder: unrelated texts stay below ~0.15
 MATCH_SIMILARITY_MODEL = 0.5
 MATCH_SIMILARITY_LOCAL = 0.35  # the local model (centred e5): ~90th percentile of unrelated LoCoMo turns
+MATCH_SIMILARITY_WORDLLAMA = 0.4  # the static local model: ~90th percentile of unrelated LoCoMo turns
 
 
 @dataclass
@@ -222,10 +225,9 @@ def _search_in(view, ctx: Context, query: FindQuery, filters: Filters, qvec, war
         for id_, (_version, _passes, sal) in tx.candidates(missing, filters, score).items():
             cands[id_].salience = sal
         spans = periods(query.near, score.now.date())
-        ranked = by_phrase(tx, rank(cands.values(), model=ctx.embedder.provider != "hash"), query.near, past, spans)
+        w_sem, floor = semantic_weights(ctx.embedder)
+        ranked = by_phrase(tx, rank(cands.values(), w_sem=w_sem), query.near, past, spans)
         hits = _hits(tx, ranked, query, score.now, past)
-        floor = {"hash": MATCH_SIMILARITY_HASH, "local": MATCH_SIMILARITY_LOCAL}.get(ctx.embedder.provider,
-                                                                                   MATCH_SIMILARITY_MODEL)
         tier = {c.id: c.tier for c in ranked[:PHRASE_WINDOW]}
         for h in hits:
             h.matched = ("lexical" in h.lanes or "context" in h.lanes or tier.get(h.id, 0) > 0
@@ -323,10 +325,19 @@ def session_context(tx: Tx, cands: dict[str, Candidate], filters: Filters) -> No
         c.context = v
 
 
-def rank(cands, *, model: bool) -> list[Candidate]:
-    """Score every candidate by the fusion formula (module docstring); best first. ``model``: the
-    vectors are a real model's (weighed ``W_SEM_MODEL``), not the hash embedder's."""
-    w_sem = W_SEM_MODEL if model else W_SEM_HASH
+def semantic_weights(embedder) -> tuple[float, float]:
+    """(w_sem, match floor) for the vectors of ``embedder``: its cosines' weight in the fusion
+    formula and the similarity from which a hit counts as matched."""
+    if embedder.provider == "hash":
+        return W_SEM_HASH, MATCH_SIMILARITY_HASH
+    if embedder.model.startswith("local:wordllama"):
+        return W_SEM_WORDLLAMA, MATCH_SIMILARITY_WORDLLAMA
+    return W_SEM_MODEL, MATCH_SIMILARITY_LOCAL if embedder.provider == "local" else MATCH_SIMILARITY_MODEL
+
+
+def rank(cands, *, w_sem: float) -> list[Candidate]:
+    """Score every candidate by the fusion formula (module docstring) with the vectors' weight
+    ``w_sem`` (``semantic_weights``); best first."""
     out = list(cands)
     for c in out:
         c.score = (W_LEX * c.lexical_norm + w_sem * max(c.similarity or 0.0, 0.0) + W_SAL * c.salience

