@@ -380,3 +380,12 @@ def embed_server():
     server = EmbedServer().start()
     yield server
     server.stop()
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _null_device_stays_a_device():
+    """The tests run as root in CI: nothing they start may replace /dev/null with a file."""
+    import stat
+
+    yield
+    assert stat.S_ISCHR(os.stat(os.devnull).st_mode), "/dev/null is no longer a device"

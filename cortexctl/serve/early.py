@@ -72,9 +72,12 @@ class Answers:
     """The cached answers of this fingerprint: initialize params -> {"initialize": result,
     "tools/list": {params: result}}."""
 
-    def __init__(self, path: Path, key: str) -> None:
+    def __init__(self, path: Path | None, key: str) -> None:
+        """``path`` None: no cache (nothing read, nothing written)."""
         self.path, self.key = path, key
         self.by_init: dict[str, dict] = {}
+        if path is None:
+            return
         try:
             doc = json.loads(path.read_bytes())
             if isinstance(doc, dict) and doc.get("key") == key and isinstance(doc.get("answers"), dict):
@@ -106,6 +109,8 @@ class Answers:
             lists[params] = result
         while len(self.by_init) > MAX_CLIENTS:
             del self.by_init[next(iter(self.by_init))]
+        if self.path is None:
+            return
         tmp = self.path.with_name(f"{self.path.name}.{os.getpid()}.tmp")
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -239,7 +244,7 @@ def serve_stdio(start: Callable[[], Any], run: Callable[[Any, Wire], None]) -> N
         try:
             answers = Answers(cache_path(), fingerprint())
         except Exception:  # noqa: BLE001 - no cache is the plain start, never a failure
-            answers = Answers(Path(os.devnull), "")
+            answers = Answers(None, "")
         reader = os.fdopen(in_fd, "rb", closefd=False)
         wire = Wire(reader, out_fd, answers)
         _early(wire, ready)

@@ -134,3 +134,20 @@ def test_a_damaged_cache_is_a_start_without_one(served, junk):
     cache.write_bytes(junk)
     assert _session(store, env)[1] == first[1]
     assert json.loads(cache.read_text())["answers"]
+
+
+def test_no_cache_reads_and_writes_nothing(tmp_path, monkeypatch):
+    """Where the cache's place cannot be known the server starts without one: recording an answer
+    then writes no file anywhere (a fallback path once replaced /dev/null, running as root)."""
+    import os
+    import stat
+
+    from cortexctl.serve.early import Answers
+
+    monkeypatch.chdir(tmp_path)
+    before = sorted(tmp_path.rglob("*"))
+    answers = Answers(None, "")
+    answers.record(json.dumps(INIT), "initialize", {"ok": True})
+    assert answers.initialize(json.dumps(INIT)) == {"ok": True}  # kept for this start only
+    assert stat.S_ISCHR(os.stat(os.devnull).st_mode)
+    assert sorted(tmp_path.rglob("*")) == before
