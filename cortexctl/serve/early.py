@@ -116,10 +116,10 @@ class Answers:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             tmp.write_text(_canon({"key": self.key, "answers": self.by_init}), encoding="utf-8")
             os.replace(tmp, self.path)
-        except OSError:
+        except (OSError, ValueError):  # ValueError: a path the OS cannot take (a NUL byte)
             try:
                 tmp.unlink()
-            except OSError:
+            except (OSError, ValueError):
                 pass
 
 
