@@ -434,7 +434,7 @@ class DuckStorage:
                 yield tx
             return
         try:
-            tx = snapshot.SnapshotTx(pair[0], self, pair[1])
+            tx = snapshot.SnapshotTx(pair[0], self, pair[1], self.maps)
         except BaseException:
             pair[0].close()
             raise
