@@ -46,7 +46,9 @@ def bm25_scores(tx, qw: dict[int, float], n_docs: int, hidden=None):
         hits = {k: v[keep] for k, v in hits.items()}
     if not len(hits["doc"]):
         return np.zeros(0, np.uint64), np.zeros(0)
-    terms_, inverse, df = np.unique(hits["term"], return_inverse=True, return_counts=True)
+    terms_ = np.array(sorted(qw), dtype=hits["term"].dtype)  # every posting's term is one of the query's
+    inverse = np.searchsorted(terms_, hits["term"])
+    df = np.bincount(inverse, minlength=len(terms_))
     weight = np.array([qw[int(t)] for t in terms_]) * np.log1p((n_docs - df + 0.5) / (df + 0.5))
     tf = hits["tf"].astype(np.float64)
     contrib = weight[inverse] * tf * (K1 + 1) / (tf + K1)

@@ -300,14 +300,19 @@ class _Part:
             rows = rows[m[rows]]
             members[name] = self.snap.take("head_id", rows)
         out: dict[str, tuple[list[str], list[str]]] = {}
+        by_session: dict[str, list[str]] = {}
         for i, name in of.items():
+            by_session.setdefault(name, []).append(i)
+        for name, ids in by_session.items():
             got = members.get(name)
             if got is None or not len(got):
                 continue
-            b = i.encode("ascii", "replace")
-            lo, hi = int(np.searchsorted(got, b, side="left")), int(np.searchsorted(got, b, side="right"))
-            out[i] = ([x.decode("ascii") for x in got[max(0, lo - reach):lo].tolist()],
-                      [x.decode("ascii") for x in got[hi:hi + reach].tolist()])
+            want = _ids_bytes(ids)
+            los = np.searchsorted(got, want, side="left").tolist()
+            his = np.searchsorted(got, want, side="right").tolist()
+            for i, lo, hi in zip(ids, los, his):
+                out[i] = ([x.decode("ascii") for x in got[max(0, lo - reach):lo].tolist()],
+                          [x.decode("ascii") for x in got[hi:hi + reach].tolist()])
         return out
 
     def salience_rows(self, rows, scoring: Scoring) -> list[float]:
