@@ -162,3 +162,22 @@ def test_a_resident_cortex_sees_another_process_write_between_two_calls(store):
     assert after == [h.to_json() for h in _cx(store).find(query)]
     assert after[0]["id"] == new and after != before
     assert resident.store.maps["search_parts"] is not kept
+
+
+def test_what_a_resident_cortex_keeps_stays_bounded_as_its_clock_moves(ranked_store, store):
+    """Every call brings a new time (the filters' end of validity is now): the parts keep one mask for
+    the times before the one valid time of the store ends and one for those after (not one per time),
+    what they keep stays bounded, and the answers stay a fresh Cortex's."""
+    from cortexctl.store.snapshot import query
+
+    resident = _cx(store, resident=True)
+    for i in range(3 * query._KEEP_NODES):
+        at = NOW + timedelta(seconds=7 * i)
+        resident.context.clock = lambda: at
+        got = [h.to_json() for h in resident.find(FindQuery(k=2))]
+        for part in resident.store.maps["search_parts"].parts:
+            assert len(part._memo) <= query._KEEP_NODES + 16
+            assert len(part._masks) <= 2 and len(part._salient) <= 2
+    fresh = _cx(store)
+    fresh.context.clock = lambda: at
+    assert got == [h.to_json() for h in fresh.find(FindQuery(k=2))]

@@ -33,8 +33,9 @@ _ARRAYS = {"tombstoned": "head_forgotten", "type": "head_type", "importance": "h
 
 _TIME_ARRAYS = {"valid_from": "head_valid_from_us", "valid_to": "head_valid_to_us"}
 
-# What a part kept by a resident process (``SnapshotTx``) holds at most of each kind before it starts over.
-_KEEP_MASKS, _KEEP_NODES, _KEEP_TERMS = 64, 512, 50_000
+# What a part kept by a resident process (``SnapshotTx``) holds at most of each kind before it starts over
+# (masks and nodes are a byte per head each: 16 + 64 of them are 8 MB at 100k memories).
+_KEEP_MASKS, _KEEP_NODES, _KEEP_TERMS = 16, 64, 50_000
 SALIENT_HOLD = 600.0  # seconds of the clock the salience lane's contenders are kept for (``_Part.top_salience``)
 
 
