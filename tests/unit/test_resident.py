@@ -181,3 +181,35 @@ def test_what_a_resident_cortex_keeps_stays_bounded_as_its_clock_moves(ranked_st
     fresh = _cx(store)
     fresh.context.clock = lambda: at
     assert got == [h.to_json() for h in fresh.find(FindQuery(k=2))]
+
+
+@pytest.mark.parametrize("array", ["by_term_term", "by_term_start", "by_term_doc", "head_actor_code", "doc_id",
+                                   "result_json", "head_session_code"])
+def test_a_resident_cortex_on_a_damaged_snapshot_answers_as_a_fresh_one_every_time(store, array):
+    """A block of the snapshot damaged before the resident Cortex maps it: each call meets the damage
+    (nothing half-read is kept as if it were sound) and answers from DuckDB, as a fresh Cortex does."""
+    from cortexctl.memory.terms import term_id, terms
+
+    from tests import tamper
+
+    writer = _cx(store)
+    writer.import_jsonl(io.BytesIO("".join(  # words enough for the term list to span blocks of its own
+        json.dumps({"type": "fact", "text": f"{WORDS[i % len(WORDS)]} {WORDS[i * 5 % len(WORDS)]} note {i} "
+                    f"zq{i}x zr{i}y", "session": f"s{i % 4}"}) + "\n" for i in range(3000)).encode()))
+    writer.reindex()
+    assert snapshot.state(store) == "current"
+    path = store / snapshot.SNAPSHOT_NAME
+    header, start = snapshot._header_of(path)
+    offset = header["arrays"][array]["offset"]
+    if array == "by_term_term":  # the entry of a term the query holds
+        snap, _ = snapshot.open_current(store)
+        try:
+            at = int(snap.raw("by_term_term").searchsorted(term_id(terms("deploy")[0])))
+        finally:
+            snap.close()
+        offset += header["arrays"][array]["nbytes"] // header["arrays"][array]["shape"][0] * at
+    tamper.flip_bytes(path, start + offset + 3)
+    resident = _cx(store, resident=True)
+    for query in [FindQuery(near="deploy key rotation", k=5), FindQuery(near="deploy", k=5)] * 2:
+        want = [h.to_json() for h in _cx(store).find(query)]
+        assert want and [h.to_json() for h in resident.find(query)] == want

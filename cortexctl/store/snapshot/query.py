@@ -436,10 +436,11 @@ class _Part:
             want = np.asarray(need, dtype=np.int64)
             pos = np.minimum(np.searchsorted(p_term, want), len(p_term) - 1)
             for t, p in zip(need, pos.tolist()):
-                spans[t] = None
+                got = None  # kept only once its blocks are checked (a damaged one raises, every time)
                 if int(self.snap.span("by_term_term", p, p + 1)[0]) == t:
                     lo, hi = (int(x) for x in self.snap.span("by_term_start", p, p + 2))
-                    spans[t] = (lo, hi)
+                    got = (lo, hi)
+                spans[t] = got
         return [(int(t), got[0], got[1]) for t in terms if (got := spans[t]) is not None]
 
     def postings_of(self, terms: Sequence[int]):
