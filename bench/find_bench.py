@@ -88,9 +88,11 @@ def hnsw_recall(store: Path, samples: int = 200, k: int = 10) -> dict:
             keys.append(kk)
             mats.append(m)
         rec, why = semantic.index_state(tx, cx.store, model, dim)
+    if rec is None or why != "ok":
+        raise SystemExit(f"bench: the index file cannot be used ({why}): run cortexctl reindex")
     allk = np.concatenate(keys)
     allm = np.vstack(mats)
-    index = hnsw.open_view(semantic.index_path(cx.store), hnsw.Fingerprint.from_json(rec.fingerprint))
+    index = hnsw.open_view(semantic.index_path(cx.store), semantic.fingerprint_of(rec))  # its whole-file CRC too
     rng = random.Random(7)
     picks = [rng.randrange(len(allk)) for _ in range(samples)]
     # queries: stored vectors with noise, so the query itself is not always the unique best

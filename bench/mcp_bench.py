@@ -3,11 +3,15 @@
 
     python bench/mcp_bench.py --store /work/bench-data/store100k [--calls 300] [--cold-runs 9] [--json]
     python bench/mcp_bench.py --memories 20000
+    python bench/mcp_bench.py --store DIR --writes 100   # the finds then read the snapshot's delta
 
 With --store, the store is COPIED into a temporary directory first (the original is never
 opened) and the copy's search snapshot is brought up to date with `cortexctl reindex` (a copy has
 a new inode, which makes its snapshot stale; the original's is current). Without --store, a store
 of --memories synthetic memories is built with `cortexctl import` (bench/find_bench.py's corpus).
+
+--writes N then makes N writes (one transaction each, in this process, before the server starts) so
+that every find reads the snapshot's delta as well, as a server does once its agent has written.
 
 Then, in the same run:
 
@@ -17,8 +21,8 @@ Then, in the same run:
   against the targets (p50 <= 30 ms, p99 <= 100 ms at 100k);
 - the same finds in this process through the engine (`Cortex.find`, one Cortex kept), which is
   what the server does per call without the protocol and the process boundary: with
-  `resident=True` as the server makes it (the index view and the snapshot mappings kept between
-  calls) and without;
+  `resident=True` as the server makes it (the index view, the snapshot mappings and find's search
+  state kept between calls) and without;
 - the server process's CPU time (user + sys, from /proc) over the timed calls, per call: what
   a find costs the server whatever else the machine is doing;
 - cold `cortexctl find --near` (median of --cold-runs fresh processes), the reference: the
@@ -79,6 +83,17 @@ def prepare(args, tmp: Path, env: dict, exe: str) -> tuple[Path, str]:
                  "--quiet"], env)
     run_checked([exe, "reindex", "--store", str(store)], env)
     return store, args.actor
+
+
+def write_some(store: Path, actor: str, n: int) -> int:
+    """n writes, one transaction each (each leaves the snapshot's delta); the delta's size in bytes."""
+    from cortexctl import Cortex
+
+    cx = Cortex(store=store, actor=actor)
+    for i in range(n):
+        cx.write("fact", f"{QUERIES[i % len(QUERIES)]}: note {i} written after the snapshot", tags=["bench"])
+    delta = store / "cortex.snapdelta"
+    return delta.stat().st_size if delta.exists() else 0
 
 
 def _children_cpu() -> dict[int, float]:
@@ -154,6 +169,7 @@ def main() -> None:
     ap.add_argument("--actor", default="bench", help="the actor the finds act as (bench/ stores: bench)")
     ap.add_argument("--calls", type=int, default=300)
     ap.add_argument("--cold-runs", type=int, default=9)
+    ap.add_argument("--writes", type=int, default=0, help="make this many writes first (the finds read the delta)")
     ap.add_argument("--cortexctl", help="the cortexctl console script (default: beside this Python)")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
@@ -163,6 +179,10 @@ def main() -> None:
         env = bench_env(tmp)
         env.pop("CORTEXCTL_ACTOR", None)
         store, actor = prepare(args, tmp, env, exe)
+        delta_bytes = 0
+        if args.writes:
+            log(f"{args.writes} writes (the finds then read the snapshot's delta) ...")
+            delta_bytes = write_some(store, actor, args.writes)
         # compile the SDK's modules into this run's bytecode cache first: the timed start is a warm one
         run_checked([sys.executable, "-c", "import cortexctl.serve.server"], env)
         load_before = loadavg()
@@ -177,6 +197,7 @@ def main() -> None:
         load_after = loadavg()
     report = {
         "store": args.store or f"built: {args.memories} memories", "calls": args.calls,
+        "writes": args.writes, "delta_bytes": delta_bytes,
         "server_start_ms": round(start_ms, 1),
         "mcp_find_ms": {"p50": round(pct(served, 0.5), 2), "p99": round(pct(served, 0.99), 2),
                         "max": round(max(served), 2), "mean": round(statistics.fmean(served), 2),
@@ -196,6 +217,8 @@ def main() -> None:
     ok50 = "met" if m["p50"] <= P50_TARGET else "NOT met"
     ok99 = "met" if m["p99"] <= P99_TARGET else "NOT met"
     print(f"store: {report['store']}; server up and initialized in {report['server_start_ms']} ms")
+    if args.writes:
+        print(f"{args.writes} writes before the finds: a delta of {delta_bytes} bytes")
     print(f"find through cortexctl mcp ({args.calls} calls): p50 {m['p50']} ms (target <= {P50_TARGET:g}: {ok50}), "
           f"p99 {m['p99']} ms (target <= {P99_TARGET:g}: {ok99}), max {m['max']} ms")
     print(f"  the server process's CPU (user+sys) per find: {m['server_cpu_per_call']} ms "

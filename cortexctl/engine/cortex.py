@@ -41,7 +41,9 @@ class Cortex:
     ) -> None:
         """``resident``: for a long-lived process making many calls (``cortexctl mcp``): keep the
         index file's view and the search snapshot's mapping between calls while they are the same
-        files (each call still opens and closes the store, and sees every other process's writes)."""
+        files, and what find worked out from them while the snapshot and its delta are the same
+        (``store/snapshot/query.py``: ``SnapshotTx``); each call still opens and closes the store,
+        sees every other process's writes, and answers as a fresh Cortex would."""
         settings = settings or config_mod.load(config_path=config, store=store, actor=actor, wait=wait)
         self.context = Context(settings, open_storage(settings.location, wait=settings.wait, resident=resident))
 

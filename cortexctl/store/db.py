@@ -116,8 +116,9 @@ class DuckStorage:
 
     def __init__(self, path: str | os.PathLike, *, wait: float = DEFAULT_WAIT, resident: bool = False) -> None:
         self.path = Path(path).expanduser()
-        # resident: the search snapshot's mappings and the index file's view kept between calls
-        # while the files are the same (``snapshot.open_current``, ``hnsw.open_view``); None keeps nothing.
+        # resident: the search snapshot's mappings, the delta's document and the index file's view kept
+        # between calls while the files are the same (``snapshot.open_current``, ``hnsw.open_view``), and
+        # find's search state while those are the same (``snapshot.SnapshotTx``); None keeps nothing.
         self.maps: dict | None = {} if resident else None
         self.wait = max(0.0, float(wait))
         self.db_path = self.path / DB_NAME
@@ -434,7 +435,7 @@ class DuckStorage:
                 yield tx
             return
         try:
-            tx = snapshot.SnapshotTx(pair[0], self, pair[1])
+            tx = snapshot.SnapshotTx(pair[0], self, pair[1], self.maps)
         except BaseException:
             pair[0].close()
             raise

@@ -46,11 +46,19 @@ def bm25_scores(tx, qw: dict[int, float], n_docs: int, hidden=None):
         hits = {k: v[keep] for k, v in hits.items()}
     if not len(hits["doc"]):
         return np.zeros(0, np.uint64), np.zeros(0)
-    terms_, inverse, df = np.unique(hits["term"], return_inverse=True, return_counts=True)
+    terms_ = np.array(sorted(qw), dtype=hits["term"].dtype)  # every posting's term is one of the query's
+    inverse = np.searchsorted(terms_, hits["term"])
+    df = np.bincount(inverse, minlength=len(terms_))
     weight = np.array([qw[int(t)] for t in terms_]) * np.log1p((n_docs - df + 0.5) / (df + 0.5))
     tf = hits["tf"].astype(np.float64)
     contrib = weight[inverse] * tf * (K1 + 1) / (tf + K1)
-    docs, where_ = np.unique(hits["doc"], return_inverse=True)
+    doc = hits["doc"]
+    top = int(doc.max())
+    if top <= 4 * len(doc) + 65_536:  # dense doc numbers: summed by number, in the same order (the same sums)
+        at = doc.astype(np.int64)
+        docs = np.flatnonzero(np.bincount(at, minlength=top + 1))
+        return docs.astype(doc.dtype), np.bincount(at, weights=contrib, minlength=top + 1)[docs]
+    docs, where_ = np.unique(doc, return_inverse=True)
     return docs, np.bincount(where_, weights=contrib, minlength=len(docs))
 
 
@@ -63,10 +71,12 @@ def filtered_top(tx, docs, scores, filters: Filters, n: int, ids_of: dict[int, s
     """
     import numpy as np
 
-    order = np.lexsort((docs, -scores))
-    out: list[tuple[str, int, float]] = []
     start, size = 0, max(4 * n, 64)
-    while start < len(order) and len(out) < n:
+    order = _leading(docs, scores, size)
+    out: list[tuple[str, int, float]] = []
+    while start < len(docs) and len(out) < n:
+        if start + size > len(order) and len(order) < len(docs):
+            order = np.lexsort((docs, -scores))  # past the leading ones: the whole ranking
         sel = order[start : start + size]
         need = [int(d) for d in docs[sel] if int(d) not in ids_of]
         if need:
@@ -78,6 +88,19 @@ def filtered_top(tx, docs, scores, filters: Filters, n: int, ids_of: dict[int, s
         size *= 4
     out.sort(key=lambda x: (-x[2], x[0]))
     return out[:n]
+
+
+def _leading(docs, scores, count: int):
+    """At least the first ``count`` of ``np.lexsort((docs, -scores))`` (the ranking: score
+    descending, then doc number), in that order, without sorting the rest: every doc scoring at
+    least the ``count``-th best score, sorted."""
+    import numpy as np
+
+    if len(scores) <= 4 * count:
+        return np.lexsort((docs, -scores))
+    kth = -np.partition(-scores, count - 1)[count - 1]
+    lead = np.flatnonzero(scores >= kth)
+    return lead[np.lexsort((docs[lead], -scores[lead]))]
 
 
 def search(tx, qw: dict[int, float], filters: Filters, n: int) -> list[tuple[str, float]]:

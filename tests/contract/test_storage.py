@@ -240,7 +240,12 @@ def test_size_bytes_is_a_count_of_bytes_before_and_after_the_store_is_made(stora
 # -- searching: find's view -------------------------------------------------------------------------
 def test_searching_answers_as_reading_does_before_and_after_the_index_is_brought_up_to_date(storage):
     """``searching()`` may answer from a cache of the backend's: the same answers as ``reading()``,
-    whether the cache is missing, current, or behind the writes made since."""
+    whether the cache is missing, current, or behind the writes made since; and so does a resident
+    storage of the same store (what ``cortexctl mcp`` keeps), asked twice each time (the second from
+    what it kept)."""
+    from cortexctl.store import open_storage
+
+    resident = open_storage(storage.location, wait=5.0, resident=True)
     texts = [f"memory {i} about {'rivers' if i % 2 else 'mountains'} and {'boats' if i % 3 else 'trains'}"
              for i in range(1, 21)]
     mixed = mixed_memories()
@@ -277,10 +282,22 @@ def test_searching_answers_as_reading_does_before_and_after_the_index_is_brought
                         *(rounded(tx.nearest(v, model, f, 5)[0]) for v in vectors)]
             return out
 
-    want = answers(storage.reading)
-    assert answers(storage.searching) == want  # no cache yet
+    def same() -> None:
+        want = answers(storage.reading)
+        assert answers(storage.searching) == want
+        assert answers(resident.searching) == want
+        assert answers(resident.searching) == want
+
+    try:
+        _searching_steps(storage, model, same)
+    finally:
+        getattr(resident, "close", lambda: None)()
+
+
+def _searching_steps(storage, model: str, same) -> None:
+    same()  # no cache yet
     assert storage.update_index(model)["action"] in ACTIONS
-    assert answers(storage.searching) == want
+    same()
     # changes made as the engine makes every change to a memory, with a journal entry naming it (a
     # backend's cache may follow the journal to know what changed: the DuckDB snapshot's delta does)
     head, versions = memory(30, tags=("a",))
@@ -289,7 +306,7 @@ def test_searching_answers_as_reading_does_before_and_after_the_index_is_brought
         tx.insert_memories([head], versions)
         tx.add_terms([(ident(30), text_terms("rivers rivers"))])
         journaled(tx, "write", 30)
-    assert answers(storage.searching) == answers(storage.reading)
+    same()
     with storage.transaction() as tx:  # an update, a bump and a forgotten memory
         tx.update_head(ident(4), {"tags": ["b"], "importance": 9})
         tx.bump([ident(5), ident(30)], access=3, citations=2, at=T0 + timedelta(hours=5))
@@ -298,13 +315,13 @@ def test_searching_answers_as_reading_does_before_and_after_the_index_is_brought
         journaled(tx, "update_head", 4, 5, 30)
         journaled(tx, "tombstone", 6)
         journaled(tx, "update", 9)
-    assert answers(storage.searching) == answers(storage.reading)
+    same()
     with storage.transaction() as tx:  # grants given and revoked, and a head made scoped
         tx.insert_grant(grant(5, "bob", "dave", tags=("b",)))
         tx.revoke_grant(grant_id(1), at=T0 + timedelta(hours=7), by="alice")
         tx.update_head(ident(8), {"visibility": "scoped", "tags": ["a"]})
         journaled(tx, "update_head", 8)
-    assert answers(storage.searching) == answers(storage.reading)
+    same()
     assert storage.cache_health()["problem"] is None
 
 

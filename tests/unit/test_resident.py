@@ -5,14 +5,17 @@ from __future__ import annotations
 
 import io
 import json
-from datetime import datetime
+import subprocess
+from datetime import datetime, timedelta
 
 import pytest
 
 from cortexctl import Cortex
 from cortexctl.engine.results import FindQuery
+from cortexctl.engine.salience import HALF_LIFE_SECONDS
 from cortexctl.store.vector_index import EXACT_MAX
 from cortexctl.store import snapshot
+from tests.conftest import cortexctl_argv
 
 pytestmark = pytest.mark.slow  # a long run of changes against a resident Cortex
 
@@ -79,3 +82,134 @@ def test_an_ordinary_cortex_keeps_nothing(store):
     cx.write("fact", "nothing kept")
     cx.find(FindQuery(near="kept"))
     assert cx.store.maps is None
+
+
+def _written_with_clock(cx: Cortex, at: datetime, *args, **kwargs) -> str:
+    cx.context.clock = lambda: at
+    try:
+        return cx.write(*args, **kwargs).id
+    finally:
+        cx.context.clock = lambda: NOW
+
+
+@pytest.fixture
+def ranked_store(store):
+    """Filler memories and two that trade places in salience order 150 s after NOW: A (written at NOW,
+    importance 4) is ahead of B (written a half-life before, importance 9) by 0.1 * 6e-5 of confidence
+    at NOW; A's recency then falls twice as fast as B's. One fact's valid time ends 450 s after NOW."""
+    writer = _cx(store)
+    lines = "".join(json.dumps({"type": "fact", "text": f"filler {WORDS[i % len(WORDS)]} {i}", "importance": 0,
+                                "confidence": 0.0}) + "\n" for i in range(EXACT_MAX + 200))
+    writer.import_jsonl(io.BytesIO(lines.encode()))
+    half_life = timedelta(seconds=HALF_LIFE_SECONDS)
+    b = _written_with_clock(writer, NOW - half_life, "fact", "bravo deploy key", importance=9, confidence=0.5)
+    a = _written_with_clock(writer, NOW, "fact", "alpha deploy key", importance=4,
+                            confidence=0.5 + 1.5 * (1 - 0.5 ** (150 / HALF_LIFE_SECONDS)))
+    ending = writer.write("fact", "walrus colony deploy key, until shortly", importance=0, confidence=0.0,
+                          sets=[f"valid_to={(NOW + timedelta(seconds=450)).isoformat()}Z"]).id
+    writer.reindex()
+    assert snapshot.state(store) == "current"
+    return a, b, ending
+
+
+@pytest.mark.parametrize("later", [0, 60, 300, 599, 601, 7200, 40 * 86400, -3600])
+def test_a_resident_cortex_answers_as_a_fresh_one_as_its_clock_moves(ranked_store, store, later):
+    """The salience lane's contenders and the filters' masks are kept across calls: whatever the clock
+    does between two calls (a few seconds, past the contenders' hold, days, backwards), the answers are
+    those of a fresh Cortex at the same time."""
+    a, b, ending = ranked_store
+    resident = _cx(store, resident=True)
+    queries = [{"k": 1}, {"k": 2}, {"near": "deploy key", "k": 3}, {"near": "walrus colony"}]
+
+    def answers(cx, at):
+        cx.context.clock = lambda: at
+        return [[h.to_json() for h in cx.find(FindQuery(**q))] for q in queries]
+
+    first = answers(resident, NOW)
+    assert first == answers(_cx(store), NOW)
+    assert first[0][0]["id"] == a  # A leads at NOW ...
+    assert ending in [h["id"] for h in first[3]]  # ... and the walrus fact has not ended
+    at = NOW + timedelta(seconds=later)
+    then = answers(resident, at)
+    assert then == answers(_cx(store), at)
+    if 150 < later:
+        assert then[0][0]["id"] == b  # B overtook A
+    if 450 <= later:
+        assert ending not in [h["id"] for h in then[3]]  # its valid time ended
+
+
+def test_a_resident_cortex_sees_another_process_write_between_two_calls(store):
+    """A write made by another cortexctl process (the delta file rewritten) between two calls of a
+    resident Cortex: the next call answers from the new delta, as a fresh Cortex does."""
+    writer = _cx(store)
+    lines = "".join(json.dumps({"type": "fact", "text": f"{WORDS[i % len(WORDS)]} note {i}"}) + "\n"
+                    for i in range(EXACT_MAX + 200))
+    writer.import_jsonl(io.BytesIO(lines.encode()))
+    writer.reindex()
+    writer.write("fact", "deploy key kept in the vault")  # a delta before the resident's first call
+    resident = _cx(store, resident=True)
+    query = FindQuery(near="walrus colony deploy key", k=5)
+    before = [h.to_json() for h in resident.find(query)]
+    assert [h.to_json() for h in resident.find(query)] == before  # from what it kept
+    kept = resident.store.maps["search_parts"]
+    proc = subprocess.run(cortexctl_argv() + ["write", "fact", "the walrus colony guards the deploy key",
+                                              "--store", str(store), "--actor", "alice", "--json"],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    new = json.loads(proc.stdout)["id"]
+    assert snapshot.state(store) == "current"  # answered through the new delta
+    after = [h.to_json() for h in resident.find(FindQuery(near="walrus colony deploy key", k=5))]
+    assert after == [h.to_json() for h in _cx(store).find(query)]
+    assert after[0]["id"] == new and after != before
+    assert resident.store.maps["search_parts"] is not kept
+
+
+def test_what_a_resident_cortex_keeps_stays_bounded_as_its_clock_moves(ranked_store, store):
+    """Every call brings a new time (the filters' end of validity is now): the parts keep one mask for
+    the times before the one valid time of the store ends and one for those after (not one per time),
+    what they keep stays bounded, and the answers stay a fresh Cortex's."""
+    from cortexctl.store.snapshot import query
+
+    resident = _cx(store, resident=True)
+    for i in range(3 * query._KEEP_NODES):
+        at = NOW + timedelta(seconds=7 * i)
+        resident.context.clock = lambda: at
+        got = [h.to_json() for h in resident.find(FindQuery(k=2))]
+        for part in resident.store.maps["search_parts"].parts:
+            assert len(part._memo) <= query._KEEP_NODES + 16
+            assert len(part._masks) <= 2 and len(part._salient) <= 2
+    fresh = _cx(store)
+    fresh.context.clock = lambda: at
+    assert got == [h.to_json() for h in fresh.find(FindQuery(k=2))]
+
+
+@pytest.mark.parametrize("array", ["by_term_term", "by_term_start", "by_term_doc", "head_actor_code", "doc_id",
+                                   "result_json", "head_session_code"])
+def test_a_resident_cortex_on_a_damaged_snapshot_answers_as_a_fresh_one_every_time(store, array):
+    """A block of the snapshot damaged before the resident Cortex maps it: each call meets the damage
+    (nothing half-read is kept as if it were sound) and answers from DuckDB, as a fresh Cortex does."""
+    from cortexctl.memory.terms import term_id, terms
+
+    from tests import tamper
+
+    writer = _cx(store)
+    writer.import_jsonl(io.BytesIO("".join(  # words enough for the term list to span blocks of its own
+        json.dumps({"type": "fact", "text": f"{WORDS[i % len(WORDS)]} {WORDS[i * 5 % len(WORDS)]} note {i} "
+                    f"zq{i}x zr{i}y", "session": f"s{i % 4}"}) + "\n" for i in range(3000)).encode()))
+    writer.reindex()
+    assert snapshot.state(store) == "current"
+    path = store / snapshot.SNAPSHOT_NAME
+    header, start = snapshot._header_of(path)
+    offset = header["arrays"][array]["offset"]
+    if array == "by_term_term":  # the entry of a term the query holds
+        snap, _ = snapshot.open_current(store)
+        try:
+            at = int(snap.raw("by_term_term").searchsorted(term_id(terms("deploy")[0])))
+        finally:
+            snap.close()
+        offset += header["arrays"][array]["nbytes"] // header["arrays"][array]["shape"][0] * at
+    tamper.flip_bytes(path, start + offset + 3)
+    resident = _cx(store, resident=True)
+    for query in [FindQuery(near="deploy key rotation", k=5), FindQuery(near="deploy", k=5)] * 2:
+        want = [h.to_json() for h in _cx(store).find(query)]
+        assert want and [h.to_json() for h in resident.find(query)] == want

@@ -76,6 +76,16 @@ header (``grants``: those not revoked, store-wide, with their expiry) like the l
 delta's header has them anew after every write, a grant or a revocation included (which touch no
 memory's rows).
 
+**A resident process** (``cortexctl mcp``: ``DuckStorage.maps``) keeps the snapshot's mapping while
+the file is the same (``format._map``), the delta's document while the file holds the same bytes
+(``delta._delta_doc``), and ``query.SnapshotTx``'s parts while both are the same objects: with them
+what find worked out, none of which depends on anything but the files and the call's arguments:
+the filters' masks (by the filters, their times taken as how many valid times lie at or before
+them), the salience lane's contenders (for ``SALIENT_HOLD`` seconds of the clock, with room for the
+fall of recency meanwhile: ``_Part.top_salience``), hidden docs by viewer, term spans and document
+frequencies, sessions by code. Each call still checks the stamps as above, so a write by anyone
+makes the next call start from the new delta.
+
 Anything the snapshot does not hold (frame filters, the full form, vectors
 for an exact search, memories newer than the index file) is read from DuckDB,
 opened on first need; if the store moved on meanwhile, the read is refused

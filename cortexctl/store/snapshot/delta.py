@@ -27,22 +27,32 @@ def _delta_body(raw: bytes) -> bytes | None:
     return raw[24:]
 
 
-def _delta_doc(store_path: Path, base: dict) -> dict | None:
-    """The delta's document when the file is whole (length, CRC), current and built on ``base``."""
+def _delta_doc(store_path: Path, base: dict, cache: dict | None = None) -> dict | None:
+    """The delta's document when the file is whole (length, CRC), current and built on ``base``.
+    ``cache`` (a resident process's): the document read last is given again, the same object, while
+    the file holds the same bytes (read and compared every call; the stamps checked every call)."""
     import orjson
 
     try:
-        body = _delta_body((store_path / DELTA_NAME).read_bytes())
+        raw = (store_path / DELTA_NAME).read_bytes()
     except OSError:
         return None
-    if body is None:
-        return None
-    try:
-        doc = orjson.loads(body)
-    except orjson.JSONDecodeError:
-        return None
-    if not isinstance(doc, dict) or doc.get("format") != FORMAT or doc.get("base") != _mark(base) \
-            or not _stamp_ok(store_path, doc):
+    kept = cache.get(DELTA_NAME) if cache is not None else None
+    if kept is not None and kept[0] == raw:
+        doc = kept[1]
+    else:
+        body = _delta_body(raw)
+        if body is None:
+            return None
+        try:
+            doc = orjson.loads(body)
+        except orjson.JSONDecodeError:
+            return None
+        if not isinstance(doc, dict):
+            return None
+        if cache is not None:
+            cache[DELTA_NAME] = (raw, doc)
+    if doc.get("format") != FORMAT or doc.get("base") != _mark(base) or not _stamp_ok(store_path, doc):
         return None
     return doc
 
@@ -184,6 +194,8 @@ class _MemSnap:
     """A delta's arrays in memory, read through the same calls as a mapped ``Snapshot`` (its bytes
     were checked whole when the file was read)."""
 
+    kept = False  # held by a resident process's search state (``query.SnapshotTx``): close() leaves it
+
     def __init__(self, doc: dict) -> None:
         arrays, extras = _arrays(_DeltaRows(doc))
         self._set(arrays, extras)
@@ -213,7 +225,8 @@ class _MemSnap:
         return self._a[name][rows]
 
     def close(self) -> None:
-        self._a = {}
+        if not self.kept:
+            self._a = {}
 
 
 class _DeltaRows:
@@ -281,7 +294,7 @@ def open_current(store_path: Path, cache: dict | None = None) -> tuple[Snapshot,
     header, start = got
     delta = None
     if not _stamp_ok(store_path, header):
-        delta = _delta_doc(store_path, header)
+        delta = _delta_doc(store_path, header, cache)
         if delta is None:
             return None
     base = _map(path, header, start, cache=cache)

@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import json
 from contextlib import ExitStack
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Sequence
 
 from cortexctl.store import rules
 from cortexctl.store.interface import Filters, Scoring, Viewer, viewer_of
 from cortexctl.store.lanes import Lanes
-from cortexctl.store.predicate import evaluate
+from cortexctl.store.predicate import epoch_seconds, evaluate
 from cortexctl.store.snapshot.builder import NO_TIME
 from cortexctl.store.snapshot.delta import _MemSnap
 from cortexctl.store.snapshot.format import EPOCH, Snapshot, SnapshotUnusable, _stamp_ok, _us
@@ -31,6 +32,23 @@ _ARRAYS = {"tombstoned": "head_forgotten", "type": "head_type", "importance": "h
 
 
 _TIME_ARRAYS = {"valid_from": "head_valid_from_us", "valid_to": "head_valid_to_us"}
+
+# What a part kept by a resident process (``SnapshotTx``) holds at most of each kind before it starts over
+# (masks and nodes are a byte per head each: 16 + 64 of them are 8 MB at 100k memories).
+_KEEP_MASKS, _KEEP_NODES, _KEEP_TERMS = 16, 64, 50_000
+SALIENT_HOLD = 600.0  # seconds of the clock the salience lane's contenders are kept for (``_Part.top_salience``)
+
+
+@dataclass
+class _Salient:
+    """The salience lane's contenders of a part from ``now`` to ``until`` (epoch seconds): their
+    rows, update times and IDs (``_Part.top_salience``)."""
+
+    now: float
+    until: float
+    rows: object
+    updated: list
+    ids: list
 
 
 def _time(us: int | None) -> datetime | None:
@@ -85,6 +103,11 @@ class _Part:
         self._has_tag: dict = {}
         self._times: dict = {}  # valid time column -> (µs, NULL)
         self._tag_owner = None  # the row of each entry of tag_code
+        self._sorted_times: dict = {}  # valid time column -> its non-NULL values, sorted (``_mask_key``)
+        self._salient: dict = {}  # (mask key, half-life, weights, limit) -> _Salient (``top_salience``)
+        self._hidden: dict = {}  # Viewer -> the doc numbers it may not see (``hidden_docs``)
+        self._spans: dict = {}  # term -> (lo, hi) in the by-term postings, or None (``_term_spans``)
+        self._sessions = None  # (session codes sorted, their rows) (``session_around``)
         self.dead_docs = self._docs_of_dead() if self.dead_ids else None
 
     def _docs_of_dead(self):
@@ -132,16 +155,48 @@ class _Part:
 
     def mask(self, filters: Filters):
         """Which heads pass ``filters`` (``rules.filters``; bool array, not to be changed): frame
-        filters are not answered here (``predicate.Unsupported``: the snapshot holds no frames)."""
-        got = self._masks.get(filters)
+        filters are not answered here (``predicate.Unsupported``: the snapshot holds no frames).
+        Kept by ``_mask_key``, so a resident process's part (``SnapshotTx``) answers the same filters
+        at another time from the mask it has while no valid time lies between."""
+        key = self._mask_key(filters)
+        got = self._masks.get(key)
         if got is not None:
             return got
+        if len(self._memo) > _KEEP_NODES:  # a kept part sees a new time in every call: bounded
+            self._memo.clear()
         m = evaluate(rules.filters(filters), self, memo=self._memo)
         dead = self.dead_rows()
         if dead is not None:
             m = m & ~dead
-        self._masks[filters] = m
+        if len(self._masks) >= _KEEP_MASKS:
+            self._masks.clear()
+            self._salient.clear()
+        self._masks[key] = m
         return m
+
+    def _mask_key(self, filters: Filters):
+        """What the mask of ``filters`` depends on: the filters without their times, and for each
+        time the number of the part's valid times at or before it (``rules.valid_at`` and
+        ``rules.not_ended`` compare a column with the time: the same number of values at or before
+        it, the same rows pass)."""
+        if filters.ended_by is None and filters.valid_at is None:
+            return filters
+        return (replace(filters, ended_by=None, valid_at=None),
+                None if filters.ended_by is None else self._at_or_before("valid_to", filters.ended_by),
+                None if filters.valid_at is None else (self._at_or_before("valid_from", filters.valid_at),
+                                                       self._at_or_before("valid_to", filters.valid_at)))
+
+    def _at_or_before(self, name: str, at: datetime) -> int:
+        """How many heads hold a ``name`` at or before ``at`` (as ``predicate`` compares them)."""
+        import numpy as np
+
+        got = self._sorted_times.get(name)
+        if got is None:
+            values, null = self.times(name)
+            got = self._sorted_times[name] = np.sort(values[~null])
+        if not len(got):
+            return 0
+        return int(np.searchsorted(got, (at - EPOCH) // timedelta(microseconds=1), side="right"))
 
     def seen(self, viewer: Viewer):
         """Which heads ``viewer`` may see (``rules.visibility``; bool array, not to be changed; a
@@ -224,24 +279,56 @@ class _Part:
         names = self.h["sessions"]
         return {i: names[c] for i, o, c in zip(found, ok, codes) if o and c >= 0}
 
-    def session_members(self, sessions, filters: Filters) -> dict[str, list[str]]:
-        """The IDs passing ``filters`` in each of ``sessions``, in ID order."""
+    def session_around(self, of: dict[str, str], filters: Filters, reach: int
+                       ) -> dict[str, tuple[list[str], list[str]]]:
+        """For each ID of ``of`` (id -> its session): the up to ``reach`` IDs of this part before
+        it and after it in its session, in ID order, among those passing ``filters`` (the rows of
+        each session are kept in ID order: the heads are)."""
         import numpy as np
 
-        codes = {c: s for s in sessions if (c := self._code("sessions", s)) >= 0}
+        codes = {s: c for s in set(of.values()) if (c := self._code("sessions", s)) >= 0}
         if not codes:
             return {}
-        col = self.snap.whole("head_session_code")
-        rows = np.flatnonzero(np.isin(col, np.array(list(codes), dtype=col.dtype)) & self.mask(filters))
-        out: dict[str, list[str]] = {}
-        for c, i in zip(col[rows].tolist(), self.snap.take("head_id", rows).tolist()):
-            out.setdefault(codes[c], []).append(i.decode("ascii"))
+        if self._sessions is None:  # the rows of each session, in row (ID) order
+            col = self.snap.whole("head_session_code")
+            order = np.argsort(col, kind="stable")
+            self._sessions = (col[order], order)
+        by_code, order = self._sessions
+        m = self.mask(filters)
+        members = {}
+        for name, c in codes.items():
+            rows = order[int(np.searchsorted(by_code, c, side="left")):int(np.searchsorted(by_code, c, side="right"))]
+            rows = rows[m[rows]]
+            members[name] = self.snap.take("head_id", rows)
+        out: dict[str, tuple[list[str], list[str]]] = {}
+        by_session: dict[str, list[str]] = {}
+        for i, name in of.items():
+            by_session.setdefault(name, []).append(i)
+        for name, ids in by_session.items():
+            got = members.get(name)
+            if got is None or not len(got):
+                continue
+            want = _ids_bytes(ids)
+            los = np.searchsorted(got, want, side="left").tolist()
+            his = np.searchsorted(got, want, side="right").tolist()
+            for i, lo, hi in zip(ids, los, his):
+                out[i] = ([x.decode("ascii") for x in got[max(0, lo - reach):lo].tolist()],
+                          [x.decode("ascii") for x in got[hi:hi + reach].tolist()])
         return out
 
     def salience_rows(self, rows, scoring: Scoring) -> list[float]:
-        """``rules.salience`` of these rows, as the database computes it."""
+        """``rules.salience`` of these rows, as the database computes it: once for each distinct
+        set of the columns it reads (memories written together often share them all)."""
         import numpy as np
 
+        rows = np.asarray(rows, dtype=np.int64)
+        if len(rows) > 1:
+            cols = np.stack([_as_number(self.snap.take(a, rows)).astype(np.float64) for a in _ARRAYS.values()], axis=1)
+            _, first, inverse = np.unique(np.ascontiguousarray(cols).view(np.dtype((np.void, cols.shape[1] * 8))),
+                                          return_index=True, return_inverse=True)  # equal bytes, equal inputs
+            if len(first) < len(rows):
+                got = evaluate(rules.salience(scoring), _Rows(self, rows[first]), exact=True)
+                return np.broadcast_to(got, (len(first),))[inverse.reshape(-1)].tolist()
         got = evaluate(rules.salience(scoring), _Rows(self, rows), exact=True)
         return np.broadcast_to(got, (len(rows),)).tolist()
 
@@ -254,23 +341,49 @@ class _Part:
         return {i: (int(c), bool(o), s) for i, c, o, s in zip(found, cur, ok, sal)}
 
     def top_salience(self, filters: Filters, scoring: Scoring, limit: int) -> list[tuple[float, int, str]]:
-        """The ``limit`` best as (exact salience, updated, ID), best first; see SnapshotTx.top_salience."""
+        """The ``limit`` best as (exact salience, updated, ID), best first; see SnapshotTx.top_salience.
+
+        The contenders (``_contenders``) are kept for ``SALIENT_HOLD`` seconds of the clock: a
+        memory's salience only falls as time passes (its recency does), by at most
+        ``w_recency * (1 - 0.5 ** (elapsed / half_life))``, so the contenders are taken with that
+        much more room below the cut and still hold every memory that can be among the best until
+        then; their exact salience is computed anew at every call. The clock going back, other
+        weights or filters take them anew."""
+
+        if limit <= 0:
+            return []
+        now = epoch_seconds(scoring.now)
+        key = (self._mask_key(filters), scoring.half_life, scoring.weights, limit)
+        got = self._salient.get(key)
+        if got is None or not got.now <= now <= got.until:
+            if len(self._salient) >= _KEEP_MASKS:
+                self._salient.clear()
+            got = self._salient[key] = self._contenders(filters, scoring, limit, now)
+        if not len(got.rows):
+            return []
+        exact = self.salience_rows(got.rows, scoring)
+        return sorted(zip(exact, got.updated, got.ids), reverse=True)[:limit]
+
+    def _contenders(self, filters: Filters, scoring: Scoring, limit: int, now: float) -> "_Salient":
+        """The rows that may be among the ``limit`` most salient from ``now`` to the time returned
+        with them (``top_salience``): an approximate vectorised salience, cut with room for the
+        vectorised power's error (about an ulp) and for the fall of recency until then."""
         import numpy as np
 
         rows = np.flatnonzero(self.mask(filters))
-        if not len(rows) or limit <= 0:
-            return []
-        s = self.snap
-        approx = np.broadcast_to(evaluate(rules.salience(scoring), _Rows(self, rows, dense=True), exact=False),
-                                 (len(rows),))
+        hold = SALIENT_HOLD if scoring.weights[0] >= 0 and scoring.half_life > 0 else 0.0
         if len(rows) > limit:
+            approx = np.broadcast_to(evaluate(rules.salience(scoring), _Rows(self, rows, dense=True), exact=False),
+                                     (len(rows),))
             cut = np.partition(-approx, limit - 1)[limit - 1] * -1
-            keep = approx >= cut - 1e-9 * max(1.0, abs(cut))
+            fall = scoring.weights[0] * (1.0 - 0.5 ** (hold / scoring.half_life)) if hold else 0.0
+            keep = approx >= cut - 1e-9 * max(1.0, abs(cut)) - fall - 1e-9 * bool(hold)
             rows = rows[keep]
-        exact = self.salience_rows(rows, scoring)
-        updated = s.take("head_updated_us", rows).tolist()
-        ids = [b.decode() for b in s.take("head_id", rows).tolist()]
-        return sorted(zip(exact, updated, ids), reverse=True)[:limit]
+        else:
+            hold = float("inf")  # all of them are contenders while the part is the same
+        s = self.snap
+        return _Salient(now, now + hold, rows, s.take("head_updated_us", rows).tolist(),
+                        [b.decode() for b in s.take("head_id", rows).tolist()])
 
     def result_rows(self, ids: Sequence[str], form: str) -> dict[str, dict]:
         rows, found = self._rows(ids)
@@ -314,14 +427,21 @@ class _Part:
         p_term = self.snap.raw("by_term_term")
         if not len(p_term) or not terms:
             return []
-        want = np.asarray(list(terms), dtype=np.int64)
-        pos = np.minimum(np.searchsorted(p_term, want), len(p_term) - 1)
-        out = []
-        for t, p in zip(want.tolist(), pos.tolist()):
-            if int(self.snap.span("by_term_term", p, p + 1)[0]) == t:
-                lo, hi = (int(x) for x in self.snap.span("by_term_start", p, p + 2))
-                out.append((t, lo, hi))
-        return out
+        spans = self._spans  # kept: the postings of a term are where they are while the part is the same
+        need = [int(t) for t in terms if t not in spans]
+        if need:
+            if len(spans) + len(need) > _KEEP_TERMS:
+                spans.clear()
+                need = [int(t) for t in terms]
+            want = np.asarray(need, dtype=np.int64)
+            pos = np.minimum(np.searchsorted(p_term, want), len(p_term) - 1)
+            for t, p in zip(need, pos.tolist()):
+                got = None  # kept only once its blocks are checked (a damaged one raises, every time)
+                if int(self.snap.span("by_term_term", p, p + 1)[0]) == t:
+                    lo, hi = (int(x) for x in self.snap.span("by_term_start", p, p + 2))
+                    got = (lo, hi)
+                spans[t] = got
+        return [(int(t), got[0], got[1]) for t in terms if (got := spans[t]) is not None]
 
     def postings_of(self, terms: Sequence[int]):
         import numpy as np
@@ -359,13 +479,22 @@ class _Part:
         return {int(d): i.decode() for d, i in zip(want[hit].tolist(), ids)}
 
     def hidden_docs(self, actor: str | Viewer):
+        viewer = viewer_of(actor)
+        got = self._hidden.get(viewer)
+        if got is None:
+            if len(self._hidden) >= _KEEP_MASKS:
+                self._hidden.clear()
+            got = self._hidden[viewer] = self._hidden_docs(viewer)
+        return got
+
+    def _hidden_docs(self, viewer: Viewer):
         import numpy as np
 
         s = self.snap
         row = s.whole("doc_head_row")
         has = row >= 0
         r = np.where(has, row, 0)
-        seen = self.seen(viewer_of(actor))[r] if self.n else np.zeros(len(row), np.bool_)
+        seen = self.seen(viewer)[r] if self.n else np.zeros(len(row), np.bool_)
         docs = s.whole("doc_number")[has & ~seen]
         return docs[self._live_docs(docs)] if self.dead_docs is not None else docs
 
@@ -446,6 +575,27 @@ class _Part:
         return pos
 
 
+_KEPT = "search_parts"  # the key of a resident process's ``_Kept`` in ``DuckStorage.maps``
+
+
+@dataclass
+class _Kept:
+    """What a resident process keeps of its last search view (``SnapshotTx``): the snapshot's
+    mapping and the delta's document it was made for, the delta's arrays, the parts, the header of
+    the store-wide numbers, and the lexical lane's hidden docs and document frequencies by viewer."""
+
+    snap: object
+    doc: dict | None
+    delta: object
+    parts: list
+    top: dict
+    hidden: dict = None  # type: ignore[assignment]
+    df: dict = None  # type: ignore[assignment]
+
+    def __post_init__(self) -> None:
+        self.hidden, self.df = {}, {}
+
+
 class SnapshotTx(Lanes):
     """The read-only ``Tx`` of ``find``, answered from a current snapshot and its delta (what
     writers changed since the build: those memories are answered from the delta, the rest from
@@ -453,10 +603,18 @@ class SnapshotTx(Lanes):
     the methods named in ``FROM_DUCKDB``, each one explicitly (a method neither answered here nor
     named there does not exist: no fall-through)."""
 
-    def __init__(self, snap: Snapshot, store, delta: dict | None = None) -> None:
+    def __init__(self, snap: Snapshot, store, delta: dict | None = None, kept: dict | None = None) -> None:
+        """``kept`` (a resident process's, ``DuckStorage.maps``): the parts made last, with all they
+        have worked out (masks, the salience lane's contenders, hidden docs, term spans, document
+        frequencies), are taken again while the snapshot's mapping and the delta's document are the
+        same objects (``open_current`` gives the same ones while the files are the same)."""
         self.snap, self.store = snap, store
         self._stack: ExitStack | None = None
         self._tx = None
+        got = kept.get(_KEPT) if kept is not None else None
+        if got is not None and got.snap is snap and got.doc is delta:
+            self.delta, self.parts, self.top, self._state = got.delta, got.parts, got.top, got
+            return
         self.delta = None if delta is None else _MemSnap(delta)
         if self.delta is None:
             self.parts = [_Part(snap)]
@@ -464,6 +622,11 @@ class SnapshotTx(Lanes):
         else:
             self.parts = [_Part(snap, delta["ids"]), _Part(self.delta)]
             self.top = {**self.delta.header, **{k: delta[k] for k in ("token", "counter", "schema_version", "db")}}
+        self._state = _Kept(snap, delta, self.delta, self.parts, self.top)
+        if kept is not None and snap.kept:
+            if self.delta is not None:
+                self.delta.kept = True
+            kept[_KEPT] = self._state
 
     def close(self) -> None:
         if self._stack is not None:
@@ -519,19 +682,14 @@ class SnapshotTx(Lanes):
         of = self._merged("sessions_of", ids, filters)
         if not of:
             return {}
-        members: dict[str, list[str]] = {}
+        # the nearest in all parts are among the nearest in each part
+        around: dict[str, tuple[list[str], list[str]]] = {i: ([], []) for i in of}
         for p in self.parts:
-            for s, got in p.session_members(set(of.values()), filters).items():
-                members.setdefault(s, []).extend(got)
-        place: dict[str, int] = {}
-        for got in members.values():
-            got.sort()
-            place.update((i, k) for k, i in enumerate(got))
-        out = {}
-        for i, s in of.items():
-            got, k = members[s], place[i]
-            out[i] = (tuple(reversed(got[max(0, k - reach):k])), tuple(got[k + 1:k + 1 + reach]))
-        return out
+            for i, (before, after) in p.session_around(of, filters, reach).items():
+                around[i][0].extend(before)
+                around[i][1].extend(after)
+        return {i: (tuple(sorted(before, reverse=True)[:reach]), tuple(sorted(after)[:reach]))
+                for i, (before, after) in around.items()}
 
     def top_salience(self, filters: Filters, scoring: Scoring, limit: int) -> list[tuple[str, float]]:
         """As the database orders them (salience, then later update, then higher ID, all
@@ -580,17 +738,37 @@ class SnapshotTx(Lanes):
         return self._merged("doc_ids", docs)
 
     def hidden_docs(self, actor: str | Viewer):
+        """The same array for the same viewer while the parts are the same (``term_df`` knows it)."""
         import numpy as np
 
-        got = [p.hidden_docs(actor) for p in self.parts]
-        return got[0] if len(got) == 1 else np.concatenate(got)
+        viewer = viewer_of(actor)
+        st = self._state
+        got = st.hidden.get(viewer)
+        if got is None:
+            parts = [p.hidden_docs(viewer) for p in self.parts]
+            got = parts[0] if len(parts) == 1 else np.concatenate(parts)
+            if len(st.hidden) >= _KEEP_MASKS:
+                st.hidden.clear()
+                st.df.clear()
+            st.hidden[viewer] = got
+        return got
 
     def term_df(self, terms: Sequence[int], hidden) -> dict[int, int]:
-        out: dict[int, int] = {}
-        for p in self.parts:
-            for t, c in p.term_df(terms, hidden).items():
-                out[t] = out.get(t, 0) + c
-        return out
+        """Kept by term for ``hidden`` when it is one this view gave (``hidden_docs``)."""
+        st = self._state
+        viewer = next((v for v, h in st.hidden.items() if h is hidden), None)
+        known = st.df.setdefault(viewer, {}) if viewer is not None else {}
+        need = [t for t in dict.fromkeys(terms) if t not in known]
+        if need:
+            if len(known) + len(need) > _KEEP_TERMS:
+                known.clear()
+                need = list(dict.fromkeys(terms))
+            got: dict[int, int] = {}
+            for p in self.parts:
+                for t, c in p.term_df(need, hidden).items():
+                    got[t] = got.get(t, 0) + c
+            known.update((t, got.get(t, 0)) for t in need)
+        return {t: c for t in terms if (c := known[t])}
 
     def doc_terms(self, docs: Sequence[int]) -> dict[int, tuple[dict[int, int], int]]:
         return self._merged("doc_terms", docs)
