@@ -89,6 +89,7 @@ class PgStorage:
         self._types = None  # pgvector's TypeInfo for vector and halfvec, once fetched
         self._ready = weakref.WeakSet()  # connections whose pgvector types are registered
         self._lock_key = zlib.crc32(self.schema.encode()) - 2**31  # a signed 32-bit key
+        self._copy_types: dict = {}  # (table, columns) -> their types, for binary COPY (``PgTx._copy_types``)
 
     # -- connections ---------------------------------------------------------------------
     def _open(self):

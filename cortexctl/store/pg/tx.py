@@ -74,8 +74,8 @@ class PgTx(VectorReads, LexicalReads, IntegrityReads, BundleReads):
         return got
 
     def _insert(self, table: str, columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> None:
-        """Rows into ``table`` (COPY for many, INSERTs for a few); a taken key is an IntegrityError (the
-        transaction is then failed: the storage rolls it back)."""
+        """Rows into ``table`` (a binary COPY for many, INSERTs for a few); a taken key is an IntegrityError
+        (the transaction is then failed: the storage rolls it back)."""
         import psycopg
 
         if not rows:
@@ -87,12 +87,25 @@ class PgTx(VectorReads, LexicalReads, IntegrityReads, BundleReads):
                 with self._con.cursor() as cur:
                     cur.executemany(f"INSERT INTO {table} ({cols}) VALUES ({marks})", [list(r) for r in rows])
             else:
-                with self._con.cursor() as cur, cur.copy(f"COPY {table} ({cols}) FROM STDIN") as copy:
+                types = self._copy_types(table, columns)
+                with self._con.cursor() as cur, cur.copy(f"COPY {table} ({cols}) FROM STDIN (FORMAT BINARY)") as copy:
+                    copy.set_types(types)
                     for r in rows:
                         copy.write_row(r)
         except psycopg.errors.UniqueViolation as exc:
             raise IntegrityError(f"{table}: a row with the same key already exists"
                                  f" ({str(exc).splitlines()[0]})") from None
+
+    def _copy_types(self, table: str, columns: Sequence[str]) -> list[str]:
+        """The PostgreSQL types of ``columns`` of ``table``, for a binary COPY: read from the catalogue
+        once per table and storage (a schema version's columns do not change)."""
+        key = (table, tuple(columns))
+        got = self.store._copy_types.get(key)
+        if got is None:
+            from cortexctl.store.pg.bundle import _pg_types
+
+            got = self.store._copy_types[key] = _pg_types(self._con, table, columns)
+        return got
 
     # -- Records ----------------------------------------------------------------------------
     def insert_memories(self, heads: list[dict], versions: list[dict]) -> None:
