@@ -89,16 +89,24 @@ class LexicalReads:
         """Postings for new memories: each gets the next doc number, in the order given."""
         if not docs:
             return
-        first = int(self._rows("SELECT coalesce(max(doc), 0) + 1 FROM lex_docs")[0][0])
-        if len(docs) <= 8:
-            doc_rows = []
-            posting_rows = []
-            for i, (id_, tids) in enumerate(docs):
-                doc_rows.append((first + i, id_, len(tids)))
-                posting_rows.extend((int(t), first + i, min(c, TF_MAX)) for t, c in Counter(tids).items())
-            self._insert("lex_docs", ("doc", "id", "len"), doc_rows)
-            self._insert("lex_postings", ("term", "doc", "tf"), posting_rows)
+        if len(docs) <= 8:  # a write's: numbered by the server, docs and postings in one statement
+            ids, lens, p_ids, p_terms, p_tfs = [], [], [], [], []
+            for id_, tids in docs:
+                ids.append(id_)
+                lens.append(len(tids))
+                for t, c in Counter(tids).items():
+                    p_ids.append(id_)
+                    p_terms.append(int(t))
+                    p_tfs.append(min(c, TF_MAX))
+            self._con.execute(
+                "WITH d AS (INSERT INTO lex_docs (doc, id, len)"
+                " SELECT (SELECT coalesce(max(doc), 0) FROM lex_docs) + u.n, u.id, u.len"
+                " FROM unnest(%s::text[], %s::int[]) WITH ORDINALITY AS u(id, len, n) RETURNING doc, id)"
+                " INSERT INTO lex_postings (term, doc, tf) SELECT p.term, d.doc, p.tf"
+                " FROM unnest(%s::text[], %s::bigint[], %s::smallint[]) AS p(id, term, tf) JOIN d ON d.id = p.id",
+                [ids, lens, p_ids, p_terms, p_tfs])
             return
+        first = int(self._rows("SELECT coalesce(max(doc), 0) + 1 FROM lex_docs")[0][0])
         lens = [len(tids) for _, tids in docs]
         self._insert("lex_docs", ("doc", "id", "len"), [(first + i, d[0], lens[i]) for i, d in enumerate(docs)])
         _copy_postings(self._con, first, lens, docs)

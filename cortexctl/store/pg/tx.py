@@ -242,6 +242,15 @@ class PgTx(VectorReads, LexicalReads, IntegrityReads, BundleReads):
 
     def append_journal(self, entries) -> int:
         entries = list(entries)
+        if 0 < len(entries) <= 8:  # a write's: numbered by the server in the same statement (one round trip)
+            cols = list(zip(*entries))
+            rows = self._rows(
+                "INSERT INTO journal (seq, kind, ts, actor, ref, payload)"
+                " SELECT (SELECT coalesce(max(seq), 0) FROM journal) + e.n, e.kind, e.ts, e.actor, e.ref, e.payload"
+                " FROM unnest(%s::text[], %s::timestamp[], %s::text[], %s::text[], %s::bytea[]) WITH ORDINALITY"
+                " AS e(kind, ts, actor, ref, payload, n) RETURNING seq",
+                [list(c) for c in cols])
+            return int(min(r[0] for r in rows))
         first = self.next_seq()  # under the writer lock: no other transaction appends meanwhile
         self._insert("journal", JOURNAL_FIELDS, [(first + i, *e) for i, e in enumerate(entries)])
         return first
