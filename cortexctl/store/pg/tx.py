@@ -10,6 +10,7 @@ expressions DuckDB's SQL and the search snapshot compile.
 
 from __future__ import annotations
 
+from contextlib import nullcontext
 from datetime import datetime, timedelta
 from typing import Any, Iterator, Sequence
 
@@ -109,10 +110,18 @@ class PgTx(VectorReads, LexicalReads, IntegrityReads, BundleReads):
 
     # -- Records ----------------------------------------------------------------------------
     def insert_memories(self, heads: list[dict], versions: list[dict]) -> None:
-        self._insert("heads", HEAD_FIELDS, [[h[c] for c in HEAD_FIELDS] for h in heads])
-        self._insert("versions", VERSION_FIELDS, [[v[c] for c in VERSION_FIELDS] for v in versions])
-        self._insert("frames", ("id", "verb", "kind", "ref"),
-                     [[h["id"], *f.split(":", 2)] for h in heads for f in h["frames"]])
+        import psycopg
+
+        frames = [[h["id"], *f.split(":", 2)] for h in heads for f in h["frames"]]
+        few = max(len(heads), len(versions), len(frames)) <= 8  # a write's: INSERTs, no COPY
+        try:
+            with self._con.pipeline() if few else nullcontext():  # a write's rows in one round trip
+                self._insert("heads", HEAD_FIELDS, [[h[c] for c in HEAD_FIELDS] for h in heads])
+                self._insert("versions", VERSION_FIELDS, [[v[c] for c in VERSION_FIELDS] for v in versions])
+                self._insert("frames", ("id", "verb", "kind", "ref"), frames)
+        except psycopg.errors.UniqueViolation as exc:  # raised when the pipeline ends
+            raise IntegrityError(f"{exc.diag.table_name}: a row with the same key already exists"
+                                 f" ({str(exc).splitlines()[0]})") from None
 
     def insert_version(self, version: dict) -> None:
         self._insert("versions", VERSION_FIELDS, [[version[c] for c in VERSION_FIELDS]])
