@@ -131,3 +131,64 @@ def _refused(run, path, problem: str, summary: str) -> None:
     assert len(lines) == 2 and lines[0].startswith(f"cortexctl: {problem}") and summary in r.err, r
     assert "nothing was imported" in lines[1], r
     assert cli_state(run) == before
+
+
+@pytest.mark.slow
+def test_an_import_into_postgresql_killed_mid_way_leaves_whole_batches_and_verifies(tmp_path):
+    """SIGKILL ``cortexctl import`` into PostgreSQL once a batch of the run is in, or at a random moment:
+    only whole batches are stored, verify is green, and the import run again finishes the file."""
+    import os
+    import random
+    import subprocess
+    import time
+
+    from tests import tamper
+    from tests.conftest import cortexctl_argv
+    from tests.pg import store_uri
+    from tests.reliability.test_kills import _kill, _lines
+
+    total, batch = 6000, 500
+    uri = store_uri("killed-import")
+    plain = tmp_path / "plain.jsonl"
+    plain.write_bytes(_lines(total, "more"))
+    made = tmp_path / "made"  # lines with IDs, so that the import run again skips what is in
+    assert run_in_process(made, "import", str(plain), env={"CORTEXCTL_ACTOR": "alice"}).code == 0
+    src = tmp_path / "m.jsonl"
+    src.write_text(run_in_process(made, "export", env={"CORTEXCTL_ACTOR": "alice"}).out)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CORTEXCTL_")}
+    env.update(CORTEXCTL_STORE=uri, CORTEXCTL_ACTOR="alice", TMPDIR=str(tmp_path))
+    argv = cortexctl_argv() + ["import", str(src), "--batch-size", str(batch), "--skip-existing", "-q"]
+    rng = random.Random(21)
+
+    def heads() -> int:
+        return tamper.rows(uri, "SELECT count(*) FROM heads")[0][0] if tamper.rows(
+            uri, "SELECT to_regclass('heads') IS NOT NULL")[0][0] else 0
+
+    landed = 0
+    for attempt in range(12):
+        before = heads()
+        checked = [time.monotonic()]
+
+        def a_batch_is_in() -> bool:  # asked every 2 ms: the store is read every 50 ms
+            if time.monotonic() - checked[0] < 0.05:
+                return False
+            checked[0] = time.monotonic()
+            return heads() > before
+
+        proc = subprocess.Popen(argv, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                stderr=subprocess.PIPE)
+        landed += _kill(proc, until=a_batch_is_in if attempt % 2 == 0 else None, delay=rng.uniform(0.5, 8.0),
+                        what="import")
+        now = heads()
+        assert (now - before) % batch == 0, f"a partial batch: {now - before} memories"
+        report = run_in_process(uri, "verify", "--json", env={"CORTEXCTL_ACTOR": "alice"})
+        if now == 0 and report.code == 3:  # killed before the store was made: nothing to verify
+            continue
+        assert report.code == 0 and report.json()["ok"], report
+        if landed >= 3 or now == total:
+            break
+    assert landed >= 1, "no kill landed while the import ran"
+    done = subprocess.run(argv, env=env, stdin=subprocess.DEVNULL, capture_output=True, timeout=600)
+    assert done.returncode == 0, done.stderr
+    assert heads() == total
+    assert run_in_process(uri, "verify", "--json", env={"CORTEXCTL_ACTOR": "alice"}).json()["ok"]
