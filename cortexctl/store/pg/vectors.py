@@ -180,8 +180,10 @@ class VectorReads:
 
     # -- pending ------------------------------------------------------------------------------
     def maybe_pending(self, model: str) -> bool:
-        row = self._rows("SELECT EXISTS (SELECT 1 FROM vectors WHERE model <> %s)"
-                         " OR (SELECT count(*) FROM vectors) < (SELECT count(*) FROM heads)", [model])[0]
+        # another model's vectors: two probes of the (model, key) index, not a scan of every vector
+        row = self._rows("SELECT EXISTS (SELECT 1 FROM vectors WHERE model < %s)"
+                         " OR EXISTS (SELECT 1 FROM vectors WHERE model > %s)"
+                         " OR (SELECT count(*) FROM vectors) < (SELECT count(*) FROM heads)", [model, model])[0]
         return bool(row[0])
 
     def count_pending(self, model: str) -> int:
