@@ -184,6 +184,9 @@ def schema(store: str | os.PathLike) -> tuple[str, list[str]]:
 
 def set_schema_version(store: str | os.PathLike, value: str) -> None:
     """Record another schema version (a newer cortexctl's, say) without changing the tables."""
+    if _is_pg(store):
+        _pg_sql(str(store), "UPDATE meta SET value = %s WHERE key = 'schema_version'", [value])
+        return
     sql(store, "UPDATE meta SET value = ? WHERE key = 'schema_version'", [value])
 
 
