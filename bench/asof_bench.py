@@ -12,7 +12,9 @@ it, and T1 (an hour and a half after) 1%. Then it prints, as ratios to plain fin
 - the engine call, warm (median of --runs rounds over the queries): ``find --near`` and
   find without --near (salience order), plain and ``--as-of`` T1 and T10;
 - the semantic lane's two ways under --as-of (over-fetching the HNSW index by |C|, or an
-  exact search), which sets ``engine/asof.py``'s EXACT_VECTORS;
+  exact search), which sets ``engine/asof.py``'s EXACT_VECTORS; and --as-of with the changed
+  memories' stored vectors read back, as for a costly embedder (``Embedder.costly``: an endpoint,
+  e5), rather than embedded again by the hash embedder;
 - the CLI, cold, once each: ``cortexctl find --near TEXT`` with and without --as-of.
 
 The target (issue 23): --as-of within 2x plain find. Nothing is asserted: it is a report.
@@ -89,12 +91,15 @@ def build(store: Path, tmp: Path, n: int, changes: int) -> dict:
             "changed_T1": len(chosen), "changed_T10": len(chosen) + len(later)}
 
 
-def engine_times(store: Path, runs: int, at: datetime | None, near: bool) -> float:
-    """Median seconds of one find (warm: one round first, not counted)."""
+def engine_times(store: Path, runs: int, at: datetime | None, near: bool, costly: bool = False) -> float:
+    """Median seconds of one find (warm: one round first, not counted). ``costly``: the hash embedder
+    taken for a costly one (``Embedder.costly``), so that --as-of reads stored vectors back."""
     from cortexctl import Cortex
     from cortexctl.engine.results import FindQuery
 
     cx = Cortex(store=store, actor=ACTOR)
+    if costly:
+        cx.context.embedder.costly = True
 
     def once(q: str) -> float:
         query = FindQuery(k=10, near=q if near else None)
@@ -163,6 +168,8 @@ def main(argv: list[str] | None = None) -> int:
             for name in ("T1", "T10"):
                 out[f"semantic_{way}_{name}_ms"] = round(engine_times(store, args.runs, made[name], True) * 1000, 2)
         asof.EXACT_VECTORS = exact_above
+        for name in ("T1", "T10"):
+            out[f"semantic_stored_{name}_ms"] = round(engine_times(store, args.runs, made[name], True, costly=True) * 1000, 2)
         cortexctl = find_cortexctl(args.cortexctl)
         q = QUERIES[0]
         cli_once(cortexctl, store, env, "--near", q)  # the page cache and bytecode, once

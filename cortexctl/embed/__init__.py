@@ -37,6 +37,10 @@ class Embedder(Protocol):
     dim: int | None
     #: True when embedding needs the network (so a failure is tolerated, never fatal to a write)
     remote: bool
+    #: True when embedding a text costs more than reading its stored vector back (an endpoint, a
+    #: transformer; not the hash embedder or the static WordLlama table): ``find --as-of`` then reads
+    #: the stored vectors of the versions it needs rather than embed their texts again
+    costly: bool
 
     def embed(self, texts: Sequence[str]) -> "np.ndarray":
         """float32 rows of unit length (zero rows for text with no words), one per text."""

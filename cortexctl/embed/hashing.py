@@ -149,6 +149,7 @@ def embed_one(text: str, dim: int = DEFAULT_DIM) -> bytes:
 class HashEmbedder:
     provider = "hash"
     remote = False
+    costly = False
 
     def __init__(self, dim: int | None = None) -> None:
         self.dim = int(dim or DEFAULT_DIM)

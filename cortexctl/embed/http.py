@@ -103,6 +103,7 @@ def post_json(http, url: str, body: dict, *, what: str, retries: int = RETRIES, 
 class HttpEmbedder:
     provider = "openai"
     remote = True
+    costly = True
 
     def __init__(
         self, base_url: str, model: str, *, api_key: str | None = None, timeout: float = 30.0,

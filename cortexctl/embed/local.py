@@ -117,6 +117,7 @@ def available() -> bool:
 class LocalEmbedder:
     provider = "local"
     remote = False
+    costly = True
     model = MODEL
     dim = DIM
 

@@ -78,6 +78,7 @@ def table():
 class WordLlamaEmbedder:
     provider = "local"
     remote = False
+    costly = False
     model = MODEL
     dim = DIM
 

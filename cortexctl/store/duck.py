@@ -214,6 +214,9 @@ class DuckTx(Lanes):
     def vectors_of_keys(self, keys: Sequence[int], model: str) -> list[tuple[int, str, int]]:
         return sq.vectors_of_keys(self.con, keys, model)
 
+    def stored_vectors(self, pairs: Sequence[tuple[str, int]], model: str) -> dict:
+        return sq.stored_vectors(self.con, pairs, model)
+
     def vectors_between(self, model: str, lo: int, hi: int) -> dict[int, tuple[str, int]]:
         return sq.vectors_between(self.con, model, lo, hi)
 

@@ -341,6 +341,10 @@ class VectorSearch(Protocol):
                 ids: Sequence[str] | None = None) -> list[tuple[str, int, int, bytes]]:
         """Those memories, in ID order: (id, version, type code, data)."""
 
+    def stored_vectors(self, pairs: Sequence[tuple[str, int]], model: str) -> dict[str, Any]:
+        """The stored ``model`` vector of each (id, version) in ``pairs`` that has one, by ID (float32
+        rows): ``find --as-of`` reads them rather than embed those versions' texts again."""
+
     def nearest(self, query_vector: Any, model: str, filters: Filters, n: int, *,
                 exact: bool = False) -> tuple[list[tuple[str, float]], str | None]:
         """The ``n`` memories passing ``filters`` whose current version's ``model`` vector is

@@ -218,6 +218,18 @@ def vectors_for(con, where: str, params: list, model: str, dim: int):
     return [r[0] for r in rows], np.frombuffer(b"".join(r[1] for r in rows), dtype="<f4").reshape(len(rows), dim)
 
 
+def stored_vectors(con, pairs: Sequence[tuple[str, int]], model: str) -> dict:
+    """id -> float32 row of the ``model`` vector of each (id, version) in ``pairs`` that has one."""
+    import numpy as np
+
+    want = {i: int(v) for i, v in pairs}
+    if not want:
+        return {}
+    rows = con.execute("SELECT id, version, vec FROM vectors WHERE model = ? AND id IN (SELECT unnest(?::VARCHAR[]))",
+                       [model, list(want)]).fetchall()
+    return {i: np.frombuffer(vec, dtype="<f4") for i, version, vec in rows if want[i] == int(version)}
+
+
 def vectors_of_keys(con, keys: Sequence[int], model: str) -> list[tuple[int, str, int]]:
     """(key, id, version) of these vector keys that still exist for ``model``."""
     if not len(keys):

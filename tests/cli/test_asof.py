@@ -334,3 +334,41 @@ def test_lanes_led_by_changed_memories_still_give_the_best_of_the_rest(backend, 
         cx.tag(id_, add=["keep"])
     assert found()[0] in strong  # now the changed memories lead every lane
     assert found("--as-of", at(0.5)) == then
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_with_an_embedding_endpoint_as_of_reads_the_stored_vectors_of_versions_still_current(
+        backend, tmp_path, embed_server, monkeypatch):
+    """An endpoint (a costly embedder) is asked only for the texts of then that have no stored vector:
+    a memory whose head alone changed after T keeps the vector of its version of then; an updated one
+    does not. The similarities are those find gave at T."""
+    for k, v in embed_server.env().items():
+        monkeypatch.setenv(k, v)
+    location = _location(backend, tmp_path)
+    clock = [T0]
+    cx = Cortex(store=location, actor="alice")
+    cx.context.clock = lambda: clock[0]
+    tagged = cx.write("fact", "heron deploy host rotates monthly").id
+    updated = cx.write("fact", "heron staging host is db-stg-2").id
+    cx.write("fact", "heron lunch host on fridays")
+
+    def found(*args) -> dict[str, float]:
+        r = run_in_process(location, "find", "--near", "heron deploy host", "-k", "10", "--json", *args,
+                           env=embed_server.env())
+        assert r.code == 0, r
+        return {h["id"]: h["similarity"] for h in r.json()["results"]}
+
+    then = found()
+    clock[0] = T0 + timedelta(hours=1)
+    cx.tag(tagged, add=["ops"])
+    cx.update(updated, "heron staging host is db-stg-9 in another rack")
+    del embed_server.requests[:]
+    past = found("--as-of", at(0.5))
+    asked = [t for r in embed_server.requests for t in ([r["body"]["input"]] if isinstance(r["body"]["input"], str)
+                                                         else r["body"]["input"])]
+    assert "heron staging host is db-stg-2" in asked  # the updated memory's text of then: no vector of it kept
+    assert "heron deploy host rotates monthly" not in asked  # its version of then is current: its vector read
+    assert len(asked) == 2  # and the query
+    assert set(past) == set(then)
+    for id_, sim in then.items():
+        assert past[id_] == pytest.approx(sim, abs=1e-5)

@@ -155,3 +155,22 @@ def test_a_live_memory_without_a_vector_of_the_model_is_pending(storage):
         tx.insert_vectors([ident(1), ident(4)], [1, 1], "m", unit_rows(2))
     with storage.reading() as tx:
         assert tx.count_pending("m") == 0 and tx.pending("m") == []
+
+
+def test_stored_vectors_are_those_of_the_versions_asked_for_of_that_model_as_stored(storage):
+    mat = unit_rows(3, dim=6)
+    put(storage, memory(1), memory(2, versions=2), memory(3))
+    with storage.transaction() as tx:
+        tx.insert_vectors([ident(1), ident(2)], [1, 2], "m", mat[:2])
+        tx.insert_vectors([ident(3)], [1], "other", mat[2:])
+    with storage.reading() as tx:
+        got = tx.stored_vectors([(ident(1), 1), (ident(2), 1), (ident(3), 1), (ident(4), 1)], "m")
+        assert set(got) == {ident(1)}  # 2 has a vector of version 2 only, 3 of another model only, 4 none
+        np.testing.assert_array_equal(got[ident(1)], mat[0])
+        assert got[ident(1)].dtype == np.float32
+        assert set(tx.stored_vectors([(ident(2), 2)], "m")) == {ident(2)}
+        assert tx.stored_vectors([], "m") == {}
+    with storage.transaction() as tx:
+        tx.drop_vectors(ident(1))
+    with storage.reading() as tx:
+        assert tx.stored_vectors([(ident(1), 1)], "m") == {}

@@ -281,6 +281,17 @@ class VectorReads:
             [q, model, *params, q])
         return [(r[0], float(r[1])) for r in rows if r[1] > 0]
 
+    def stored_vectors(self, pairs: Sequence[tuple[str, int]], model: str) -> dict:
+        """id -> float32 row of the ``model`` vector of each (id, version) in ``pairs`` that has one."""
+        import numpy as np
+
+        want = {i: int(v) for i, v in pairs}
+        if not want:
+            return {}
+        rows = self._rows("SELECT id, version, vec FROM vectors WHERE model = %s AND id = ANY(%s)", [model, list(want)])
+        return {i: np.asarray(vec.to_numpy() if hasattr(vec, "to_numpy") else vec, dtype=np.float32).reshape(-1)
+                for i, version, vec in rows if want[i] == int(version)}  # pgvector's Vector, or an array
+
     # -- integrity ---------------------------------------------------------------------------
     def vector_problems(self):
         """(id, version, problem) for vectors of the wrong length or not of a current version."""

@@ -653,7 +653,7 @@ FROM_DUCKDB = (
     "append_journal", "live_versions", "sessions",
     # LexicalSearch, VectorSearch
     "add_terms", "replace_terms", "insert_vectors", "drop_vectors", "drop_model", "drop_other_models",
-    "maybe_pending", "count_pending", "pending", "text_twins",
+    "maybe_pending", "count_pending", "pending", "text_twins", "stored_vectors",
     # Feedback, Grants
     "set_weights", "all_weights", "take_token", "put_checkpoint", "checkpoint", "all_checkpoints", "grants_of",
     "insert_grant", "revoke_grant", "all_grants",
