@@ -53,8 +53,8 @@ def _is_pg(store) -> bool:
     return isinstance(store, str) and store.startswith(("postgresql://", "postgres://"))
 
 
-def _pg_sql(uri: str, statement: str, params: Sequence[Any]) -> None:
-    """One statement on a PostgreSQL store's tables (its schema first on the search path)."""
+def _pg_sql(uri: str, statement: str, params: Sequence[Any]) -> list[tuple]:
+    """One statement on a PostgreSQL store's tables (its schema first on the search path); its rows."""
     import psycopg
 
     from cortexctl.store.pg import split_uri
@@ -62,7 +62,8 @@ def _pg_sql(uri: str, statement: str, params: Sequence[Any]) -> None:
     conninfo, schema = split_uri(uri)
     with psycopg.connect(conninfo, autocommit=True) as con:
         con.execute("SELECT set_config('search_path', %s, false)", [f'"{schema}", public'])
-        con.execute(statement, list(params))
+        cur = con.execute(statement, list(params))
+        return cur.fetchall() if cur.description else []
 
 
 def set_version_field(store: str | os.PathLike, memory_id: str, version: int, field: str, value: Any) -> None:
@@ -183,6 +184,9 @@ def schema(store: str | os.PathLike) -> tuple[str, list[str]]:
 
 def set_schema_version(store: str | os.PathLike, value: str) -> None:
     """Record another schema version (a newer cortexctl's, say) without changing the tables."""
+    if _is_pg(store):
+        _pg_sql(str(store), "UPDATE meta SET value = %s WHERE key = 'schema_version'", [value])
+        return
     sql(store, "UPDATE meta SET value = ? WHERE key = 'schema_version'", [value])
 
 
@@ -304,6 +308,8 @@ def sql(store: str | os.PathLike, statement: str, params: Sequence[Any] = ()) ->
 
 
 def rows(store: str | os.PathLike, query: str, params: Sequence[Any] = ()) -> list[tuple]:
-    """A read-only query over the store's tables."""
+    """A read-only query over the store's tables (DuckDB's ``?`` markers; psycopg's ``%s`` on PostgreSQL)."""
+    if _is_pg(store):
+        return _pg_sql(str(store), query, params)
     with _connect(store, read_only=True) as con:
         return con.execute(query, list(params)).fetchall()

@@ -40,6 +40,8 @@ from cortexctl.store.interface import NoStore
 DEFAULT_SCHEMA = "cortexctl"
 LOCK_CLASS = 0x636F7274  # "cort": the first key of the store's advisory lock; the second is the schema's CRC
 CONNECT_TIMEOUT = 10  # seconds to reach the server
+# a write transaction's first statement: the lock's timeout, then the lock (evaluated in this order)
+XACT_LOCK = "SELECT set_config('lock_timeout', %s, true), pg_advisory_xact_lock(%s, %s)"
 
 
 OWN_PARAMETERS = ("schema", "snapshot")  # cortexctl's own query parameters, not libpq's
@@ -89,6 +91,8 @@ class PgStorage:
         self._types = None  # pgvector's TypeInfo for vector and halfvec, once fetched
         self._ready = weakref.WeakSet()  # connections whose pgvector types are registered
         self._lock_key = zlib.crc32(self.schema.encode()) - 2**31  # a signed 32-bit key
+        self._current = False  # this storage has seen the store at the newest schema (``_lock_current``)
+        self._copy_types: dict = {}  # (table, columns) -> their types, for binary COPY (``PgTx._copy_types``)
 
     # -- connections ---------------------------------------------------------------------
     def _open(self):
@@ -278,8 +282,10 @@ class PgStorage:
             _mode(con, read_only=False)
             try:
                 with con.cursor() as cur:
-                    self._lock(cur)
-                    self._make_current(con, cur)
+                    if not self._lock_current(con, cur):
+                        self._lock(cur)
+                        self._make_current(con, cur)
+                        self._current = True
                 from cortexctl.store import scratch
 
                 scratch.sweep(scratch.areas(self))  # what killed commands left
@@ -294,17 +300,51 @@ class PgStorage:
         """Take the store's writer lock, waiting up to ``wait`` seconds (then StoreBusy)."""
         import psycopg
 
-        timeout = max(1, int(self.wait * 1000))  # 0 would mean forever
-        cur.execute("SELECT set_config('lock_timeout', %s, %s)", [f"{timeout}ms", not session])
-        fn = "pg_advisory_lock" if session else "pg_advisory_xact_lock"
         try:
-            cur.execute(f"SELECT {fn}(%s, %s)", [LOCK_CLASS, self._lock_key])
+            if session:
+                cur.execute("SELECT set_config('lock_timeout', %s, false)", [self._lock_timeout()])
+                cur.execute("SELECT pg_advisory_lock(%s, %s)", [LOCK_CLASS, self._lock_key])
+            else:  # the timeout is set before the lock is asked for, in the same statement
+                cur.execute(XACT_LOCK, [self._lock_timeout(), LOCK_CLASS, self._lock_key])
         except psycopg.errors.LockNotAvailable:
-            raise StoreBusy(f"store {self.location} is busy (another cortexctl is writing to it);"
-                            f" gave up after {self.wait:g}s", hint="retry, or wait longer with --wait SECONDS") from None
+            raise self._busy() from None
         finally:
             if session:
                 cur.execute("SELECT set_config('lock_timeout', '0', false)")
+
+    def _lock_timeout(self) -> str:
+        return f"{max(1, int(self.wait * 1000))}ms"  # 0 would mean forever
+
+    def _busy(self) -> StoreBusy:
+        return StoreBusy(f"store {self.location} is busy (another cortexctl is writing to it);"
+                         f" gave up after {self.wait:g}s", hint="retry, or wait longer with --wait SECONDS")
+
+    def _lock_current(self, con, cur) -> bool:
+        """Once this storage has seen the store current: take the writer lock and read the schema version
+        in one round trip (a pipeline). True when the store is still current (SchemaTooNew when a newer
+        cortexctl has migrated it meanwhile); False, with the transaction rolled back, when the
+        caller must take the lock and make the schema current the long way."""
+        import psycopg
+
+        if not self._current or con.adapters.types.get("vector") is None:
+            return False
+        try:
+            with con.pipeline():
+                cur.execute(XACT_LOCK, [self._lock_timeout(), LOCK_CLASS, self._lock_key])
+                version = con.cursor()
+                version.execute("SELECT value FROM meta WHERE key = 'schema_version'")
+            row = version.fetchone()
+        except psycopg.errors.LockNotAvailable:
+            raise self._busy() from None
+        except psycopg.errors.UndefinedTable:  # the store was dropped since: the long way creates it
+            con.rollback()
+            self._current = False
+            return False
+        from cortexctl.store.pg import schema
+
+        if row is None or not str(row[0]).isdigit() or not schema.check(int(row[0])):
+            self._make_current(con, cur)  # the lock is held: an older store is migrated, a damaged one refused
+        return True
 
     def _make_current(self, con, cur) -> None:
         """Create the schema and its tables, or migrate them forward (the writer lock is held)."""

@@ -10,6 +10,7 @@ expressions DuckDB's SQL and the search snapshot compile.
 
 from __future__ import annotations
 
+from contextlib import nullcontext
 from datetime import datetime, timedelta
 from typing import Any, Iterator, Sequence
 
@@ -74,8 +75,8 @@ class PgTx(VectorReads, LexicalReads, IntegrityReads, BundleReads):
         return got
 
     def _insert(self, table: str, columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> None:
-        """Rows into ``table`` (COPY for many, INSERTs for a few); a taken key is an IntegrityError (the
-        transaction is then failed: the storage rolls it back)."""
+        """Rows into ``table`` (a binary COPY for many, INSERTs for a few); a taken key is an IntegrityError
+        (the transaction is then failed: the storage rolls it back)."""
         import psycopg
 
         if not rows:
@@ -87,19 +88,40 @@ class PgTx(VectorReads, LexicalReads, IntegrityReads, BundleReads):
                 with self._con.cursor() as cur:
                     cur.executemany(f"INSERT INTO {table} ({cols}) VALUES ({marks})", [list(r) for r in rows])
             else:
-                with self._con.cursor() as cur, cur.copy(f"COPY {table} ({cols}) FROM STDIN") as copy:
+                types = self._copy_types(table, columns)
+                with self._con.cursor() as cur, cur.copy(f"COPY {table} ({cols}) FROM STDIN (FORMAT BINARY)") as copy:
+                    copy.set_types(types)
                     for r in rows:
                         copy.write_row(r)
         except psycopg.errors.UniqueViolation as exc:
             raise IntegrityError(f"{table}: a row with the same key already exists"
                                  f" ({str(exc).splitlines()[0]})") from None
 
+    def _copy_types(self, table: str, columns: Sequence[str]) -> list[str]:
+        """The PostgreSQL types of ``columns`` of ``table``, for a binary COPY: read from the catalogue
+        once per table and storage (a schema version's columns do not change)."""
+        key = (table, tuple(columns))
+        got = self.store._copy_types.get(key)
+        if got is None:
+            from cortexctl.store.pg.bundle import _pg_types
+
+            got = self.store._copy_types[key] = _pg_types(self._con, table, columns)
+        return got
+
     # -- Records ----------------------------------------------------------------------------
     def insert_memories(self, heads: list[dict], versions: list[dict]) -> None:
-        self._insert("heads", HEAD_FIELDS, [[h[c] for c in HEAD_FIELDS] for h in heads])
-        self._insert("versions", VERSION_FIELDS, [[v[c] for c in VERSION_FIELDS] for v in versions])
-        self._insert("frames", ("id", "verb", "kind", "ref"),
-                     [[h["id"], *f.split(":", 2)] for h in heads for f in h["frames"]])
+        import psycopg
+
+        frames = [[h["id"], *f.split(":", 2)] for h in heads for f in h["frames"]]
+        few = max(len(heads), len(versions), len(frames)) <= 8  # a write's: INSERTs, no COPY
+        try:
+            with self._con.pipeline() if few else nullcontext():  # a write's rows in one round trip
+                self._insert("heads", HEAD_FIELDS, [[h[c] for c in HEAD_FIELDS] for h in heads])
+                self._insert("versions", VERSION_FIELDS, [[v[c] for c in VERSION_FIELDS] for v in versions])
+                self._insert("frames", ("id", "verb", "kind", "ref"), frames)
+        except psycopg.errors.UniqueViolation as exc:  # raised when the pipeline ends
+            raise IntegrityError(f"{exc.diag.table_name}: a row with the same key already exists"
+                                 f" ({str(exc).splitlines()[0]})") from None
 
     def insert_version(self, version: dict) -> None:
         self._insert("versions", VERSION_FIELDS, [[version[c] for c in VERSION_FIELDS]])
@@ -229,6 +251,15 @@ class PgTx(VectorReads, LexicalReads, IntegrityReads, BundleReads):
 
     def append_journal(self, entries) -> int:
         entries = list(entries)
+        if 0 < len(entries) <= 8:  # a write's: numbered by the server in the same statement (one round trip)
+            cols = list(zip(*entries))
+            rows = self._rows(
+                "INSERT INTO journal (seq, kind, ts, actor, ref, payload)"
+                " SELECT (SELECT coalesce(max(seq), 0) FROM journal) + e.n, e.kind, e.ts, e.actor, e.ref, e.payload"
+                " FROM unnest(%s::text[], %s::timestamp[], %s::text[], %s::text[], %s::bytea[]) WITH ORDINALITY"
+                " AS e(kind, ts, actor, ref, payload, n) RETURNING seq",
+                [list(c) for c in cols])
+            return int(min(r[0] for r in rows))
         first = self.next_seq()  # under the writer lock: no other transaction appends meanwhile
         self._insert("journal", JOURNAL_FIELDS, [(first + i, *e) for i, e in enumerate(entries)])
         return first

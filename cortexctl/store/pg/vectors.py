@@ -126,7 +126,8 @@ class VectorReads:
             matrix = np.frombuffer(b"".join(matrix), dtype="<f4").reshape(n, -1)
         matrix = np.ascontiguousarray(matrix, dtype=np.float32)
         dim = int(matrix.shape[1])
-        got = _model_index(self._con, model)
+        # this process saw the model's index of this dimension: no query (a write's turn under the lock is short)
+        got = None if (self.store.address, model, dim) in _INDEXED else _model_index(self._con, model)
         if got is not None and got[1] != dim:
             # the model's vectors were dropped and it now makes another length: its old index would
             # refuse them (update_index and after_vectors build the new one)
@@ -134,10 +135,15 @@ class VectorReads:
             _forget(self.store.address, model)
         elif got is not None:
             _INDEXED.add((self.store.address, model, dim))
-        first = int(self._rows("SELECT coalesce(max(key), 0) + 1 FROM vectors")[0][0])
         import psycopg
 
         try:
+            if n == 1:  # a write's: keyed by the server in the same statement (one round trip)
+                return int(self._rows(
+                    "INSERT INTO vectors (key, id, version, model, dim, vec)"
+                    " VALUES ((SELECT coalesce(max(key), 0) + 1 FROM vectors), %s, %s, %s, %s, %s) RETURNING key",
+                    [ids[0], int(versions[0]), model, dim, matrix[0]])[0][0])
+            first = int(self._rows("SELECT coalesce(max(key), 0) + 1 FROM vectors")[0][0])
             with self._con.transaction():
                 _binary_rows(self._con, "vectors", ("key", "id", "version", "model", "dim", "vec"),
                              ("int8", "text", "int4", "text", "int2", "vector"),
@@ -174,8 +180,10 @@ class VectorReads:
 
     # -- pending ------------------------------------------------------------------------------
     def maybe_pending(self, model: str) -> bool:
-        row = self._rows("SELECT EXISTS (SELECT 1 FROM vectors WHERE model <> %s)"
-                         " OR (SELECT count(*) FROM vectors) < (SELECT count(*) FROM heads)", [model])[0]
+        # another model's vectors: two probes of the (model, key) index, not a scan of every vector
+        row = self._rows("SELECT EXISTS (SELECT 1 FROM vectors WHERE model < %s)"
+                         " OR EXISTS (SELECT 1 FROM vectors WHERE model > %s)"
+                         " OR (SELECT count(*) FROM vectors) < (SELECT count(*) FROM heads)", [model, model])[0]
         return bool(row[0])
 
     def count_pending(self, model: str) -> int:
