@@ -91,13 +91,16 @@ def build(store: Path, tmp: Path, n: int, changes: int) -> dict:
             "changed_T1": len(chosen), "changed_T10": len(chosen) + len(later)}
 
 
-def engine_times(store: Path, runs: int, at: datetime | None, near: bool, costly: bool = False) -> float:
+def engine_times(store: Path, runs: int, at: datetime | None, near: bool, costly: bool = False,
+                 resident: bool = False) -> float:
     """Median seconds of one find (warm: one round first, not counted). ``costly``: the hash embedder
-    taken for a costly one (``Embedder.costly``), so that --as-of reads stored vectors back."""
+    taken for a costly one (``Embedder.costly``), so that --as-of reads stored vectors back.
+    ``resident``: a resident Cortex, as ``cortexctl mcp`` keeps (its search state and the pasts it
+    replayed are kept while the store stays as it is)."""
     from cortexctl import Cortex
     from cortexctl.engine.results import FindQuery
 
-    cx = Cortex(store=store, actor=ACTOR)
+    cx = Cortex(store=store, actor=ACTOR, resident=resident)
     if costly:
         cx.context.embedder.costly = True
 
@@ -160,6 +163,14 @@ def main(argv: list[str] | None = None) -> int:
             out[f"{lane}_plain_ms"] = round(plain * 1000, 2)
             for name in ("T1", "T10"):
                 t = engine_times(store, args.runs, made[name], near)
+                out[f"{lane}_{name}_ms"] = round(t * 1000, 2)
+                out[f"{lane}_{name}_ratio"] = round(t / plain, 2)
+        for near in (True, False):  # in a resident process (cortexctl mcp)
+            lane = "resident_near" if near else "resident_salience"
+            plain = engine_times(store, args.runs, None, near, resident=True)
+            out[f"{lane}_plain_ms"] = round(plain * 1000, 2)
+            for name in ("T1", "T10"):
+                t = engine_times(store, args.runs, made[name], near, resident=True)
                 out[f"{lane}_{name}_ms"] = round(t * 1000, 2)
                 out[f"{lane}_{name}_ratio"] = round(t / plain, 2)
         exact_above = asof.EXACT_VECTORS

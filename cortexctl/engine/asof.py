@@ -101,13 +101,21 @@ def changed_after(tx: Tx, seq: int) -> tuple[set[str], set[str]]:
     return changed, born
 
 
-def scopes_at(tx: Tx, actor: str, seq: int, at: datetime) -> tuple[Scope, ...]:
-    """The scopes of the grants ``actor`` held at ``at``: granted by an entry up to ``seq``, not
-    revoked by one, not expired at ``at`` (as ``Context.viewer_for`` reads the live ones now)."""
+def grants_upto(tx: Tx, seq: int) -> list[dict]:
+    """Every grant as it stood after journal entry ``seq`` (revoked ones too), replayed."""
     grants = replay.Grants()
     for s, kind, _ts, _actor, _ref, payload in tx.journal_window(0, seq, ("grant", "revoke")):
         grants.apply(s, kind, payload)
-    return tuple((g["granter"], tuple(g["types"]), tuple(g["tags"])) for g in grants.rows.values()
+    return list(grants.rows.values())
+
+
+def scopes_at(tx: Tx, actor: str, seq: int, at: datetime, grants: Sequence[dict] | None = None
+              ) -> tuple[Scope, ...]:
+    """The scopes of the grants ``actor`` held at ``at``: granted by an entry up to ``seq``, not
+    revoked by one, not expired at ``at`` (as ``Context.viewer_for`` reads the live ones now).
+    ``grants``: ``grants_upto(tx, seq)`` when already in hand."""
+    return tuple((g["granter"], tuple(g["types"]), tuple(g["tags"]))
+                 for g in (grants_upto(tx, seq) if grants is None else grants)
                  if g["subagent"] == actor and g["granter"] != actor and g["revoked_at"] is None
                  and (g["expires_at"] is None or g["expires_at"] > at))
 
@@ -201,6 +209,27 @@ class Heads:
 
 
 @dataclass
+class Then:
+    """What the journal up to entry ``seq`` and after it says, whoever asks and whenever: kept by a
+    resident process while the store stays as it is (``Tx.journal_memo``), so that its next
+    ``find --as-of`` at the same entry reads nothing of the journal again. What it works out of the
+    changed memories' versions of then (texts, their terms, their vectors by model) is kept with it:
+    a version never changes."""
+
+    changed: frozenset[str]
+    memories: dict[str, replay.Memory]
+    grants: list[dict]
+    weights: dict[str, tuple[float, ...]] = field(default_factory=dict)  # by actor
+    texts: dict[str, str] = field(default_factory=dict)
+    terms: dict[str, list[int]] = field(default_factory=dict)
+    vectors: dict[tuple[str, str], object] = field(default_factory=dict)  # (model, ID) -> vector
+
+
+MEMO_MOMENTS = 256  # record times asked for, kept with the entry each stood at (``past``)
+MEMO_PASTS = 4  # replayed pasts kept, by entry
+
+
+@dataclass
 class Past:
     """What ``find --as-of`` needs of the store at record time ``at`` (journal entry ``seq``)."""
 
@@ -211,6 +240,7 @@ class Past:
     scopes: tuple[Scope, ...]  # the grants the actor held at ``at``
     weights: tuple[float, ...]  # its learned weights at ``seq``
     salience: dict[str, float] = field(default_factory=dict)  # of members that passed ``passing``
+    then: Then | None = None  # where the texts, terms and vectors of then are kept
 
     @property
     def as_of(self) -> AsOf:
@@ -274,8 +304,25 @@ class Past:
         from cortexctl.memory import schema
         from cortexctl.memory.types import type_name
 
-        v = self.version(id_)
-        return schema.search_text(type_name(v["type"]), codec.decode(v["data"]))
+        kept = None if self.then is None else self.then.texts
+        text = None if kept is None else kept.get(id_)
+        if text is None:
+            v = self.version(id_)
+            text = schema.search_text(type_name(v["type"]), codec.decode(v["data"]))
+            if kept is not None:
+                kept[id_] = text
+        return text
+
+    def terms(self, id_: str, text: str) -> list[int]:
+        from cortexctl.memory.terms import text_terms
+
+        kept = None if self.then is None else self.then.terms
+        got = None if kept is None else kept.get(id_)
+        if got is None:
+            got = text_terms(text)
+            if kept is not None:
+                kept[id_] = got
+        return got
 
     def result_rows(self, ids: Sequence[str], form: str) -> dict[str, dict]:
         """What a find result shows of the members of C among ``ids``, as they stood (``Tx.result_rows``)."""
@@ -292,15 +339,21 @@ class Past:
         10 ms and e5 on a CPU in a minute (bench/README.md)."""
         import numpy as np
 
-        stored = {}
+        kept = None if self.then is None else self.then.vectors
+        stored = {} if kept is None else {i: v for i in ids if (v := kept.get((embedder.model, i))) is not None}
         if embedder.costly:
-            got = tx.stored_vectors([(i, self.memories[i].head["current_version"]) for i in ids], embedder.model)
-            stored = {i: v for i, v in got.items() if v.shape == (dim,)}
-        if not stored:
+            asked = [i for i in ids if i not in stored]
+            if asked:
+                got = tx.stored_vectors([(i, self.memories[i].head["current_version"]) for i in asked], embedder.model)
+                stored.update((i, v) for i, v in got.items() if v.shape == (dim,))
+        if not stored and kept is None:
             return embedder.embed([texts[i] for i in ids])
         rest = [i for i in ids if i not in stored]
         if rest:
-            stored.update(zip(rest, embedder.embed([texts[i] for i in rest])))
+            made = embedder.embed([texts[i] for i in rest])
+            stored.update(zip(rest, made))
+        if kept is not None:
+            kept.update(((embedder.model, i), stored[i]) for i in ids)
         return np.stack([stored[i] for i in ids]).astype(np.float32, copy=False)
 
     def join(self, tx: Tx, ctx: Context, qw: dict[int, float], qvec, filters: Filters, scoring: Scoring,
@@ -309,14 +362,12 @@ class Past:
         stood, each scored on its version of then; each lane best first, ties by ID, at most ``n``.
         ``qw``: the query's terms (term ID -> weight); ``qvec``: its vector; ``semantic``: the
         semantic lane ran."""
-        from cortexctl.memory.terms import text_terms
-
         lexical, nearest, salient = (self.drop(lane) for lane in lanes)
         ids = self.passing(filters, scoring)
         if not ids:
             return lexical, nearest, salient
         texts = {i: self.search_text(i) for i in ids}
-        lex = tx.score_terms(qw, [(i, text_terms(texts[i])) for i in ids], filters.viewer)
+        lex = tx.score_terms(qw, [(i, self.terms(i, texts[i])) for i in ids], filters.viewer)
         lexical = _best(lexical + [(i, s) for i, s in lex.items() if s > 0], n)
         if semantic and qvec is not None:
             sims = self.vectors(tx, ctx.embedder, ids, texts, len(qvec)) @ qvec
@@ -332,12 +383,34 @@ def _best(pairs: list[tuple[str, float]], n: int) -> list[tuple[str, float]]:
 def past(ctx: Context, tx: Tx, at: datetime) -> Past:
     """The store at record time ``at``, as ``find`` reads it in ``tx`` (at journal entry 0, before
     the journal began: nothing)."""
-    seq = tx.seq_at(at)
+    memo = tx.journal_memo()
+    moments = pasts = None
+    if memo is not None:
+        moments, pasts = memo.setdefault("asof.moments", {}), memo.setdefault("asof.pasts", {})
+    seq = None if moments is None else moments.get(at)
+    if seq is None:
+        seq = tx.seq_at(at)
+        if moments is not None:
+            if len(moments) >= MEMO_MOMENTS:
+                moments.pop(next(iter(moments)))
+            moments[at] = seq
     if seq == 0:
         return Past(at=at, seq=0, changed=frozenset(), memories={}, scopes=(), weights=())
-    changed, born = changed_after(tx, seq)
-    return Past(at=at, seq=seq, changed=frozenset(changed), memories=replay_memories(tx, sorted(changed - born), seq),
-                scopes=scopes_at(tx, ctx.actor, seq, at), weights=weights_at(tx, ctx.actor, seq))
+    then = None if pasts is None else pasts.get(seq)
+    if then is None:
+        changed, born = changed_after(tx, seq)
+        then = Then(changed=frozenset(changed), memories=replay_memories(tx, sorted(changed - born), seq),
+                    grants=grants_upto(tx, seq))
+        if pasts is not None:
+            if len(pasts) >= MEMO_PASTS:
+                pasts.pop(next(iter(pasts)))
+            pasts[seq] = then
+    weights = then.weights.get(ctx.actor)
+    if weights is None:
+        weights = then.weights[ctx.actor] = weights_at(tx, ctx.actor, seq)
+    return Past(at=at, seq=seq, changed=then.changed, memories=then.memories,
+                scopes=scopes_at(tx, ctx.actor, seq, at, then.grants), weights=weights,
+                then=then if pasts is not None else None)
 
 
 def show(ctx: Context, ref: str, value: str | datetime, *, version: int | None = None) -> tuple[Memory, AsOf]:
@@ -371,5 +444,5 @@ def show(ctx: Context, ref: str, value: str | datetime, *, version: int | None =
     return memory_of(m.head, m.versions[n]), AsOf(at, seq)
 
 
-__all__ = ["Past", "Heads", "past", "show", "moment", "replay_memories", "changed_after", "scopes_at",
+__all__ = ["Past", "Then", "Heads", "past", "grants_upto", "show", "moment", "replay_memories", "changed_after", "scopes_at",
            "weights_at", "EXACT_VECTORS"]

@@ -338,6 +338,9 @@ class DuckTx(Lanes):
 
         return integrity.entries_of(self.con, tuple(kinds), batch)
 
+    def journal_memo(self) -> dict | None:
+        return None  # a view of the database itself: nothing tells cheaply that no commit came since
+
     def seq_at(self, at) -> int:
         from cortexctl.store import integrity
 

@@ -231,6 +231,13 @@ class Journal(Protocol):
         """The highest sequence number of an entry stamped at or before ``at`` (0 when none):
         the journal up to it is a state the store passed through (record time ``at``)."""
 
+    def journal_memo(self) -> dict | None:
+        """A dict a resident process keeps for as long as the store stays as this view sees it (no
+        commit since: the same journal, the same rows), where a caller keeps what it worked out from
+        them for its next calls (``find --as-of``'s replayed past); None where the backend cannot
+        tell cheaply that nothing changed, or keeps nothing. Keyed by the caller's own keys; the
+        caller bounds what it keeps."""
+
     def journal_window(self, after: int = 0, upto: int | None = None, kinds: Sequence[str] = (),
                        refs: Sequence[str] | None = None, batch: int = 10000,
                        payloads: bool = True) -> Iterator[tuple]:

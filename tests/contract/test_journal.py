@@ -68,3 +68,33 @@ def test_journal_window_without_payloads_gives_the_same_entries_with_empty_paylo
         bare = list(tx.journal_window(kinds=["write"], payloads=False))
         assert [e[:5] for e in bare] == [e[:5] for e in whole] and {e[5] for e in bare} == {b""}
         assert list(tx.journal_window(refs=[ident(2)], payloads=False)) == [(2, "write", T0, "alice", ident(2), b"")]
+
+
+def test_a_journal_memo_lives_only_while_no_commit_comes(storage):
+    """``journal_memo``: None (the backend keeps nothing), or a dict that a resident storage's views
+    hand back again while the store stays as it is, and never again once a commit has come."""
+    from cortexctl.store import open_storage
+
+    with storage.transaction() as tx:
+        tx.append_journal([entry("write", ident(1), b"a")])
+    storage.update_index("hash-test")  # what a fold leaves: a backend's search cache, current
+    resident = open_storage(storage.location, wait=5.0, resident=True)
+    try:
+        memos = []
+        for _ in range(2):
+            with resident.searching() as tx:
+                memos.append(tx.journal_memo())
+        with storage.reading() as tx:
+            assert tx.journal_memo() is None  # the database itself: no cheap word that nothing changed
+        if memos[0] is None:
+            assert memos == [None, None] and storage.local_dir() is None  # DuckDB's snapshot keeps one
+            return
+        assert memos[1] is memos[0]
+        memos[0]["mine"] = 1
+        with storage.transaction() as tx:
+            tx.append_journal([entry("update", ident(1), b"b")])
+        with resident.searching() as tx:
+            after = tx.journal_memo()
+        assert after is None or (after is not memos[0] and "mine" not in after)
+    finally:
+        getattr(resident, "close", lambda: None)()

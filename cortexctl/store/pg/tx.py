@@ -275,6 +275,9 @@ class PgTx(VectorReads, LexicalReads, IntegrityReads, BundleReads):
                 yield (int(r[0]), r[1], r[2], r[3], r[4], bytes(r[5]))
             last = int(rows[-1][0])
 
+    def journal_memo(self) -> dict | None:
+        return None  # a view of the database itself: nothing tells cheaply that no commit came since
+
     def seq_at(self, at) -> int:
         return int(self._rows("SELECT coalesce(max(seq), 0) FROM journal WHERE ts <= %s", [at])[0][0])
 

@@ -591,9 +591,10 @@ class _Kept:
     top: dict
     hidden: dict = None  # type: ignore[assignment]
     df: dict = None  # type: ignore[assignment]
+    memo: dict = None  # type: ignore[assignment]  # ``Tx.journal_memo``'s, for this state of the store
 
     def __post_init__(self) -> None:
-        self.hidden, self.df = {}, {}
+        self.hidden, self.df, self.memo = {}, {}, {}
 
 
 class SnapshotTx(Lanes):
@@ -627,6 +628,12 @@ class SnapshotTx(Lanes):
             if self.delta is not None:
                 self.delta.kept = True
             kept[_KEPT] = self._state
+
+    def journal_memo(self) -> dict | None:
+        """Kept with the parts: they live while the snapshot's mapping and the delta's document are the
+        same objects, that is while no commit has come since (every commit moves the generation file
+        past both stamps, and a current delta is rewritten by it)."""
+        return self._state.memo
 
     def close(self) -> None:
         if self._stack is not None:
