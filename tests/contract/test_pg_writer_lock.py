@@ -51,3 +51,30 @@ def _latest() -> int:
     from cortexctl.store.pg import schema
 
     return schema.latest()
+
+
+def test_a_client_library_that_cannot_pipeline_writes_and_refuses_as_one_that_can(tmp_path, monkeypatch):
+    """libpq before 14 has no pipeline mode (a psycopg built against a system libpq): the same
+    statements go one by one, with the same rows written and the same refusals."""
+    import psycopg
+
+    from cortexctl.errors import IntegrityError
+
+    def libpq_13(check: bool = False) -> bool:  # as psycopg answers over a libpq before 14
+        if check:
+            raise psycopg.NotSupportedError("Connection.pipeline() requires libpq version 14.0 or greater")
+        return False
+
+    monkeypatch.setattr(psycopg.capabilities, "has_pipeline", libpq_13)
+    storage = _open("postgres", tmp_path)
+    put(storage, memory(1))
+    put(storage, memory(2))  # the short way: lock and schema check without a pipeline
+    head, versions = memory(1)
+    with pytest.raises(IntegrityError, match="already exists"), storage.transaction() as tx:
+        tx.insert_memories([head], versions)
+    tamper.set_schema_version(storage.address, "999")
+    with pytest.raises(SchemaTooNew), storage.transaction():
+        pass
+    tamper.set_schema_version(storage.address, str(_latest()))
+    with storage.reading() as tx:
+        assert tx.existing_ids([ident(1), ident(2), ident(3)]) == {ident(1), ident(2)}

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import weakref
 import zlib
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from typing import Iterator
 from urllib.parse import parse_qsl, quote, urlencode, urlsplit, urlunsplit
 
@@ -68,6 +68,14 @@ def split_uri(uri: str) -> tuple[str, str]:
 
 def quote_ident(name: str) -> str:
     return '"' + name.replace('"', '""') + '"'
+
+
+def pipelined(con):
+    """What follows in one round trip when the client library can pipeline (libpq 14 and later, as the
+    psycopg binary wheel bundles); statement by statement, with the same results, when it cannot."""
+    import psycopg
+
+    return con.pipeline() if psycopg.Pipeline.is_supported() else nullcontext()
 
 
 def _first_line(exc: Exception) -> str:
@@ -329,7 +337,7 @@ class PgStorage:
         if not self._current or con.adapters.types.get("vector") is None:
             return False
         try:
-            with con.pipeline():
+            with pipelined(con):
                 cur.execute(XACT_LOCK, [self._lock_timeout(), LOCK_CLASS, self._lock_key])
                 version = con.cursor()
                 version.execute("SELECT value FROM meta WHERE key = 'schema_version'")

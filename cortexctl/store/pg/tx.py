@@ -18,6 +18,7 @@ from cortexctl.errors import IntegrityError
 from cortexctl.memory.types import MAX_COUNT
 from cortexctl.store.interface import (CHECKPOINT_FIELDS, GRANT_FIELDS, HEAD_FIELDS, JOURNAL_FIELDS, VERSION_FIELDS,
                                        WEIGHT_FIELDS, Filters, Scoring, Viewer, viewer_of)
+from cortexctl.store.pg import pipelined
 from cortexctl.store.pg.bundle import BundleReads
 from cortexctl.store.pg.integrity import IntegrityReads
 from cortexctl.store.pg.lexical import LexicalReads
@@ -115,7 +116,7 @@ class PgTx(VectorReads, LexicalReads, IntegrityReads, BundleReads):
         frames = [[h["id"], *f.split(":", 2)] for h in heads for f in h["frames"]]
         few = max(len(heads), len(versions), len(frames)) <= 8  # a write's: INSERTs, no COPY
         try:
-            with self._con.pipeline() if few else nullcontext():  # a write's rows in one round trip
+            with pipelined(self._con) if few else nullcontext():  # a write's rows in one round trip
                 self._insert("heads", HEAD_FIELDS, [[h[c] for c in HEAD_FIELDS] for h in heads])
                 self._insert("versions", VERSION_FIELDS, [[v[c] for c in VERSION_FIELDS] for v in versions])
                 self._insert("frames", ("id", "verb", "kind", "ref"), frames)
