@@ -101,6 +101,8 @@ class PgStorage:
         self._lock_key = zlib.crc32(self.schema.encode()) - 2**31  # a signed 32-bit key
         self._current = False  # this storage has seen the store at the newest schema (``_lock_current``)
         self._copy_types: dict = {}  # (table, columns) -> their types, for binary COPY (``PgTx._copy_types``)
+        # resident: what reading transactions worked out, for one state of the store (``PgTx._kept``)
+        self._kept: tuple[tuple[int, int], dict] | None = None
 
     # -- connections ---------------------------------------------------------------------
     def _open(self):
@@ -260,7 +262,7 @@ class PgStorage:
                         pass
                     _mode(con, read_only=True)
             try:
-                yield PgTx(con, self)
+                yield PgTx(con, self, reading=True)
             except BaseException as exc:
                 _rollback(con)
                 _reraise(exc, self)
@@ -371,6 +373,9 @@ class PgStorage:
             return
         cur.execute(f"CREATE SCHEMA IF NOT EXISTS {quote_ident(self.schema)}")
         schema.migrate(cur, have)
+        from cortexctl.store.pg.vectors import _count_rows
+
+        _count_rows(con, self.address)  # rows counted and changes numbered from the start (vectors.ROW_COUNTS)
 
     def _exists_in(self, cur) -> bool:
         cur.execute("SELECT to_regclass(%s) IS NOT NULL", [f"{quote_ident(self.schema)}.meta"])

@@ -79,6 +79,9 @@ def _copy_postings(con, first: int, lens: Sequence[int], docs: Sequence[tuple[st
         copy.write(_COPY_TRAILER)
 
 
+KEPT_MAX = 200_000  # term counts a resident storage keeps for one state of the store
+
+
 class LexicalReads:
     """``interface.LexicalSearch`` and the postings parts of ``Integrity`` over a ``PgTx``'s connection,
     with the reads ``store/lexical.py`` ranks over (doc_count, postings_of, doc_ids, hidden_docs,
@@ -136,7 +139,13 @@ class LexicalReads:
 
     # -- the reads store/lexical.py ranks over -------------------------------------------------
     def doc_count(self) -> int:
-        return int(self._rows("SELECT count(*) FROM lex_docs")[0][0])
+        kept = self._kept()
+        if kept is not None and "docs" in kept:
+            return kept["docs"]
+        got = int(self._rows("SELECT count(*) FROM lex_docs")[0][0])
+        if kept is not None:
+            kept["docs"] = got
+        return got
 
     def postings_of(self, terms: Sequence[int]):
         """Every posting of these terms: numpy arrays term (int64), doc (uint64), tf (uint16)."""
@@ -163,10 +172,19 @@ class LexicalReads:
         from cortexctl.store.interface import viewer_of
         from cortexctl.store.predicate import to_sql
 
-        seen, params = to_sql(rules.visibility(viewer_of(viewer)), "h", "postgres")  # tx.py's visible_sql
+        who = viewer_of(viewer)
+        kept = self._kept()
+        if kept is not None and ("hidden", who) in kept:
+            return kept[("hidden", who)]
+        seen, params = to_sql(rules.visibility(who), "h", "postgres")  # tx.py's visible_sql
         got = packed_columns(self._con, f"FROM lex_docs d JOIN heads h ON h.id = d.id WHERE NOT ({seen})", params,
                              [("d.doc", "doc", "i8")])
-        return got["doc"].astype(np.uint64)
+        hidden = got["doc"].astype(np.uint64)
+        if kept is not None:
+            hidden.flags.writeable = False
+            kept[("hidden", who)] = hidden
+            kept[("viewer", id(hidden))] = who  # term_df knows whose statistics it is asked for
+        return hidden
 
     def term_df(self, terms: Sequence[int], hidden) -> dict[int, int]:
         """Document frequency of each term, leaving out the ``hidden`` doc numbers (counted here
@@ -175,14 +193,29 @@ class LexicalReads:
 
         if not terms:
             return {}
-        got = packed_columns(self._con, "FROM lex_postings WHERE term = ANY(%s::bigint[])", [[int(t) for t in terms]],
-                             [("term", "term", "i8"), ("doc", "doc", "i8")])
-        term, doc = got["term"], got["doc"]
-        if len(hidden) and len(doc):
-            keep = ~np.isin(doc, np.asarray(hidden, dtype=np.int64), kind="table")
-            term = term[keep]
-        found, counts = np.unique(term, return_counts=True)
-        return {int(t): int(c) for t, c in zip(found.tolist(), counts.tolist())}
+        kept = self._kept()
+        who = None if kept is None else kept.get(("viewer", id(hidden)))
+        known: dict[int, int] = {}
+        if who is not None:  # ``hidden`` is the kept one of this state: its counts are kept too
+            known = {int(t): kept[("df", who, int(t))] for t in terms if ("df", who, int(t)) in kept}
+            terms = [t for t in terms if int(t) not in known]
+        if terms:
+            got = packed_columns(self._con, "FROM lex_postings WHERE term = ANY(%s::bigint[])",
+                                 [[int(t) for t in terms]], [("term", "term", "i8"), ("doc", "doc", "i8")])
+            term, doc = got["term"], got["doc"]
+            if len(hidden) and len(doc):
+                keep = ~np.isin(doc, np.asarray(hidden, dtype=np.int64), kind="table")
+                term = term[keep]
+            found, counts = np.unique(term, return_counts=True)
+            counted = dict.fromkeys((int(t) for t in terms), 0)
+            counted.update(zip(found.tolist(), counts.tolist()))
+            if who is not None:
+                if len(kept) > KEPT_MAX:  # a long-lived process asked for very many terms: start again
+                    for k in [k for k in kept if k[0] == "df"]:
+                        del kept[k]
+                kept.update({("df", who, t): c for t, c in counted.items()})
+            known.update(counted)
+        return {t: c for t, c in known.items() if c}
 
     def doc_terms(self, docs: Sequence[int]) -> dict[int, tuple[dict[int, int], int]]:
         """Each doc's term frequencies and length: doc -> ({term: tf}, length)."""

@@ -104,7 +104,7 @@ def _create_index(con, model: str, dim: int) -> str:
 
 
 # The rows of heads and vectors, kept in ``meta`` ('rows:heads', 'rows:vectors') by the database
-# itself: statement triggers add what a statement inserted and take off what it deleted, whichever
+# itself (and 'changes', below, with them): statement triggers add what a statement inserted and take off what it deleted, whichever
 # client (any cortexctl version, a COPY, psql) made the change. Not state: a bundle does not hold
 # ``meta``, and a restored store's are counted again by its first write.
 ROW_COUNTS = """
@@ -122,7 +122,19 @@ BEGIN
     RETURN NULL;
 END $body$;
 """
+CHANGES = """
+CREATE OR REPLACE FUNCTION cortexctl_count_change() RETURNS trigger LANGUAGE plpgsql AS $body$
+BEGIN
+    EXECUTE format('UPDATE %I.meta SET value = (value::bigint + 1)::text WHERE key = $1', TG_TABLE_SCHEMA)
+        USING 'changes';
+    RETURN NULL;
+END $body$;
+"""
+FUNCTIONS = ("cortexctl_count_rows", "cortexctl_count_change")  # the store's own, in its schema
 COUNTED = ("heads", "vectors")
+# Every statement that changes these raises ``meta`` 'changes' by one: a resident storage's reading
+# transactions keep what they worked out while it stays the same (``PgTx._kept``).
+CHANGED = ("heads", "lex_docs", "lex_postings", "grants")
 _UNCOUNTABLE: set[str] = set()  # store addresses whose user may not make the triggers: counted each time
 
 
@@ -145,6 +157,14 @@ def _count_rows(con, address: str) -> None:
                             " FOR EACH STATEMENT EXECUTE FUNCTION cortexctl_count_rows()")
                 con.execute(f"INSERT INTO meta SELECT 'rows:{table}', count(*)::text FROM {table}"
                             " ON CONFLICT (key) DO UPDATE SET value = excluded.value")
+            con.execute(CHANGES)
+            for table in CHANGED:
+                con.execute(f"DROP TRIGGER IF EXISTS {table}_changes ON {table}")
+                con.execute(f"CREATE TRIGGER {table}_changes AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE ON {table}"
+                            " FOR EACH STATEMENT EXECUTE FUNCTION cortexctl_count_change()")
+            # from a random start: a state it names now is none that a counter made before named
+            con.execute("INSERT INTO meta VALUES ('changes', (floor(random() * 4e18))::bigint::text)"
+                        " ON CONFLICT (key) DO UPDATE SET value = excluded.value")
     except psycopg.errors.InsufficientPrivilege:
         _UNCOUNTABLE.add(address)
     except psycopg.errors.ReadOnlySqlTransaction:
@@ -235,15 +255,14 @@ class VectorReads:
         row = self._rows("SELECT EXISTS (SELECT 1 FROM vectors WHERE model < %s)"
                          " OR EXISTS (SELECT 1 FROM vectors WHERE model > %s),"
                          " (SELECT value FROM meta WHERE key = 'rows:vectors'),"
-                         " (SELECT value FROM meta WHERE key = 'rows:heads')", [model, model])[0]
-        if row[0]:
-            return True
-        if row[1] is not None and row[2] is not None:
-            return int(row[1]) < int(row[2])
-        vectors, heads = self._rows("SELECT (SELECT count(*) FROM vectors), (SELECT count(*) FROM heads)")[0]
-        if self.store.address not in _UNCOUNTABLE:
-            _count_rows(self._con, self.store.address)
-        return int(vectors) < int(heads)
+                         " (SELECT value FROM meta WHERE key = 'rows:heads'),"
+                         " (SELECT value FROM meta WHERE key = 'changes')", [model, model])[0]
+        other, vectors, heads, changes = row
+        if None in (vectors, heads, changes):
+            vectors, heads = self._rows("SELECT (SELECT count(*) FROM vectors), (SELECT count(*) FROM heads)")[0]
+            if self.store.address not in _UNCOUNTABLE:
+                _count_rows(self._con, self.store.address)
+        return bool(other) or int(vectors) < int(heads)
 
     def count_pending(self, model: str) -> int:
         return int(self._rows(
