@@ -41,6 +41,7 @@ def _chunks(ids: Sequence[str]) -> Iterator[list[str]]:
         yield ids[i:i + CHUNK]
 
 
+PASSING_KEPT = 100_000  # heads' verdicts a resident storage keeps per filters, beyond which it starts again
 CONTENDERS_MAX = 4096  # salience contenders a resident storage keeps per filters (beyond 4x the limit)
 
 
@@ -60,7 +61,7 @@ class PgTx(VectorReads, LexicalReads, IntegrityReads, BundleReads):
         for the state of the store this transaction sees; None elsewhere.
 
         A state is named by the store's change counter (``meta`` 'changes', which statement triggers
-        raise with every statement that changes heads, documents, postings or grants, whoever runs it:
+        raise with every statement that changes heads, frames, documents, postings or grants, whoever runs it:
         ``vectors.ROW_COUNTS``) and the heads table's identity (a restore makes the tables anew). Only
         a reading transaction uses it: a writing one sees its own changes, which may yet roll back."""
         if self._state is False:
@@ -343,7 +344,24 @@ class PgTx(VectorReads, LexicalReads, IntegrityReads, BundleReads):
 
     def passing(self, ids: Sequence[str], filters: Filters) -> dict[str, int]:
         where, params = self._filter(filters)
-        return self._passing(ids, where, params)
+        return self._by_id("passing", filters, ids, lambda some: self._passing(some, where, params))
+
+    def _by_id(self, name: str, filters: Filters, ids: Sequence[str], fetch) -> dict:
+        """``fetch(ids)``'s answer ({id: value}, the IDs it leaves out absent). A resident storage keeps
+        each ID's answer (or its absence) for this state of the store, by ``name`` and the filters, and
+        fetches only the IDs it has not seen."""
+        kept = self._kept()
+        if kept is None:
+            return fetch(list(ids))
+        known = kept.setdefault((name, self._times_key(kept, filters)), {})
+        want = list(dict.fromkeys(ids))
+        if len(known) > PASSING_KEPT:  # a long-lived process asked about very many: start again
+            known.clear()
+        missing = [i for i in want if i not in known]
+        if missing:
+            got = fetch(missing)
+            known.update((i, got.get(i)) for i in missing)
+        return {i: known[i] for i in want if known[i] is not None}
 
     def _passing(self, ids: Sequence[str], where: str, params: list[Any]) -> dict[str, int]:
         out: dict[str, int] = {}
@@ -435,15 +453,18 @@ class PgTx(VectorReads, LexicalReads, IntegrityReads, BundleReads):
         from cortexctl.store.records import neighbour_columns, neighbour_rows
 
         where, params = self._filter(filters)
-        ids = list(ids)
-        rows = self._rows(
-            f"""SELECT * FROM (
-                  SELECT h.id, {neighbour_columns(reach)} FROM heads h
-                  WHERE h.session IN (SELECT session FROM heads WHERE id = ANY(%s) AND session IS NOT NULL)
-                    AND ({where})
-                  WINDOW w AS (PARTITION BY h.session ORDER BY h.id COLLATE "C")) s WHERE id = ANY(%s)""",
-            [ids, *params, ids])
-        return neighbour_rows(rows, reach)
+
+        def fetch(ids: list[str]) -> dict:
+            rows = self._rows(
+                f"""SELECT * FROM (
+                      SELECT h.id, {neighbour_columns(reach)} FROM heads h
+                      WHERE h.session IN (SELECT session FROM heads WHERE id = ANY(%s) AND session IS NOT NULL)
+                        AND ({where})
+                      WINDOW w AS (PARTITION BY h.session ORDER BY h.id COLLATE "C")) s WHERE id = ANY(%s)""",
+                [ids, *params, ids])
+            return neighbour_rows(rows, reach)
+
+        return self._by_id(f"neighbours {int(reach)}", filters, ids, fetch)
 
     def sessions(self, actor: str | Viewer, turn_tag: str, summary_tag: str) -> list[dict]:
         seen, params = visible_sql(actor)

@@ -134,7 +134,7 @@ FUNCTIONS = ("cortexctl_count_rows", "cortexctl_count_change")  # the store's ow
 COUNTED = ("heads", "vectors")
 # Every statement that changes these raises ``meta`` 'changes' by one: a resident storage's reading
 # transactions keep what they worked out while it stays the same (``PgTx._kept``).
-CHANGED = ("heads", "lex_docs", "lex_postings", "grants")
+CHANGED = ("heads", "frames", "lex_docs", "lex_postings", "grants")
 _UNCOUNTABLE: set[str] = set()  # store addresses whose user may not make the triggers: counted each time
 
 
