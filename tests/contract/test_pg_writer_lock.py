@@ -78,3 +78,38 @@ def test_a_client_library_that_cannot_pipeline_writes_and_refuses_as_one_that_ca
     tamper.set_schema_version(storage.address, str(_latest()))
     with storage.reading() as tx:
         assert tx.existing_ids([ident(1), ident(2), ident(3)]) == {ident(1), ident(2)}
+
+
+def test_a_resident_storage_reading_the_short_way_still_sees_a_newer_a_dropped_and_an_older_store(tmp_path):
+    """A resident storage that has read the store current begins its reading transactions with the
+    schema version alone: a store migrated by a newer cortexctl is refused, a dropped one is no store,
+    and one made again at an older version is migrated forward by the long way."""
+    from cortexctl.store import open_storage
+    from cortexctl.store.interface import NoStore as Missing
+
+    storage = _open("postgres", tmp_path)
+    put(storage, memory(1))
+    resident = open_storage(storage.address, wait=5.0, resident=True)
+    try:
+        for _ in range(2):
+            with resident.reading() as tx:
+                assert tx.existing_ids([ident(1)]) == {ident(1)}
+        assert resident._seen_current
+        tamper.set_schema_version(storage.address, "999")
+        with pytest.raises(SchemaTooNew), resident.reading():
+            pass
+        tamper.set_schema_version(storage.address, str(_latest()))
+        with resident.reading() as tx:
+            assert tx.existing_ids([ident(1)]) == {ident(1)}
+        tamper.rows(storage.address, "ALTER TABLE heads DROP COLUMN valid_from, DROP COLUMN valid_to,"
+                                     " DROP COLUMN supersedes, DROP COLUMN superseded_by")
+        tamper.rows(storage.address, "DELETE FROM schema_migrations WHERE number = 5")
+        tamper.set_schema_version(storage.address, "4")
+        with resident.reading() as tx:  # the long way: migrated to the newest first
+            assert tx.existing_ids([ident(1)]) == {ident(1)}
+        assert tamper.rows(storage.address, "SELECT value FROM meta WHERE key = 'schema_version'") == [(str(_latest()),)]
+        tamper.rows(storage.address, f'DROP SCHEMA "{storage.schema}" CASCADE')
+        with pytest.raises(Missing), resident.reading():
+            pass
+    finally:
+        resident.close()

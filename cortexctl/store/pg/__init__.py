@@ -103,6 +103,7 @@ class PgStorage:
         self._copy_types: dict = {}  # (table, columns) -> their types, for binary COPY (``PgTx._copy_types``)
         # resident: what reading transactions worked out, for one state of the store (``PgTx._kept``)
         self._kept: tuple[tuple[int, int], dict] | None = None
+        self._seen_current = False  # a reading transaction found the store at the newest schema
 
     # -- connections ---------------------------------------------------------------------
     def _open(self):
@@ -247,20 +248,22 @@ class PgStorage:
         from cortexctl.store.pg.tx import PgTx
 
         with self._connection() as con:
-            if not self._exists(con):
-                raise NoStore(f"no store at {self.location}")
-            _mode(con, read_only=True)
-            with con.cursor() as cur:
-                if self._snapshot is not None:  # the first statement of the transaction
-                    from psycopg import sql
+            if not self._read_current(con):
+                if not self._exists(con):
+                    raise NoStore(f"no store at {self.location}")
+                _mode(con, read_only=True)
+                with con.cursor() as cur:
+                    if self._snapshot is not None:  # the first statement of the transaction
+                        from psycopg import sql
 
-                    cur.execute(sql.SQL("SET TRANSACTION SNAPSHOT {}").format(sql.Literal(self._snapshot)))
-                if not schema.check(schema.version(cur)):
-                    con.rollback()
-                    _mode(con, read_only=False)
-                    with self.transaction():  # migrates forward
-                        pass
-                    _mode(con, read_only=True)
+                        cur.execute(sql.SQL("SET TRANSACTION SNAPSHOT {}").format(sql.Literal(self._snapshot)))
+                    if not schema.check(schema.version(cur)):
+                        con.rollback()
+                        _mode(con, read_only=False)
+                        with self.transaction():  # migrates forward
+                            pass
+                        _mode(con, read_only=True)
+                self._seen_current = True
             try:
                 yield PgTx(con, self, reading=True)
             except BaseException as exc:
@@ -270,6 +273,28 @@ class PgStorage:
             con.rollback()
 
     searching = reading  # no cache of its own: the server's buffers serve find
+
+    def _read_current(self, con) -> bool:
+        """A resident storage that has seen the store current begins a reading transaction with the
+        schema version as its first statement (one round trip, not four): True when it is still the
+        current one (``SchemaTooNew`` when a newer cortexctl migrated it); False, rolled back, when
+        the long way must run (the store dropped, or older)."""
+        if not (self.resident and self._seen_current and self._snapshot is None):
+            return False
+        import psycopg
+
+        from cortexctl.store.pg import schema
+
+        _mode(con, read_only=True)
+        try:
+            row = con.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+        except psycopg.errors.UndefinedTable:
+            row = None
+        if row is not None and str(row[0]).isdigit() and schema.check(int(row[0])):
+            return True
+        con.rollback()
+        self._seen_current = False
+        return False
 
     def worker_address(self, tx) -> str:
         """The address with the snapshot of ``tx`` (a reading view, open meanwhile) exported: a
