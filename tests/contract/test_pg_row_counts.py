@@ -189,3 +189,28 @@ def test_a_resident_storage_keeps_salience_contenders_only_for_the_heads_the_fil
         assert top(resident.searching, 200) == top(storage.reading, 200) == [ident(2), ident(3)]
     finally:
         resident.close()
+
+
+def test_what_a_resident_storage_keeps_stays_bounded_by_viewers_and_filters(tmp_path):
+    from cortexctl.store import open_storage
+    from cortexctl.store.interface import Filters
+    from cortexctl.store.pg.lexical import VIEWERS_KEPT
+    from cortexctl.store.pg.tx import FILTERS_KEPT
+
+    storage = _open("postgres", tmp_path)
+    put(storage, *[memory(n, actor=f"a{n % 3}", visibility="public" if n % 2 else "private") for n in range(1, 9)])
+    with storage.transaction() as tx:
+        tx.add_terms([(ident(n), text_terms(f"otters {n} swim")) for n in range(1, 9)])
+    resident = open_storage(storage.address, wait=5.0, resident=True)
+    query = dict.fromkeys(text_terms("otters"), 1.0)
+    try:
+        for n in range(VIEWERS_KEPT + FILTERS_KEPT + 5):
+            filters = Filters(f"a{n}", tags=(f"t{n}",) if n > VIEWERS_KEPT else ())
+            with resident.searching() as tx:
+                got = (tx.search_terms(query, filters, 5), tx.passing([ident(k) for k in range(1, 9)], filters))
+            with storage.reading() as tx:
+                assert got == (tx.search_terms(query, filters, 5), tx.passing([ident(k) for k in range(1, 9)], filters))
+        kept = resident._kept[1]
+        assert len(kept["hidden"]) <= VIEWERS_KEPT and len(kept["by id"]) <= FILTERS_KEPT
+    finally:
+        resident.close()

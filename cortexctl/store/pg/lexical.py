@@ -81,6 +81,7 @@ def _copy_postings(con, first: int, lens: Sequence[int], docs: Sequence[tuple[st
 
 KEPT_MAX = 200_000  # term counts a resident storage keeps for one state of the store
 POSTINGS_KEPT = 4_000_000  # postings it keeps (10 bytes each), beyond which it starts again
+VIEWERS_KEPT = 16  # viewers whose hidden documents it keeps
 
 
 class LexicalReads:
@@ -155,20 +156,21 @@ class LexicalReads:
         if not terms:
             return {"term": np.zeros(0, np.int64), "doc": np.zeros(0, np.uint64), "tf": np.zeros(0, np.uint16)}
         kept = self._kept()
-        if kept is None:
+        if kept is None:  # grouped by term in term order, whatever the plan (BM25 sums a doc's terms in this order)
             got = packed_columns(self._con, "FROM lex_postings WHERE term = ANY(%s::bigint[])",
                                  [[int(t) for t in terms]], [("term", "term", "i8"), ("doc", "doc", "i8"),
                                                              ("tf", "tf", "i2")])
-            return {"term": got["term"], "doc": got["doc"].astype(np.uint64), "tf": got["tf"].astype(np.uint16)}
+            order = np.argsort(got["term"], kind="stable")
+            return {"term": got["term"][order], "doc": got["doc"][order].astype(np.uint64),
+                    "tf": got["tf"][order].astype(np.uint16)}
         # A resident storage keeps each term's postings for this state of the store, and hands them on
-        # grouped by term in term order, as the server's index gives them (BM25 sums a doc's terms in
-        # that order: the same sums)
+        # in the same order: the same sums
+        held = kept.setdefault("postings", {})  # term -> (docs, tfs)
         if kept.get("postings held", 0) > POSTINGS_KEPT:  # a long-lived process read very many: start again
-            for k in [k for k in kept if isinstance(k, tuple) and k[0] == "postings"]:
-                del kept[k]
+            held.clear()
             kept["postings held"] = 0
         want = sorted({int(t) for t in terms})
-        missing = [t for t in want if ("postings", t) not in kept]
+        missing = [t for t in want if t not in held]
         if missing:
             got = packed_columns(self._con, "FROM lex_postings WHERE term = ANY(%s::bigint[])", [missing],
                                  [("term", "term", "i8"), ("doc", "doc", "i8"), ("tf", "tf", "i2")])
@@ -176,9 +178,9 @@ class LexicalReads:
             term, doc, tf = got["term"][order], got["doc"][order].astype(np.uint64), got["tf"][order].astype(np.uint16)
             bounds = np.searchsorted(term, missing + [missing[-1] + 1])
             for t, lo, hi in zip(missing, bounds[:-1].tolist(), bounds[1:].tolist()):
-                kept[("postings", t)] = (doc[lo:hi], tf[lo:hi])
+                held[t] = (doc[lo:hi], tf[lo:hi])
             kept["postings held"] = kept.get("postings held", 0) + len(term)
-        parts = [kept[("postings", t)] for t in want]
+        parts = [held[t] for t in want]
         return {"term": np.repeat(np.array(want, dtype=np.int64), [len(d) for d, _ in parts]),
                 "doc": np.concatenate([d for d, _ in parts]), "tf": np.concatenate([f for _, f in parts])}
 
@@ -210,16 +212,19 @@ class LexicalReads:
 
         who = viewer_of(viewer)
         kept = self._kept()
-        if kept is not None and ("hidden", who) in kept:
-            return kept[("hidden", who)]
+        if kept is not None and who in kept.get("hidden", {}):
+            return kept["hidden"][who]
         seen, params = to_sql(rules.visibility(who), "h", "postgres")  # tx.py's visible_sql
         got = packed_columns(self._con, f"FROM lex_docs d JOIN heads h ON h.id = d.id WHERE NOT ({seen})", params,
                              [("d.doc", "doc", "i8")])
         hidden = got["doc"].astype(np.uint64)
         if kept is not None:
             hidden.flags.writeable = False
-            kept[("hidden", who)] = hidden
-            kept[("viewer", id(hidden))] = who  # term_df knows whose statistics it is asked for
+            by_viewer, viewers = kept.setdefault("hidden", {}), kept.setdefault("viewer", {})
+            if len(by_viewer) >= VIEWERS_KEPT:  # many viewers: start again (their term counts too)
+                by_viewer.clear(), viewers.clear(), kept.pop("df", None)
+            by_viewer[who] = hidden
+            viewers[id(hidden)] = who  # term_df knows whose statistics it is asked for
         return hidden
 
     def term_df(self, terms: Sequence[int], hidden) -> dict[int, int]:
@@ -230,10 +235,13 @@ class LexicalReads:
         if not terms:
             return {}
         kept = self._kept()
-        who = None if kept is None else kept.get(("viewer", id(hidden)))
+        who = None if kept is None else kept.get("viewer", {}).get(id(hidden))
         known: dict[int, int] = {}
         if who is not None:  # ``hidden`` is the kept one of this state: its counts are kept too
-            known = {int(t): kept[("df", who, int(t))] for t in terms if ("df", who, int(t)) in kept}
+            counts = kept.setdefault("df", {}).setdefault(who, {})
+            if len(counts) > KEPT_MAX:  # a long-lived process asked for very many terms: start again
+                counts.clear()
+            known = {int(t): counts[int(t)] for t in terms if int(t) in counts}
             terms = [t for t in terms if int(t) not in known]
         if terms:
             got = packed_columns(self._con, "FROM lex_postings WHERE term = ANY(%s::bigint[])",
@@ -242,14 +250,11 @@ class LexicalReads:
             if len(hidden) and len(doc):
                 keep = ~np.isin(doc, np.asarray(hidden, dtype=np.int64), kind="table")
                 term = term[keep]
-            found, counts = np.unique(term, return_counts=True)
+            found, freq = np.unique(term, return_counts=True)
             counted = dict.fromkeys((int(t) for t in terms), 0)
-            counted.update(zip(found.tolist(), counts.tolist()))
+            counted.update(zip(found.tolist(), freq.tolist()))
             if who is not None:
-                if len(kept) > KEPT_MAX:  # a long-lived process asked for very many terms: start again
-                    for k in [k for k in kept if isinstance(k, tuple) and k[0] == "df"]:
-                        del kept[k]
-                kept.update({("df", who, t): c for t, c in counted.items()})
+                counts.update(counted)
             known.update(counted)
         return {t: c for t, c in known.items() if c}
 

@@ -41,6 +41,7 @@ def _chunks(ids: Sequence[str]) -> Iterator[list[str]]:
         yield ids[i:i + CHUNK]
 
 
+FILTERS_KEPT = 64  # filters a resident storage keeps answers by, for one state of the store
 PASSING_KEPT = 100_000  # heads' verdicts a resident storage keeps per filters, beyond which it starts again
 CONTENDERS_MAX = 4096  # salience contenders a resident storage keeps per filters (beyond 4x the limit)
 
@@ -353,7 +354,13 @@ class PgTx(VectorReads, LexicalReads, IntegrityReads, BundleReads):
         kept = self._kept()
         if kept is None:
             return fetch(list(ids))
-        known = kept.setdefault((name, self._times_key(kept, filters)), {})
+        by_key = kept.setdefault("by id", {})
+        key = (name, self._times_key(kept, filters))
+        known = by_key.get(key)
+        if known is None:
+            if len(by_key) >= FILTERS_KEPT:  # many filters: start again
+                by_key.clear()
+            known = by_key[key] = {}
         want = list(dict.fromkeys(ids))
         if len(known) > PASSING_KEPT:  # a long-lived process asked about very many: start again
             known.clear()
@@ -385,10 +392,13 @@ class PgTx(VectorReads, LexicalReads, IntegrityReads, BundleReads):
             from cortexctl.store.predicate import epoch_seconds
 
             now = epoch_seconds(scoring.now)
-            key = ("salient", self._times_key(kept, filters), scoring.half_life, scoring.weights, limit)
-            got = kept.get(key)
+            salient = kept.setdefault("salient", {})
+            key = (self._times_key(kept, filters), scoring.half_life, scoring.weights, limit)
+            got = salient.get(key)
             if got is None or not got[0] <= now <= got[1]:
-                got = kept[key] = self._contenders(filters, scoring, limit, now)
+                if got is None and len(salient) >= FILTERS_KEPT:
+                    salient.clear()
+                got = salient[key] = self._contenders(filters, scoring, limit, now)
         if got is None or got[2] is None:
             rows = self._rows(f"SELECT h.id, {sal} AS s FROM heads h WHERE {where}"
                               f" ORDER BY s DESC, h.updated_at DESC, h.id DESC LIMIT {int(limit)}",
