@@ -27,6 +27,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from find_bench import write_corpus  # noqa: E402
 
 
+def _file_bytes(index) -> int:
+    with tempfile.TemporaryDirectory() as tmp:
+        index.save(str(Path(tmp) / "i.usearch"))
+        return (Path(tmp) / "i.usearch").stat().st_size
+
+
 def main() -> int:
     import numpy as np
     from usearch.index import Index
@@ -40,12 +46,19 @@ def main() -> int:
     ap.add_argument("--settings", default="16:64,16:128,24:96,32:64")
     ap.add_argument("--search", default="256,512,1024", help="search expansions to try")
     ap.add_argument("--seed", type=int, default=20261121)
+    ap.add_argument("--vectors", type=Path, help="a .npy file keeping the embedded corpus between runs: "
+                    "read when it exists, else written")
     args = ap.parse_args()
-    with tempfile.TemporaryDirectory() as tmp:
-        src = Path(tmp) / "c.jsonl"
-        write_corpus(src, args.memories, args.seed, datetime.now(timezone.utc))
-        texts = [json.loads(line)["text"] for line in open(src, encoding="utf-8")]
-    mat = np.vstack([embed(texts[s : s + 4096]) for s in range(0, len(texts), 4096)])
+    if args.vectors and args.vectors.exists():
+        mat = np.load(args.vectors)[: args.memories]  # the corpus is made in order: a prefix is a smaller one
+    else:
+        with tempfile.TemporaryDirectory() as tmp:
+            src = Path(tmp) / "c.jsonl"
+            write_corpus(src, args.memories, args.seed, datetime.now(timezone.utc))
+            texts = [json.loads(line)["text"] for line in open(src, encoding="utf-8")]
+        mat = np.vstack([embed(texts[s : s + 4096]) for s in range(0, len(texts), 4096)])
+        if args.vectors:
+            np.save(args.vectors, mat)
     keys = np.arange(1, len(mat) + 1, dtype=np.uint64)
     rng = np.random.default_rng(7)
     picks = rng.integers(0, len(mat), args.queries)
@@ -65,8 +78,8 @@ def main() -> int:
         dt = time.perf_counter() - t0
         first = first or dt
         print(f"connectivity {conn:3d} expansion_add {exp_add:4d} {dtype}: build {dt:7.1f} s = {dt / first:4.2f}x"
-              f"  ({len(mat) / dt:.0f} vectors/s, {index.memory_usage / len(mat):.0f} bytes/vector in memory)",
-              flush=True)
+              f"  ({len(mat) / dt:.0f} vectors/s, {index.memory_usage / len(mat):.0f} bytes/vector in memory,"
+              f" {_file_bytes(index) / len(mat):.0f} in the file)", flush=True)
         for exp_search in (int(x) for x in args.search.split(",")):
             index.expansion_search = exp_search
             hits = 0

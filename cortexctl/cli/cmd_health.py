@@ -45,7 +45,11 @@ def _render(out, doc: dict) -> None:
         out.line(f"store chosen by: {t['resolved_via']}")
     i = doc["index"]
     if i and i["state"]:
-        out.line(f"index: {i['state']} ({i['count']} vectors, {i['model']}, dimension {i['dimension']})")
+        graph = f", connectivity {i['connectivity']}" if i.get("connectivity") else ""
+        out.line(f"index: {i['state']} ({i['count']} vectors, {i['model']}, dimension {i['dimension']}{graph})")
+        if i.get("denser_on_rebuild"):
+            out.line("index: its graph was built for a smaller store; cortexctl reindex --rebuild builds it "
+                     "denser, for recall at this size")
     e = doc["providers"]["embedding"]
     if e:
         where = f" at {e['host']}" if e["host"] else ""
