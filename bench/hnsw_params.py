@@ -65,14 +65,16 @@ def main() -> int:
     qs = mat[picks] + rng.normal(0, 0.02, size=(args.queries, mat.shape[1])).astype(np.float32)
     qs /= np.linalg.norm(qs, axis=1, keepdims=True)
     kth = -np.partition(-(qs @ mat.T), 9, axis=1)[:, 9]
-    print(f"{len(mat)} vectors, {mat.shape[1]}-d; cortexctl searches at expansion {hnsw.expansion_for(len(mat))}")
+    print(f"{len(mat)} vectors, {mat.shape[1]}-d; cortexctl builds connectivity:expansion_add "
+          f"{':'.join(map(str, hnsw.build_settings(len(mat))))} and searches at expansion {hnsw.expansion_for(len(mat))} "
+          f"({hnsw.expansion_for(len(mat), hnsw.CONNECTIVITY)} with connectivity {hnsw.CONNECTIVITY})")
     first = None
     for setting in args.settings.split(","):
         parts = setting.split(":")
         conn, exp_add = int(parts[0]), int(parts[1])
         dtype = parts[2] if len(parts) > 2 else hnsw.DTYPE
         index = Index(ndim=mat.shape[1], metric=hnsw.METRIC, dtype=dtype, connectivity=conn,
-                      expansion_add=exp_add, expansion_search=hnsw.expansion_for(len(mat)))
+                      expansion_add=exp_add, expansion_search=hnsw.expansion_for(len(mat), conn))
         t0 = time.perf_counter()
         index.add(keys, mat)
         dt = time.perf_counter() - t0

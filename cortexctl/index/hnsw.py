@@ -66,12 +66,16 @@ def sparser_than_wanted(connectivity: int, size: int) -> bool:
     return connectivity < build_settings(size)[0]
 
 
-def expansion_for(size: int) -> int:
-    """Search expansion for an index of ``size`` vectors: wider for big graphs, where a narrow one
-    loses recall. Measured (bench/hnsw_params.py, connectivity 16, expansion_add 64): at 100k,
-    recall@10 0.9905 at 256, 0.9955 at 512 and 1024 (2.6, 3.7 and 6.2 ms a search on a loaded
-    machine); at 1M, 0.946 at 256 and 0.9685 at 1024 (about 6 ms)."""
-    return EXPANSION_SEARCH if size <= 500_000 else 1024
+def expansion_for(size: int, connectivity: int | None = None) -> int:
+    """Search expansion for an index of ``size`` vectors whose graph has ``connectivity`` (None: the
+    one a build for that size makes). Measured (bench/hnsw_params.py): connectivity 16,
+    expansion_add 64 at 100k, recall@10 0.9905 at 256, 0.9955 at 512 and 1024 (2.6, 3.7 and 6.2
+    ms a search on a loaded machine); at 1M 0.9525 / 0.9630 / 0.9710 at 256 / 512 / 1024 (1.6,
+    2.1, 4.4 ms), so a sparse graph that grew that big is searched wider; the dense graph at 1M
+    0.9925 / 0.9950 / 0.9955 (2.8, 3.4, 6.8 ms): 512 is enough."""
+    if connectivity is None:
+        connectivity = build_settings(size)[0]
+    return EXPANSION_SEARCH if size <= DENSE_AT or connectivity >= DENSE_CONNECTIVITY else 1024
 SAMPLE_BLOCK = 4096
 SAMPLES = 32
 STAMP_SUFFIX = ".checked"
@@ -258,7 +262,7 @@ def _restore(path: Path, expected: Fingerprint, *, view: bool):
     if index is None or len(index) != expected.count or index.ndim != expected.dim:
         return None
     index.expansion_add = build_settings(len(index))[1]
-    index.expansion_search = expansion_for(len(index))
+    index.expansion_search = expansion_for(len(index), int(index.connectivity))
     return index
 
 

@@ -31,11 +31,14 @@ def through_the_index(monkeypatch):
     monkeypatch.setattr(semantic, "EXACT_MAX", 0)  # nearest goes through the index even for a few memories
 
 
+def _view(cx):
+    rec = semantic.read_record(cx.store)
+    return hnsw.open_view(semantic.index_path(cx.store), semantic.fingerprint_of(rec))
+
+
 def _graph(cx) -> tuple[int, int]:
     """(connectivity the record names, connectivity of the file's graph as usearch opens it)."""
-    rec = semantic.read_record(cx.store)
-    view = hnsw.open_view(semantic.index_path(cx.store), semantic.fingerprint_of(rec))
-    return rec.connectivity, view.connectivity
+    return semantic.read_record(cx.store).connectivity, _view(cx).connectivity
 
 
 def _nearest_are_exact(cx) -> None:
@@ -75,6 +78,7 @@ def test_a_graph_grown_past_the_threshold_is_kept_by_folds_and_made_denser_by_re
     report = cx.import_jsonl(iter(_lines(N, 100)))  # now N + 100 vectors: past the threshold
     assert report.index["action"] == "fold" and report.index["vectors"] == N + 100
     assert _graph(cx) == (hnsw.CONNECTIVITY, hnsw.CONNECTIVITY)  # a fold extends the file's own graph
+    assert _view(cx).expansion_search > hnsw.EXPANSION_SEARCH  # the grown sparse graph is searched wider
     _nearest_are_exact(cx)
     doc = json.loads(cli("healthcheck", "--json").out)
     assert doc["status"] == "healthy" and doc["index"]["denser_on_rebuild"] is True, doc["index"]
@@ -87,6 +91,7 @@ def test_a_graph_grown_past_the_threshold_is_kept_by_folds_and_made_denser_by_re
     run = cli("reindex", "--rebuild")
     assert run.code == 0, run
     assert _graph(cx) == (hnsw.DENSE_CONNECTIVITY, hnsw.DENSE_CONNECTIVITY)
+    assert _view(cx).expansion_search == hnsw.EXPANSION_SEARCH  # the dense graph needs no wider search
     doc = json.loads(cli("healthcheck", "--json").out)
     assert doc["index"]["connectivity"] == hnsw.DENSE_CONNECTIVITY and doc["index"]["denser_on_rebuild"] is False
     assert "builds it denser" not in cli("healthcheck").out
