@@ -2,7 +2,7 @@
 """HNSW build parameters: recall@10 against exact search, and build time, per setting.
 
     python bench/hnsw_params.py [--memories 100000] [--queries 200] [--settings 16:64,16:128,32:64:f32]
-                                [--search 256,512,1024]
+                                [--search 256,512,1024] [--vectors FILE.npy]
 
 Embeds N memories of find_bench.py's corpus with the built-in hash embedder, builds one usearch
 index per connectivity:expansion_add[:dtype] setting (cosine, every core; the dtype cortexctl
@@ -10,7 +10,9 @@ builds with unless one is given), and prints each build's
 wall time (and its ratio to the first setting's, timed in the same run) and its recall@10 over
 noisy stored vectors at each search expansion of --search (with the time a search takes). Recall is counted as
 in find_bench.py: a hit when its similarity (computed exactly from the f32 vectors, whatever the
-index's dtype) reaches the exact 10th best. Nothing is asserted.
+index's dtype) reaches the exact 10th best. Each build line also gives usearch's memory count and the
+saved file's size per vector. --vectors keeps the embedded corpus in a .npy file between runs (a
+smaller --memories takes its first rows: the corpus is made in order). Nothing is asserted.
 """
 
 from __future__ import annotations
