@@ -178,7 +178,7 @@ def column_sql(name: str, alias: str = "h", dialect: str = "duckdb") -> str:
     """A column's SQL over ``alias`` (an empty alias: the bare columns of ``heads``)."""
     sql = COLUMNS[name]
     if dialect == "postgres" and name == "recent":
-        sql = "extract(epoch FROM greatest({a}.updated_at, {a}.last_used))::float8"
+        sql = "date_part('epoch', greatest({a}.updated_at, {a}.last_used))"  # as the dialect's epoch
     return sql.replace("{a}.", f"{alias}." if alias else "")
 
 
@@ -195,7 +195,9 @@ class _Dialect:
         self.has_all = "{col} @> {p}::text[]" if pg else "list_has_all({col}, {p})"
         self.has_any = "{col} && {p}::text[]" if pg else "list_has_any({col}, {p})"
         self.pow = "power" if pg else "pow"
-        self.epoch = "extract(epoch FROM {x})::float8" if pg else "epoch({x})"
+        # date_part: float8, computed as microseconds / 1e6, the same double as DuckDB's epoch() and
+        # as extract(...)::float8 (whose numeric costs a third of a salience scan's time at 100k)
+        self.epoch = "date_part('epoch', {x})" if pg else "epoch({x})"
 
 
 _DIALECTS = {"duckdb": _Dialect("duckdb"), "postgres": _Dialect("postgres")}

@@ -72,6 +72,20 @@ def not_ended(at):
     return Not(Cmp(Col("valid_to"), "<=", Const(at)))
 
 
+# Seconds of the clock a long-lived process keeps the salience lane's contenders for (``salient_fall``).
+SALIENT_HOLD = 600.0
+
+
+def salient_fall(scoring: Scoring) -> tuple[float, float]:
+    """(hold, fall): for how many seconds of the clock the salience lane's contenders, once taken, hold,
+    and how far any memory's salience can fall meanwhile. Salience only falls as time passes (its
+    recency does), by at most ``w_recency * (1 - 0.5 ** (hold / half_life))``, so contenders taken with
+    that much room below the cut still hold every memory that can be among the best until then. No
+    hold (0) where the weights or half-life let salience rise with time."""
+    hold = SALIENT_HOLD if scoring.weights[0] >= 0 and scoring.half_life > 0 else 0.0
+    return hold, (scoring.weights[0] * (1.0 - 0.5 ** (hold / scoring.half_life)) if hold else 0.0)
+
+
 def salience(scoring: Scoring):
     """0 for a forgotten memory, else the weighted sum of the five factors."""
     w_rec, w_imp, w_acc, w_cit, w_conf = (Const(float(w)) for w in scoring.weights)
@@ -111,4 +125,5 @@ def model_unusable(tx, model: str, dim: int) -> tuple[list, str | None] | None:
     return None
 
 
-__all__ = ["visibility", "filters", "valid_at", "not_ended", "salience", "tokens_now", "model_unusable"]
+__all__ = ["visibility", "filters", "valid_at", "not_ended", "salience", "salient_fall", "SALIENT_HOLD", "tokens_now",
+           "model_unusable"]

@@ -135,3 +135,24 @@ def test_session_neighbours_are_the_memories_before_and_after_in_the_session_by_
         assert tx.session_neighbours([ident(5)], Filters("alice")) == {}  # not visible: not answered
         assert tx.session_neighbours([ident(5)], Filters("bob"), 3) == {ident(5): ((), ())}
         assert tx.session_neighbours([], Filters("alice")) == {}
+
+
+def test_both_backends_give_the_same_salience_to_the_last_bit_at_microsecond_times(tmp_path):
+    """Recency is computed from each time in epoch seconds (microseconds over 1e6): PostgreSQL's SQL
+    must give the very doubles DuckDB's gives, or the two backends could order ties differently."""
+    import random
+
+    from tests.contract.conftest import _open
+
+    r = random.Random(5)
+    mems = [memory(n, importance=r.randint(0, 10), confidence=r.random(),
+                   at=T0 - timedelta(days=r.uniform(0, 400), microseconds=r.randint(0, 999_999)))
+            for n in range(1, 61)]
+    got = {}
+    for name in ("duckdb", "postgres"):
+        storage = _open(name, tmp_path, f"bits_{name}")
+        put(storage, *mems)
+        with storage.reading() as tx:
+            got[name] = tx.top_salience(Filters("alice"), SCORING, 60)
+    assert len(got["duckdb"]) == 60
+    assert got["postgres"] == got["duckdb"]

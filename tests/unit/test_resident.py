@@ -97,6 +97,21 @@ def ranked_store(store):
     """Filler memories and two that trade places in salience order 150 s after NOW: A (written at NOW,
     importance 4) is ahead of B (written a half-life before, importance 9) by 0.1 * 6e-5 of confidence
     at NOW; A's recency then falls twice as fast as B's. One fact's valid time ends 450 s after NOW."""
+    got = _ranked(store)
+    assert snapshot.state(store) == "current"
+    return got
+
+
+@pytest.fixture
+def ranked_pg():
+    """``ranked_store``'s memories in a PostgreSQL store: (its URI, A, B, the ending fact)."""
+    from tests.pg import store_uri
+
+    uri = store_uri("ranked")
+    return (uri, *_ranked(uri))
+
+
+def _ranked(store) -> tuple[str, str, str]:
     writer = _cx(store)
     lines = "".join(json.dumps({"type": "fact", "text": f"filler {WORDS[i % len(WORDS)]} {i}", "importance": 0,
                                 "confidence": 0.0}) + "\n" for i in range(EXACT_MAX + 200))
@@ -108,7 +123,6 @@ def ranked_store(store):
     ending = writer.write("fact", "walrus colony deploy key, until shortly", importance=0, confidence=0.0,
                           sets=[f"valid_to={(NOW + timedelta(seconds=450)).isoformat()}Z"]).id
     writer.reindex()
-    assert snapshot.state(store) == "current"
     return a, b, ending
 
 
@@ -117,9 +131,19 @@ def test_a_resident_cortex_answers_as_a_fresh_one_as_its_clock_moves(ranked_stor
     """The salience lane's contenders and the filters' masks are kept across calls: whatever the clock
     does between two calls (a few seconds, past the contenders' hold, days, backwards), the answers are
     those of a fresh Cortex at the same time."""
-    a, b, ending = ranked_store
+    _clock_moves(store, *ranked_store, later)
+
+
+@pytest.mark.parametrize("later", [0, 300, 500, 601, 40 * 86400, -3600])
+def test_a_resident_cortex_on_postgresql_answers_as_a_fresh_one_as_its_clock_moves(ranked_pg, later):
+    """The same on PostgreSQL, where a resident storage keeps the salience contenders for a state of
+    the store (its change counter) and the filters' valid times by how many lie before them."""
+    _clock_moves(*ranked_pg, later)
+
+
+def _clock_moves(store, a: str, b: str, ending: str, later: int) -> None:
     resident = _cx(store, resident=True)
-    queries = [{"k": 1}, {"k": 2}, {"near": "deploy key", "k": 3}, {"near": "walrus colony"}]
+    queries = [{"k": 1}, {"k": 2}, {"near": "deploy key", "k": 3}, {"near": "walrus colony"}, {"k": 3}]
 
     def answers(cx, at):
         cx.context.clock = lambda: at
@@ -136,6 +160,7 @@ def test_a_resident_cortex_answers_as_a_fresh_one_as_its_clock_moves(ranked_stor
         assert then[0][0]["id"] == b  # B overtook A
     if 450 <= later:
         assert ending not in [h["id"] for h in then[3]]  # its valid time ended
+        assert ending in [h["id"] for h in first[4]] and ending not in [h["id"] for h in then[4]]
 
 
 def test_a_resident_cortex_sees_another_process_write_between_two_calls(store):

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import weakref
 import zlib
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from typing import Iterator
 from urllib.parse import parse_qsl, quote, urlencode, urlsplit, urlunsplit
 
@@ -70,6 +70,14 @@ def quote_ident(name: str) -> str:
     return '"' + name.replace('"', '""') + '"'
 
 
+def pipelined(con):
+    """What follows in one round trip when the client library can pipeline (libpq 14 and later, as the
+    psycopg binary wheel bundles); statement by statement, with the same results, when it cannot."""
+    import psycopg
+
+    return con.pipeline() if psycopg.Pipeline.is_supported() else nullcontext()
+
+
 def _first_line(exc: Exception) -> str:
     text = str(exc).strip().splitlines()
     return text[0] if text else type(exc).__name__
@@ -93,6 +101,9 @@ class PgStorage:
         self._lock_key = zlib.crc32(self.schema.encode()) - 2**31  # a signed 32-bit key
         self._current = False  # this storage has seen the store at the newest schema (``_lock_current``)
         self._copy_types: dict = {}  # (table, columns) -> their types, for binary COPY (``PgTx._copy_types``)
+        # resident: what reading transactions worked out, for one state of the store (``PgTx._kept``)
+        self._kept: tuple[tuple[int, int], dict] | None = None
+        self._seen_current = False  # a reading transaction found the store at the newest schema
 
     # -- connections ---------------------------------------------------------------------
     def _open(self):
@@ -237,22 +248,24 @@ class PgStorage:
         from cortexctl.store.pg.tx import PgTx
 
         with self._connection() as con:
-            if not self._exists(con):
-                raise NoStore(f"no store at {self.location}")
-            _mode(con, read_only=True)
-            with con.cursor() as cur:
-                if self._snapshot is not None:  # the first statement of the transaction
-                    from psycopg import sql
+            if not self._read_current(con):
+                if not self._exists(con):
+                    raise NoStore(f"no store at {self.location}")
+                _mode(con, read_only=True)
+                with con.cursor() as cur:
+                    if self._snapshot is not None:  # the first statement of the transaction
+                        from psycopg import sql
 
-                    cur.execute(sql.SQL("SET TRANSACTION SNAPSHOT {}").format(sql.Literal(self._snapshot)))
-                if not schema.check(schema.version(cur)):
-                    con.rollback()
-                    _mode(con, read_only=False)
-                    with self.transaction():  # migrates forward
-                        pass
-                    _mode(con, read_only=True)
+                        cur.execute(sql.SQL("SET TRANSACTION SNAPSHOT {}").format(sql.Literal(self._snapshot)))
+                    if not schema.check(schema.version(cur)):
+                        con.rollback()
+                        _mode(con, read_only=False)
+                        with self.transaction():  # migrates forward
+                            pass
+                        _mode(con, read_only=True)
+                self._seen_current = True
             try:
-                yield PgTx(con, self)
+                yield PgTx(con, self, reading=True)
             except BaseException as exc:
                 _rollback(con)
                 _reraise(exc, self)
@@ -260,6 +273,28 @@ class PgStorage:
             con.rollback()
 
     searching = reading  # no cache of its own: the server's buffers serve find
+
+    def _read_current(self, con) -> bool:
+        """A resident storage that has seen the store current begins a reading transaction with the
+        schema version as its first statement (one round trip, not four): True when it is still the
+        current one (``SchemaTooNew`` when a newer cortexctl migrated it); False, rolled back, when
+        the long way must run (the store dropped, or older)."""
+        if not (self.resident and self._seen_current and self._snapshot is None):
+            return False
+        import psycopg
+
+        from cortexctl.store.pg import schema
+
+        _mode(con, read_only=True)
+        try:
+            row = con.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+        except psycopg.errors.UndefinedTable:
+            row = None
+        if row is not None and str(row[0]).isdigit() and schema.check(int(row[0])):
+            return True
+        con.rollback()
+        self._seen_current = False
+        return False
 
     def worker_address(self, tx) -> str:
         """The address with the snapshot of ``tx`` (a reading view, open meanwhile) exported: a
@@ -329,7 +364,7 @@ class PgStorage:
         if not self._current or con.adapters.types.get("vector") is None:
             return False
         try:
-            with con.pipeline():
+            with pipelined(con):
                 cur.execute(XACT_LOCK, [self._lock_timeout(), LOCK_CLASS, self._lock_key])
                 version = con.cursor()
                 version.execute("SELECT value FROM meta WHERE key = 'schema_version'")
@@ -363,6 +398,9 @@ class PgStorage:
             return
         cur.execute(f"CREATE SCHEMA IF NOT EXISTS {quote_ident(self.schema)}")
         schema.migrate(cur, have)
+        from cortexctl.store.pg.vectors import _count_rows
+
+        _count_rows(con, self.address)  # rows counted and changes numbered from the start (vectors.ROW_COUNTS)
 
     def _exists_in(self, cur) -> bool:
         cur.execute("SELECT to_regclass(%s) IS NOT NULL", [f"{quote_ident(self.schema)}.meta"])

@@ -320,6 +320,7 @@ def restore(store, members: dict[str, Any], schema_version: int, check) -> None:
     from cortexctl.store import migrations
 
     from cortexctl.store.pg import schema as pg_schema
+    from cortexctl.store.pg.vectors import _count_rows
 
     if pg_schema.latest() != migrations.latest():
         raise IntegrityError(f"this cortexctl's PostgreSQL schema ({pg_schema.latest()}) does not hold its DuckDB"
@@ -352,6 +353,7 @@ def restore(store, members: dict[str, Any], schema_version: int, check) -> None:
                 pg_schema.migrate(cur, 0)
                 for table in _fill(con, db_path):
                     cur.execute(f"ANALYZE {_quote(table)}")  # the planner's statistics, as for a store grown by writes
+                _count_rows(con, store.address)  # as a new store's: its rows counted, its changes numbered
             _search_path(cur, store.schema, store._vector_schema)
         staged = _staged_storage(store, staging)
         for model in _models(db_path):
@@ -465,8 +467,10 @@ def _refuse_shared_schema(cur, store) -> None:
                 [store.schema])
     foreign = cur.fetchone() is not None
     if not foreign:
+        from cortexctl.store.pg.vectors import FUNCTIONS
+
         cur.execute("SELECT count(*) FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace"
-                    " WHERE n.nspname = %s", [store.schema])
+                    " WHERE n.nspname = %s AND p.proname <> ALL(%s)", [store.schema, list(FUNCTIONS)])
         foreign = cur.fetchone()[0] > 0
     if not foreign:
         cur.execute("SELECT c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace"

@@ -79,6 +79,10 @@ def _copy_postings(con, first: int, lens: Sequence[int], docs: Sequence[tuple[st
         copy.write(_COPY_TRAILER)
 
 
+KEPT_MAX = 200_000  # term counts a resident storage keeps for one state of the store
+POSTINGS_KEPT = 4_000_000  # postings it keeps (10 bytes each), beyond which it starts again
+
+
 class LexicalReads:
     """``interface.LexicalSearch`` and the postings parts of ``Integrity`` over a ``PgTx``'s connection,
     with the reads ``store/lexical.py`` ranks over (doc_count, postings_of, doc_ids, hidden_docs,
@@ -136,7 +140,13 @@ class LexicalReads:
 
     # -- the reads store/lexical.py ranks over -------------------------------------------------
     def doc_count(self) -> int:
-        return int(self._rows("SELECT count(*) FROM lex_docs")[0][0])
+        kept = self._kept()
+        if kept is not None and "docs" in kept:
+            return kept["docs"]
+        got = int(self._rows("SELECT count(*) FROM lex_docs")[0][0])
+        if kept is not None:
+            kept["docs"] = got
+        return got
 
     def postings_of(self, terms: Sequence[int]):
         """Every posting of these terms: numpy arrays term (int64), doc (uint64), tf (uint16)."""
@@ -144,15 +154,50 @@ class LexicalReads:
 
         if not terms:
             return {"term": np.zeros(0, np.int64), "doc": np.zeros(0, np.uint64), "tf": np.zeros(0, np.uint16)}
-        got = packed_columns(self._con, "FROM lex_postings WHERE term = ANY(%s::bigint[])", [[int(t) for t in terms]],
-                             [("term", "term", "i8"), ("doc", "doc", "i8"), ("tf", "tf", "i2")])
-        return {"term": got["term"], "doc": got["doc"].astype(np.uint64), "tf": got["tf"].astype(np.uint16)}
+        kept = self._kept()
+        if kept is None:
+            got = packed_columns(self._con, "FROM lex_postings WHERE term = ANY(%s::bigint[])",
+                                 [[int(t) for t in terms]], [("term", "term", "i8"), ("doc", "doc", "i8"),
+                                                             ("tf", "tf", "i2")])
+            return {"term": got["term"], "doc": got["doc"].astype(np.uint64), "tf": got["tf"].astype(np.uint16)}
+        # A resident storage keeps each term's postings for this state of the store, and hands them on
+        # grouped by term in term order, as the server's index gives them (BM25 sums a doc's terms in
+        # that order: the same sums)
+        if kept.get("postings held", 0) > POSTINGS_KEPT:  # a long-lived process read very many: start again
+            for k in [k for k in kept if isinstance(k, tuple) and k[0] == "postings"]:
+                del kept[k]
+            kept["postings held"] = 0
+        want = sorted({int(t) for t in terms})
+        missing = [t for t in want if ("postings", t) not in kept]
+        if missing:
+            got = packed_columns(self._con, "FROM lex_postings WHERE term = ANY(%s::bigint[])", [missing],
+                                 [("term", "term", "i8"), ("doc", "doc", "i8"), ("tf", "tf", "i2")])
+            order = np.argsort(got["term"], kind="stable")
+            term, doc, tf = got["term"][order], got["doc"][order].astype(np.uint64), got["tf"][order].astype(np.uint16)
+            bounds = np.searchsorted(term, missing + [missing[-1] + 1])
+            for t, lo, hi in zip(missing, bounds[:-1].tolist(), bounds[1:].tolist()):
+                kept[("postings", t)] = (doc[lo:hi], tf[lo:hi])
+            kept["postings held"] = kept.get("postings held", 0) + len(term)
+        parts = [kept[("postings", t)] for t in want]
+        return {"term": np.repeat(np.array(want, dtype=np.int64), [len(d) for d, _ in parts]),
+                "doc": np.concatenate([d for d, _ in parts]), "tf": np.concatenate([f for _, f in parts])}
 
     def doc_ids(self, docs: Sequence[int]) -> dict[int, str]:
         if not len(docs):
             return {}
-        return {int(d): i for d, i in self._rows("SELECT doc, id FROM lex_docs WHERE doc = ANY(%s::bigint[])",
-                                                 [[int(d) for d in docs]])}
+        kept = self._kept()
+        if kept is None:
+            return {int(d): i for d, i in self._rows("SELECT doc, id FROM lex_docs WHERE doc = ANY(%s::bigint[])",
+                                                     [[int(d) for d in docs]])}
+        known = kept.setdefault("doc ids", {})  # a resident storage's, for this state of the store
+        want = [int(d) for d in docs]
+        missing = [d for d in dict.fromkeys(want) if d not in known]
+        if missing:
+            if len(known) > KEPT_MAX:
+                known.clear()
+            got = dict(self._rows("SELECT doc, id FROM lex_docs WHERE doc = ANY(%s::bigint[])", [missing]))
+            known.update((d, got.get(d)) for d in missing)
+        return {d: known[d] for d in want if known.get(d) is not None}
 
     def hidden_docs(self, viewer: str | Viewer):
         """The doc numbers of the memories ``viewer`` may not see (uint64 array): term statistics
@@ -163,10 +208,19 @@ class LexicalReads:
         from cortexctl.store.interface import viewer_of
         from cortexctl.store.predicate import to_sql
 
-        seen, params = to_sql(rules.visibility(viewer_of(viewer)), "h", "postgres")  # tx.py's visible_sql
+        who = viewer_of(viewer)
+        kept = self._kept()
+        if kept is not None and ("hidden", who) in kept:
+            return kept[("hidden", who)]
+        seen, params = to_sql(rules.visibility(who), "h", "postgres")  # tx.py's visible_sql
         got = packed_columns(self._con, f"FROM lex_docs d JOIN heads h ON h.id = d.id WHERE NOT ({seen})", params,
                              [("d.doc", "doc", "i8")])
-        return got["doc"].astype(np.uint64)
+        hidden = got["doc"].astype(np.uint64)
+        if kept is not None:
+            hidden.flags.writeable = False
+            kept[("hidden", who)] = hidden
+            kept[("viewer", id(hidden))] = who  # term_df knows whose statistics it is asked for
+        return hidden
 
     def term_df(self, terms: Sequence[int], hidden) -> dict[int, int]:
         """Document frequency of each term, leaving out the ``hidden`` doc numbers (counted here
@@ -175,14 +229,29 @@ class LexicalReads:
 
         if not terms:
             return {}
-        got = packed_columns(self._con, "FROM lex_postings WHERE term = ANY(%s::bigint[])", [[int(t) for t in terms]],
-                             [("term", "term", "i8"), ("doc", "doc", "i8")])
-        term, doc = got["term"], got["doc"]
-        if len(hidden) and len(doc):
-            keep = ~np.isin(doc, np.asarray(hidden, dtype=np.int64), kind="table")
-            term = term[keep]
-        found, counts = np.unique(term, return_counts=True)
-        return {int(t): int(c) for t, c in zip(found.tolist(), counts.tolist())}
+        kept = self._kept()
+        who = None if kept is None else kept.get(("viewer", id(hidden)))
+        known: dict[int, int] = {}
+        if who is not None:  # ``hidden`` is the kept one of this state: its counts are kept too
+            known = {int(t): kept[("df", who, int(t))] for t in terms if ("df", who, int(t)) in kept}
+            terms = [t for t in terms if int(t) not in known]
+        if terms:
+            got = packed_columns(self._con, "FROM lex_postings WHERE term = ANY(%s::bigint[])",
+                                 [[int(t) for t in terms]], [("term", "term", "i8"), ("doc", "doc", "i8")])
+            term, doc = got["term"], got["doc"]
+            if len(hidden) and len(doc):
+                keep = ~np.isin(doc, np.asarray(hidden, dtype=np.int64), kind="table")
+                term = term[keep]
+            found, counts = np.unique(term, return_counts=True)
+            counted = dict.fromkeys((int(t) for t in terms), 0)
+            counted.update(zip(found.tolist(), counts.tolist()))
+            if who is not None:
+                if len(kept) > KEPT_MAX:  # a long-lived process asked for very many terms: start again
+                    for k in [k for k in kept if isinstance(k, tuple) and k[0] == "df"]:
+                        del kept[k]
+                kept.update({("df", who, t): c for t, c in counted.items()})
+            known.update(counted)
+        return {t: c for t, c in known.items() if c}
 
     def doc_terms(self, docs: Sequence[int]) -> dict[int, tuple[dict[int, int], int]]:
         """Each doc's term frequencies and length: doc -> ({term: tf}, length)."""

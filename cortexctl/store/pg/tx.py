@@ -18,6 +18,7 @@ from cortexctl.errors import IntegrityError
 from cortexctl.memory.types import MAX_COUNT
 from cortexctl.store.interface import (CHECKPOINT_FIELDS, GRANT_FIELDS, HEAD_FIELDS, JOURNAL_FIELDS, VERSION_FIELDS,
                                        WEIGHT_FIELDS, Filters, Scoring, Viewer, viewer_of)
+from cortexctl.store.pg import pipelined
 from cortexctl.store.pg.bundle import BundleReads
 from cortexctl.store.pg.integrity import IntegrityReads
 from cortexctl.store.pg.lexical import LexicalReads
@@ -40,14 +41,40 @@ def _chunks(ids: Sequence[str]) -> Iterator[list[str]]:
         yield ids[i:i + CHUNK]
 
 
+PASSING_KEPT = 100_000  # heads' verdicts a resident storage keeps per filters, beyond which it starts again
+CONTENDERS_MAX = 4096  # salience contenders a resident storage keeps per filters (beyond 4x the limit)
+
+
 class PgTx(VectorReads, LexicalReads, IntegrityReads, BundleReads):
     """One PostgreSQL transaction seen through ``interface.Tx`` (the storage commits or rolls back)."""
 
-    def __init__(self, con, store) -> None:
+    def __init__(self, con, store, *, reading: bool = False) -> None:
         self._con = con
         self.store = store
+        self._reading = reading  # REPEATABLE READ, READ ONLY: one state of the store throughout
         self._where: dict[Filters, tuple[str, list[Any]]] = {}
         self._sal: dict[Scoring, tuple[str, list[Any]]] = {}
+        self._state: dict | None | bool = False  # ``_kept``'s answer, once asked
+
+    def _kept(self) -> dict | None:
+        """In a resident storage's reading transaction, the dict where reads keep what they worked out
+        for the state of the store this transaction sees; None elsewhere.
+
+        A state is named by the store's change counter (``meta`` 'changes', which statement triggers
+        raise with every statement that changes heads, frames, documents, postings or grants, whoever runs it:
+        ``vectors.ROW_COUNTS``) and the heads table's identity (a restore makes the tables anew). Only
+        a reading transaction uses it: a writing one sees its own changes, which may yet roll back."""
+        if self._state is False:
+            self._state = None
+            if self._reading and self.store.resident:
+                row = self._rows("SELECT (SELECT value FROM meta WHERE key = 'changes'), 'heads'::regclass::oid")[0]
+                if row[0] is not None:
+                    key = (int(row[0]), int(row[1]))
+                    kept = self.store._kept
+                    if kept is None or kept[0] != key:
+                        kept = self.store._kept = (key, {})
+                    self._state = kept[1]
+        return self._state
 
     # -- helpers -------------------------------------------------------------------------
     def _rows(self, sql: str, params: Sequence[Any] = ()) -> list[tuple]:
@@ -115,7 +142,7 @@ class PgTx(VectorReads, LexicalReads, IntegrityReads, BundleReads):
         frames = [[h["id"], *f.split(":", 2)] for h in heads for f in h["frames"]]
         few = max(len(heads), len(versions), len(frames)) <= 8  # a write's: INSERTs, no COPY
         try:
-            with self._con.pipeline() if few else nullcontext():  # a write's rows in one round trip
+            with pipelined(self._con) if few else nullcontext():  # a write's rows in one round trip
                 self._insert("heads", HEAD_FIELDS, [[h[c] for c in HEAD_FIELDS] for h in heads])
                 self._insert("versions", VERSION_FIELDS, [[v[c] for c in VERSION_FIELDS] for v in versions])
                 self._insert("frames", ("id", "verb", "kind", "ref"), frames)
@@ -317,7 +344,24 @@ class PgTx(VectorReads, LexicalReads, IntegrityReads, BundleReads):
 
     def passing(self, ids: Sequence[str], filters: Filters) -> dict[str, int]:
         where, params = self._filter(filters)
-        return self._passing(ids, where, params)
+        return self._by_id("passing", filters, ids, lambda some: self._passing(some, where, params))
+
+    def _by_id(self, name: str, filters: Filters, ids: Sequence[str], fetch) -> dict:
+        """``fetch(ids)``'s answer ({id: value}, the IDs it leaves out absent). A resident storage keeps
+        each ID's answer (or its absence) for this state of the store, by ``name`` and the filters, and
+        fetches only the IDs it has not seen."""
+        kept = self._kept()
+        if kept is None:
+            return fetch(list(ids))
+        known = kept.setdefault((name, self._times_key(kept, filters)), {})
+        want = list(dict.fromkeys(ids))
+        if len(known) > PASSING_KEPT:  # a long-lived process asked about very many: start again
+            known.clear()
+        missing = [i for i in want if i not in known]
+        if missing:
+            got = fetch(missing)
+            known.update((i, got.get(i)) for i in missing)
+        return {i: known[i] for i in want if known[i] is not None}
 
     def _passing(self, ids: Sequence[str], where: str, params: list[Any]) -> dict[str, int]:
         out: dict[str, int] = {}
@@ -330,11 +374,67 @@ class PgTx(VectorReads, LexicalReads, IntegrityReads, BundleReads):
         return self._passing(ids, "h.tombstoned_at IS NULL", [])
 
     def top_salience(self, filters: Filters, scoring: Scoring, limit: int) -> list[tuple[str, float]]:
+        """The ``limit`` most salient, ties by later update then higher ID. A resident storage keeps the
+        contenders (``_contenders``) for this state of the store and ``rules.salient_fall``'s hold of the
+        clock, and works out their exact salience and order anew at every call."""
         where, params = self._filter(filters)
         sal, sal_params = self._salience(scoring)
-        rows = self._rows(f"SELECT h.id, {sal} AS s FROM heads h WHERE {where}"
-                          f" ORDER BY s DESC, h.updated_at DESC, h.id DESC LIMIT {int(limit)}", [*sal_params, *params])
-        return [(r[0], float(r[1])) for r in rows]
+        kept = self._kept()
+        got = None
+        if kept is not None and limit > 0:
+            from cortexctl.store.predicate import epoch_seconds
+
+            now = epoch_seconds(scoring.now)
+            key = ("salient", self._times_key(kept, filters), scoring.half_life, scoring.weights, limit)
+            got = kept.get(key)
+            if got is None or not got[0] <= now <= got[1]:
+                got = kept[key] = self._contenders(filters, scoring, limit, now)
+        if got is None or got[2] is None:
+            rows = self._rows(f"SELECT h.id, {sal} AS s FROM heads h WHERE {where}"
+                              f" ORDER BY s DESC, h.updated_at DESC, h.id DESC LIMIT {int(limit)}",
+                              [*sal_params, *params])
+            return [(r[0], float(r[1])) for r in rows]
+        rows = self._rows(f"SELECT h.id, {sal} AS s, h.updated_at FROM heads h WHERE h.id = ANY(%s) AND {where}",
+                          [*sal_params, got[2], *params])
+        rows.sort(key=lambda r: (r[1], r[2], r[0]), reverse=True)
+        return [(r[0], float(r[1])) for r in rows[:limit]]
+
+    def _contenders(self, filters: Filters, scoring: Scoring, limit: int,
+                    now: float) -> tuple[float, float, list[str] | None]:
+        """(from, until, IDs): the heads that may be among the ``limit`` most salient from ``now`` until
+        then: those within the fall of recency meanwhile (and a rounding's width) of the cut."""
+        from cortexctl.store import rules
+
+        where, params = self._filter(filters)
+        sal, sal_params = self._salience(scoring)
+        hold, fall = rules.salient_fall(scoring)
+        rows = self._rows(
+            f"WITH s AS MATERIALIZED (SELECT h.id, {sal} AS s FROM heads h WHERE {where}),"
+            f" c AS (SELECT coalesce((SELECT s FROM s ORDER BY s DESC LIMIT 1 OFFSET {int(limit) - 1}),"
+            " '-infinity'::float8) AS cut)"
+            " SELECT s.id FROM s, c WHERE s.s >= c.cut - %s - 1e-9 * greatest(1.0, abs(c.cut))",
+            [*sal_params, *params, fall + 1e-9 * bool(hold)])
+        ids = [r[0] for r in rows]
+        return now, now + hold, (ids if len(ids) <= CONTENDERS_MAX + 4 * limit else None)  # None: too many to keep
+
+    def _times_key(self, kept: dict, filters: Filters):
+        """``filters`` as far as which heads pass: its times taken as how many valid times of the heads
+        lie at or before them (the same number, the same heads pass ``rules.valid_at``/``not_ended``)."""
+        if filters.ended_by is None and filters.valid_at is None:
+            return filters
+        from bisect import bisect_right
+        from dataclasses import replace
+
+        times = kept.get("valid_times")
+        if times is None:
+            got = self._rows("SELECT array(SELECT valid_from FROM heads WHERE valid_from IS NOT NULL ORDER BY 1),"
+                             " array(SELECT valid_to FROM heads WHERE valid_to IS NOT NULL ORDER BY 1)")[0]
+            times = kept["valid_times"] = (list(got[0]), list(got[1]))
+        starts, ends = times
+        return (replace(filters, ended_by=None, valid_at=None),
+                None if filters.ended_by is None else bisect_right(ends, filters.ended_by),
+                None if filters.valid_at is None else (bisect_right(starts, filters.valid_at),
+                                                       bisect_right(ends, filters.valid_at)))
 
     def candidates(self, ids: Sequence[str], filters: Filters, scoring: Scoring) -> dict[str, tuple[int, bool, float]]:
         where, params = self._filter(filters)
@@ -353,15 +453,18 @@ class PgTx(VectorReads, LexicalReads, IntegrityReads, BundleReads):
         from cortexctl.store.records import neighbour_columns, neighbour_rows
 
         where, params = self._filter(filters)
-        ids = list(ids)
-        rows = self._rows(
-            f"""SELECT * FROM (
-                  SELECT h.id, {neighbour_columns(reach)} FROM heads h
-                  WHERE h.session IN (SELECT session FROM heads WHERE id = ANY(%s) AND session IS NOT NULL)
-                    AND ({where})
-                  WINDOW w AS (PARTITION BY h.session ORDER BY h.id COLLATE "C")) s WHERE id = ANY(%s)""",
-            [ids, *params, ids])
-        return neighbour_rows(rows, reach)
+
+        def fetch(ids: list[str]) -> dict:
+            rows = self._rows(
+                f"""SELECT * FROM (
+                      SELECT h.id, {neighbour_columns(reach)} FROM heads h
+                      WHERE h.session IN (SELECT session FROM heads WHERE id = ANY(%s) AND session IS NOT NULL)
+                        AND ({where})
+                      WINDOW w AS (PARTITION BY h.session ORDER BY h.id COLLATE "C")) s WHERE id = ANY(%s)""",
+                [ids, *params, ids])
+            return neighbour_rows(rows, reach)
+
+        return self._by_id(f"neighbours {int(reach)}", filters, ids, fetch)
 
     def sessions(self, actor: str | Viewer, turn_tag: str, summary_tag: str) -> list[dict]:
         seen, params = visible_sql(actor)

@@ -103,6 +103,74 @@ def _create_index(con, model: str, dim: int) -> str:
     return name
 
 
+# The rows of heads and vectors, kept in ``meta`` ('rows:heads', 'rows:vectors') by the database
+# itself (and 'changes', below, with them): statement triggers add what a statement inserted and take off what it deleted, whichever
+# client (any cortexctl version, a COPY, psql) made the change. Not state: a bundle does not hold
+# ``meta``, and a restored store's are counted again by its first write.
+ROW_COUNTS = """
+CREATE OR REPLACE FUNCTION cortexctl_count_rows() RETURNS trigger LANGUAGE plpgsql AS $body$
+DECLARE k bigint;
+BEGIN
+    IF TG_OP = 'TRUNCATE' THEN
+        k := NULL;
+    ELSE
+        SELECT count(*) INTO k FROM changed;
+        IF TG_OP = 'DELETE' THEN k := -k; END IF;
+    END IF;
+    EXECUTE format('UPDATE %I.meta SET value = (CASE WHEN $1 IS NULL THEN 0 ELSE value::bigint + $1 END)::text'
+                   ' WHERE key = $2', TG_TABLE_SCHEMA) USING k, 'rows:' || TG_TABLE_NAME;
+    RETURN NULL;
+END $body$;
+"""
+CHANGES = """
+CREATE OR REPLACE FUNCTION cortexctl_count_change() RETURNS trigger LANGUAGE plpgsql AS $body$
+BEGIN
+    EXECUTE format('UPDATE %I.meta SET value = (value::bigint + 1)::text WHERE key = $1', TG_TABLE_SCHEMA)
+        USING 'changes';
+    RETURN NULL;
+END $body$;
+"""
+FUNCTIONS = ("cortexctl_count_rows", "cortexctl_count_change")  # the store's own, in its schema
+COUNTED = ("heads", "vectors")
+# Every statement that changes these raises ``meta`` 'changes' by one: a resident storage's reading
+# transactions keep what they worked out while it stays the same (``PgTx._kept``).
+CHANGED = ("heads", "frames", "lex_docs", "lex_postings", "grants")
+_UNCOUNTABLE: set[str] = set()  # store addresses whose user may not make the triggers: counted each time
+
+
+def _count_rows(con, address: str) -> None:
+    """Make the row-count triggers and count the rows once, in a savepoint of the caller's transaction
+    (which holds the writer lock); a user without the right to make them goes on counting each time."""
+    import psycopg
+
+    try:
+        with con.transaction():
+            con.execute(ROW_COUNTS)
+            for table in COUNTED:
+                for event, ref in (("INSERT", "NEW"), ("DELETE", "OLD")):
+                    name = f"{table}_rows_{event.lower()}"
+                    con.execute(f"DROP TRIGGER IF EXISTS {name} ON {table}")
+                    con.execute(f"CREATE TRIGGER {name} AFTER {event} ON {table} REFERENCING {ref} TABLE AS changed"
+                                " FOR EACH STATEMENT EXECUTE FUNCTION cortexctl_count_rows()")
+                con.execute(f"DROP TRIGGER IF EXISTS {table}_rows_truncate ON {table}")
+                con.execute(f"CREATE TRIGGER {table}_rows_truncate AFTER TRUNCATE ON {table}"
+                            " FOR EACH STATEMENT EXECUTE FUNCTION cortexctl_count_rows()")
+                con.execute(f"INSERT INTO meta SELECT 'rows:{table}', count(*)::text FROM {table}"
+                            " ON CONFLICT (key) DO UPDATE SET value = excluded.value")
+            con.execute(CHANGES)
+            for table in CHANGED:
+                con.execute(f"DROP TRIGGER IF EXISTS {table}_changes ON {table}")
+                con.execute(f"CREATE TRIGGER {table}_changes AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE ON {table}"
+                            " FOR EACH STATEMENT EXECUTE FUNCTION cortexctl_count_change()")
+            # from a random start: a state it names now is none that a counter made before named
+            con.execute("INSERT INTO meta VALUES ('changes', (floor(random() * 4e18))::bigint::text)"
+                        " ON CONFLICT (key) DO UPDATE SET value = excluded.value")
+    except psycopg.errors.InsufficientPrivilege:
+        _UNCOUNTABLE.add(address)
+    except psycopg.errors.ReadOnlySqlTransaction:
+        pass  # a reading transaction: the next write makes them
+
+
 def _binary_rows(con, table: str, columns: Sequence[str], types: Sequence[str], rows) -> None:
     with con.cursor() as cur:
         with cur.copy(f"COPY {table} ({', '.join(columns)}) FROM STDIN (FORMAT BINARY)") as copy:
@@ -180,11 +248,21 @@ class VectorReads:
 
     # -- pending ------------------------------------------------------------------------------
     def maybe_pending(self, model: str) -> bool:
-        # another model's vectors: two probes of the (model, key) index, not a scan of every vector
+        """Another model's vectors (two probes of the (model, key) index), or fewer vectors than heads:
+        the rows of each, as the database keeps them counted (``ROW_COUNTS``), so a write does not
+        count every row under the writer lock. Where they are not counted yet, they are counted
+        here once and kept counted from then on (a write's transaction: the writer lock is held)."""
         row = self._rows("SELECT EXISTS (SELECT 1 FROM vectors WHERE model < %s)"
-                         " OR EXISTS (SELECT 1 FROM vectors WHERE model > %s)"
-                         " OR (SELECT count(*) FROM vectors) < (SELECT count(*) FROM heads)", [model, model])[0]
-        return bool(row[0])
+                         " OR EXISTS (SELECT 1 FROM vectors WHERE model > %s),"
+                         " (SELECT value FROM meta WHERE key = 'rows:vectors'),"
+                         " (SELECT value FROM meta WHERE key = 'rows:heads'),"
+                         " (SELECT value FROM meta WHERE key = 'changes')", [model, model])[0]
+        other, vectors, heads, changes = row
+        if None in (vectors, heads, changes):
+            vectors, heads = self._rows("SELECT (SELECT count(*) FROM vectors), (SELECT count(*) FROM heads)")[0]
+            if self.store.address not in _UNCOUNTABLE:
+                _count_rows(self._con, self.store.address)
+        return bool(other) or int(vectors) < int(heads)
 
     def count_pending(self, model: str) -> int:
         return int(self._rows(

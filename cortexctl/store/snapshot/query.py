@@ -36,7 +36,7 @@ _TIME_ARRAYS = {"valid_from": "head_valid_from_us", "valid_to": "head_valid_to_u
 # What a part kept by a resident process (``SnapshotTx``) holds at most of each kind before it starts over
 # (masks and nodes are a byte per head each: 16 + 64 of them are 8 MB at 100k memories).
 _KEEP_MASKS, _KEEP_NODES, _KEEP_TERMS = 16, 64, 50_000
-SALIENT_HOLD = 600.0  # seconds of the clock the salience lane's contenders are kept for (``_Part.top_salience``)
+SALIENT_HOLD = rules.SALIENT_HOLD  # seconds of the clock the salience lane's contenders are kept for
 
 
 @dataclass
@@ -371,12 +371,11 @@ class _Part:
         import numpy as np
 
         rows = np.flatnonzero(self.mask(filters))
-        hold = SALIENT_HOLD if scoring.weights[0] >= 0 and scoring.half_life > 0 else 0.0
+        hold, fall = rules.salient_fall(scoring)
         if len(rows) > limit:
             approx = np.broadcast_to(evaluate(rules.salience(scoring), _Rows(self, rows, dense=True), exact=False),
                                      (len(rows),))
             cut = np.partition(-approx, limit - 1)[limit - 1] * -1
-            fall = scoring.weights[0] * (1.0 - 0.5 ** (hold / scoring.half_life)) if hold else 0.0
             keep = approx >= cut - 1e-9 * max(1.0, abs(cut)) - fall - 1e-9 * bool(hold)
             rows = rows[keep]
         else:
