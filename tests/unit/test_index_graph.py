@@ -72,6 +72,7 @@ def test_an_import_builds_the_graph_for_the_size_it_brings_the_store_to(store, m
 def test_a_graph_grown_past_the_threshold_is_kept_by_folds_and_made_denser_by_reindex_rebuild(store, cli,
                                                                                                  monkeypatch):
     monkeypatch.setattr(hnsw, "DENSE_AT", N + 50)
+    monkeypatch.setattr(hnsw, "WIDE_AT", N + 50)
     cx = Cortex(store=store, actor="alice")
     cx.import_jsonl(iter(_lines(0, N)))
     assert _graph(cx) == (hnsw.CONNECTIVITY, hnsw.CONNECTIVITY)
