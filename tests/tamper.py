@@ -13,6 +13,7 @@ cortexctl process holds the store.
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -267,6 +268,14 @@ def flip_every(path: str | os.PathLike, step: int) -> None:
 def truncate(path: str | os.PathLike, size: int) -> None:
     with open(path, "r+b") as fh:
         fh.truncate(size)
+
+
+def edit_json(path: str | os.PathLike, change: Callable[[dict], None]) -> None:
+    """Rewrite a JSON file beside the store (e.g. the index record ``cortex.usearch.json``) after
+    ``change`` edits its document in place."""
+    doc = json.loads(Path(path).read_bytes())
+    change(doc)
+    Path(path).write_text(json.dumps(doc))
 
 
 # -- a bundle's members ------------------------------------------------------------------------------------

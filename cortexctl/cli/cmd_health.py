@@ -45,7 +45,11 @@ def _render(out, doc: dict) -> None:
         out.line(f"store chosen by: {t['resolved_via']}")
     i = doc["index"]
     if i and i["state"]:
-        out.line(f"index: {i['state']} ({i['count']} vectors, {i['model']}, dimension {i['dimension']})")
+        graph = f", connectivity {i['connectivity']}" if i.get("connectivity") else ""
+        out.line(f"index: {i['state']} ({i['count']} vectors, {i['model']}, dimension {i['dimension']}{graph})")
+        if i.get("denser_on_rebuild"):
+            out.line("index: its graph was built for a smaller store; cortexctl reindex --rebuild builds it "
+                     "denser, for recall at this size")
     e = doc["providers"]["embedding"]
     if e:
         where = f" at {e['host']}" if e["host"] else ""
@@ -78,7 +82,9 @@ embedding, the index file is out of step, a remote chat endpoint has no key, or
 no bundle is newer than config backup.window_days (when set); else healthy.
 It reads the database through once (every block, so that DuckDB checks its
 checksums: about 1.4 s at 100,000 memories), checks the index file against its
-record and the search snapshot block by block; verify proves every record. The --json payload's
+record (and names its graph's connectivity, saying when reindex --rebuild would
+build a denser one for the store's size) and the search snapshot block by
+block; verify proves every record. The --json payload's
 fields may be added to, never renamed or removed; secrets never appear. Its
 topology is embedded (a store directory) or external (a PostgreSQL server:
 host, port and database; never the password).""",

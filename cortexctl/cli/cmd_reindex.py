@@ -33,7 +33,9 @@ change of model: to embedding.provider local, one of the model extra's
 local models chosen by embedding.model (multilingual-e5-small or
 wordllama-l2-256), and back), drops vectors made by other models, and folds new
 vectors into the HNSW index file. --rebuild builds the index file from the vectors
-in the store instead (the file is a cache; the store is the ground truth).
+in the store instead (the file is a cache; the store is the ground truth), with
+the graph its size wants: beyond 200,000 vectors a denser one (connectivity 32),
+which a graph that grew past that size fold by fold lacks (healthcheck says so).
 A configured endpoint is probed first.""",
         examples=(
             "cortexctl reindex",

@@ -659,7 +659,7 @@ def _write_chunks(ctx: Context, spill: _Spill, problems: list[LineProblem], n_go
         # The index may grow batch by batch. The checking pass made the vectors, postings and
         # payloads: this thread only reads chunks back and hands them on, so the index may use
         # every core beside the store's writer.
-        builder = ctx.storage.index_loader(ctx.embedder.model, threads=_workers())
+        builder = ctx.storage.index_loader(ctx.embedder.model, threads=_workers(), expected=n_good)
     writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="cortexctl-import")
     running = None  # (future, batch) of the batch being committed
     number = done_before = 0  # batches and memories handed to the writer

@@ -42,17 +42,41 @@ METRIC = "cos"
 # holds about half the memory (1.5 KB a vector against 2.9 KB), which bounds an import's peak. An
 # index file keeps the dtype it was built with; a rebuild makes it f16.
 DTYPE = "f16"
+# The graph a build makes: connectivity is fixed in the file; expansion_add is not stored in it and
+# is set on every open. Up to DENSE_AT vectors the graph is sparse and quick to build; a graph built
+# for more is denser (``build_settings``), since at 1M the sparse one reaches recall@10 0.9645 and no
+# wider search lifts it to 0.99 (bench/README.md, hnsw_params.py).
 CONNECTIVITY = 16
-EXPANSION_ADD = 64  # not stored in the file: set on every open
+EXPANSION_ADD = 64
+DENSE_AT = 200_000  # 100k: recall@10 0.992-0.996 sparse; 500k: 0.977 (bench/README.md)
+DENSE_CONNECTIVITY = 32
+DENSE_EXPANSION_ADD = 128
 EXPANSION_SEARCH = 512
+WIDE_AT = 500_000  # a sparse graph holding more is searched at 1024
 
 
-def expansion_for(size: int) -> int:
-    """Search expansion for an index of ``size`` vectors: wider for big graphs, where a narrow one
-    loses recall. Measured (bench/hnsw_params.py, connectivity 16, expansion_add 64): at 100k,
-    recall@10 0.9905 at 256, 0.9955 at 512 and 1024 (2.6, 3.7 and 6.2 ms a search on a loaded
-    machine); at 1M, 0.946 at 256 and 0.9685 at 1024 (about 6 ms)."""
-    return EXPANSION_SEARCH if size <= 500_000 else 1024
+def build_settings(size: int) -> tuple[int, int]:
+    """(connectivity, expansion_add) of a graph built to hold ``size`` vectors."""
+    return (CONNECTIVITY, EXPANSION_ADD) if size <= DENSE_AT else (DENSE_CONNECTIVITY, DENSE_EXPANSION_ADD)
+
+
+def sparser_than_wanted(connectivity: int, size: int) -> bool:
+    """True when a graph of ``connectivity`` holds more vectors than that setting is built for:
+    one that grew past DENSE_AT fold by fold (a fold keeps the file's graph); a rebuild makes it
+    denser."""
+    return connectivity < build_settings(size)[0]
+
+
+def expansion_for(size: int, connectivity: int | None = None) -> int:
+    """Search expansion for an index of ``size`` vectors whose graph has ``connectivity`` (None: the
+    one a build for that size makes). Measured (bench/hnsw_params.py): connectivity 16,
+    expansion_add 64 at 100k, recall@10 0.9905 at 256, 0.9955 at 512 and 1024 (2.6, 3.7 and 6.2
+    ms a search on a loaded machine); at 1M 0.9525 / 0.9630 / 0.9710 at 256 / 512 / 1024 (1.6,
+    2.1, 4.4 ms), so a sparse graph that grew that big is searched wider; the dense graph at 1M
+    0.9925 / 0.9950 / 0.9955 (2.8, 3.4, 6.8 ms): 512 is enough."""
+    if connectivity is None:
+        connectivity = build_settings(size)[0]
+    return EXPANSION_SEARCH if size <= WIDE_AT or connectivity >= DENSE_CONNECTIVITY else 1024
 SAMPLE_BLOCK = 4096
 SAMPLES = 32
 STAMP_SUFFIX = ".checked"
@@ -165,13 +189,19 @@ def check(path: Path, expected: Fingerprint, *, use_stamp: bool = True) -> str |
         os.close(fd)
 
 
-def new(dim: int):
+def new(dim: int, size: int = 0):
+    """An empty index whose graph is built for ``size`` vectors (``build_settings``)."""
     from usearch.index import Index
 
+    connectivity, expansion_add = build_settings(size)
     return Index(
-        ndim=dim, metric=METRIC, dtype=DTYPE, connectivity=CONNECTIVITY,
-        expansion_add=EXPANSION_ADD, expansion_search=EXPANSION_SEARCH,
+        ndim=dim, metric=METRIC, dtype=DTYPE, connectivity=connectivity,
+        expansion_add=expansion_add, expansion_search=expansion_for(size),
     )
+
+
+def connectivity(index) -> int:
+    return int(index.connectivity)
 
 
 def add(index, keys, vectors, progress=None) -> None:
@@ -232,8 +262,8 @@ def _restore(path: Path, expected: Fingerprint, *, view: bool):
         return None
     if index is None or len(index) != expected.count or index.ndim != expected.dim:
         return None
-    index.expansion_add = EXPANSION_ADD
-    index.expansion_search = expansion_for(len(index))
+    index.expansion_add = build_settings(len(index))[1]
+    index.expansion_search = expansion_for(len(index), int(index.connectivity))
     return index
 
 

@@ -529,10 +529,10 @@ class DuckStorage:
 
         return vector_index.update(self, model, rebuild=rebuild, progress=progress, built=loader, wait=wait)
 
-    def index_loader(self, model: str, *, threads: int = 1):
+    def index_loader(self, model: str, *, threads: int = 1, expected: int = 0):
         from cortexctl.store import vector_index
 
-        return vector_index.IndexLoader(self, model, threads=threads)
+        return vector_index.IndexLoader(self, model, threads=threads, expected=expected)
 
     def after_vectors(self, model: str, last_key: int) -> None:
         from cortexctl.store import vector_index

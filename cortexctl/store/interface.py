@@ -569,10 +569,11 @@ class Storage(Protocol):
         ``rebuild``): {"action": "fold", "rebuild" or "none", "vectors": n, ...}. ``loader``:
         an ``index_loader`` an import filled. ``wait``: seconds to wait for other writers."""
 
-    def index_loader(self, model: str, *, threads: int = 1) -> Any:
+    def index_loader(self, model: str, *, threads: int = 1, expected: int = 0) -> Any:
         """Something a bulk load hands each committed batch of vectors (``add(last_key, ids,
         versions, matrix)``) so that ``update_index(loader=...)`` need not read them again, using
-        up to ``threads`` cores meanwhile; ``close()`` when it is not used."""
+        up to ``threads`` cores meanwhile; ``close()`` when it is not used. ``expected``: how many
+        memories the load brings, for a backend whose structures are built for a size."""
 
     def after_vectors(self, model: str, last_key: int) -> None:
         """After a write stored vectors (``insert_vectors`` returned ``last_key``): the cheap

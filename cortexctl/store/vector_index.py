@@ -56,10 +56,12 @@ class IndexRecord:
     count: int
     fingerprint: dict
     crc_all: int = 0  # CRC-32 of the whole file, checked by verify
+    connectivity: int = 16  # of the file's graph (hnsw.build_settings); files recorded before it said are 16
 
     def to_json(self) -> dict:
         return {"format": RECORD_FORMAT, "model": self.model, "dim": self.dim, "max_key": self.max_key,
-                "count": self.count, "fingerprint": self.fingerprint, "crc_all": self.crc_all}
+                "count": self.count, "fingerprint": self.fingerprint, "crc_all": self.crc_all,
+                "connectivity": self.connectivity}
 
 
 def fingerprint_of(rec: IndexRecord):
@@ -83,8 +85,9 @@ def read_record(store) -> IndexRecord | None:
         if doc.get("format") != RECORD_FORMAT:
             return None
         rec = IndexRecord(str(doc["model"]), int(doc["dim"]), int(doc["max_key"]), int(doc["count"]),
-                          dict(doc["fingerprint"]), int(doc.get("crc_all", 0)))
-        numbers = [rec.dim, rec.max_key, rec.count, rec.crc_all, *(int(v) for v in rec.fingerprint.values())]
+                          dict(doc["fingerprint"]), int(doc.get("crc_all", 0)), int(doc.get("connectivity", 16)))
+        numbers = [rec.dim, rec.max_key, rec.count, rec.crc_all, rec.connectivity,
+                   *(int(v) for v in rec.fingerprint.values())]
     except (OSError, ValueError, KeyError, TypeError, AttributeError, OverflowError):
         return None
     if not all(0 <= v < 2**63 for v in numbers):
@@ -129,7 +132,9 @@ class IndexLoader:
 
     usearch adds vectors without holding the GIL, so a worker thread grows the
     graph while the next batch is read and written. It starts from the trusted
-    index file (``base``) when there is one, else from nothing. ``fold`` uses
+    index file (``base``) when there is one, else from nothing, with the graph
+    ``hnsw.build_settings`` gives the store's vectors plus the ``expected`` ones
+    the import brings. ``fold`` uses
     it only when it is what a fold or rebuild would start from at that moment:
     the same trusted file (or none), and every vector it was given still in
     the store under its key; otherwise the usual fold or rebuild runs.
@@ -138,10 +143,11 @@ class IndexLoader:
     CHUNK = 1024  # vectors per job, so that the last ones can be added with every core
     QUEUED = 16  # jobs waiting at most (about 25 MB of 384-d vectors)
 
-    def __init__(self, store: DuckStorage, model: str, *, threads: int = 1) -> None:
+    def __init__(self, store: DuckStorage, model: str, *, threads: int = 1, expected: int = 0) -> None:
         from concurrent.futures import ThreadPoolExecutor
 
         self.model = model
+        self.size = expected  # the vectors the index will hold: those in the store are added below
         self.base: IndexRecord | None = None
         self.index = None
         self.broken = False
@@ -152,6 +158,7 @@ class IndexLoader:
         try:
             with store.reading() as tx:
                 rec, why = index_state(tx, store, self.model, None)
+                self.size += tx.vector_stats(self.model)[0]
         except CortexError:
             return  # no store yet (or unreadable): start from nothing
         if why == "ok" and rec is not None:
@@ -170,7 +177,7 @@ class IndexLoader:
         if self.broken:
             return
         if self.index is None:
-            self.index = hnsw.new(int(matrix.shape[1]))
+            self.index = hnsw.new(int(matrix.shape[1]), self.size)
         if self.index.ndim != matrix.shape[1]:
             self.broken = True
             return
@@ -276,7 +283,7 @@ def _fold(store: DuckStorage, model: str, *, rebuild: bool, progress, built: Ind
                     after = rec.max_key
                 else:
                     action = "rebuild"
-                    index = hnsw.new(dim) if index is None else index
+                    index = hnsw.new(dim, count) if index is None else index
                     after = 0
                 total = tx.count_vectors(model, after=after)
                 done = 0 if skip is None else len(skip)
@@ -298,7 +305,8 @@ def _fold(store: DuckStorage, model: str, *, rebuild: bool, progress, built: Ind
                         progress(done, max(total, done))
             fp = hnsw.save_atomic(index, index_path(store))
             sampled = {k: v for k, v in fp.to_json().items() if k != "whole"}  # the record keeps it as crc_all
-            _write_record(store, IndexRecord(model, dim, max_key, len(index), sampled, fp.whole))
+            _write_record(store, IndexRecord(model, dim, max_key, len(index), sampled, fp.whole,
+                                             hnsw.connectivity(index)))
             with store.transaction() as tx:
                 tx.clear_dropped()
     finally:
@@ -434,9 +442,14 @@ def verify_index(tx, store, model: str) -> list[str]:
 
 def health(store: DuckStorage, model: str | None) -> dict:
     """The healthcheck's ``index`` block: the file, and whether it can be trusted for ``model``
-    (a store too small to have one is searched exactly, which is as it should be)."""
+    (a store too small to have one is searched exactly, which is as it should be); the
+    ``connectivity`` of its graph, and ``denser_on_rebuild`` when the graph grew past the size it
+    was built for (``hnsw.sparser_than_wanted``: ``reindex --rebuild`` builds it denser)."""
+    from cortexctl.index import hnsw
+
     block = {"path": str(index_path(store)), "exists": index_path(store).is_file(),
-             "count": None, "model": None, "dimension": None, "consistent": None, "state": None}
+             "count": None, "model": None, "dimension": None, "consistent": None, "state": None,
+             "connectivity": None, "denser_on_rebuild": False}
     if model is None or not store.exists():
         return block
     with store.reading() as tx:
@@ -446,4 +459,7 @@ def health(store: DuckStorage, model: str | None) -> dict:
     block.update(count=rec.count if rec else 0, model=rec.model if rec else model,
                  dimension=rec.dim if rec else dim, state="not built yet (searched exactly)" if small else why,
                  consistent=why == "ok" or small or not n)
+    if why == "ok" and rec is not None:
+        block.update(connectivity=rec.connectivity,
+                     denser_on_rebuild=hnsw.sparser_than_wanted(rec.connectivity, rec.count))
     return block

@@ -14,7 +14,8 @@ TOP = {"status", "timestamp", "store", "topology", "index", "snapshot", "provide
 STORE = {"path", "exists", "size_bytes", "schema_version", "memories", "by_type", "tombstoned", "versions",
          "journal_entries", "pending_embeddings"}
 TOPOLOGY = {"mode", "backend", "coordinates", "resolved_via"}
-INDEX = {"path", "exists", "count", "model", "dimension", "consistent", "state"}
+INDEX = {"path", "exists", "count", "model", "dimension", "consistent", "state", "connectivity",
+         "denser_on_rebuild"}
 EMBEDDING = {"active", "host", "model", "dimensions", "probe"}
 SUMMARY = {"active", "host", "model", "endpoint", "local", "credential"}
 CREDENTIAL = {"env", "configured", "required"}

@@ -13,7 +13,8 @@ from cortexctl.store.interface import CAPABILITIES, Filters, Holding, NoStore, S
 from tests.contract.conftest import (GOAL, MIXED_FILTERS, T0, WEIGHTS, embedded, entry, grant, grant_id, ident,
                                      journaled, memory, methods, mixed_memories, put, unit_rows)
 
-INDEX_KEYS = {"path", "exists", "count", "model", "dimension", "consistent", "state"}
+INDEX_KEYS = {"path", "exists", "count", "model", "dimension", "consistent", "state",
+              "connectivity", "denser_on_rebuild"}
 ACTIONS = {"fold", "rebuild", "none"}
 # More memories than any backend may compare one by one (DuckDB's EXACT_MAX is 4096): nearest goes
 # through the backend's index.
@@ -377,7 +378,7 @@ def test_an_index_loader_fed_by_a_bulk_load_gives_the_same_answers(storage):
     """import hands each committed batch's vectors to the loader, then ``update_index(loader=...)``."""
     model = "m"
     mat = _many(storage)
-    loader = storage.index_loader(model, threads=1)
+    loader = storage.index_loader(model, threads=1, expected=MANY)
     step = 1500
     for start in range(0, MANY, step):
         ids = [ident(i) for i in range(start + 1, min(start + step, MANY) + 1)]

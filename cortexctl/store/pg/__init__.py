@@ -438,7 +438,7 @@ class PgStorage:
 
         return vectors.update_index(self, model, rebuild=rebuild, progress=progress, wait=wait)
 
-    def index_loader(self, model: str, *, threads: int = 1):
+    def index_loader(self, model: str, *, threads: int = 1, expected: int = 0):
         from cortexctl.store.pg import vectors
 
         return vectors.BulkLoader(self, model)
