@@ -120,7 +120,7 @@ def main(argv: list[str] | None = None) -> int:
         for _ in range(args.runs):
             runs["pass"].append(time_cmd([py, "-c", "pass"], env))
             runs["import_sdk"].append(time_cmd([py, "-c", "import mcp.server"], env))
-            runs["cli_find"].append(time_cmd([exe, "find", "deploy key", "--store", str(store)], env))
+            runs["cli_find"].append(time_cmd([exe, "find", "--near", "deploy key", "--store", str(store)], env))
             init, listed, found = serve_once(exe, store, env, cold=True)
             runs["initialize_uncached"].append(init)
             runs["tools_list_uncached"].append(listed)

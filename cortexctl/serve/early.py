@@ -12,6 +12,14 @@ start, kept in the user cache directory (``mcp-answers.json``). They are used on
   once canonical (the SDK negotiates the protocol version from them), and ``tools/list`` comes
   with the same params (no cursor, or the same one) after that ``initialize``.
 
+After an ``initialize`` answered so (on a protocol version in CALL_VERSIONS), a ``tools/call`` is
+answered too, by the server's own tool body (``calls.py``, shared with ``server.py``) and written
+as the SDK writes a result, when the request is of the plain shape and ``calls.exact_values`` can
+tell its arguments are ones the SDK's checks take, and to which values; a bad argument, an unknown
+tool or anything unusual waits for the SDK and its own error document. Such a call is not handed
+on. The SDK's import starts at once when the cache holds nothing, else when a message needs it or
+none has come for IDLE_S: importing it while a call runs would slow both (one GIL).
+
 Anything else (another message, another client, no cache) waits for the SDK, as before. When the
 SDK is ready the messages read so far are handed to it in order; ``initialize`` is among them (the
 SDK's session has to see the handshake), and its second answer is not written, since the client

@@ -195,7 +195,7 @@ _json = st.recursive(st.none() | st.booleans() | st.integers(-2 ** 70, 2 ** 70) 
                      max_leaves=6)
 
 
-_TEXTS = st.text(max_size=6) | st.sampled_from(["null", "[1]", '{"a": 1}', "true", "3", "2.5", '"x"', "short"])
+_TEXTS = st.text(max_size=6) | st.text(max_size=6) | st.text(max_size=6) | st.sampled_from(["null", "[1]", '{"a": 1}', "true", "3", "2.5", '"x"', "short"])
 
 
 def _near_valid(p) -> st.SearchStrategy:
@@ -224,7 +224,7 @@ def test_arguments_the_early_front_takes_are_taken_by_the_sdk_to_the_same_values
     for p in op.params:  # the required ones, most of the time, and some of the others
         if data.draw(st.sampled_from([True] * 9 + [False]) if p.required else st.booleans()):
             args[p.name] = data.draw(_near_valid(p))
-    spoilt = data.draw(st.sampled_from([None, None, "other", *(p.name for p in op.params)]))
+    spoilt = data.draw(st.sampled_from([None] * len(op.params) + ["other", *(p.name for p in op.params)]))
     if spoilt is not None:  # one argument of any JSON value (or one the tool does not take)
         args[spoilt] = data.draw(st.none() | _json)
     values = exact_values(op, args)
