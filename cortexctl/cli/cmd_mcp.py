@@ -50,8 +50,16 @@ def mcp(config, *, transport, listen, allow_remote, store, actor, wait) -> None:
     missing = sdk_missing()
     if missing:
         raise UsageError(missing)
-    if transport == "stdio":  # answers initialize and tools/list while the SDK loads (serve/early.py)
+    if transport == "stdio":  # answers initialize, tools/list and tool calls while the SDK loads (serve/early.py)
+        from cortexctl.serve.calls import Serving
         from cortexctl.serve.early import serve_stdio
+
+        def cortex():
+            from cortexctl.engine.cortex import Cortex
+
+            return Cortex(settings=settings, resident=True)
+
+        serving = Serving(make=cortex)
 
         def start():
             from cortexctl.serve import import_sdk
@@ -59,14 +67,14 @@ def mcp(config, *, transport, listen, allow_remote, store, actor, wait) -> None:
             import_sdk()
             from cortexctl.serve import server
 
-            return server.start(settings)
+            return server.start(serving)
 
         def run(app, wire):
             from cortexctl.serve.server import run_stdio
 
             run_stdio(app, wire)
 
-        serve_stdio(start, run)
+        serve_stdio(start, run, serving)
         return
     from cortexctl.engine.cortex import Cortex
     from cortexctl.serve.server import serve

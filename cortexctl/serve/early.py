@@ -12,6 +12,14 @@ start, kept in the user cache directory (``mcp-answers.json``). They are used on
   once canonical (the SDK negotiates the protocol version from them), and ``tools/list`` comes
   with the same params (no cursor, or the same one) after that ``initialize``.
 
+After an ``initialize`` answered so (on a protocol version in CALL_VERSIONS), a ``tools/call`` is
+answered too, by the server's own tool body (``calls.py``, shared with ``server.py``) and written
+as the SDK writes a result, when the request is of the plain shape and ``calls.exact_values`` can
+tell its arguments are ones the SDK's checks take, and to which values; a bad argument, an unknown
+tool or anything unusual waits for the SDK and its own error document. Such a call is not handed
+on. The SDK's import starts at once when the cache holds nothing, else when a message needs it or
+none has come for IDLE_S: importing it while a call runs would slow both (one GIL).
+
 Anything else (another message, another client, no cache) waits for the SDK, as before. When the
 SDK is ready the messages read so far are handed to it in order; ``initialize`` is among them (the
 SDK's session has to see the handshake), and its second answer is not written, since the client
@@ -29,13 +37,23 @@ import fcntl
 import hashlib
 import json
 import os
+import select
 import sys
 import threading
 from pathlib import Path
 from typing import Any, Callable
 
+from cortexctl import ops
+from cortexctl.ops import Operation
+from cortexctl.serve.calls import Serving, exact_values, plain_json, wire_result
+
 CACHE_FILE = "mcp-answers.json"
 MAX_CLIENTS = 8  # initialize params kept in the cache (one per client program, in practice)
+# The protocol versions on which the SDK writes a tool call's result as ``calls.wire_result`` does (the
+# older ones have no structuredContent; the 2026 one is not reached by initialize): calls are answered
+# early only on these.
+CALL_VERSIONS = ("2025-06-18", "2025-11-25")
+IDLE_S = 0.1  # no message for this long: the SDK starts loading
 
 
 def _canon(value: Any) -> str:
@@ -52,7 +70,7 @@ def fingerprint() -> str:
     """What the SDK's answers to initialize and tools/list depend on, as one hash."""
     import importlib.util
 
-    from cortexctl import __version__, ops
+    from cortexctl import __version__
 
     h = hashlib.sha256(f"{__version__}\0{sys.version}\0".encode())
     for name in ("mcp", "mcp_types", "pydantic", "pydantic_core"):
@@ -221,10 +239,47 @@ def _claim() -> tuple[int, int, Callable[[], None]]:
     return in_fd, out_fd, release
 
 
-def serve_stdio(start: Callable[[], Any], run: Callable[[Any, Wire], None]) -> None:
+class Lines:
+    """The client's lines, read from fd ``fd`` with a buffer of our own, so that whether one is
+    waiting can be asked (``waiting``) without reading it."""
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+        self.buf = bytearray()
+        self.scanned = 0  # the buffer has no newline before this
+        self.eof = False
+
+    def readline(self) -> bytes:
+        while True:
+            end = self.buf.find(b"\n", self.scanned)
+            if end >= 0:
+                line = bytes(self.buf[:end + 1])
+                del self.buf[:end + 1]
+                self.scanned = 0
+                return line
+            self.scanned = len(self.buf)
+            if self.eof:
+                line, self.buf, self.scanned = bytes(self.buf), bytearray(), 0
+                return line
+            chunk = os.read(self.fd, 1 << 16)
+            if chunk:
+                self.buf += chunk
+            else:
+                self.eof = True
+
+    def waiting(self, timeout: float) -> bool:
+        """Whether a line (or the end of input) can be read within ``timeout`` seconds."""
+        if self.eof or self.buf.find(b"\n", self.scanned) >= 0:
+            return True
+        ready, _, _ = select.select([self.fd], [], [], timeout)
+        return bool(ready)
+
+
+def serve_stdio(start: Callable[[], Any], run: Callable[[Any, Wire], None], serving: Serving | None = None) -> None:
     """Serve over stdio: ``start()`` (on a thread) imports the SDK and builds the server; ``run(app,
     wire)`` serves the rest of the session over ``wire``. Until the server is built, ``initialize``
-    and ``tools/list`` are answered from the cache when it holds them (the module docstring)."""
+    and ``tools/list`` are answered from the cache when it holds them, and the tool calls of
+    ``serving`` whose arguments can be checked exactly (the module docstring)."""
     sys.stdout.flush()
     in_fd, out_fd, release = _claim()
     built: dict[str, Any] = {}
@@ -239,15 +294,21 @@ def serve_stdio(start: Callable[[], Any], run: Callable[[Any, Wire], None]) -> N
             ready.set()
 
     thread = threading.Thread(target=build, name="cortexctl-mcp-start", daemon=True)
-    thread.start()
+
+    def go() -> None:
+        if thread.ident is None:
+            thread.start()
+
     try:
         try:
             answers = Answers(cache_path(), fingerprint())
         except Exception:  # noqa: BLE001 - no cache is the plain start, never a failure
             answers = Answers(None, "")
-        reader = os.fdopen(in_fd, "rb", closefd=False)
-        wire = Wire(reader, out_fd, answers)
-        _early(wire, ready)
+        if not answers.by_init:
+            go()  # nothing to answer early: the SDK at once
+        wire = Wire(Lines(in_fd), out_fd, answers)
+        _early(wire, ready, go, serving)
+        go()
         thread.join()
         if "error" in built:
             raise built["error"]
@@ -257,16 +318,48 @@ def serve_stdio(start: Callable[[], Any], run: Callable[[Any, Wire], None]) -> N
         release()
 
 
-def _early(wire: Wire, ready: threading.Event) -> None:
-    """Answer what the cache holds until the SDK is ready or a message needs it."""
+def _no_twins(pairs: list[tuple[str, Any]]) -> dict:
+    """An object without repeated keys (which JSON parsers read differently); else ValueError."""
+    doc = dict(pairs)
+    if len(doc) != len(pairs):
+        raise ValueError("a repeated key")
+    return doc
+
+
+def _call_of(doc: dict, by_name: dict[str, Operation]) -> tuple[Operation, dict[str, Any]] | None:
+    """The operation and the values of a tools/call request the early front can answer exactly as the
+    SDK would, or None: a request of the plain shape (no other members, an integer or text id, a
+    known tool's name and its arguments, nothing else) whose arguments ``exact_values`` takes."""
+    id_ = doc.get("id")
+    if (not set(doc) <= {"jsonrpc", "id", "method", "params"} or doc.get("jsonrpc") != "2.0"
+            or isinstance(id_, bool) or not isinstance(id_, (int, str)) or not plain_json(id_)):
+        return None
+    params = doc.get("params")
+    if not isinstance(params, dict) or not set(params) <= {"name", "arguments"}:
+        return None
+    op = by_name.get(params.get("name")) if isinstance(params.get("name"), str) else None
+    if op is None:
+        return None
+    values = exact_values(op, params.get("arguments"))
+    return None if values is None else (op, values)
+
+
+def _early(wire: Wire, ready: threading.Event, go: Callable[[], None], serving: Serving | None) -> None:
+    """Answer what the cache holds, and the tool calls that can be answered exactly, until the SDK is
+    ready or a message needs it. The SDK is started (``go``) at the first moment no message waits
+    (IDLE_S without one), or when one needs it: importing it while a call runs slows both."""
     answers = wire.answers
+    by_name: dict[str, Operation] = {}
+    calls_ok = False  # initialize answered early, on a protocol version whose call results are known
     while not ready.is_set():
+        if not wire.reader.waiting(IDLE_S):
+            go()
         raw = wire.reader.readline()
         if not raw:
             return
         wire.replay.append(raw)
         try:
-            doc = json.loads(raw)
+            doc = json.loads(raw, object_pairs_hook=_no_twins)
         except (ValueError, RecursionError):
             return
         if not isinstance(doc, dict):
@@ -283,11 +376,26 @@ def _early(wire: Wire, ready: threading.Event) -> None:
                 return
             wire.send(doc["id"], result)
             wire.drop.add(_canon(doc["id"]))
+            calls_ok = (serving is not None and isinstance(result, dict)
+                        and result.get("protocolVersion") in CALL_VERSIONS)
+            if calls_ok:
+                by_name = {op.name: op for op in ops.tools()}
         elif method == "tools/list":
             result = answers.tools_list(wire.init, _canon(doc.get("params")))
             if result is None:
                 return
             wire.replay.pop()
             wire.send(doc["id"], result)
+        elif method == "tools/call" and calls_ok and serving is not None:
+            call = _call_of(doc, by_name)
+            if call is None:
+                return
+            try:
+                serving.cx  # noqa: B018 - a store that cannot be served: the SDK's start says so
+            except Exception:  # noqa: BLE001
+                return
+            op, values = call
+            wire.replay.pop()
+            wire.send(doc["id"], wire_result(serving.run(op, values)))
         else:
             return

@@ -27,7 +27,6 @@ import hmac
 import inspect
 import logging
 import sys
-import threading
 from typing import Annotated, Any, Callable, Literal
 
 import orjson
@@ -38,10 +37,10 @@ from mcp.types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import Field, ValidationError
 
 from cortexctl import __version__, ops
-from cortexctl.dsn import hide_credentials, redact_text
 from cortexctl.engine.cortex import Cortex
-from cortexctl.errors import CortexError, NotFound, StoreBusy, bad_path, no_space
+from cortexctl.errors import CortexError, NotFound
 from cortexctl.ops import Operation, Param
+from cortexctl.serve.calls import Answer, Serving, error_line, failed, for_client, to_doc
 
 log = logging.getLogger("cortexctl.serve")
 
@@ -59,36 +58,17 @@ References (REF) are URIs (cortex://m/<ID>), IDs, or the short refs find shows.
 Results are the same JSON documents `cortexctl <command> --json` prints."""
 
 
-def _doc(value: Any) -> dict:
-    """The value as the CLI's --json serializer writes it (orjson, non-string keys, str() fallback)."""
-    return orjson.loads(orjson.dumps(value, option=orjson.OPT_NON_STR_KEYS, default=str))
+_doc = to_doc
 
 
-def _ok(doc: dict) -> CallToolResult:
-    doc = _doc(doc)
-    text = orjson.dumps(doc, option=orjson.OPT_NON_STR_KEYS).decode()
-    return CallToolResult(content=[TextContent(type="text", text=text)], structured_content=doc)
+def _result(answer: Answer) -> CallToolResult:
+    """A call's answer as the SDK's result (written as ``calls.wire_result`` writes it)."""
+    return CallToolResult(content=[TextContent(type="text", text=answer.text)], structured_content=answer.doc,
+                          is_error=answer.is_error)
 
 
 def _failed(message: str, doc: dict | None = None) -> CallToolResult:
-    return CallToolResult(content=[TextContent(type="text", text=message)], structured_content=doc, is_error=True)
-
-
-BUSY_HINT = "retry the call; the server waits for a busy store as long as its --wait, set when it starts"
-
-
-def error_line(err: CortexError) -> str:
-    """The engine's one-line message, with its hint as the CLI shows it."""
-    return err.message + (f" ({err.hint})" if err.hint else "")
-
-
-def _for_client(err: CortexError) -> CortexError:
-    """``err`` as a client is shown it: credentials hidden, and a busy store's hint saying what a
-    client can do (a call has no --wait of its own)."""
-    hide_credentials(err)
-    if isinstance(err, StoreBusy):
-        err.hint = BUSY_HINT
-    return err
+    return _result(failed(message, doc))
 
 
 def validation_line(tool: str, exc: ValidationError) -> str:
@@ -100,43 +80,16 @@ def validation_line(tool: str, exc: ValidationError) -> str:
     return f"bad arguments to {tool}: " + "; ".join(parts)
 
 
-class Serving:
-    """One server's state: the Cortex it serves and the lock that serializes its calls."""
-
-    def __init__(self, cx: Cortex) -> None:
-        self.cx = cx
-        self.lock = threading.Lock()
-
-    def call(self, name: str, body: Callable[[Cortex], Any]) -> CallToolResult:
-        """Run one tool body under the lock; its document, or its error as an isError result."""
-        with self.lock:
-            try:
-                doc = body(self.cx)
-            except CortexError as err:
-                _for_client(err)
-                log.info("%s: %s", name, err.message)
-                return _failed(error_line(err), err.to_json())
-            except Exception as exc:  # noqa: BLE001 - a bug must not take the server down
-                full = no_space(exc) or bad_path(exc)
-                if full is not None:
-                    return _failed(error_line(full), full.to_json())
-                log.exception("%s: internal error", name)
-                text = redact_text(str(exc))
-                return _failed(f"internal error: {type(exc).__name__}: {text} (this is a bug, please report it)",
-                               {"error": "internal", "message": text, "exit_code": 70})
-        for w in doc.get("warnings", ()) if isinstance(doc, dict) else ():
-            log.warning("%s: %s", name, w)
-        return _ok(doc)
-
-    def read(self, body: Callable[[Cortex], str]) -> str:
-        """A resource's text under the lock; a NotFound is the SDK's not-found error, others a ResourceError."""
-        with self.lock:
-            try:
-                return body(self.cx)
-            except NotFound as err:
-                raise ResourceNotFoundError(error_line(_for_client(err))) from None
-            except CortexError as err:
-                raise ResourceError(error_line(_for_client(err))) from None
+def read(s: Serving, body: Callable[[Cortex], str]) -> str:
+    """A resource's text under the server's lock; a NotFound is the SDK's not-found error, others a
+    ResourceError."""
+    with s.lock:
+        try:
+            return body(s.cx)
+        except NotFound as err:
+            raise ResourceNotFoundError(error_line(for_client(err))) from None
+        except CortexError as err:
+            raise ResourceError(error_line(for_client(err))) from None
 
 
 # -- tools, built from the operations (cortexctl/ops) ------------------------------------------------
@@ -172,7 +125,7 @@ def tool_for(s: Serving, op: Operation) -> Tool:
     its body the engine call under the server's lock, answering the result's document."""
 
     def body(**values: Any) -> CallToolResult:
-        return s.call(op.name, lambda cx: op.run(cx, **values).to_json())
+        return _result(s.run(op, values))
 
     body.__signature__ = signature(op)  # type: ignore[attr-defined]
     body.__name__ = op.name
@@ -187,9 +140,10 @@ def _tools(s: Serving) -> list[Tool]:
     return [tool_for(s, op) for op in ops.tools()]
 
 
-def build(cx: Cortex) -> MCPServer:
-    """The MCP server for one Cortex: its tools, resources and argument checking."""
-    s = Serving(cx)
+def build(cx: Cortex | Serving) -> MCPServer:
+    """The MCP server for one Cortex (or the ``Serving`` of one, shared with ``early.py``): its tools,
+    resources and argument checking."""
+    s = cx if isinstance(cx, Serving) else Serving(cx)
     tools = _tools(s)
     by_name = {t.name: t for t in tools}
     app = MCPServer("cortexctl", version=__version__, instructions=INSTRUCTIONS, tools=tools, log_level="WARNING")
@@ -218,7 +172,7 @@ def build(cx: Cortex) -> MCPServer:
     app.middleware.append(check_arguments)
 
     def memory_json(id: str, version: int | None = None) -> str:
-        return orjson.dumps(_doc(s.read(lambda cx: cx.show(id, version=version).to_json("full")))).decode()
+        return orjson.dumps(_doc(read(s, lambda cx: cx.show(id, version=version).to_json("full")))).decode()
 
     @app.resource("cortex://m/{id}", name="memory", mime_type="application/json",
                   description="One memory at its latest version: the document `cortexctl show --json` prints.")
@@ -235,14 +189,14 @@ def build(cx: Cortex) -> MCPServer:
 
     @app.resource("cortex://pinned", name="pinned", mime_type="text/plain", description=pinned_help)
     def pinned_block() -> str:
-        return s.read(lambda cx: cx.pinned(NO_GOAL).text())
+        return read(s, lambda cx: cx.pinned(NO_GOAL).text())
 
     @app.resource("cortex://pinned/{goal}", name="pinned-for-goal", mime_type="text/plain",
                   description=pinned_help + " The goal is the rest of the URI (percent-encoded).")
     def pinned_for_goal(goal: str) -> str:
         from urllib.parse import unquote
 
-        return s.read(lambda cx: cx.pinned(unquote(goal)).text())
+        return read(s, lambda cx: cx.pinned(unquote(goal)).text())
 
     return app
 
@@ -284,10 +238,13 @@ class BearerGate:
         await self.app(scope, receive, send)
 
 
-def start(settings) -> MCPServer:
-    """The server of ``cortexctl mcp`` over stdio, built (on the start-up thread, ``serve/early.py``)."""
+def start(s: Serving) -> MCPServer:
+    """The server of ``cortexctl mcp`` over stdio, built (on the start-up thread, ``serve/early.py``)
+    over the ``Serving`` the early answers share; its Cortex made now if no early call has (so a
+    store that cannot be served fails the start, as ever)."""
     _quiet_stdio()
-    return build(Cortex(settings=settings, resident=True))
+    s.cx  # noqa: B018 - made here, on this thread, if not yet
+    return build(s)
 
 
 def run_stdio(app: MCPServer, wire) -> None:
