@@ -529,6 +529,27 @@ class DuckStorage:
 
         return vector_index.update(self, model, rebuild=rebuild, progress=progress, built=loader, wait=wait)
 
+    def reclaim_space(self) -> dict:
+        """The file rewritten with only its live blocks when a bulk load left much of it free
+        (``store/reclaim.py``). Never fails: the old file stays when anything goes wrong."""
+        from cortexctl.store import reclaim
+
+        if self._kept is not None:  # inside ``holding``: its connection is on the file
+            return {"action": "none", "reason": "store held open"}
+        try:
+            with self.exclusive():
+                old_umask = os.umask(0o077)
+                try:
+                    return reclaim.run(self)
+                finally:
+                    os.umask(old_umask)
+        except (CortexError, OSError) as exc:
+            return {"action": "none", "reason": f"failed: {exc}"}
+        except Exception as exc:  # noqa: BLE001 - DuckDB's own errors; the store is as it was
+            if not type(exc).__module__.lstrip("_").startswith("duckdb"):
+                raise
+            return {"action": "none", "reason": f"failed: {str(exc).splitlines()[0]}"}
+
     def index_loader(self, model: str, *, threads: int = 1):
         from cortexctl.store import vector_index
 
