@@ -119,6 +119,11 @@ class Context:
         if not self._holding:
             self._run_later()
 
+    def reclaim_space(self) -> dict:
+        """After a bulk load: the space its transactions left unused given back (``Holding.reclaim_space``)."""
+        held: Holding = self.storage  # type: ignore[assignment]  # every backend is both
+        return held.reclaim_space()
+
     @contextmanager
     def holding(self) -> Iterator[None]:
         """Consecutive groups on the store kept open (``Storage.holding``): each commits on its own;

@@ -706,6 +706,9 @@ def _write_chunks(ctx: Context, spill: _Spill, problems: list[LineProblem], n_go
                 running = (writer.submit(_commit_batch, ctx, batch, ready, warnings, compact), batch)
         settle()
         if done:
+            # What the batches' checkpoints left free in the store's files, given back before the
+            # search structures are built from them (the search snapshot follows the file).
+            ctx.reclaim_space()
             try:
                 index = ctx.storage.update_index(ctx.embedder.model, loader=builder)  # once for the whole import
             except (CortexError, OSError) as err:  # every memory is in; only the cache lags

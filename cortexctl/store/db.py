@@ -447,16 +447,22 @@ class DuckStorage:
         finally:
             tx.close()
 
+    @contextmanager
+    def _private_turn(self) -> Iterator[None]:
+        """The writer lock, with the files made meanwhile private (0600)."""
+        with self.exclusive():
+            old_umask = os.umask(0o077)
+            try:
+                yield
+            finally:
+                os.umask(old_umask)
+
     def refresh_snapshot(self) -> dict:
         """Rebuild the search snapshot when it is not current, under the writer lock."""
         from cortexctl.store import snapshot
 
-        with self.exclusive():
-            old_umask = os.umask(0o077)
-            try:
-                return snapshot.build(self)
-            finally:
-                os.umask(old_umask)
+        with self._private_turn():
+            return snapshot.build(self)
 
     def snapshot_state(self) -> str:
         from cortexctl.store import snapshot
@@ -528,6 +534,23 @@ class DuckStorage:
         from cortexctl.store import vector_index
 
         return vector_index.update(self, model, rebuild=rebuild, progress=progress, built=loader, wait=wait)
+
+    def reclaim_space(self) -> dict:
+        """The file rewritten with only its live blocks when a bulk load left much of it free
+        (``store/reclaim.py``). Never fails: the old file stays when anything goes wrong."""
+        from cortexctl.store import reclaim
+
+        if self._kept is not None:  # inside ``holding``: its connection is on the file
+            return {"action": "none", "reason": "store held open"}
+        try:
+            with self._private_turn():
+                return reclaim.run(self)
+        except (CortexError, OSError) as exc:
+            return {"action": "none", "reason": f"failed: {exc}"}
+        except Exception as exc:  # noqa: BLE001 - DuckDB's own errors; the store is as it was
+            if not type(exc).__module__.lstrip("_").startswith("duckdb"):
+                raise
+            return {"action": "none", "reason": f"failed: {str(exc).splitlines()[0]}"}
 
     def index_loader(self, model: str, *, threads: int = 1, expected: int = 0):
         from cortexctl.store import vector_index

@@ -514,7 +514,14 @@ CAPABILITIES = (Records, Journal, Listing, LexicalSearch, VectorSearch, Feedback
 
 
 class Holding(Protocol):
-    """What a backend adds to ``Storage`` (at its size limit) for many small transactions in a row."""
+    """What a backend adds to ``Storage`` (at its size limit) for many transactions in a row: one
+    connection for small ones, and the space a bulk load's left given back after it."""
+
+    def reclaim_space(self) -> dict:
+        """After a bulk load's last transaction: give back the space its transactions left unused
+        in the store's files, when that is much; what the store holds is unchanged. Waits for
+        other writers. Never fails: {"action": "rewrite" or "none", "bytes_before", "bytes",
+        "reason"}."""
 
     def holding(self) -> ContextManager[None]:
         """Keep the store open for this thread's transactions inside the block: each is still

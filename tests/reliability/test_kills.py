@@ -30,6 +30,7 @@ from tests.conftest import cortexctl_argv, leftovers
 
 BASE = 2000  # memories in the store every scenario starts from
 IMPORT_LINES, IMPORT_BATCH = 12000, 1000
+RECLAIM_LINES = 6000  # an import into an empty store that leaves most of the file free: rewritten
 KEY = "correct horse battery staple"
 
 
@@ -241,6 +242,44 @@ def test_a_killed_import_leaves_whole_batches_no_spill_and_no_worker(rig):
 @pytest.mark.slow
 def test_imports_killed_at_many_moments(rig):
     _import_kills(rig, 8, 11)
+
+
+def _reclaim_kills(tmp_path: Path, want: int, seed: int) -> None:
+    """Imports into an empty store, killed while the file is rewritten with its live blocks only
+    (store/reclaim.py): once the rewrite's scratch directory appears, or a little after."""
+    rng = random.Random(seed)
+    src = tmp_path / "more.jsonl"
+    src.write_bytes(_lines(RECLAIM_LINES, "more"))
+
+    def attempt(n: int) -> bool:
+        rig = Rig(tmp_path / f"r{n}", None)
+        spill = _scratch(rig)
+        later = 0.0 if n % 2 == 0 else rng.uniform(0.0, 0.5)
+        seen: list[float] = []
+
+        def rewriting() -> bool:
+            if not seen and spill.is_dir() and any(e.name.startswith("reclaim-") for e in spill.iterdir()):
+                seen.append(time.monotonic())
+            return bool(seen) and time.monotonic() - seen[0] >= later
+
+        landed = _kill(rig.spawn("import", src, "--batch-size", IMPORT_BATCH), until=rewriting, delay=120,
+                       what="import")
+        assert seen, "the import never rewrote the file"
+        assert rig.heads() == RECLAIM_LINES  # every batch committed before the rewrite began
+        rig.after_kill("import (rewrite)", n)
+        rig.assert_acked_present()
+        return landed
+
+    _loop("import (rewrite)", want, attempt, max_tries=20)
+
+
+def test_an_import_killed_while_the_file_is_rewritten_leaves_a_whole_store(tmp_path):
+    _reclaim_kills(tmp_path, 1, 5)
+
+
+@pytest.mark.slow
+def test_imports_killed_at_many_moments_of_the_rewrite(tmp_path):
+    _reclaim_kills(tmp_path, 6, 7)
 
 
 # -- update, attest, compact, reindex ---------------------------------------------------------------

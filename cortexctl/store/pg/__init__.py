@@ -443,6 +443,12 @@ class PgStorage:
 
         return vectors.BulkLoader(self, model)
 
+    def reclaim_space(self) -> dict:
+        """Nothing to give back: a load inserts rows and leaves no dead tuples; the server's
+        autovacuum keeps the rest."""
+        size = self.size_bytes()
+        return {"action": "none", "reason": "the server keeps its own space", "bytes_before": size, "bytes": size}
+
     def after_vectors(self, model: str, last_key: int) -> None:
         from cortexctl.store.pg import vectors
 
