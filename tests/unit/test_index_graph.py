@@ -42,8 +42,10 @@ def _graph(cx) -> tuple[int, int]:
 
 
 def _nearest_are_exact(cx) -> None:
-    """The index's 10 nearest for each query are the exact 10 nearest (by similarity, computed from
-    the stored float32 vectors, so an f16 rounding tie does not count against it)."""
+    """The index's 10 nearest for each query are the exact 10 nearest, give or take its approximation
+    (at least 8 of them, as the storage contract asks of an index: a graph built on several threads is
+    not the same graph twice), by similarity computed from the stored float32 vectors, so an f16
+    rounding tie does not count against it."""
     model = cx.embedder.model
     for text in QUERIES:
         q = np.frombuffer(cx.embedder.embed_bytes(text), dtype="<f4")
@@ -53,7 +55,7 @@ def _nearest_are_exact(cx) -> None:
         exact = dict(zip(ids, (mat @ q).tolist()))
         tenth = sorted(exact.values(), reverse=True)[9]
         assert note is None and len(found) == 10
-        assert all(exact[i] >= tenth - 1e-6 for i, _ in found), (text, found)
+        assert sum(exact[i] >= tenth - 1e-6 for i, _ in found) >= 8, (text, found)
 
 
 @pytest.mark.parametrize(("dense_at", "connectivity"), [(N - 1, hnsw.DENSE_CONNECTIVITY), (N, hnsw.CONNECTIVITY)],
