@@ -178,7 +178,7 @@ def column_sql(name: str, alias: str = "h", dialect: str = "duckdb") -> str:
     """A column's SQL over ``alias`` (an empty alias: the bare columns of ``heads``)."""
     sql = COLUMNS[name]
     if dialect == "postgres" and name == "recent":
-        sql = "date_part('epoch', greatest({a}.updated_at, {a}.last_used))"  # as the dialect's epoch
+        sql = _DIALECTS[dialect].epoch.format(x="greatest({a}.updated_at, {a}.last_used)")
     return sql.replace("{a}.", f"{alias}." if alias else "")
 
 

@@ -1,4 +1,4 @@
-"""Give back the space a bulk load left free inside the DuckDB file (``Storage.reclaim_space``).
+"""Give back the space a bulk load left free inside the DuckDB file (``Holding.reclaim_space``).
 
 A checkpoint writes the blocks of every row group and key index a transaction changed before it
 frees the old ones, and an import commits batch after batch, each closing with a checkpoint. The
