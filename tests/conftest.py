@@ -93,6 +93,9 @@ def _clean(tmp_path: Path, monkeypatch) -> None:
     monkeypatch.setenv("NO_COLOR", "1")
     monkeypatch.setenv("COLUMNS", "80")
     monkeypatch.setenv("CORTEXCTL_ACTOR", "alice")
+    # a fold a write starts runs in the writing process, so that no background fold outlives its
+    # test (tests/unit/test_fold.py runs them in the background)
+    monkeypatch.setenv("CORTEXCTL_FOLD", "inline")
 
 
 @pytest.fixture

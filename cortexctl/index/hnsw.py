@@ -219,18 +219,50 @@ def save_atomic(index, path: Path) -> Fingerprint:
     from cortexctl.files import atomic_path
 
     with atomic_path(path) as tmp:
-        index.save(tmp)
-        fd = os.open(tmp, os.O_RDONLY)
-        try:
-            saved = os.fstat(fd)
-            fp = Fingerprint(saved.st_size, saved.st_mtime_ns, _sampled_crc(fd, saved.st_size), len(index),
-                             index.ndim, _whole_crc(fd))
-        finally:
-            os.close(fd)
+        fp, saved = _save(index, Path(tmp))
+    _stamp_installed(Path(path), saved, fp)
+    return fp
+
+
+def save_beside(index, tmp: Path) -> Fingerprint:
+    """Write ``index`` to ``tmp`` (fsynced, 0600), to be put in place later with ``install``; its
+    fingerprint. For a fold made without the writer lock, installed once it holds it."""
+    fp, _saved = _save(index, tmp)
+    fd = os.open(tmp, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    os.chmod(tmp, 0o600)
+    return fp
+
+
+def install(tmp: Path, path: Path, fp: Fingerprint) -> None:
+    """Rename a file written by ``save_beside`` over ``path`` (the directory fsynced) and stamp it."""
+    from cortexctl.files import fsync_path
+
+    saved = os.stat(tmp)
+    os.replace(tmp, path)
+    fsync_path(Path(path).parent)
+    _stamp_installed(Path(path), saved, fp)
+
+
+def _save(index, tmp: Path) -> tuple[Fingerprint, os.stat_result]:
+    index.save(str(tmp))
+    fd = os.open(tmp, os.O_RDONLY)
+    try:
+        saved = os.fstat(fd)
+        fp = Fingerprint(saved.st_size, saved.st_mtime_ns, _sampled_crc(fd, saved.st_size), len(index),
+                         index.ndim, _whole_crc(fd))
+    finally:
+        os.close(fd)
+    return fp, saved
+
+
+def _stamp_installed(path: Path, saved: os.stat_result, fp: Fingerprint) -> None:
     st = os.stat(path)  # the rename may change the change time: the stamp takes the file as it is now
     if _identity(st)[:4] == _identity(saved)[:4]:
-        _stamp(Path(path), st, fp.whole)
-    return fp
+        _stamp(path, st, fp.whole)
 
 
 def trusted(path: Path, expected: Fingerprint) -> bool:

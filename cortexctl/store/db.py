@@ -378,7 +378,8 @@ class DuckStorage:
             finally:
                 if self._last_delta is not None:  # the connection closed: the file's identity is final
                     snapshot.write_delta(self, *self._last_delta)
-                    self._last_delta = None
+                    got, self._last_delta = self._last_delta[1], None
+                    _fold_when_grown(self, got)
 
     @contextmanager
     def transaction(self, *, bulk: bool = False) -> Iterator[DuckTx]:
@@ -419,6 +420,7 @@ class DuckStorage:
                 self._last_delta = (start, got, token, counter)
                 return
             snapshot.write_delta(self, start, got, token, counter)  # the file's identity is final once closed
+        _fold_when_grown(self, got)
 
     # -- the search snapshot (store/snapshot/) ---------------------------------------------
     @contextmanager
@@ -558,14 +560,24 @@ class DuckStorage:
         return vector_index.IndexLoader(self, model, threads=threads, expected=expected)
 
     def after_vectors(self, model: str, last_key: int) -> None:
-        from cortexctl.store import vector_index
+        from cortexctl.store import fold, vector_index
 
-        vector_index.after_vectors(self, model, last_key)
+        if vector_index.fold_due(self, model, last_key):
+            fold.request(self, model)  # in the background, unless CORTEXCTL_FOLD=inline; never fails
 
     def index_health(self, model: str | None) -> dict:
         from cortexctl.store import vector_index
 
         return vector_index.health(self, model)
+
+
+def _fold_when_grown(store: DuckStorage, delta: dict | None) -> None:
+    """After a write (the lock let go): a delta grown to ``fold.FOLD_DELTA`` memories is folded into
+    the snapshot (in the background) before it outgrows ``DELTA_MAX``."""
+    from cortexctl.store import fold
+
+    if delta is not None and len(delta["ids"]) >= fold.FOLD_DELTA:
+        fold.request(store, None)
 
 
 @contextmanager

@@ -201,6 +201,12 @@ class DuckTx(Lanes):
         self.wide = True
         sq.clear_dropped(self.con, model)
 
+    def clear_folded(self, model: str, keys: Sequence[int]) -> None:
+        """Take ``keys`` out of the dropped keys once a background fold has taken them out of both the
+        index file and the search snapshot (``store/fold.py``): the snapshot's delta follows it, so
+        it is not a wide change."""
+        sq.clear_dropped(self.con, model, keys)
+
     def iter_vectors(self, model: str, dim: int, *, after: int = 0, batch: int = 50_000):
         return sq.iter_vectors(self.con, model, dim, after=after, batch=batch)
 

@@ -153,11 +153,14 @@ def dropped_keys(con, model: str) -> list[int]:
     return [int(r[0]) for r in con.execute("SELECT key FROM vectors_dropped WHERE model = ?", [model]).fetchall()]
 
 
-def clear_dropped(con, model: str | None = None) -> None:
+def clear_dropped(con, model: str | None = None, keys: Sequence[int] | None = None) -> None:
     if model is None:
         con.execute("DELETE FROM vectors_dropped")
-    else:
+    elif keys is None:
         con.execute("DELETE FROM vectors_dropped WHERE model = ?", [model])
+    else:
+        con.execute("DELETE FROM vectors_dropped WHERE model = ? AND key IN (SELECT unnest(?::UBIGINT[]))",
+                    [model, [int(k) for k in keys]])
 
 
 def _matrix(rows: list[tuple], dim: int):

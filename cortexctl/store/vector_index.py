@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from cortexctl.errors import CortexError, StoreBusy
+from cortexctl.errors import CortexError
 from cortexctl.index.hnsw import DAMAGED  # index_state's reason when the file is not the one recorded
 from cortexctl.store.interface import Filters, IndexUnusable, Remark
 
@@ -316,17 +316,12 @@ def _fold(store: DuckStorage, model: str, *, rebuild: bool, progress, built: Ind
     return {"action": action, "vectors": len(index), "added": done, "reason": why if action == "rebuild" else "delta"}
 
 
-def after_vectors(store: DuckStorage, model: str, last_key: int) -> None:
-    """After a write that stored vectors up to ``last_key``: fold when the pending tail has grown
-    to FOLD_AT. Never fails the write."""
+def fold_due(store: DuckStorage, model: str, last_key: int) -> bool:
+    """After a write that stored vectors up to ``last_key``: the pending tail has grown to FOLD_AT
+    (``store/fold.py`` folds it)."""
     rec = read_record(store)
     base = rec.max_key if rec is not None and rec.model == model else 0
-    if last_key - base < FOLD_AT:
-        return
-    try:
-        update(store, model)
-    except (StoreBusy, OSError):
-        pass
+    return last_key - base >= FOLD_AT
 
 
 # -- searching ---------------------------------------------------------------------------

@@ -77,18 +77,26 @@ def delta_start(store_path: Path) -> dict | None:
     if got is None:
         return None
     base = got[0]
-    c = base.get("vector_counts", {})
-    try:
-        top = max([max(int(v[1]), int(v[3])) for v in c.values()] or [0])
-    except (TypeError, ValueError, IndexError):
+    start = start_on(base, base.get("journal_seq"))
+    if start is None:
         return None
-    start = {"base": _mark(base), "base_top": top, "ids": set(), "journal_seq": base.get("journal_seq")}
     if not _stamp_ok(store_path, base):
         doc = _delta_doc(store_path, base)
         if doc is None:
             return None
         start["ids"], start["journal_seq"] = set(doc["ids"]), doc.get("journal_seq")
     return start if isinstance(start["journal_seq"], int) else None
+
+
+def start_on(base: dict, journal_seq) -> dict | None:
+    """What a delta on the snapshot with header ``base`` builds on when it follows the journal from
+    ``journal_seq`` (the snapshot's own position, or where a fold's snapshot stood)."""
+    c = base.get("vector_counts", {})
+    try:
+        top = max([max(int(v[1]), int(v[3])) for v in c.values()] or [0])
+    except (TypeError, ValueError, IndexError, AttributeError):
+        return None
+    return {"base": _mark(base), "base_top": top, "ids": set(), "journal_seq": journal_seq}
 
 
 def changed_since(con, seq: int, base_top: int) -> set[str] | None:

@@ -293,9 +293,26 @@ def _us(t: datetime | None) -> int | None:
 
 def write(path: Path, arrays: dict, extras: dict, stamp: dict) -> None:
     """Write the snapshot file atomically (temp file, fsync, rename, fsync of the directory)."""
-    import numpy as np
-
     from cortexctl.files import atomic_path
+
+    with atomic_path(path) as tmp:
+        _write_file(Path(tmp), arrays, extras, stamp)
+
+
+def write_beside(tmp: Path, arrays: dict, extras: dict, stamp: dict) -> None:
+    """Write a snapshot file to ``tmp`` (fsynced, 0600), to be renamed over the snapshot later (a
+    fold made without the writer lock puts it in place once it holds the lock)."""
+    _write_file(tmp, arrays, extras, stamp)
+    fd = os.open(tmp, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    os.chmod(tmp, 0o600)
+
+
+def _write_file(tmp: Path, arrays: dict, extras: dict, stamp: dict) -> None:
+    import numpy as np
 
     specs: dict = {}
     off = 0
@@ -312,24 +329,23 @@ def write(path: Path, arrays: dict, extras: dict, stamp: dict) -> None:
     data_bytes = off
     crcs = np.zeros(-(-data_bytes // BLOCK), dtype="<u4")
     header = {"format": FORMAT, "block": BLOCK, **stamp, **extras, "arrays": specs, "data_bytes": data_bytes}
-    with atomic_path(path) as tmp:
-        with open(tmp, "wb") as fh:
-            # the data first, after room for the header, then the header with the block CRCs
-            probe = json.dumps({**header, "crcs": "00000000" * len(crcs)}, separators=(",", ":")).encode()
-            start = -(-(24 + len(probe)) // ALIGN) * ALIGN
-            fh.seek(start)
-            for p in parts:
-                fh.write(memoryview(p).cast("B") if isinstance(p, np.ndarray) else p)
-            fh.flush()
-        with open(tmp, "r+b") as fh:
-            fh.seek(start)
-            for b in range(len(crcs)):
-                crcs[b] = zlib.crc32(fh.read(BLOCK))
-            body = json.dumps({**header, "crcs": crcs.tobytes().hex()}, separators=(",", ":")).encode()
-            assert len(body) == len(probe)
-            fh.seek(0)
-            fh.write(MAGIC + len(body).to_bytes(8, "little") + zlib.crc32(body).to_bytes(8, "little") + body)
-            fh.write(b"\0" * (start - 24 - len(body)))
+    with open(tmp, "wb") as fh:
+        # the data first, after room for the header, then the header with the block CRCs
+        probe = json.dumps({**header, "crcs": "00000000" * len(crcs)}, separators=(",", ":")).encode()
+        start = -(-(24 + len(probe)) // ALIGN) * ALIGN
+        fh.seek(start)
+        for p in parts:
+            fh.write(memoryview(p).cast("B") if isinstance(p, np.ndarray) else p)
+        fh.flush()
+    with open(tmp, "r+b") as fh:
+        fh.seek(start)
+        for b in range(len(crcs)):
+            crcs[b] = zlib.crc32(fh.read(BLOCK))
+        body = json.dumps({**header, "crcs": crcs.tobytes().hex()}, separators=(",", ":")).encode()
+        assert len(body) == len(probe)
+        fh.seek(0)
+        fh.write(MAGIC + len(body).to_bytes(8, "little") + zlib.crc32(body).to_bytes(8, "little") + body)
+        fh.write(b"\0" * (start - 24 - len(body)))
 
 
 

@@ -1,0 +1,287 @@
+"""Folding the DuckDB backend's caches off the write path.
+
+A store's index file and search snapshot (``vector_index.py``, ``snapshot/``) fall behind its writes
+by design: a write adds to the pending tail of the index and to the snapshot's delta. Once the tail
+holds ``vector_index.FOLD_AT`` vectors, or the delta ``FOLD_DELTA`` memories, they are folded in.
+The write that finds them grown does not fold: it starts a **background fold** (a detached
+``python -m cortexctl.store.fold_process``) and returns. ``CORTEXCTL_FOLD=inline`` folds in the
+writing process instead, after its write (scripts that want the files current when the command
+returns; the tests).
+
+A fold holds the writer lock only to read what to fold and to put the result in place, never while
+it builds:
+
+1. **Under the lock:** the index record (trusted, or the fold falls back to ``vector_index.update``,
+   a rebuild that holds the lock as before), the vectors newer than the file, the keys dropped since
+   it, and the rows of every memory the snapshot's delta names (``snapshot.collect_delta``: the same
+   rows a write reads). The generation is clean and no writer can run: the rows, the snapshot and
+   the stamp taken then are one state of the store.
+2. **Without it:** the index file loaded, the dropped keys taken out and the new vectors added, saved
+   beside the store; the snapshot made from the previous one plus those rows
+   (``snapshot.merge``, no DuckDB) and written beside it, stamped with the state of step 1.
+   Writers go on meanwhile.
+3. **Under the lock again:** when the index record is still the one step 1 read (no other fold or
+   reindex came between), both files are renamed into place. Writes made meanwhile are followed as
+   any write is: a delta on the new snapshot, read from the journal after the position it covers.
+   Last, the dropped keys the new index no longer holds leave ``vectors_dropped`` (the delta
+   follows that too).
+
+Work files go to the store's scratch area (``store/scratch.py``): a fold killed at any point leaves
+the old files in place and its work for the next writer's sweep. One fold runs at a time per store:
+the process that starts one takes ``cortex.fold.lock`` (``flock``) and hands it to the child, which
+holds it until it exits, so a write that finds a fold under way starts no other, and ``wait_idle``
+can wait for it.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import sys
+import threading
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Iterator
+
+FOLD_LOCK = "cortex.fold.lock"
+FOLD_DELTA = 1_000  # memories in the snapshot's delta that start a fold (it stops at DELTA_MAX)
+LOCK_WAIT = 120.0  # seconds a background fold waits for the writer lock at each step
+ENV = "CORTEXCTL_FOLD"  # "background" (the default) or "inline"
+
+
+def mode() -> str:
+    return "inline" if os.environ.get(ENV, "").strip().lower() == "inline" else "background"
+
+
+def request(store, model: str | None) -> None:
+    """A write found the tail or the delta grown: fold now (inline) or start a background fold,
+    unless one is under way. Never fails the write."""
+    from cortexctl.errors import CortexError
+
+    if getattr(_folding, "on", False):
+        return  # the fold's own writes
+    try:
+        if mode() == "inline":
+            with _fold_lock(store.path) as mine:
+                if mine:
+                    _folding.on = True
+                    try:
+                        run(store, model)
+                    finally:
+                        _folding.on = False
+        else:
+            start(store.path, model)
+    except (CortexError, OSError):  # StoreBusy among them
+        pass
+
+
+_folding = threading.local()
+
+
+@contextmanager
+def _fold_lock(store_path: Path) -> Iterator[bool]:
+    """The fold lock, when no other fold holds it (yields whether it was taken)."""
+    fd = os.open(Path(store_path) / FOLD_LOCK, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            yield False
+            return
+        yield True
+    finally:
+        os.close(fd)
+
+
+def start(store_path: Path, model: str | None) -> bool:
+    """Start a detached background fold of the store at ``store_path``; False when one is under way.
+    The fold lock is taken here and handed to the child (its descriptor inherited: the lock belongs
+    to the open file, which the child keeps open until it exits), so no second fold starts meanwhile."""
+    import subprocess
+
+    fd = os.open(Path(store_path) / FOLD_LOCK, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            return False
+        argv = [sys.executable, "-m", "cortexctl.store.fold_process", str(store_path), model or "", str(fd)]
+        subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                         pass_fds=(fd,), start_new_session=True)
+        return True
+    finally:
+        os.close(fd)
+
+
+def wait_idle(store_path: Path) -> None:
+    """Return once no fold of the store is under way (waits for the one running, if any)."""
+    try:
+        fd = os.open(Path(store_path) / FOLD_LOCK, os.O_RDWR)
+    except FileNotFoundError:
+        return
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+    finally:
+        os.close(fd)
+
+
+def run(store, model: str | None) -> dict:
+    """Fold the store's pending vectors into its index file and its delta into its snapshot (see the
+    module docstring). Returns what was done: {"index": ..., "snapshot": ...}."""
+    from cortexctl.store import scratch
+    from cortexctl.store import vector_index as vi
+
+    if model is None:
+        rec = vi.read_record(store)
+        model = rec.model if rec is not None else None
+    taken: dict = {}
+    work = None
+    try:
+        with store.exclusive(), scratch.private():
+            taken = _take(store, model)
+            if taken.get("rebuild"):
+                # no trusted index file: built whole under the lock, as reindex does
+                return {"index": vi.update(store, model).get("action"), "snapshot": "built"}
+            work = scratch.make(scratch.areas(store), "fold")
+        with scratch.private():
+            built = _build(store, taken, work)
+        with store.exclusive(), scratch.private():
+            return _install(store, model, taken, built)
+    finally:
+        if taken.get("snapshot") is not None:
+            taken["snapshot"].close()
+        scratch.remove(work)
+
+
+def _take(store, model: str | None) -> dict:
+    """Step 1, under the writer lock: what to fold, as one state of the store."""
+    from cortexctl.store import snapshot
+    from cortexctl.store.snapshot import format as sf
+    from cortexctl.store import vector_index as vi
+
+    taken: dict = {"model": model, "rec": None, "tail": None, "drop": [], "snapshot": None, "doc": None}
+    if not store.db_path.is_file():
+        return taken
+    start = snapshot.delta_start(store.path)
+    with store.reading() as tx:
+        if model is not None:
+            count, max_key, dim = tx.vector_stats(model)
+            if dim is not None:
+                rec, why = vi.index_state(tx, store, model, dim)
+                if why != "ok" or rec is None:
+                    return {**taken, "rebuild": True}
+                taken["rec"] = rec
+                if max_key > rec.max_key or tx.dropped_keys(model):
+                    keys, mats = [], []
+                    for k, m in tx.iter_vectors(model, dim, after=rec.max_key):
+                        keys.append(k)
+                        mats.append(m)
+                    taken["tail"] = (keys, mats)
+                    # every key dropped by then: those in the file leave it, and all leave vectors_dropped
+                    taken["drop"] = tx.dropped_keys(model)
+        if start is not None:
+            try:
+                taken["doc"] = snapshot.collect_delta(tx.con, start)
+            except Exception:  # noqa: BLE001 - a cache: built whole instead
+                taken["doc"] = None
+    if taken["doc"] is not None:
+        got = sf._header_of(store.path / sf.SNAPSHOT_NAME)
+        if got is not None and sf._mark(got[0]) == start["base"]:
+            taken["current"] = sf._stamp_ok(store.path, got[0])  # no delta: nothing to merge but drops
+            taken["snapshot"] = sf._map(store.path / sf.SNAPSHOT_NAME, got[0], got[1])
+        gen = sf.read_gen(store.path)
+        if gen is None or not gen[2]:
+            taken["snapshot"] = None
+        else:  # the state the rows were read at: the new snapshot's stamp (the connection is closed)
+            taken["stamp"] = {"token": gen[0], "counter": gen[1], "schema_version": sf._schema_version(),
+                              "db": sf.db_identity(store.path)}
+    return taken
+
+
+def _build(store, taken: dict, work: Path) -> dict:
+    """Step 2, without the lock: the new index file and snapshot, written into ``work``."""
+    from cortexctl.index import hnsw
+    from cortexctl.store import vector_index as vi
+    from cortexctl.store.snapshot import format as sf
+
+    built: dict = {"index": None, "snapshot": None}
+    rec = taken["rec"]
+    if rec is not None and taken["tail"] is not None:
+        index = hnsw.open_mutable(vi.index_path(store), vi.fingerprint_of(rec))
+        if index is not None:
+            drop = [k for k in taken["drop"] if index.contains(k)]
+            hnsw.remove(index, drop)
+            top = rec.max_key
+            for keys, mat in zip(*taken["tail"]):
+                hnsw.add(index, keys, mat)
+                if len(keys):
+                    top = max(top, int(keys.max()))
+            tmp = work / vi.INDEX_NAME
+            fp = hnsw.save_beside(index, tmp)
+            sampled = {k: v for k, v in fp.to_json().items() if k != "whole"}
+            built["index"] = (tmp, fp, vi.IndexRecord(rec.model, rec.dim, top, len(index), sampled, fp.whole,
+                                                      hnsw.connectivity(index)))
+            del index
+    cleared = {taken["model"]: taken["drop"]} if built["index"] is not None and taken["drop"] else None
+    if taken["snapshot"] is not None and taken.get("current") and not cleared:
+        built["snapshot"] = "current"
+    elif taken["snapshot"] is not None:
+        from cortexctl.store.snapshot.merge import merge
+
+        got = merge(taken["snapshot"], taken["doc"], cleared=cleared)
+        if got is not None:
+            arrays, extras = got
+            tmp = work / sf.SNAPSHOT_NAME
+            sf.write_beside(tmp, arrays, extras, taken["stamp"])
+            built["snapshot"] = tmp
+            built["journal_seq"] = extras["journal_seq"]
+    return built
+
+
+def _install(store, model: str | None, taken: dict, built: dict) -> dict:
+    """Step 3, under the lock again: the files put in place, and the writes made meanwhile followed."""
+    from cortexctl.files import fsync_path
+    from cortexctl.index import hnsw
+    from cortexctl.store import snapshot
+    from cortexctl.store import vector_index as vi
+    from cortexctl.store.snapshot import format as sf
+
+    done = {"index": "none", "snapshot": "none"}
+    gen = sf.read_gen(store.path)
+    if (taken["rec"] is not None and vi.read_record(store) != taken["rec"]) \
+            or (taken.get("stamp") is not None and (gen is None or gen[0] != taken["stamp"]["token"])):
+        # another fold or a reindex came between, or the store was replaced (a restore): the rows
+        # taken are not this store's
+        return {"index": "abandoned", "snapshot": "abandoned"}
+    if built["index"] is not None:
+        tmp, fp, rec = built["index"]
+        hnsw.install(tmp, vi.index_path(store), fp)
+        vi._write_record(store, rec)
+        done["index"] = "fold"
+    cleared = taken["drop"] if done["index"] == "fold" else []
+    if built["snapshot"] == "current":
+        return done
+    if built["snapshot"] is None:  # no snapshot to build on, or the merge failed its checks: built whole
+        if cleared:
+            with store.transaction() as tx:
+                tx.clear_folded(model, cleared)
+                tx.wide = True  # the snapshot is built from the store as it is then
+        done["snapshot"] = store.refresh_snapshot()["action"]
+        return done
+    os.replace(built["snapshot"], store.path / sf.SNAPSHOT_NAME)
+    fsync_path(store.path)
+    sf._unlink(store.path / sf.DELTA_NAME)
+    done["snapshot"] = "merged"
+    header = sf._header_of(store.path / sf.SNAPSHOT_NAME)
+    if header is not None and not sf._stamp_ok(store.path, header[0]):
+        # written to since step 1: a delta on the new snapshot, from where it stands
+        start = snapshot.delta.start_on(header[0], built["journal_seq"])
+        with store.reading() as tx:
+            got = snapshot.collect_delta(tx.con, start)
+        gen = sf.read_gen(store.path)
+        if gen is not None:
+            snapshot.write_delta(store, start, got, gen[0], gen[1])
+    if cleared:  # the new snapshot left them out already: its delta follows
+        with store.transaction() as tx:
+            tx.clear_folded(model, cleared)
+    return done

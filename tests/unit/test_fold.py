@@ -1,0 +1,239 @@
+"""The fold off the write path (``store/fold.py``): a write that finds the index's tail or the
+snapshot's delta grown starts a background fold and returns; the fold builds without the writer
+lock, puts its files in place under it, and follows the writes made meanwhile. Every state it leaves
+answers ``find`` as DuckDB alone does."""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from cortexctl import Cortex
+from cortexctl.engine.results import FindQuery
+from cortexctl.store import fold, snapshot, vector_index
+from cortexctl.store.db import DuckStorage
+from tests.unit.test_snapshot import _answer, _cx, _fill, _filled_stores, _from_duckdb  # noqa: F401 (a fixture)
+
+GATE_DIR = Path(__file__).parent / "fold_gate"
+QUERIES = ({"near": "deploy key rotation", "k": 10}, {"k": 20}, {"near": "walrus colony", "k": 5},
+           {"tags": ["t1"], "k": 10})
+
+
+def _record(store: Path) -> dict:
+    return json.loads((store / vector_index.RECORD_NAME).read_text())
+
+
+def _index_ok(cx: Cortex) -> bool:
+    block = cx.store.index_health(cx.embedder.model)
+    assert block["state"] == "ok", block
+    return True
+
+
+def _same_answers(cx: Cortex) -> None:
+    for q in QUERIES:
+        assert _answer(cx, **q) == _from_duckdb(cx, **q), q
+
+
+def _delta_ids(store: Path) -> list[str]:
+    """The memories the current delta holds ([] when the snapshot is current without one; the
+    dropped keys a fold clears after putting its snapshot in place leave a delta of no memories)."""
+    got = snapshot.open_current(store)
+    assert got is not None
+    got[0].close()
+    return [] if got[1] is None else got[1]["ids"]
+
+
+def _fold_running(store: Path) -> bool:
+    fd = os.open(store / fold.FOLD_LOCK, os.O_RDWR)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        return False
+    except OSError:
+        return True
+    finally:
+        os.close(fd)
+
+
+@pytest.fixture
+def folded(store):
+    """A store of 40 memories with its index file and snapshot current."""
+    cx = _cx(store)
+    _fill(cx, 40)
+    cx.reindex()
+    assert snapshot.state(store) == "current" and _index_ok(cx)
+    return cx
+
+
+def test_a_write_that_grows_the_tail_starts_a_background_fold_and_returns(folded, store, tmp_path, monkeypatch):
+    cx = folded
+    monkeypatch.delenv("CORTEXCTL_FOLD")
+    gate = tmp_path / "gate"
+    monkeypatch.setenv("PYTHONPATH", str(GATE_DIR))
+    monkeypatch.setenv("CORTEXCTL_TEST_FOLD_GATE", str(gate))
+    monkeypatch.setattr(vector_index, "FOLD_AT", 3)
+    before = _record(store)
+    for i in range(3):
+        cx.write("fact", f"walrus colony number {i} on the ice", tags=["t1"])
+    # the third write started the fold and returned; the fold is held at its start by the gate
+    assert _fold_running(store)
+    assert _record(store) == before
+    cx.write("fact", "walrus colony written while the fold waits")  # writers go on
+    cx.update(cx.find(FindQuery(near="walrus colony number 0", k=1))[0].id, text="walrus colony renamed")
+    assert not fold.start(store, None)  # one fold at a time
+    _same_answers(cx)
+    gate.touch()
+    fold.wait_idle(store)
+    after = _record(store)
+    assert after["max_key"] > before["max_key"] and after["count"] == before["count"] + 4
+    assert _index_ok(cx)
+    assert snapshot.state(store) == "current" and _delta_ids(store) == []
+    _same_answers(cx)
+    assert cx.find(FindQuery(near="walrus colony renamed", k=1))[0].text == "walrus colony renamed"
+
+
+def _steps(cx: Cortex):
+    """The fold's first step taken (under the lock), and the rest to run after what the test does
+    between them (a write meanwhile is what a background fold meets)."""
+    st = cx.store
+    model = cx.embedder.model
+    with st.exclusive():
+        taken = fold._take(st, model)
+    from cortexctl.store import scratch
+
+    work = scratch.make(scratch.areas(st), "fold")
+
+    def rest() -> dict:
+        try:
+            built = fold._build(st, taken, work)
+            with st.exclusive():
+                return fold._install(st, model, taken, built)
+        finally:
+            if taken.get("snapshot") is not None:
+                taken["snapshot"].close()
+            scratch.remove(work)
+    return rest
+
+
+def test_writes_made_while_the_fold_builds_are_followed_by_a_delta_on_the_new_snapshot(folded, store):
+    cx = folded
+    first = [cx.write("fact", f"walrus colony before the fold {i}", tags=["t1"]).id for i in range(5)]
+    cx.update(first[0], text="walrus colony updated before the fold")  # a dropped key for the fold
+    rest = _steps(cx)
+    # meanwhile: a new memory, an update (new vector, old key dropped), a forget, an attest, a grant
+    late = cx.write("fact", "walrus colony written during the fold", tags=["t2"]).id
+    cx.update(first[1], text="walrus colony updated during the fold")
+    cx.forget(first[2], reason="wrong")
+    cx.attest("ship-it", "success", [first[3]])
+    done = rest()
+    assert done == {"index": "fold", "snapshot": "merged"}
+    assert snapshot.state(store) == "current" and (store / snapshot.DELTA_NAME).exists()
+    assert _index_ok(cx)
+    _same_answers(cx)
+    assert cx.find(FindQuery(near="walrus colony written during the fold", k=1))[0].id == late
+    # the next fold takes the delta in
+    assert fold.run(cx.store, cx.embedder.model)["snapshot"] == "merged"
+    assert _delta_ids(store) == []
+    _same_answers(cx)
+
+
+def test_a_fold_that_meets_a_reindex_made_meanwhile_leaves_it_in_place(folded, store):
+    cx = folded
+    for i in range(4):
+        cx.write("fact", f"walrus colony {i}")
+    rest = _steps(cx)
+    cx.reindex(rebuild=True)
+    record = _record(store)
+    assert rest() == {"index": "abandoned", "snapshot": "abandoned"}
+    assert _record(store) == record and _index_ok(cx)
+    _same_answers(cx)
+
+
+def test_a_fold_that_meets_a_restore_made_meanwhile_leaves_the_restored_store_alone(folded, store, tmp_path):
+    cx = folded
+    bundle = cx.backup(dest=tmp_path / "bundles").path
+    for i in range(4):
+        cx.write("fact", f"walrus colony {i}")
+    rest = _steps(cx)
+    cx.restore(bundle, mode="replace", force=True)
+    files = {n: (store / n).read_bytes() for n in (snapshot.SNAPSHOT_NAME, vector_index.RECORD_NAME)}
+    assert rest() == {"index": "abandoned", "snapshot": "abandoned"}
+    assert {n: (store / n).read_bytes() for n in files} == files
+    assert all(not h.text.startswith("walrus colony") for h in cx.find(FindQuery(near="walrus colony", k=5)))
+    _same_answers(cx)
+
+
+def test_a_fold_without_a_snapshot_to_build_on_builds_it_whole(folded, store):
+    cx = folded
+    cx.write("fact", "walrus colony one")
+    (store / snapshot.SNAPSHOT_NAME).unlink()
+    done = fold.run(cx.store, cx.embedder.model)
+    assert done == {"index": "fold", "snapshot": "build"}
+    assert snapshot.state(store) == "current" and _index_ok(cx)
+    _same_answers(cx)
+
+
+def test_a_grown_delta_is_folded_inline_when_asked(folded, store, monkeypatch):
+    cx = folded
+    monkeypatch.setattr(fold, "FOLD_DELTA", 3)
+    ids = [h.id for h in cx.find(FindQuery(k=3))]
+    for ref in ids[:2]:
+        cx.attest("ship-it", "success", [ref])
+    assert (store / snapshot.DELTA_NAME).exists()
+    cx.attest("ship-it", "success", [ids[2]])  # three memories in the delta: folded in the writing process
+    assert _delta_ids(store) == [] and snapshot.state(store) == "current"
+    _same_answers(cx)
+
+
+@pytest.mark.slow
+def test_a_background_fold_killed_at_any_moment_leaves_a_store_that_answers_alike(folded, store):
+    """kill -9 of the fold process at later and later moments until kills have landed while its work
+    was under way: the old files or the new ones, never a mix; the next fold completes; what a
+    killed fold left is swept by the next writer."""
+    import time
+
+    cx = folded
+    area = store.parent / f".{store.name}.scratch"
+    mid_fold = 0
+    for attempt in range(100):
+        for _ in range(3):
+            cx.write("fact", f"walrus colony kill round {attempt}", tags=["t1"])
+        proc = subprocess.Popen([sys.executable, "-m", "cortexctl.store.fold_process", str(store), "", "-1"])
+        while proc.poll() is None and not (area.exists() and any(area.glob("fold-*"))):
+            time.sleep(0.001)  # until its work is under way (or it is done)
+        time.sleep((attempt % 8) * 0.002)  # then a later moment of it each round
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+        if area.exists() and any(area.glob("fold-*")):
+            mid_fold += 1  # killed with its work under way (made in step 1, removed at its end)
+        assert snapshot.check_whole(store) is None
+        assert _answer(cx, **QUERIES[0]) == _from_duckdb(cx, **QUERIES[0])
+        if mid_fold >= 8:
+            break
+    assert mid_fold >= 8
+    done = fold.run(cx.store, cx.embedder.model)
+    assert done["index"] in ("fold", "none")
+    assert _index_ok(cx) and snapshot.state(store) == "current"
+    cx.write("fact", "walrus colony after the kills")  # the writer's sweep takes the killed folds' work
+    assert not (area.exists() and any(area.glob("fold-*")))
+    _same_answers(cx)
+
+
+def test_the_fold_process_needs_no_arguments_but_the_store(folded, store):
+    cx = folded
+    cx.write("fact", "walrus colony one")
+    out = subprocess.run([sys.executable, "-m", "cortexctl.store.fold_process", str(store), "", "-1"], capture_output=True)
+    assert out.returncode == 0 and not out.stdout and not out.stderr
+    assert _record(store)["count"] == 41 and _index_ok(cx)
+    _same_answers(cx)
+
+
+def test_a_store_opened_with_a_short_wait_still_folds(folded, store):
+    st = DuckStorage(store, wait=0)
+    assert fold.run(st, None)["index"] in ("fold", "none")
