@@ -67,9 +67,8 @@ def _merge(base, delta: dict, cleared: dict[str, list[int]]) -> tuple[dict, dict
         return None
     drop_rows = _found(b["head_id"], changed)
     at_rows = np.searchsorted(b["head_id"], new_ids)
-    remap = {"actors": None, "visibilities": None, "sessions": None}
-    for col, table in _CODED.items():
-        remap[table] = _recode(extras[table], dx[table], offset=1 if table == "sessions" else 0)
+    remap = {table: _recode(extras[table], dx[table], offset=1 if table == "sessions" else 0)
+             for table in _CODED.values()}
     for col in _ROW_COLUMNS:
         vals = d[col]
         if col in _CODED:
@@ -318,7 +317,7 @@ def _postings(b: dict, d: dict, gone_docs) -> dict | None:
     tj = np.searchsorted(bt, n_term)
     there = tj < len(bt)
     there[there] = bt[tj[there]] == n_term[there]
-    lo = np.where(there, bs[np.minimum(tj, len(bs) - 1)], bs[np.minimum(tj, len(bs) - 1)])
+    lo = bs[tj]  # a term the base lacks goes where its span would start
     hi = np.where(there, bs[np.minimum(tj + 1, len(bs) - 1)], lo)
     at = _bisect(bd, lo, hi, n_doc)
     out = {"by_term_doc": _splice(bd, drop_by_term, at, n_doc),
@@ -354,8 +353,6 @@ def _postings(b: dict, d: dict, gone_docs) -> dict | None:
 def _counts(keys, codes, dropped, dropped_codes, models: list) -> dict:
     """model -> [live, highest live key, dropped, highest dropped key], for the models that have any
     (as a full build counts them)."""
-    import numpy as np
-
     out = {}
     for code, m in enumerate(models):
         live = keys[codes == code]
