@@ -79,6 +79,8 @@ def _merge(base, delta: dict, cleared: dict[str, list[int]]) -> tuple[dict, dict
         vals = d[flat] if flat != "tag_codes" else _apply(tag_map, d[flat]).astype(np.int32)
         out[starts], out[flat] = _ragged(b[starts], b[flat], drop_rows, at_rows, d[starts], vals)
     m = len(out["head_id"])
+    if not _increasing(out["head_id"]):
+        return None  # a delta row beside a base row of the same ID: not a delta of this base
     # where each kept base row went (-1: gone), for the docs' and vectors' head rows
     row_to = np.arange(n, dtype=np.int64) - np.searchsorted(drop_rows, np.arange(n), side="left") \
         + np.searchsorted(at_rows, np.arange(n), side="right")
