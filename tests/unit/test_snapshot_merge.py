@@ -49,6 +49,15 @@ def _fill(cx: Cortex, n: int = 20) -> list[str]:
             for i in range(n)]
 
 
+def _built(tmp_path: Path, n: int = 20) -> tuple[Path, Cortex, list[str]]:
+    """A store of ``n`` memories with its snapshot built (what later writes go to the delta of)."""
+    store = tmp_path / "store"
+    cx = _cx(store)
+    ids = _fill(cx, n)
+    cx.reindex()
+    return store, cx, ids
+
+
 def _merged(store: Path, cleared=None):
     """``merge`` of the store's current snapshot and delta (which must exist)."""
     pair = snapshot.open_current(store)
@@ -91,11 +100,8 @@ def assert_same(merged, full) -> None:
 
 
 def test_every_kind_of_write_merged_equals_a_full_build(tmp_path):
-    store = tmp_path / "store"
-    cx = _cx(store)
-    ids = _fill(cx)
+    store, cx, ids = _built(tmp_path)
     bob = _cx(store, "bob")
-    cx.reindex()
 
     new = _id(cx.write("fact", "xylophone tuning schedule", tags=["fresh-tag"], session="s-new"))
     cx.update(ids[1], "marimba tuning schedule rotated")  # a new vector, the old key dropped
@@ -134,10 +140,7 @@ def test_a_supersede_ending_a_valid_time_and_a_time_cleared_by_a_later_version(t
 
 
 def test_cleared_keys_leave_the_dropped_arrays_and_counts(tmp_path):
-    store = tmp_path / "store"
-    cx = _cx(store)
-    ids = _fill(cx, 8)
-    cx.reindex()
+    store, cx, ids = _built(tmp_path, 8)
     cx.update(ids[0], "rotated once")
     cx.update(ids[1], "rotated twice")
     (a, x) = _merged(store)
@@ -153,10 +156,7 @@ def test_cleared_keys_leave_the_dropped_arrays_and_counts(tmp_path):
 
 
 def test_a_delta_whose_counts_disagree_gives_none(tmp_path):
-    store = tmp_path / "store"
-    cx = _cx(store)
-    ids = _fill(cx, 8)
-    cx.reindex()
+    store, cx, ids = _built(tmp_path, 8)
     cx.update(ids[0], "rotated")
     base, doc = snapshot.open_current(store)
     try:
@@ -174,10 +174,7 @@ def test_a_delta_whose_counts_disagree_gives_none(tmp_path):
 def test_a_damaged_base_gives_none(tmp_path):
     from tests import tamper
 
-    store = tmp_path / "store"
-    cx = _cx(store)
-    ids = _fill(cx, 8)
-    cx.reindex()
+    store, cx, ids = _built(tmp_path, 8)
     cx.update(ids[0], "rotated")
     header, start = snapshot._header_of(store / snapshot.SNAPSHOT_NAME)
     tamper.flip_bytes(store / snapshot.SNAPSHOT_NAME, start + header["arrays"]["head_id"]["offset"])
@@ -185,10 +182,7 @@ def test_a_damaged_base_gives_none(tmp_path):
 
 
 def test_an_empty_delta_gives_the_base_back(tmp_path):
-    store = tmp_path / "store"
-    cx = _cx(store)
-    _fill(cx, 8)
-    cx.reindex()
+    store, cx, _ = _built(tmp_path, 8)
     full = _full(cx)
     cx.grant("carol", types=["fact"])  # a write that changes no memory: a delta with no ids
     base, doc = snapshot.open_current(store)
@@ -205,10 +199,7 @@ def test_an_empty_delta_gives_the_base_back(tmp_path):
 def test_find_from_a_snapshot_written_from_merged_arrays_answers_as_duckdb(tmp_path):
     import os
 
-    store = tmp_path / "store"
-    cx = _cx(store)
-    ids = _fill(cx, 24)
-    cx.reindex()
+    store, cx, ids = _built(tmp_path, 24)
     cx.update(ids[3], "bastion credentials rotated on friday")
     cx.write("fact", "deploy key rotation for the walrus colony", tags=["t1"], visibility="public")
     cx.forget(ids[4], reason="wrong")
