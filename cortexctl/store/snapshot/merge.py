@@ -229,24 +229,27 @@ def _apply(code_map, codes, offset: int = 0):
 
 def _splice(base, drop, at, values):
     """``base`` without the elements at ``drop`` (sorted positions) and with ``values`` put in, each
-    before base position ``at`` (non-decreasing; equal ones in the order given)."""
+    before base position ``at`` (non-decreasing; equal ones in the order given). The kept elements
+    are copied run by run (a run ends at each dropped element and each insertion: a few thousand for
+    a delta), so nothing but the result is the size of ``base``."""
     import numpy as np
 
     values = np.asarray(values, dtype=base.dtype)
     if not len(drop) and not len(values):
         return base
-    at = np.asarray(at, dtype=np.int64)
-    dest = at - np.searchsorted(drop, at, side="left") + np.arange(len(at))
-    out = np.empty(len(base) - len(drop) + len(values), dtype=base.dtype)
-    fresh = np.zeros(len(out), dtype=np.bool_)
-    fresh[dest] = True
-    out[dest] = values
-    if len(drop):
-        keep = np.ones(len(base), dtype=np.bool_)
-        keep[drop] = False
-        out[~fresh] = base[keep]
-    else:
-        out[~fresh] = base
+    n = len(base)
+    drop, at = np.asarray(drop, dtype=np.int64), np.asarray(at, dtype=np.int64)
+    out = np.empty(n - len(drop) + len(values), dtype=base.dtype)
+    out[at - np.searchsorted(drop, at, side="left") + np.arange(len(at))] = values
+    cuts = np.unique(np.concatenate(([0, n], drop, drop + 1, at)))
+    lo, hi = cuts[:-1], cuts[1:]
+    kept = np.ones(len(lo), dtype=np.bool_)
+    kept[np.searchsorted(lo, drop)] = False  # a dropped element is a run of its own
+    lo, hi = lo[kept], hi[kept]
+    # where base position p goes: less the dropped before it, plus the values put in at or before it
+    to = lo - np.searchsorted(drop, lo, side="left") + np.searchsorted(at, lo, side="right")
+    for a, b, o in zip(lo.tolist(), hi.tolist(), to.tolist()):
+        out[o:o + b - a] = base[a:b]
     return out
 
 
