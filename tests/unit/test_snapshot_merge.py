@@ -196,32 +196,31 @@ def test_an_empty_delta_gives_the_base_back(tmp_path):
         base.close()
 
 
-def test_find_from_a_snapshot_written_from_merged_arrays_answers_as_duckdb(tmp_path):
+def _fold_by_merge(store: Path) -> None:
+    """Replace the store's snapshot with one written from ``merge``'s arrays, stamped as its delta is
+    (so current), and remove the delta: a fold that reads no DuckDB."""
     import os
 
-    store, cx, ids = _built(tmp_path, 24)
-    cx.update(ids[3], "bastion credentials rotated on friday")
-    cx.write("fact", "deploy key rotation for the walrus colony", tags=["t1"], visibility="public")
-    cx.forget(ids[4], reason="wrong")
-    cx.attest("ship-it", "success", [ids[5]])
-    cx.tag(ids[6], add=["rare-tag"])
     base, doc = snapshot.open_current(store)
     try:
         arrays, extras = merge(base, doc)
         stamp = {"token": doc["token"], "counter": doc["counter"], "schema_version": _schema_version(),
                  "db": db_identity(store)}
-        snapshot.write(tmp_path / "merged.snapshot", arrays, extras, stamp)
+        snapshot.write(store.parent / "merged.snapshot", arrays, extras, stamp)
     finally:
         base.close()
-    os.replace(tmp_path / "merged.snapshot", store / snapshot.SNAPSHOT_NAME)
+    os.replace(store.parent / "merged.snapshot", store / snapshot.SNAPSHOT_NAME)
     os.unlink(store / snapshot.DELTA_NAME)
     assert snapshot.state(store) == "current"
 
-    queries = [{"near": "deploy key rotation"}, {"near": "bastion credentials", "k": 3}, {"tags": ["rare-tag"]},
-               {"near": "payments", "include_tombstoned": True}, {}, {"near": "latency", "types": ["event"]}]
+
+def _answers_as_duckdb(cx: Cortex, queries: list[dict]) -> None:
+    import os
+
+    store = cx.store.path
     for q in queries:
         got = _answer(cx, **q)
-        aside = tmp_path / "aside"
+        aside = store.parent / "aside"
         os.rename(store / snapshot.SNAPSHOT_NAME, aside)
         try:
             want = _answer(cx, **q)
@@ -229,6 +228,33 @@ def test_find_from_a_snapshot_written_from_merged_arrays_answers_as_duckdb(tmp_p
             os.rename(aside, store / snapshot.SNAPSHOT_NAME)
         assert got == want, q
         assert snapshot.state(store) == "current"
+
+
+FIND_QUERIES = [{"near": "deploy key rotation"}, {"near": "bastion credentials", "k": 3}, {"tags": ["rare-tag"]},
+                {"near": "payments", "include_tombstoned": True}, {}, {"near": "latency", "types": ["event"]},
+                {"near": "okapi census", "tags": ["t2"]}]
+
+
+def test_find_from_a_snapshot_written_from_merged_arrays_answers_as_duckdb(tmp_path):
+    store, cx, ids = _built(tmp_path, 24)
+    cx.update(ids[3], "bastion credentials rotated on friday")
+    cx.write("fact", "deploy key rotation for the walrus colony", tags=["t1"], visibility="public")
+    cx.forget(ids[4], reason="wrong")
+    cx.attest("ship-it", "success", [ids[5]])
+    cx.tag(ids[6], add=["rare-tag"])
+    _fold_by_merge(store)
+    _answers_as_duckdb(cx, FIND_QUERIES)
+
+    # the merged snapshot is a base like any other: writes make its delta, find reads both, and the
+    # next merge (on a snapshot whose code tables were appended to) still equals a full build
+    cx.write("event", "the okapi census on friday", tags=["t2", "newer-tag"], session="s-later")
+    cx.update(ids[3], "bastion credentials rotated again")
+    cx.tag(ids[6], remove=["rare-tag"])
+    _cx(store, "bob").write("fact", "bob's deploy key rotation notes", visibility="public")
+    _answers_as_duckdb(cx, FIND_QUERIES)
+    assert_same(_merged(store), _full(cx))
+    _fold_by_merge(store)
+    _answers_as_duckdb(cx, FIND_QUERIES)
 
 
 def _answer(cx: Cortex, **q) -> list[dict]:
