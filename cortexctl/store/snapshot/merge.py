@@ -43,7 +43,8 @@ def merge(base, delta: dict, *, cleared: dict[str, list[int]] | None = None) -> 
     and its current delta document (``collect_delta``'s, as ``open_current`` returns it), without
     DuckDB. ``cleared``: model -> keys taken out of ``vectors_dropped`` by the fold (left out of the
     dropped arrays and counts). None when the result fails its own checks (the caller then builds
-    from DuckDB)."""
+    from DuckDB): its vector counts are not the delta's (which were counted before ``cleared`` was
+    taken out), a cleared key was not dropped, or a block of ``base`` fails its CRC."""
     try:
         return _merge(base, delta, cleared or {})
     except SnapshotUnusable:
