@@ -2,7 +2,8 @@
 
 A package: ``format`` (the generation file, the snapshot file's layout, header, CRC blocks and
 mapping), ``builder`` (the rows collected and written as arrays), ``delta`` (the delta file, and which
-files are current) and ``query`` (``_Part`` and ``SnapshotTx``, find's reads).
+files are current), ``merge`` (the next snapshot's arrays made from the previous snapshot and its
+delta, without DuckDB, equal to a build's) and ``query`` (``_Part`` and ``SnapshotTx``, find's reads).
 
 ``cortex.snapshot`` is a cache, like the index file: derived from the DuckDB
 file, rebuilt from it, never trusted blindly. It holds the heads' filter and
