@@ -44,7 +44,7 @@ from pathlib import Path
 from typing import Iterator
 
 FOLD_LOCK = "cortex.fold.lock"
-FOLD_DELTA = 1_000  # memories in the snapshot's delta that start a fold (it stops at DELTA_MAX)
+FOLD_DELTA = 500  # memories in the snapshot's delta that start a fold (a write rewrites the delta: kept small)
 LOCK_WAIT = 120.0  # seconds a background fold waits for the writer lock at each step
 ENV = "CORTEXCTL_FOLD"  # "background" (the default) or "inline"
 

@@ -143,13 +143,20 @@ def collect_delta(con, start: dict | None, *, wide: bool = False) -> dict | None
 
     b64 = base64.b64encode
     only = " IN (SELECT unnest(?::VARCHAR[]))"
-    heads = con.execute(f"{HEAD_COLUMNS} WHERE id{only} ORDER BY id", [ids]).fetchall()
+    # found by ID first, then read by row: the heads' columns are read for those rows only (a
+    # writer's connection starts with nothing cached: the scan a join would make reads them all)
+    heads = con.execute(f"{HEAD_COLUMNS} WHERE rowid IN (SELECT rowid FROM heads WHERE id{only}) ORDER BY id",
+                        [ids]).fetchall()
     data = con.execute(f"{DATA_QUERY} WHERE h.id{only} AND v.id{only}", [ids, ids]).fetchall()
     docs = con.execute(f"SELECT doc, id, len FROM lex_docs WHERE id{only} ORDER BY doc", [ids]).fetchall()
     postings = con.execute("SELECT term, doc, tf FROM lex_postings WHERE doc IN (SELECT unnest(?::UBIGINT[]))",
                            [[d for d, _, _ in docs]]).fetchall()
-    vectors = con.execute(f"SELECT key, id, version, model, dim, vec FROM vectors WHERE id{only} ORDER BY key",
-                          [ids]).fetchall()
+    # the values only of vectors given since the build (keys only grow): find reads those beside the
+    # index file; an older one's are in it (or read from DuckDB), and reading every vector's value to
+    # find the changed memories' would read the whole column
+    values = dict(con.execute("SELECT key, vec FROM vectors WHERE key > ?", [start["base_top"]]).fetchall())
+    vectors = [(k, i, v, m, d, values.get(k, b"")) for k, i, v, m, d in con.execute(
+        f"SELECT key, id, version, model, dim FROM vectors WHERE id{only} ORDER BY key", [ids]).fetchall()]
     counts: dict[str, list[int]] = {}
     dims: dict[str, int] = {}
     for m, n, top, d in con.execute("SELECT model, count(*), max(key), min(dim) FROM vectors GROUP BY model").fetchall():
