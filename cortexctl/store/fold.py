@@ -220,7 +220,7 @@ def _build(store, taken: dict, work: Path) -> dict:
             fp = hnsw.save_beside(index, tmp)
             sampled = {k: v for k, v in fp.to_json().items() if k != "whole"}
             built["index"] = (tmp, fp, vi.IndexRecord(rec.model, rec.dim, top, len(index), sampled, fp.whole,
-                                                      hnsw.connectivity(index)))
+                                                      hnsw.connectivity(index), list(taken["drop"])))
             del index
     cleared = {taken["model"]: taken["drop"]} if built["index"] is not None and taken["drop"] else None
     if taken["snapshot"] is not None and taken.get("current") and not cleared:

@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
@@ -57,11 +57,17 @@ class IndexRecord:
     fingerprint: dict
     crc_all: int = 0  # CRC-32 of the whole file, checked by verify
     connectivity: int = 16  # of the file's graph (hnsw.build_settings); files recorded before it said are 16
+    # dropped keys a background fold left out of the file and takes out of vectors_dropped just after
+    # writing this record (store/fold.py): until then the store still lists them, and they do not count
+    cleared: list = field(default_factory=list)
 
     def to_json(self) -> dict:
-        return {"format": RECORD_FORMAT, "model": self.model, "dim": self.dim, "max_key": self.max_key,
-                "count": self.count, "fingerprint": self.fingerprint, "crc_all": self.crc_all,
-                "connectivity": self.connectivity}
+        doc = {"format": RECORD_FORMAT, "model": self.model, "dim": self.dim, "max_key": self.max_key,
+               "count": self.count, "fingerprint": self.fingerprint, "crc_all": self.crc_all,
+               "connectivity": self.connectivity}
+        if self.cleared:
+            doc["cleared"] = [int(k) for k in self.cleared]
+        return doc
 
 
 def fingerprint_of(rec: IndexRecord):
@@ -85,9 +91,10 @@ def read_record(store) -> IndexRecord | None:
         if doc.get("format") != RECORD_FORMAT:
             return None
         rec = IndexRecord(str(doc["model"]), int(doc["dim"]), int(doc["max_key"]), int(doc["count"]),
-                          dict(doc["fingerprint"]), int(doc.get("crc_all", 0)), int(doc.get("connectivity", 16)))
+                          dict(doc["fingerprint"]), int(doc.get("crc_all", 0)), int(doc.get("connectivity", 16)),
+                          [int(k) for k in doc.get("cleared", [])])
         numbers = [rec.dim, rec.max_key, rec.count, rec.crc_all, rec.connectivity,
-                   *(int(v) for v in rec.fingerprint.values())]
+                   *(int(v) for v in rec.fingerprint.values()), *rec.cleared]
     except (OSError, ValueError, KeyError, TypeError, AttributeError, OverflowError):
         return None
     if not all(0 <= v < 2**63 for v in numbers):
@@ -123,7 +130,10 @@ def index_state(tx, store, model: str, dim: int | None) -> tuple[IndexRecord | N
         return rec, why  # DAMAGED, or a file a writer has just saved and is recording
     if not hnsw.header_ok(index_path(store), fp):
         return rec, DAMAGED
-    if tx.covered(model, rec.max_key) != rec.count:  # the file holds live and dropped vectors up to max_key
+    covered = tx.covered(model, rec.max_key)  # the file holds live and dropped vectors up to max_key
+    if covered != rec.count and rec.cleared:  # a fold's record written, its dropped keys not yet cleared
+        covered -= len(set(rec.cleared) & set(tx.dropped_keys(model)))
+    if covered != rec.count:
         return rec, "out of step with the store"
     return rec, "ok"
 # -- building --------------------------------------------------------------------------

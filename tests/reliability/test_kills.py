@@ -87,6 +87,9 @@ class Rig:
         self.assert_nothing_left(what, n)
 
     def assert_nothing_left(self, what: str, n: int = 0) -> None:
+        from cortexctl.store import fold
+
+        fold.wait_idle(self.store)  # a fold the last write started in the background, with its work
         left = leftovers(self.store, self.store.parent) + [str(p) for p in self.tmp.iterdir()]
         assert left == [], (what, n, left)
 

@@ -237,3 +237,32 @@ def test_the_fold_process_needs_no_arguments_but_the_store(folded, store):
 def test_a_store_opened_with_a_short_wait_still_folds(folded, store):
     st = DuckStorage(store, wait=0)
     assert fold.run(st, None)["index"] in ("fold", "none")
+
+
+def test_between_the_new_record_and_the_clearing_of_its_dropped_keys_the_index_is_in_step(folded, store):
+    """The fold writes the record, then takes the dropped keys it left out of the file out of the store:
+    a reader (verify, find) or a kill between the two meets a record that names them, not a rebuild."""
+    from cortexctl.index import hnsw
+    from cortexctl.store import scratch
+
+    cx = folded
+    ids = [cx.write("fact", f"walrus colony {i}").id for i in range(3)]
+    cx.update(ids[0], text="walrus colony renamed")  # a key given since the file, then dropped
+    cx.update(cx.find(FindQuery(k=1))[0].id, text="an older memory renamed")  # a key in the file, dropped
+    st, model = cx.store, cx.embedder.model
+    with st.exclusive():
+        taken = fold._take(st, model)
+    work = scratch.make(scratch.areas(st), "fold")
+    try:
+        built = fold._build(st, taken, work)
+        tmp, fp, rec = built["index"]
+        assert len(rec.cleared) == 2
+        with st.exclusive():  # step 3 cut short after the record: the store still lists the keys
+            hnsw.install(tmp, vector_index.index_path(st), fp)
+            vector_index._write_record(st, rec)
+    finally:
+        taken["snapshot"].close()
+        scratch.remove(work)
+    assert _index_ok(cx)
+    assert cx.verify().ok
+    _same_answers(cx)
