@@ -227,12 +227,10 @@ def save_atomic(index, path: Path) -> Fingerprint:
 def save_beside(index, tmp: Path) -> Fingerprint:
     """Write ``index`` to ``tmp`` (fsynced, 0600), to be put in place later with ``install``; its
     fingerprint. For a fold made without the writer lock, installed once it holds it."""
+    from cortexctl.files import fsync_path
+
     fp, _saved = _save(index, tmp)
-    fd = os.open(tmp, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+    fsync_path(tmp)
     os.chmod(tmp, 0o600)
     return fp
 

@@ -62,8 +62,8 @@ def request(store, model: str | None) -> None:
         return  # the fold's own writes
     try:
         if mode() == "inline":
-            with _fold_lock(store.path) as mine:
-                if mine:
+            with _fold_lock(store.path) as fd:
+                if fd is not None:
                     _folding.on = True
                     try:
                         run(store, model)
@@ -79,18 +79,18 @@ _folding = threading.local()
 
 
 @contextmanager
-def _fold_lock(store_path: Path) -> Iterator[bool]:
-    """The fold lock, when no other fold holds it (yields whether it was taken)."""
+def _fold_lock(store_path: Path) -> Iterator[int | None]:
+    """The fold lock's descriptor when no other fold holds the lock, else None."""
     fd = os.open(Path(store_path) / FOLD_LOCK, os.O_RDWR | os.O_CREAT, 0o600)
     try:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError:
-            yield False
+            yield None
             return
-        yield True
+        yield fd
     finally:
-        os.close(fd)
+        os.close(fd)  # a child given the descriptor keeps the lock until it exits
 
 
 def start(store_path: Path, model: str | None) -> bool:
@@ -99,18 +99,13 @@ def start(store_path: Path, model: str | None) -> bool:
     to the open file, which the child keeps open until it exits), so no second fold starts meanwhile."""
     import subprocess
 
-    fd = os.open(Path(store_path) / FOLD_LOCK, os.O_RDWR | os.O_CREAT, 0o600)
-    try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
+    with _fold_lock(store_path) as fd:
+        if fd is None:
             return False
         argv = [sys.executable, "-m", "cortexctl.store.fold_process", str(store_path), model or "", str(fd)]
         subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                          pass_fds=(fd,), start_new_session=True)
         return True
-    finally:
-        os.close(fd)
 
 
 def wait_idle(store_path: Path) -> None:

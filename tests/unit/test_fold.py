@@ -5,9 +5,7 @@ answers ``find`` as DuckDB alone does."""
 
 from __future__ import annotations
 
-import fcntl
 import json
-import os
 import signal
 import subprocess
 import sys
@@ -51,14 +49,8 @@ def _delta_ids(store: Path) -> list[str]:
 
 
 def _fold_running(store: Path) -> bool:
-    fd = os.open(store / fold.FOLD_LOCK, os.O_RDWR)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        return False
-    except OSError:
-        return True
-    finally:
-        os.close(fd)
+    with fold._fold_lock(store) as fd:
+        return fd is None
 
 
 @pytest.fixture

@@ -302,12 +302,10 @@ def write(path: Path, arrays: dict, extras: dict, stamp: dict) -> None:
 def write_beside(tmp: Path, arrays: dict, extras: dict, stamp: dict) -> None:
     """Write a snapshot file to ``tmp`` (fsynced, 0600), to be renamed over the snapshot later (a
     fold made without the writer lock puts it in place once it holds the lock)."""
+    from cortexctl.files import fsync_path
+
     _write_file(tmp, arrays, extras, stamp)
-    fd = os.open(tmp, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+    fsync_path(tmp)
     os.chmod(tmp, 0o600)
 
 
