@@ -10,6 +10,8 @@ hash embedder) or reuses --store, then times, each in a fresh process:
 - the reference: DuckDB reading every table verify reads, once
   (`SELECT count(*), sum(hash(...))` over heads, versions, journal, frames,
   lex_docs, lex_postings and vectors, whole rows);
+- the issue's reference: SHA-256 (hashlib) of the store's files (the DuckDB file, the index file,
+  the search snapshot) in 64 MiB pieces, one process per core;
 - `cortexctl verify --jobs J --json` for each J of --jobs;
 - with --before DIR, the `verify` of another cortexctl source tree
   (`git archive <commit> cortexctl | tar -x -C DIR`), run as
@@ -46,6 +48,26 @@ con = duckdb.connect(sys.argv[1], read_only=True)
 for t in sys.argv[2:]:
     con.execute(f"SELECT count(*), sum(hash(x)) FROM {t} AS x").fetchall()
 """
+
+
+# The issue's reference for a full verify: hashing the same bytes with hashlib on all cores. The
+# store's files (the DuckDB file, the index file and the search snapshot) in 64 MiB pieces, SHA-256
+# each, one process per core.
+HASHLIB = """
+import hashlib, os, sys
+from concurrent.futures import ProcessPoolExecutor
+PIECE = 64 << 20
+def piece(job):
+    path, offset = job
+    with open(path, "rb") as fh:
+        fh.seek(offset)
+        return hashlib.sha256(fh.read(PIECE)).hexdigest()
+jobs = [(p, o) for p in sys.argv[1:] if os.path.exists(p) for o in range(0, os.path.getsize(p), PIECE)]
+with ProcessPoolExecutor(len(os.sched_getaffinity(0))) as pool:
+    list(pool.map(piece, jobs))
+print(sum(os.path.getsize(p) for p in sys.argv[1:] if os.path.exists(p)))
+"""
+STORE_FILES = ("cortex.duckdb", "cortex.usearch", "cortex.snapshot")
 
 
 def timed(argv: list[str], env: dict | None = None) -> tuple[float, float, subprocess.CompletedProcess]:
@@ -92,7 +114,9 @@ def main() -> None:
     cortexctl = find_cortexctl(None)
     runs: dict[str, list[tuple[float, float]]] = {}
     plan = [("reference (DuckDB reads the tables once)",
-             [sys.executable, "-c", REFERENCE, str(store / "cortex.duckdb"), *TABLES], None)]
+             [sys.executable, "-c", REFERENCE, str(store / "cortex.duckdb"), *TABLES], None),
+            ("hashlib SHA-256 of the store's files, all cores",
+             [sys.executable, "-c", HASHLIB, *(str(store / f) for f in STORE_FILES)], None)]
     if args.before:
         env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(args.before), os.environ.get("PYTHONPATH")])))
         plan.append(("verify before", [sys.executable, "-m", "cortexctl", "verify", "--json", "--store", str(store)],
