@@ -110,8 +110,40 @@ def _write_record(store, rec: IndexRecord) -> None:
             fh.write(json.dumps(rec.to_json(), sort_keys=True).encode())
 
 
+# A writer puts a new index file in place, then stamps it, then writes its record: a reader that
+# meets the file in between finds it unlike the record it read. When the file was put in place this
+# recently, the reader looks again (record and file) for up to this long before it says so; a damaged
+# file stays damaged.
+INSTALL_SETTLE = 1.0
+
+
 def index_state(tx, store, model: str, dim: int | None) -> tuple[IndexRecord | None, str]:
     """(record, "ok") when the index file can be trusted for ``model``, else (record or None, why not)."""
+    import time
+
+    from cortexctl.index import hnsw
+
+    deadline = None
+    while True:
+        rec, why = _file_state(store, model, dim)
+        if why not in (DAMAGED, hnsw.NEWER) or not _just_installed(index_path(store)):
+            break
+        deadline = deadline or time.monotonic() + INSTALL_SETTLE
+        if time.monotonic() >= deadline:
+            break
+        time.sleep(0.02)
+    if why is not None:
+        return rec, why
+    covered = tx.covered(model, rec.max_key)  # the file holds live and dropped vectors up to max_key
+    if covered != rec.count and rec.cleared:  # a fold's record written, its dropped keys not yet cleared
+        covered -= len(set(rec.cleared) & set(tx.dropped_keys(model)))
+    if covered != rec.count:
+        return rec, "out of step with the store"
+    return rec, "ok"
+
+
+def _file_state(store, model: str, dim: int | None) -> tuple[IndexRecord | None, str | None]:
+    """The record, and None when the file is the one it describes, else why not."""
     from cortexctl.index import hnsw
 
     rec = read_record(store)
@@ -127,15 +159,20 @@ def index_state(tx, store, model: str, dim: int | None) -> tuple[IndexRecord | N
         return rec, "unreadable record"
     why = hnsw.check(index_path(store), fp)
     if why is not None:
-        return rec, why  # DAMAGED, or a file a writer has just saved and is recording
+        return rec, why  # DAMAGED, or a file a writer has just saved and is recording (NEWER)
     if not hnsw.header_ok(index_path(store), fp):
         return rec, DAMAGED
-    covered = tx.covered(model, rec.max_key)  # the file holds live and dropped vectors up to max_key
-    if covered != rec.count and rec.cleared:  # a fold's record written, its dropped keys not yet cleared
-        covered -= len(set(rec.cleared) & set(tx.dropped_keys(model)))
-    if covered != rec.count:
-        return rec, "out of step with the store"
-    return rec, "ok"
+    return rec, None
+
+
+def _just_installed(path: Path) -> bool:
+    """The file's inode changed (a rename put it in place, or it was written) within INSTALL_SETTLE."""
+    import time
+
+    try:
+        return time.time_ns() - os.stat(path).st_ctime_ns < INSTALL_SETTLE * 1e9
+    except OSError:
+        return False
 # -- building --------------------------------------------------------------------------
 class IndexLoader:
     """An index filled batch by batch while an import goes on, for ``fold`` to take over.

@@ -319,3 +319,44 @@ def test_a_file_saved_after_its_record_is_newer_not_damaged(tmp_path):
     assert hnsw.check(path, old) == hnsw.NEWER
     hnsw.stamp_path(path).unlink()
     assert hnsw.check(path, old) == hnsw.DAMAGED
+
+
+def _installed_without_record(cx, path):
+    """A new index file of the same vectors put in place as a writer does (``hnsw.install``), and the
+    record that describes it, not yet written."""
+    model = cx.embedder.model
+    with cx.store.reading() as tx:
+        count, _max_key, dim = tx.vector_stats(model)
+        index = hnsw.new(dim, count)
+        for keys, mat in tx.iter_vectors(model, dim):
+            hnsw.add(index, keys, mat)
+    old = semantic.read_record(cx.store)
+    tmp = path / "next.usearch"
+    fp = hnsw.save_beside(index, tmp)
+    sampled = {k: v for k, v in fp.to_json().items() if k != "whole"}
+    record = semantic.IndexRecord(model, dim, old.max_key, len(index), sampled, fp.whole, hnsw.connectivity(index))
+    hnsw.install(tmp, path / semantic.INDEX_NAME, fp)
+    return record
+
+
+def test_a_reader_that_meets_a_new_index_file_before_its_record_looks_again(big):
+    """Between a writer's rename of the new file and its record, the file is unlike the record a
+    reader reads: the reader (find, verify) looks again instead of calling it damaged (verify's
+    exit 7 beside a background fold)."""
+    import threading
+
+    cx = Cortex(store=big, actor="alice")
+    record = _installed_without_record(cx, big)
+    writer = threading.Timer(0.05, semantic._write_record, (cx.store, record))  # the writer's next step
+    writer.start()
+    try:
+        assert _state(cx) == "ok"
+    finally:
+        writer.join()
+    assert_store_verifies(big)
+
+
+def test_a_new_index_file_whose_record_never_comes_is_not_trusted(big):
+    cx = Cortex(store=big, actor="alice")
+    _installed_without_record(cx, big)
+    assert _state(cx) == hnsw.NEWER
