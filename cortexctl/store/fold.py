@@ -213,9 +213,7 @@ def _build(store, taken: dict, work: Path) -> dict:
                     top = max(top, int(keys.max()))
             tmp = work / vi.INDEX_NAME
             fp = hnsw.save_beside(index, tmp)
-            sampled = {k: v for k, v in fp.to_json().items() if k != "whole"}
-            built["index"] = (tmp, fp, vi.IndexRecord(rec.model, rec.dim, top, len(index), sampled, fp.whole,
-                                                      hnsw.connectivity(index), list(taken["drop"])))
+            built["index"] = (tmp, fp, vi.IndexRecord.of_file(rec.model, top, index, fp, taken["drop"]))
             del index
     cleared = {taken["model"]: taken["drop"]} if built["index"] is not None and taken["drop"] else None
     if taken["snapshot"] is not None and taken.get("current") and not cleared:

@@ -61,6 +61,16 @@ class IndexRecord:
     # writing this record (store/fold.py): until then the store still lists them, and they do not count
     cleared: list = field(default_factory=list)
 
+    @classmethod
+    def of_file(cls, model: str, max_key: int, index, fp, cleared=()) -> IndexRecord:
+        """The record of ``index`` just saved with fingerprint ``fp`` (``hnsw.save_*``), holding the
+        vectors up to ``max_key``."""
+        from cortexctl.index import hnsw
+
+        sampled = {k: v for k, v in fp.to_json().items() if k != "whole"}  # the record keeps it as crc_all
+        return cls(model, int(index.ndim), max_key, len(index), sampled, fp.whole, hnsw.connectivity(index),
+                   [int(k) for k in cleared])
+
     def to_json(self) -> dict:
         doc = {"format": RECORD_FORMAT, "model": self.model, "dim": self.dim, "max_key": self.max_key,
                "count": self.count, "fingerprint": self.fingerprint, "crc_all": self.crc_all,
@@ -351,9 +361,7 @@ def _fold(store: DuckStorage, model: str, *, rebuild: bool, progress, built: Ind
                     if progress:
                         progress(done, max(total, done))
             fp = hnsw.save_atomic(index, index_path(store))
-            sampled = {k: v for k, v in fp.to_json().items() if k != "whole"}  # the record keeps it as crc_all
-            _write_record(store, IndexRecord(model, dim, max_key, len(index), sampled, fp.whole,
-                                             hnsw.connectivity(index)))
+            _write_record(store, IndexRecord.of_file(model, max_key, index, fp))
             with store.transaction() as tx:
                 tx.clear_dropped()
     finally:

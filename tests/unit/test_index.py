@@ -333,8 +333,7 @@ def _installed_without_record(cx, path):
     old = semantic.read_record(cx.store)
     tmp = path / "next.usearch"
     fp = hnsw.save_beside(index, tmp)
-    sampled = {k: v for k, v in fp.to_json().items() if k != "whole"}
-    record = semantic.IndexRecord(model, dim, old.max_key, len(index), sampled, fp.whole, hnsw.connectivity(index))
+    record = semantic.IndexRecord.of_file(model, old.max_key, index, fp)
     hnsw.install(tmp, path / semantic.INDEX_NAME, fp)
     return record
 
