@@ -338,20 +338,29 @@ def _installed_without_record(cx, path):
     return record
 
 
-def test_a_reader_that_meets_a_new_index_file_before_its_record_looks_again(big):
+def test_a_reader_that_meets_a_new_index_file_before_its_record_looks_again(big, monkeypatch):
     """Between a writer's rename of the new file and its record, the file is unlike the record a
     reader reads: the reader (find, verify) looks again instead of calling it damaged (verify's
-    exit 7 beside a background fold)."""
-    import threading
+    exit 7 beside a background fold). The writer's next step lands while the reader pauses after its
+    first look (its ``time.sleep``), however long anything took: no clock decides the outcome."""
+    import time
 
     cx = Cortex(store=big, actor="alice")
     record = _installed_without_record(cx, big)
-    writer = threading.Timer(0.05, semantic._write_record, (cx.store, record))  # the writer's next step
-    writer.start()
-    try:
-        assert _state(cx) == "ok"
-    finally:
-        writer.join()
+    monkeypatch.setattr(semantic, "INSTALL_SETTLE", 3600.0)  # "just installed" however slow the machine
+    pauses = []
+    real_sleep = time.sleep
+
+    def writer_steps_in(seconds):
+        if not pauses:
+            semantic._write_record(cx.store, record)  # the record the writer writes after the rename
+        pauses.append(seconds)
+        real_sleep(seconds)
+
+    monkeypatch.setattr(time, "sleep", writer_steps_in)
+    assert _state(cx) == "ok"
+    assert pauses  # the first look met the file without its record
+    monkeypatch.undo()
     assert_store_verifies(big)
 
 
