@@ -78,7 +78,9 @@ COMMANDS = [
         notes="""Status is unhealthy when the configuration cannot be read or the store is
 missing, unreadable, damaged or from a newer cortexctl; degraded when the
 embedding endpoint does not answer a 2-second probe, memories wait for their
-embedding, the index file is out of step, a remote chat endpoint has no key, or
+embedding, the index file is out of step, the last background fold of the
+index file and search snapshot failed (its error is kept in cortex.fold.log
+until a fold or reindex completes), a remote chat endpoint has no key, or
 no bundle is newer than config backup.window_days (when set); else healthy.
 It reads the database through once (every block, so that DuckDB checks its
 checksums: about 1.4 s at 100,000 memories), checks the index file against its

@@ -19,7 +19,7 @@ in ``damaged``, and the command exits 7); **degraded** when the embedding
 endpoint does not answer its probe, memories wait for their embedding, the
 index file is out of step with the store or damaged, the search snapshot is
 damaged (both caches: find answers without them, and ``reindex`` rebuilds
-them), a chat endpoint that needs a key has none, or no bundle is newer than
+them), the last background fold of those caches failed (``cortex.fold.log``), a chat endpoint that needs a key has none, or no bundle is newer than
 ``backup.window_days`` (when set); **healthy** otherwise.
 """
 
@@ -209,6 +209,12 @@ def _store(ctx, doc: dict, f: _Findings, embedder) -> None:
                         "it meanwhile; cortexctl reindex rebuilds it)")
     if doc["snapshot"].get("problem"):
         f.add(DEGRADED, f"{doc['snapshot']['problem']}; find reads the database meanwhile")
+    failure = doc["snapshot"].get("fold_failed")
+    if failure:
+        when = f" at {failure['at']}" if failure.get("at") else ""
+        f.add(DEGRADED, f"the last fold of the index file and search snapshot failed{when}: {failure['error']} "
+                        "(find reads the database for what it left out; the next write's fold tries again, "
+                        "cortexctl reindex folds now)")
 
 
 def _summary(settings, doc: dict, f: _Findings) -> None:

@@ -478,8 +478,11 @@ class DuckStorage:
 
     def cache_health(self) -> dict:
         # A cache: stale or damaged only makes find read DuckDB (slower, same answers).
+        from cortexctl.store import fold
+
         problem = self.snapshot_problem()
-        return {"state": "damaged" if problem else self.snapshot_state(), "problem": problem}
+        return {"state": "damaged" if problem else self.snapshot_state(), "problem": problem,
+                "fold_failed": fold.last_failure(self.path)}
 
     # -- bundles (store/bundle.py) ------------------------------------------------------------------
     def export_bundle(self, dest: Path) -> tuple[list[dict], dict]:

@@ -27,7 +27,9 @@ it builds:
    follows that too).
 
 Work files go to the store's scratch area (``store/scratch.py``): a fold killed at any point leaves
-the old files in place and its work for the next writer's sweep. One fold runs at a time per store:
+the old files in place and its work for the next writer's sweep. A fold that fails (rather than is
+killed) leaves ``cortex.fold.log``: when, and its error in one line, as git leaves ``gc.log``;
+healthcheck reports it, and the next fold or index update that completes removes it. One fold runs at a time per store:
 the process that starts one takes ``cortex.fold.lock`` (``flock``) and hands it to the child, which
 holds it until it exits, so a write that finds a fold under way starts no other, and ``wait_idle``
 can wait for it.
@@ -44,6 +46,8 @@ from pathlib import Path
 from typing import Iterator
 
 FOLD_LOCK = "cortex.fold.lock"
+FOLD_LOG = "cortex.fold.log"  # the last fold's failure, until a fold completes
+LOG_MAX = 4096  # bytes of the fold log read back
 FOLD_DELTA = 500  # memories in the snapshot's delta that start a fold (a write rewrites the delta: kept small)
 LOCK_WAIT = 120.0  # seconds a background fold waits for the writer lock at each step
 ENV = "CORTEXCTL_FOLD"  # "background" (the default) or "inline"
@@ -71,8 +75,8 @@ def request(store, model: str | None) -> None:
                         _folding.on = False
         else:
             start(store.path, model)
-    except (CortexError, OSError):  # StoreBusy among them
-        pass
+    except (CortexError, OSError) as exc:  # StoreBusy among them
+        failed(store.path, exc)
 
 
 _folding = threading.local()
@@ -108,6 +112,63 @@ def start(store_path: Path, model: str | None) -> bool:
         return True
 
 
+def failed(store_path: Path, exc: BaseException) -> None:
+    """Leave ``cortex.fold.log`` saying when a fold failed and why (one line). Never fails."""
+    import orjson
+
+    from cortexctl.errors import CortexError
+    from cortexctl.files import atomic_path
+
+    if isinstance(exc, CortexError):
+        why = exc.message
+    elif isinstance(exc, OSError) and exc.strerror:
+        why = f"{exc.strerror}: {exc.filename}" if exc.filename else exc.strerror
+    else:
+        why = f"{type(exc).__name__}: {exc}"
+    lines = str(why).strip().splitlines() or [type(exc).__name__]
+    doc = {"at": _now(), "error": lines[0][:500]}
+    try:
+        with atomic_path(Path(store_path) / FOLD_LOG, sync=False) as tmp:
+            Path(tmp).write_bytes(orjson.dumps(doc) + b"\n")
+    except OSError:
+        pass  # a store directory that takes no file: there is nowhere to say it
+
+
+def completed(store_path: Path) -> None:
+    """A fold (or a whole index update) completed: the last failure is no longer the news."""
+    try:
+        os.unlink(Path(store_path) / FOLD_LOG)
+    except OSError:
+        pass
+
+
+def last_failure(store_path: Path) -> dict | None:
+    """{at, error} of the last fold that failed since one completed, or None. A log that cannot be
+    read as one (it is ours, but a user may have edited it) is reported by what it holds."""
+    import orjson
+
+    try:
+        with open(Path(store_path) / FOLD_LOG, "rb") as fh:
+            raw = fh.read(LOG_MAX)
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        return {"at": None, "error": f"{FOLD_LOG} cannot be read ({exc.strerror})"}
+    try:
+        doc = orjson.loads(raw)
+        if isinstance(doc, dict) and isinstance(doc.get("error"), str) and isinstance(doc.get("at"), (str, type(None))):
+            return {"at": doc["at"], "error": doc["error"]}
+    except orjson.JSONDecodeError:
+        pass
+    return {"at": None, "error": f"{FOLD_LOG} holds no fold's failure (a fold failed, or the file was edited)"}
+
+
+def _now() -> str:
+    from datetime import datetime, timezone
+
+    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
 def wait_idle(store_path: Path) -> None:
     """Return once no fold of the store is under way (waits for the one running, if any)."""
     try:
@@ -141,7 +202,9 @@ def run(store, model: str | None) -> dict:
         with scratch.private():
             built = _build(store, taken, work)
         with store.exclusive(), scratch.private():
-            return _install(store, model, taken, built)
+            done = _install(store, model, taken, built)
+        completed(store.path)
+        return done
     finally:
         if taken.get("snapshot") is not None:
             taken["snapshot"].close()

@@ -15,7 +15,8 @@ def main(argv: list[str]) -> int:
     fold._folding.on = True  # the fold's own writes start no other
     try:
         fold.run(DuckStorage(Path(store_path), wait=fold.LOCK_WAIT), model)
-    except Exception:  # noqa: BLE001 - a cache: the next fold or reindex does it; nothing to report to
+    except Exception as exc:  # noqa: BLE001 - a cache: the next fold or reindex does it; healthcheck says so
+        fold.failed(Path(store_path), exc)
         return 1
     return 0
 

@@ -591,7 +591,9 @@ class Storage(Protocol):
         its count, model and dimension, whether it is consistent, and its state."""
 
     def cache_health(self) -> dict:
-        """The healthcheck's block on the backend's read cache: {state, problem}."""
+        """The healthcheck's block on the backend's read cache: {state, problem, fold_failed}
+        (``fold_failed``: {at, error} of the last background fold that failed since one completed,
+        or None)."""
 
     def export_bundle(self, dest: Any) -> tuple[list[dict], dict]:
         """Write the store's tables, from one committed state, as a bundle's members into the

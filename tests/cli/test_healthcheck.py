@@ -20,6 +20,7 @@ EMBEDDING = {"active", "host", "model", "dimensions", "probe"}
 SUMMARY = {"active", "host", "model", "endpoint", "local", "credential"}
 CREDENTIAL = {"env", "configured", "required"}
 BACKUP = {"dest", "last", "window_days"}
+SNAPSHOT = {"state", "problem", "fold_failed"}
 IDENTITY = {"actor", "source"}
 
 
@@ -36,7 +37,8 @@ def test_a_fresh_default_store_is_healthy_and_the_payload_has_the_documented_key
     assert set(doc["store"]) >= STORE and set(doc["topology"]) >= TOPOLOGY and set(doc["index"]) >= INDEX
     assert set(doc["providers"]["embedding"]) >= EMBEDDING and set(doc["providers"]["summary"]) >= SUMMARY
     assert set(doc["providers"]["summary"]["credential"]) >= CREDENTIAL
-    assert set(doc["backup"]) >= BACKUP and set(doc["identity"]) >= IDENTITY
+    assert set(doc["backup"]) >= BACKUP and set(doc["identity"]) >= IDENTITY and set(doc["snapshot"]) >= SNAPSHOT
+    assert doc["snapshot"]["fold_failed"] is None
     assert doc["store"]["memories"] == 1 and doc["store"]["by_type"] == {"fact": 1}
     assert doc["topology"] == {"mode": "embedded", "backend": "duckdb", "coordinates": doc["store"]["path"],
                                "resolved_via": "default (user data dir)"}

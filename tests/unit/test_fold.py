@@ -258,3 +258,68 @@ def test_between_the_new_record_and_the_clearing_of_its_dropped_keys_the_index_i
     assert _index_ok(cx)
     assert cx.verify().ok
     _same_answers(cx)
+
+
+def _failed_fold(store: Path, monkeypatch) -> int:
+    """A background fold run while another holds the writer lock and the fold waits for it no time:
+    the fold fails as one that waited its 120 s would."""
+    from cortexctl.store import fold_process
+
+    monkeypatch.setattr(fold, "LOCK_WAIT", 0)
+    monkeypatch.setattr(fold._folding, "on", False, raising=False)  # the fold process's own mark, undone after
+    with DuckStorage(store).exclusive():
+        return fold_process.main([str(store), "", "-1"])
+
+
+def test_a_fold_that_fails_leaves_its_error_for_healthcheck_until_a_fold_completes(folded, store, monkeypatch):
+    cx = folded
+    cx.write("fact", "walrus colony one")
+    assert cx.healthcheck(probe=False)["snapshot"]["fold_failed"] is None
+    assert _failed_fold(store, monkeypatch) == 1
+    failure = fold.last_failure(store)
+    assert failure is not None and failure["at"].endswith("Z") and "is busy" in failure["error"], failure
+    doc = cx.healthcheck(probe=False)
+    assert doc["status"] == "degraded" and doc["snapshot"]["fold_failed"] == failure
+    assert any(d.startswith("the last fold of the index file and search snapshot failed at ") and "is busy" in d
+               for d in doc["details"]), doc["details"]
+    monkeypatch.setattr(fold, "LOCK_WAIT", 5)
+    from cortexctl.store import fold_process
+
+    assert fold_process.main([str(store), "", "-1"]) == 0
+    assert not (store / fold.FOLD_LOG).exists()
+    doc = cx.healthcheck(probe=False)
+    assert doc["status"] == "healthy" and doc["snapshot"]["fold_failed"] is None, doc["details"]
+    _same_answers(cx)
+
+
+def test_a_reindex_clears_the_failure_a_fold_left(folded, store, monkeypatch):
+    cx = folded
+    cx.write("fact", "walrus colony one")
+    assert _failed_fold(store, monkeypatch) == 1 and fold.last_failure(store) is not None
+    cx.reindex()
+    assert fold.last_failure(store) is None and cx.healthcheck(probe=False)["status"] == "healthy"
+
+
+def test_an_inline_fold_that_fails_leaves_the_same_log(folded, store, monkeypatch):
+    """A write's inline fold that cannot take the writer lock (another holds it past the writer's
+    wait) leaves the log, and never fails the write that asked for it."""
+    cx = folded
+    cx.write("fact", "walrus colony one")
+    monkeypatch.setenv("CORTEXCTL_FOLD", "inline")
+    with DuckStorage(store).exclusive():
+        fold.request(DuckStorage(store, wait=0), cx.embedder.model)  # returns: the write is not failed
+    failure = fold.last_failure(store)
+    assert failure is not None and "is busy" in failure["error"], failure
+    fold.request(DuckStorage(store, wait=5), cx.embedder.model)
+    assert fold.last_failure(store) is None and snapshot.state(store) == "current"
+
+
+@pytest.mark.parametrize("content", [b"", b"\xff\xfe not json", b'{"at": 5, "error": []}', b"[1, 2]",
+                                     b'{"at": null, "error": "' + b"x" * 100_000 + b'"}'])
+def test_a_fold_log_that_is_not_one_is_reported_not_trusted(folded, store, content):
+    (store / fold.FOLD_LOG).write_bytes(content)
+    failure = fold.last_failure(store)
+    assert failure == {"at": None, "error": f"{fold.FOLD_LOG} holds no fold's failure (a fold failed, or the file "
+                                            "was edited)"}
+    doc = folded.healthcheck(probe=False)
+    assert doc["status"] == "degraded" and doc["snapshot"]["fold_failed"] == failure

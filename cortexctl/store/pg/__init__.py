@@ -460,7 +460,7 @@ class PgStorage:
         return vectors.health(self, model)
 
     def cache_health(self) -> dict:
-        return {"state": "none (the server's buffers)", "problem": None}
+        return {"state": "none (the server's buffers)", "problem": None, "fold_failed": None}
 
     # -- bundles ------------------------------------------------------------------------------
     def export_bundle(self, dest):
