@@ -111,17 +111,49 @@ def open_copy(path: Path):
 
 
 def export_tables(con, dest: Path) -> list[dict]:
-    """Each state table of ``con`` as ``dest/<table>.parquet``; returns [{table, name, rows}]."""
+    """Each state table of ``con`` as ``dest/<table>.parquet``; returns [{table, name, rows}].
+
+    Rows go in key order (``_keys``) where the connection's memory limit allows it. A table of wide
+    rows (a blob, list or array column) that is stored in key order already (the journal and the
+    vectors, appended with rising keys) is written as it is scanned: DuckDB's sort of wide rows is
+    most of the cost and, held to ``MEMORY_LIMIT``, runs out of memory on a large store (the journal
+    and the vectors of a million memories). Any other table is sorted, and written as it is scanned
+    when the sort runs out of memory. Nothing that reads a member depends on its order.
+    """
+    import duckdb
+
     members = []
     for table in state_tables(con):
         name = table + SUFFIX
-        order = ", ".join(_quote(k) for k in _keys(con, table))
-        target = str(dest / name)
-        con.execute(f"COPY (SELECT * FROM {_quote(table)} ORDER BY {order}) TO '{_sql_text(target)}'"
-                    f" (FORMAT parquet, COMPRESSION zstd, ROW_GROUP_SIZE {ROW_GROUP_ROWS})")
+        keys = _keys(con, table)
+        scan = f"SELECT * FROM {_quote(table)}"
+        into = (f" TO '{_sql_text(str(dest / name))}' (FORMAT parquet, COMPRESSION zstd,"
+                f" ROW_GROUP_SIZE {ROW_GROUP_ROWS})")
+        if not keys or (_wide(con, table) and _in_key_order(con, table, keys)):
+            con.execute(f"COPY ({scan}){into}")
+        else:
+            try:
+                con.execute(f"COPY ({scan} ORDER BY {', '.join(_quote(k) for k in keys)}){into}")
+            except duckdb.OutOfMemoryException:
+                con.execute(f"COPY ({scan}){into}")
         rows = con.execute(f"SELECT count(*) FROM {_quote(table)}").fetchone()[0]
         members.append({"table": table, "name": name, "rows": int(rows)})
     return members
+
+
+def _wide(con, table: str) -> bool:
+    """Whether the table has a blob, list or array column (rows DuckDB sorts at a cost)."""
+    return any(type_ == "BLOB" or type_.endswith("]") for _, type_ in columns(con, table))
+
+
+def _in_key_order(con, table: str, keys: Sequence[str]) -> bool:
+    """Whether a scan of the table meets its rows in strictly rising key order (a sort of the
+    keys alone, in storage order: cheap beside sorting the rows)."""
+    key = _quote(keys[0]) if len(keys) == 1 else f"row({', '.join(_quote(k) for k in keys)})"
+    later = con.execute(
+        f"SELECT count(*) FROM (SELECT {key} AS k, lag({key}) OVER (ORDER BY rowid) AS p FROM {_quote(table)})"
+        " WHERE p IS NOT NULL AND NOT coalesce(p < k, false)").fetchone()[0]
+    return later == 0
 
 
 def store_facts(con) -> dict:
