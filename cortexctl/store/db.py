@@ -536,9 +536,12 @@ class DuckStorage:
     # -- the vector index (store/vector_index.py) ----------------------------------------------
     def update_index(self, model: str, *, rebuild: bool = False, progress=None, loader=None,
                      wait: float | None = None) -> dict:
-        from cortexctl.store import vector_index
+        from cortexctl.store import fold, vector_index
 
-        return vector_index.update(self, model, rebuild=rebuild, progress=progress, built=loader, wait=wait)
+        done = vector_index.update(self, model, rebuild=rebuild, progress=progress, built=loader, wait=wait)
+        if self.snapshot_state() == "current":
+            fold.completed(self.path)  # both caches are current: a fold's failure before is no longer the news
+        return done
 
     def reclaim_space(self) -> dict:
         """The file rewritten with only its live blocks when a bulk load left much of it free

@@ -197,7 +197,9 @@ def run(store, model: str | None) -> dict:
             taken = _take(store, model)
             if taken.get("rebuild"):
                 # no trusted index file: built whole under the lock, as reindex does
-                return {"index": vi.update(store, model).get("action"), "snapshot": "built"}
+                done = {"index": vi.update(store, model).get("action"), "snapshot": "built"}
+                completed(store.path)
+                return done
             work = scratch.make(scratch.areas(store), "fold")
         with scratch.private():
             built = _build(store, taken, work)

@@ -308,10 +308,7 @@ def update(store: DuckStorage, model: str, *, rebuild: bool = False, progress: C
         try:  # the search snapshot follows the index (store/snapshot/); it is a cache: never fail for it
             store.refresh_snapshot()
         except (CortexError, OSError):
-            return done
-    from cortexctl.store import fold
-
-    fold.completed(store.path)  # both caches are current: a fold's failure before is no longer the news
+            pass
     return done
 
 
