@@ -220,6 +220,9 @@ class DuckTx(Lanes):
     def vectors_of_keys(self, keys: Sequence[int], model: str) -> list[tuple[int, str, int]]:
         return sq.vectors_of_keys(self.con, keys, model)
 
+    def vectors_at_keys(self, keys: Sequence[int], model: str, dim: int):
+        return sq.vectors_at_keys(self.con, keys, model, dim)
+
     def stored_vectors(self, pairs: Sequence[tuple[str, int]], model: str) -> dict:
         return sq.stored_vectors(self.con, pairs, model)
 

@@ -445,8 +445,10 @@ def _exact(tx, filters: Filters, model, dim, q, n, *, store=None, cache=None) ->
 
     A backend that knows the candidates' vector keys cheaply (the search snapshot) gives
     those, and the vectors come from the trusted index file when it holds the same float32
-    vectors (an f32 file); otherwise, or when the file does not cover them, the store hands
-    the vectors."""
+    vectors (an f32 file). An f16 file rounds them: its vectors pick the candidates that can be
+    among the ``n`` nearest (``_shortlist``), and the store hands those few float32 vectors by
+    key. Otherwise, or when the file does not cover the keys, the store hands every candidate's
+    vector. Similarities are computed row by row (``_similarities``), so every way gives the same."""
     import numpy as np
 
     got = tx.vector_keys_for(filters, model) if store is not None else None
@@ -460,15 +462,53 @@ def _exact(tx, filters: Filters, model, dim, q, n, *, store=None, cache=None) ->
             from cortexctl.index import hnsw
 
             index = hnsw.open_view(index_path(store), fingerprint_of(rec), cache)
-            # only an f32 file holds the store's own vectors; an f16 one would round the similarities
-            mat = None if index is None or not hnsw.lossless(index) else hnsw.vectors(index, keys)
+            if index is not None:
+                mat = hnsw.vectors(index, keys)
+                if not hnsw.lossless(index):
+                    ids, keys = _shortlist(ids, keys, mat, q, n)
+                    mat = tx.vectors_at_keys(keys, model, dim)  # None when one is gone: every candidate's
     if mat is None:
         ids, mat = tx.vectors_for(filters, model, dim)
     if not len(ids):
         return []
-    sims = mat @ q
+    sims = _similarities(mat, q)
     top = np.lexsort((np.asarray(ids), -sims))[:n]
     return [(ids[i], float(sims[i])) for i in top if sims[i] > 0]
+
+
+def _similarities(mat, q):
+    """``mat @ q`` with each row summed alone in one fixed order (BLAS may sum a row differently by
+    its place among the rows): the same vector gives the same float32 whatever else is compared."""
+    import numpy as np
+
+    return np.einsum("ij,j->i", mat, q, optimize=False)
+
+
+F16_ERROR = 2.0 ** -11  # float16 keeps 11 significant bits: rounding moves a normal value by at most this part
+F16_SUBNORMAL = 2.0 ** -25  # and a value below float16's smallest normal by at most this much
+
+
+def _shortlist(ids: list[str], keys, rounded, q, n: int):
+    """Of the candidates, those whose exact similarity can be among the ``n`` largest, judged by
+    their float16-rounded vectors (``rounded``, float32 rows). A rounded similarity is within
+    ``delta`` of the exact one: per component |x16 - x| <= 2^-11 |x| (2^-25 below the normal range),
+    so |s16 - s| <= 2^-11 |q| |x| + 2^-25 |q|_1, plus both float32 sums' own error (each at most
+    d 2^-24 |q| |x|). The n-th largest exact similarity t is at least the n-th largest rounded one
+    less delta, so every candidate at or above t has a rounded similarity of at least that less
+    2 delta: those are kept, ties included."""
+    import numpy as np
+
+    if len(ids) <= n:
+        return ids, keys
+    sims = _similarities(rounded, q)
+    q_norm = float(np.linalg.norm(q))
+    x_norm = float(np.linalg.norm(rounded, axis=1).max()) / (1.0 - F16_ERROR)
+    d = len(q)
+    delta = (F16_ERROR * q_norm * x_norm + F16_SUBNORMAL * float(np.abs(q).sum())
+             + 2.0 * d * 2.0 ** -24 * q_norm * x_norm) * 1.01 + 1e-12
+    nth = float(np.partition(sims, len(sims) - n)[len(sims) - n])
+    keep = np.flatnonzero(sims >= nth - 2.0 * delta)
+    return [ids[i] for i in keep.tolist()], keys[keep]
 
 
 def verify_index(tx, store, model: str) -> list[str]:

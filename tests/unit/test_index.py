@@ -368,3 +368,49 @@ def test_a_new_index_file_whose_record_never_comes_is_not_trusted(big):
     cx = Cortex(store=big, actor="alice")
     _installed_without_record(cx, big)
     assert _state(cx) == hnsw.NEWER
+
+
+def test_the_float16_shortlist_keeps_every_exact_nearest_neighbour():
+    """An exact search over an f16 index file picks candidates by their rounded vectors and scores
+    only those exactly: whatever the spread (near-ties that rounding reorders among them), the
+    exact n nearest are always kept, and with spread vectors most candidates are not."""
+    import numpy as np
+
+    from cortexctl.store import vector_index as vi
+
+    rng = np.random.default_rng(20261127)
+    pruned = 0
+    for trial in range(300):
+        d = int(rng.choice([8, 64, 384]))
+        m = int(rng.integers(2, 300))
+        spread = float(rng.choice([1e-5, 1e-4, 1e-3, 1e-2, 1.0]))
+        base = rng.standard_normal(d).astype(np.float32)
+        x = (base + spread * rng.standard_normal((m, d))).astype(np.float32)
+        if trial % 3:
+            x /= np.linalg.norm(x, axis=1, keepdims=True)
+        q = (base + 0.1 * rng.standard_normal(d)).astype(np.float32)
+        q /= np.linalg.norm(q)
+        rounded = x.astype(np.float16).astype(np.float32)
+        ids = [f"m{i:05d}" for i in rng.permutation(m)]
+        keys = np.arange(m, dtype=np.uint64)
+        n = int(rng.integers(1, 12))
+        kept_ids, kept_keys = vi._shortlist(ids, keys, rounded, q, n)
+        assert [ids[int(k)] for k in kept_keys] == kept_ids
+        exact = vi._similarities(x, q)
+        top = np.lexsort((np.asarray(ids), -exact))[:n]
+        assert {ids[i] for i in top} <= set(kept_ids), (trial, d, m, spread, n)
+        pruned += len(kept_ids) < m
+    assert pruned > 50
+
+
+def test_similarities_are_the_same_for_a_row_whatever_rows_come_with_it():
+    import numpy as np
+
+    from cortexctl.store import vector_index as vi
+
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal((37, 384)).astype(np.float32)
+    q = rng.standard_normal(384).astype(np.float32)
+    whole = vi._similarities(x, q)
+    for lo, hi in ((0, 1), (5, 6), (3, 10), (30, 37), (0, 37)):
+        assert vi._similarities(x[lo:hi], q).tobytes() == whole[lo:hi].tobytes()
