@@ -146,6 +146,9 @@ class DuckTx(Lanes):
     def postings_of(self, terms: Sequence[int]):
         return sq.postings_of(self.con, terms)
 
+    def docs_passing(self, docs, filters: Filters):
+        return None  # answered memory by memory (``passing``): see ``lexical.filtered_top``
+
     def doc_ids(self, docs: Sequence[int]) -> dict[int, str]:
         return sq.doc_ids(self.con, docs)
 

@@ -16,7 +16,7 @@ class Lanes:
     def search_terms(self, terms: dict[int, float], filters: Filters, n: int) -> list[tuple[str, float]]:
         from cortexctl.store import lexical
 
-        return lexical.search(self, terms, filters, n)
+        return lexical.search(self, terms, filters, n, self.docs_passing)
 
     def score_terms(self, terms: dict[int, float], docs, viewer) -> dict[str, float]:
         from cortexctl.store import lexical

@@ -62,15 +62,22 @@ def bm25_scores(tx, qw: dict[int, float], n_docs: int, hidden=None):
     return docs, np.bincount(where_, weights=contrib, minlength=len(docs))
 
 
-def filtered_top(tx, docs, scores, filters: Filters, n: int, ids_of: dict[int, str]) -> list[tuple[str, int, float]]:
+def filtered_top(tx, docs, scores, filters: Filters, n: int, ids_of: dict[int, str],
+                 docs_passing=None) -> list[tuple[str, int, float]]:
     """The ``n`` best (id, doc, score) whose memory passes the filters; ties by ID.
 
     Candidates are checked in growing slices of the ranking, so a broad filter
     costs one small lookup and a narrow one a few more. ``ids_of`` (doc ->
     memory ID) is filled as docs are looked up and kept across calls.
+    ``docs_passing`` (a view that can say for every doc at once whether its memory
+    passes: the search snapshot) makes the slices counted rather than walked, with
+    the same answer.
     """
     import numpy as np
 
+    ok = docs_passing(docs, filters) if docs_passing is not None else None
+    if ok is not None:
+        return _top_of_passing(tx, docs, scores, ok, n, ids_of)
     start, size = 0, max(4 * n, 64)
     order = _leading(docs, scores, size)
     out: list[tuple[str, int, float]] = []
@@ -90,6 +97,31 @@ def filtered_top(tx, docs, scores, filters: Filters, n: int, ids_of: dict[int, s
     return out[:n]
 
 
+def _top_of_passing(tx, docs, scores, ok, n: int, ids_of: dict[int, str]) -> list[tuple[str, int, float]]:
+    """``filtered_top`` when ``ok`` says which docs pass: the slices it would walk (sizes
+    max(4n, 64), then four times the last) ended where they would end, at the first that brings
+    the passing docs to ``n`` or the ranking to its end, and only their passing docs looked up."""
+    import numpy as np
+
+    if not ok.any():
+        return []
+    order = np.lexsort((docs, -scores))
+    places = np.flatnonzero(ok[order])  # the passing docs' places in the ranking, in order
+    end, size = 0, max(4 * n, 64)
+    while True:
+        end += size
+        if int(np.searchsorted(places, end)) >= n or end >= len(docs):
+            break
+        size *= 4
+    sel = order[places[places < end]]
+    need = [int(d) for d in docs[sel] if int(d) not in ids_of]
+    if need:
+        ids_of.update(tx.doc_ids(need))
+    out = [(ids_of[d], d, float(s)) for d, s in zip(docs[sel].tolist(), scores[sel].tolist()) if d in ids_of]
+    out.sort(key=lambda x: (-x[2], x[0]))
+    return out[:n]
+
+
 def _leading(docs, scores, count: int):
     """At least the first ``count`` of ``np.lexsort((docs, -scores))`` (the ranking: score
     descending, then doc number), in that order, without sorting the rest: every doc scoring at
@@ -103,9 +135,10 @@ def _leading(docs, scores, count: int):
     return lead[np.lexsort((docs[lead], -scores[lead]))]
 
 
-def search(tx, qw: dict[int, float], filters: Filters, n: int) -> list[tuple[str, float]]:
+def search(tx, qw: dict[int, float], filters: Filters, n: int, docs_passing=None) -> list[tuple[str, float]]:
     """The ``n`` best memories passing ``filters`` for the query terms ``qw`` (term ID -> weight):
-    [(id, BM25 score)], best first, ties by ID (module docstring)."""
+    [(id, BM25 score)], best first, ties by ID (module docstring). ``docs_passing``: as
+    ``filtered_top`` takes it."""
     if not qw:
         return []
     hidden = tx.hidden_docs(filters.viewer)
@@ -114,7 +147,7 @@ def search(tx, qw: dict[int, float], filters: Filters, n: int) -> list[tuple[str
     if not len(docs):
         return []
     ids_of: dict[int, str] = {}
-    first = filtered_top(tx, docs, scores, filters, max(n, PRF_DOCS), ids_of)
+    first = filtered_top(tx, docs, scores, filters, max(n, PRF_DOCS), ids_of, docs_passing)
     if not first:
         return []
     top = first[:PRF_DOCS]
@@ -137,7 +170,7 @@ def search(tx, qw: dict[int, float], filters: Filters, n: int) -> list[tuple[str
     for t, v in best:
         expanded[t] = PRF_BETA * v / best[0][1]
     docs, scores = bm25_scores(tx, expanded, n_docs, hidden)
-    return [(i, s) for i, _, s in filtered_top(tx, docs, scores, filters, n, ids_of)]
+    return [(i, s) for i, _, s in filtered_top(tx, docs, scores, filters, n, ids_of, docs_passing)]
 
 
 def score_docs(tx, qw: dict[int, float], docs, viewer) -> dict[str, float]:

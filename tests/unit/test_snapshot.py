@@ -692,3 +692,50 @@ def test_the_snapshot_and_its_delta_record_the_journal_position_they_cover(store
     assert doc["journal_seq"] == now_last > last
     assert sorted(doc["ids"]) == sorted(u.rsplit("/", 1)[1] for u in uris[:2])
     assert _answer(cx, k=6) == _from_duckdb(cx, k=6)
+
+
+def test_the_lexical_lane_counts_its_slices_on_the_snapshot_and_gets_the_walked_answer(store):
+    """``lexical.filtered_top`` on the snapshot knows which docs pass for all of them at once and
+    counts the slices of the ranking it would walk: the same (id, doc, score) list as walking them
+    memory by memory, for filters that keep few of hundreds of matching docs (several slices),
+    none, or all, with equal scores among them (identical texts), and with a delta beside."""
+    import io
+    import json
+    import random
+
+    import numpy as np
+
+    from cortexctl.store import lexical
+    from cortexctl.store.interface import Filters
+
+    cx = _cx(store)
+    r = random.Random(11)
+    lines = []
+    for i in range(600):
+        words = " ".join(r.choices(WORDS, k=4))
+        text = "walrus colony " + ("on the ice" if i % 7 == 0 else f"{words} {i}")  # every 7th the same text
+        tags = ["rare"] if i % 97 == 0 else ["few"] if i % 13 == 0 else ["common"]
+        lines.append(json.dumps({"type": ["fact", "event"][i % 2], "text": text, "tags": tags}))
+    cx.import_jsonl(io.BytesIO("\n".join(lines).encode()))
+    _ready(cx)
+    for i in range(5):  # a delta beside the snapshot: some memories answered from it
+        cx.write("fact", f"walrus colony written after the build {i}", tags=["rare"])
+    cases = [Filters("alice", tags=("rare",)), Filters("alice", tags=("few",)), Filters("alice", tags=("none",)),
+             Filters("alice"), Filters("alice", types=(1,), tags=("few",)), Filters("bob")]
+    with cx.store.searching() as tx:
+        assert type(tx).__name__ == "SnapshotTx" and tx.delta is not None
+        for qw in ({lexical_term("walrus"): 1.0}, {lexical_term("colony"): 1.0, lexical_term("ice"): 0.5}):
+            n_docs = tx.doc_count()
+            docs, scores = lexical.bm25_scores(tx, qw, n_docs, np.zeros(0, np.uint64))
+            assert len(docs) > 300
+            for f in cases:
+                for n in (1, 3, 10, 40):
+                    walked = lexical.filtered_top(tx, docs, scores, f, n, {})
+                    counted = lexical.filtered_top(tx, docs, scores, f, n, {}, tx.docs_passing)
+                    assert counted == walked, (f, n)
+
+
+def lexical_term(word: str) -> int:
+    from cortexctl.memory.terms import text_terms
+
+    return text_terms(word)[0]

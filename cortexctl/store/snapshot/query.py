@@ -477,6 +477,25 @@ class _Part:
         ids = self.snap.take("doc_id", pos[hit]).tolist()
         return {int(d): i.decode() for d, i in zip(want[hit].tolist(), ids)}
 
+    def docs_passing(self, docs, filters: Filters):
+        """Bool array over ``docs``: the doc is this part's (not one a delta overrides) and its
+        memory passes ``filters``."""
+        import numpy as np
+
+        want = np.asarray(docs, dtype=np.uint64)
+        out = np.zeros(len(want), dtype=np.bool_)
+        arr = self.snap.raw("doc_number")
+        if not len(arr) or not len(want) or not self.n:
+            return out
+        pos = np.minimum(np.searchsorted(arr, want), len(arr) - 1)
+        hit = self.snap.take("doc_number", pos) == want
+        if self.dead_docs is not None:
+            hit &= self._live_docs(want)
+        row = self.snap.take("doc_head_row", pos).astype(np.int64)
+        hit &= row >= 0
+        out[hit] = self.mask(filters)[row[hit]]
+        return out
+
     def hidden_docs(self, actor: str | Viewer):
         viewer = viewer_of(actor)
         got = self._hidden.get(viewer)
@@ -742,6 +761,14 @@ class SnapshotTx(Lanes):
 
     def doc_ids(self, docs: Sequence[int]) -> dict[int, str]:
         return self._merged("doc_ids", docs)
+
+    def docs_passing(self, docs, filters: Filters):
+        """Which of ``docs`` belong to a memory passing ``filters``, for all at once (a bool
+        array: ``lexical.filtered_top``); None for frame filters (DuckDB answers those)."""
+        if filters.frames:
+            return None
+        got = [p.docs_passing(docs, filters) for p in self.parts]
+        return got[0] if len(got) == 1 else got[0] | got[1]
 
     def hidden_docs(self, actor: str | Viewer):
         """The same array for the same viewer while the parts are the same (``term_df`` knows it)."""
