@@ -346,15 +346,18 @@ def lossless(index) -> bool:
 
 
 def vectors(index, keys):
-    """The stored vectors of these keys (float32, one row each; every key must be in the index);
-    rounded as the index keeps them unless ``lossless(index)``."""
+    """The stored vectors of these keys (float32, one row each), rounded as the index keeps them
+    unless ``lossless(index)``; None when one of the keys is not in the index."""
     import numpy as np
 
     if not len(keys):
         return np.zeros((0, index.ndim), dtype=np.float32)
     got = index.get(np.asarray(keys, dtype=np.uint64))
-    return np.vstack(got).astype(np.float32, copy=False) if isinstance(got, tuple) else \
-        np.asarray(got, dtype=np.float32).reshape(len(keys), -1)
+    if isinstance(got, tuple):
+        if any(v is None for v in got):
+            return None
+        return np.vstack(got).astype(np.float32, copy=False)
+    return None if got is None else np.asarray(got, dtype=np.float32).reshape(len(keys), -1)
 
 
 def remove(index, keys) -> None:

@@ -463,8 +463,8 @@ def _exact(tx, filters: Filters, model, dim, q, n, *, store=None, cache=None) ->
 
             index = hnsw.open_view(index_path(store), fingerprint_of(rec), cache)
             if index is not None:
-                mat = hnsw.vectors(index, keys)
-                if not hnsw.lossless(index):
+                mat = hnsw.vectors(index, keys)  # None when the file lacks one: DuckDB hands them all
+                if mat is not None and not hnsw.lossless(index):
                     ids, keys = _shortlist(ids, keys, mat, q, n)
                     mat = tx.vectors_at_keys(keys, model, dim)  # None when one is gone: every candidate's
     if mat is None:

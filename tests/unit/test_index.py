@@ -414,3 +414,18 @@ def test_similarities_are_the_same_for_a_row_whatever_rows_come_with_it():
     whole = vi._similarities(x, q)
     for lo, hi in ((0, 1), (5, 6), (3, 10), (30, 37), (0, 37)):
         assert vi._similarities(x[lo:hi], q).tobytes() == whole[lo:hi].tobytes()
+
+
+def test_vectors_of_keys_the_index_file_lacks_are_none_not_a_crash():
+    import numpy as np
+    from usearch.index import Index
+
+    from cortexctl.index import hnsw
+
+    for dtype in ("f16", "f32"):
+        index = Index(ndim=4, metric="cos", dtype=dtype)
+        index.add(np.array([1, 2, 3], dtype=np.uint64), np.eye(3, 4, dtype=np.float32))
+        assert hnsw.vectors(index, [1, 5, 3]) is None
+        assert hnsw.vectors(index, [9]) is None
+        got = hnsw.vectors(index, [3, 1])
+        assert got.dtype == np.float32 and got.shape == (2, 4) and got[0, 2] == 1.0 and got[1, 0] == 1.0
