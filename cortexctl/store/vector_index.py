@@ -511,6 +511,9 @@ def _shortlist(ids: list[str], keys, rounded, q, n: int):
     return [ids[i] for i in keep.tolist()], keys[keep]
 
 
+WHOLE_TRIES = 5  # files a verify reads whole while folds keep replacing the one it reads
+
+
 def verify_index(tx, store, model: str) -> list[str]:
     """Problems with the index file for verify (whole-file CRC included); [] when sound or absent."""
     from cortexctl.index import hnsw
@@ -520,14 +523,17 @@ def verify_index(tx, store, model: str) -> list[str]:
         return []
     if rec.model != model:
         return []  # built by another model: reindex rebuilds it, nothing is wrong
-    problems = []
     count, max_key, dim = tx.vector_stats(model)
-    _, why = index_state(tx, store, model, dim)
-    if why != "ok":
-        problems.append(f"index file {INDEX_NAME}: {why} (cortexctl reindex rebuilds it)")
-    elif not hnsw.whole_ok(index_path(store), fingerprint_of(rec)):
-        problems.append(f"index file {INDEX_NAME}: its checksum does not match (damaged; cortexctl reindex rebuilds it)")
-    return problems
+    for _ in range(WHOLE_TRIES):
+        rec, why = index_state(tx, store, model, dim)
+        if why != "ok":
+            return [f"index file {INDEX_NAME}: {why} (cortexctl reindex rebuilds it)"]
+        if hnsw.whole_ok(index_path(store), fingerprint_of(rec)):
+            return []
+        if read_record(store) == rec and not _just_installed(index_path(store)):
+            break  # the file its record describes is not whole
+        # a fold put a new file (and its record) in place while the file was read: check that one
+    return [f"index file {INDEX_NAME}: its checksum does not match (damaged; cortexctl reindex rebuilds it)"]
 
 
 def health(store: DuckStorage, model: str | None) -> dict:

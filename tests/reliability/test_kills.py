@@ -64,7 +64,7 @@ class Rig:
 
     def ok(self, *args) -> subprocess.CompletedProcess:
         r = self.run(*args)
-        assert r.returncode == 0, (args, r.returncode, r.stderr.decode()[-2000:])
+        assert r.returncode == 0, (args, r.returncode, r.stderr.decode()[-2000:], r.stdout.decode()[-3000:])
         return r
 
     def heads(self) -> int:

@@ -321,9 +321,9 @@ def test_a_file_saved_after_its_record_is_newer_not_damaged(tmp_path):
     assert hnsw.check(path, old) == hnsw.DAMAGED
 
 
-def _installed_without_record(cx, path):
-    """A new index file of the same vectors put in place as a writer does (``hnsw.install``), and the
-    record that describes it, not yet written."""
+def _next_index(cx, path):
+    """A new index file of the same vectors saved beside the store, as a fold saves one: (its path,
+    its fingerprint, the record that will describe it)."""
     model = cx.embedder.model
     with cx.store.reading() as tx:
         count, _max_key, dim = tx.vector_stats(model)
@@ -333,7 +333,13 @@ def _installed_without_record(cx, path):
     old = semantic.read_record(cx.store)
     tmp = path / "next.usearch"
     fp = hnsw.save_beside(index, tmp)
-    record = semantic.IndexRecord.of_file(model, old.max_key, index, fp)
+    return tmp, fp, semantic.IndexRecord.of_file(model, old.max_key, index, fp)
+
+
+def _installed_without_record(cx, path):
+    """A new index file of the same vectors put in place as a writer does (``hnsw.install``), and the
+    record that describes it, not yet written."""
+    tmp, fp, record = _next_index(cx, path)
     hnsw.install(tmp, path / semantic.INDEX_NAME, fp)
     return record
 
@@ -429,3 +435,32 @@ def test_vectors_of_keys_the_index_file_lacks_are_none_not_a_crash():
         assert hnsw.vectors(index, [9]) is None
         got = hnsw.vectors(index, [3, 1])
         assert got.dtype == np.float32 and got.shape == (2, 4) and got[0, 2] == 1.0 and got[1, 0] == 1.0
+
+
+def test_verify_meets_a_fold_that_puts_a_new_index_file_in_place_while_it_looks(big, monkeypatch):
+    """A background fold may install a new file and its record between verify's first reading of
+    the record and its whole-file check: verify checks the file the record it trusted describes,
+    not a record read before (exit 7 beside a background fold in the kill tests). The fold's step
+    lands inside verify's own read of the vector counts, however long anything took."""
+    from cortexctl.store.duck import DuckTx
+
+    cx = Cortex(store=big, actor="alice")
+    model = cx.embedder.model
+    tmp, fp, record = _next_index(cx, big)
+    assert record != semantic.read_record(cx.store)
+    real = DuckTx.vector_stats
+    steps = []
+
+    def a_fold_steps_in(self, model):
+        if not steps:  # the fold's step 3: the new file renamed into place, then its record
+            hnsw.install(tmp, big / semantic.INDEX_NAME, fp)
+            semantic._write_record(cx.store, record)
+            steps.append(True)
+        return real(self, model)
+
+    monkeypatch.setattr(DuckTx, "vector_stats", a_fold_steps_in)
+    with cx.store.reading() as tx:
+        assert semantic.verify_index(tx, cx.store, model) == []
+    assert steps and semantic.read_record(cx.store) == record
+    monkeypatch.undo()
+    assert_store_verifies(big)
