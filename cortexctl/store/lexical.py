@@ -69,17 +69,16 @@ def filtered_top(tx, docs, scores, filters: Filters, n: int, ids_of: dict[int, s
     Candidates are checked in growing slices of the ranking, so a broad filter
     costs one small lookup and a narrow one a few more. ``ids_of`` (doc ->
     memory ID) is filled as docs are looked up and kept across calls.
-    ``docs_passing`` (a view that can say for every doc at once whether its memory
-    passes: the search snapshot) makes the slices counted rather than walked, with
-    the same answer.
+    ``docs_passing`` (a view that can say for many docs at once whether their memory
+    passes: the search snapshot; None for filters it cannot answer) checks each slice
+    at once rather than memory by memory, with the same answer.
     """
     import numpy as np
 
-    ok = docs_passing(docs, filters) if docs_passing is not None else None
-    if ok is not None:
-        return _top_of_passing(tx, docs, scores, ok, n, ids_of)
     start, size = 0, max(4 * n, 64)
     order = _leading(docs, scores, size)
+    if docs_passing is not None and docs_passing(docs[:0], filters) is not None:
+        return _top_of_passing(tx, docs, scores, order, docs_passing, filters, n, ids_of)
     out: list[tuple[str, int, float]] = []
     while start < len(docs) and len(out) < n:
         if start + size > len(order) and len(order) < len(docs):
@@ -97,23 +96,24 @@ def filtered_top(tx, docs, scores, filters: Filters, n: int, ids_of: dict[int, s
     return out[:n]
 
 
-def _top_of_passing(tx, docs, scores, ok, n: int, ids_of: dict[int, str]) -> list[tuple[str, int, float]]:
-    """``filtered_top`` when ``ok`` says which docs pass: the slices it would walk (sizes
-    max(4n, 64), then four times the last) ended where they would end, at the first that brings
-    the passing docs to ``n`` or the ranking to its end, and only their passing docs looked up."""
+def _top_of_passing(tx, docs, scores, order, docs_passing, filters: Filters, n: int,
+                    ids_of: dict[int, str]) -> list[tuple[str, int, float]]:
+    """``filtered_top`` with the same slices of the ranking, each one's passing docs found at once
+    (``docs_passing`` over the slice) instead of memory by memory; only those are looked up."""
     import numpy as np
 
-    if not ok.any():
-        return []
-    order = np.lexsort((docs, -scores))
-    places = np.flatnonzero(ok[order])  # the passing docs' places in the ranking, in order
-    end, size = 0, max(4 * n, 64)
-    while True:
-        end += size
-        if int(np.searchsorted(places, end)) >= n or end >= len(docs):
-            break
+    start, size, count = 0, max(4 * n, 64), 0
+    picked = []
+    while start < len(docs) and count < n:
+        if start + size > len(order) and len(order) < len(docs):
+            order = np.lexsort((docs, -scores))  # past the leading ones: the whole ranking
+        sel = order[start : start + size]
+        keep = sel[docs_passing(docs[sel], filters)]
+        picked.append(keep)
+        count += len(keep)
+        start += size
         size *= 4
-    sel = order[places[places < end]]
+    sel = np.concatenate(picked) if picked else order[:0]
     need = [int(d) for d in docs[sel] if int(d) not in ids_of]
     if need:
         ids_of.update(tx.doc_ids(need))
