@@ -77,47 +77,23 @@ def filtered_top(tx, docs, scores, filters: Filters, n: int, ids_of: dict[int, s
 
     start, size = 0, max(4 * n, 64)
     order = _leading(docs, scores, size)
-    if docs_passing is not None and docs_passing(docs[:0], filters) is not None:
-        return _top_of_passing(tx, docs, scores, order, docs_passing, filters, n, ids_of)
+    at_once = docs_passing is not None and docs_passing(docs[:0], filters) is not None
     out: list[tuple[str, int, float]] = []
     while start < len(docs) and len(out) < n:
         if start + size > len(order) and len(order) < len(docs):
             order = np.lexsort((docs, -scores))  # past the leading ones: the whole ranking
         sel = order[start : start + size]
+        if at_once:  # the slice's passing docs, found together: only they are looked up
+            sel = sel[docs_passing(docs[sel], filters)]
         need = [int(d) for d in docs[sel] if int(d) not in ids_of]
         if need:
             ids_of.update(tx.doc_ids(need))
         sel_ids = [ids_of.get(int(d)) for d in docs[sel]]
-        ok = tx.passing([i for i in sel_ids if i is not None], filters)
-        out.extend((i, int(d), float(s)) for i, d, s in zip(sel_ids, docs[sel], scores[sel]) if i in ok)
+        ok = None if at_once else tx.passing([i for i in sel_ids if i is not None], filters)
+        out.extend((i, int(d), float(s)) for i, d, s in zip(sel_ids, docs[sel], scores[sel])
+                   if i is not None and (at_once or i in ok))
         start += size
         size *= 4
-    out.sort(key=lambda x: (-x[2], x[0]))
-    return out[:n]
-
-
-def _top_of_passing(tx, docs, scores, order, docs_passing, filters: Filters, n: int,
-                    ids_of: dict[int, str]) -> list[tuple[str, int, float]]:
-    """``filtered_top`` with the same slices of the ranking, each one's passing docs found at once
-    (``docs_passing`` over the slice) instead of memory by memory; only those are looked up."""
-    import numpy as np
-
-    start, size, count = 0, max(4 * n, 64), 0
-    picked = []
-    while start < len(docs) and count < n:
-        if start + size > len(order) and len(order) < len(docs):
-            order = np.lexsort((docs, -scores))  # past the leading ones: the whole ranking
-        sel = order[start : start + size]
-        keep = sel[docs_passing(docs[sel], filters)]
-        picked.append(keep)
-        count += len(keep)
-        start += size
-        size *= 4
-    sel = np.concatenate(picked) if picked else order[:0]
-    need = [int(d) for d in docs[sel] if int(d) not in ids_of]
-    if need:
-        ids_of.update(tx.doc_ids(need))
-    out = [(ids_of[d], d, float(s)) for d, s in zip(docs[sel].tolist(), scores[sel].tolist()) if d in ids_of]
     out.sort(key=lambda x: (-x[2], x[0]))
     return out[:n]
 
