@@ -196,10 +196,9 @@ def run(store, model: str | None) -> dict:
         with store.exclusive(), scratch.private():
             taken = _take(store, model)
             if taken.get("rebuild"):
-                # no trusted index file: built whole under the lock, as reindex does
-                done = {"index": vi.update(store, model).get("action"), "snapshot": "built"}
-                completed(store.path)
-                return done
+                # no trusted index file: built whole under the lock, as reindex does (which also
+                # removes a failed fold's log once both caches are current)
+                return {"index": store.update_index(model).get("action"), "snapshot": "built"}
             work = scratch.make(scratch.areas(store), "fold")
         with scratch.private():
             built = _build(store, taken, work)
