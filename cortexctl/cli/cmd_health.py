@@ -80,8 +80,10 @@ missing, unreadable, damaged or from a newer cortexctl; degraded when the
 embedding endpoint does not answer a 2-second probe, memories wait for their
 embedding, the index file is out of step, the last background fold of the
 index file and search snapshot failed (its error is kept in cortex.fold.log
-until a fold or reindex completes), a remote chat endpoint has no key, or
-no bundle is newer than config backup.window_days (when set); else healthy.
+until a fold or reindex completes), a remote chat endpoint has no key,
+no bundle is newer than config backup.window_days (when set), or on
+PostgreSQL the database does not hold finds to their actor (this user is not
+a member of the role cortexctl_viewer: store.isolation is engine); else healthy.
 It reads the database through once (every block, so that DuckDB checks its
 checksums: about 1.4 s at 100,000 memories), checks the index file against its
 record (and names its graph's connectivity, saying when reindex --rebuild would

@@ -171,24 +171,26 @@ class Context:
             yield None
 
     @contextmanager
-    def searching(self) -> Iterator[Tx]:
+    def searching(self, *, held: bool = False) -> Iterator[Tx]:
         """A read-only view for find, which the search snapshot may answer (``Storage.searching``);
-        NotFound ("no store at ...") when there is no store."""
+        NotFound ("no store at ...") when there is no store. ``held``: the backend holds it to what
+        the actor may see now (``Storage.reading``'s ``as_actor``)."""
         try:
-            with self.storage.searching() as tx, self._seeing(tx):
+            with self.storage.searching(as_actor=self.actor if held else None) as tx, self._seeing(tx):
                 yield tx
         except NoStore:
             raise self.no_store() from None
 
     @contextmanager
-    def reading(self) -> Iterator[Tx]:
-        """A read-only view; NotFound ("no store at ...") when there is no store."""
+    def reading(self, *, held: bool = False) -> Iterator[Tx]:
+        """A read-only view; NotFound ("no store at ...") when there is no store. ``held``: as for
+        ``searching`` (not inside a ``group``, whose transaction writes)."""
         if self._group is not None:
             with self._seeing(self._group) as tx:
                 yield tx
             return
         try:
-            with self.storage.reading() as tx, self._seeing(tx):
+            with self.storage.reading(as_actor=self.actor if held else None) as tx, self._seeing(tx):
                 yield tx
         except NoStore:
             raise self.no_store() from None

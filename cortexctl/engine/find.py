@@ -162,7 +162,9 @@ def _search(ctx: Context, query: FindQuery, filters: Filters, qvec, warnings: li
 def _search_in(view, ctx: Context, query: FindQuery, filters: Filters, qvec, warnings: list[str], stood: list, *,
                exact: bool = False) -> list[FindHit]:
     n = max(query.k * 3, MIN_CANDIDATES)
-    with view() as tx:
+    # held to what the actor may see now by the database, where the backend can (the past's
+    # visibility is the journal's, which the engine's rule alone reads)
+    with view(held=query.as_of is None) as tx:
         past = None
         if query.as_of is None:
             filters = replace(filters, scopes=ctx.viewer.scopes)  # the live grants the actor holds, now

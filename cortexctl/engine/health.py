@@ -186,7 +186,8 @@ def _store(ctx, doc: dict, f: _Findings, embedder) -> None:
                          memories=sum(counts["by_type"].values()),
                          by_type={TYPE_NAMES.get(code, str(code)): n for code, n in sorted(counts["by_type"].items())},
                          tombstoned=counts["tombstoned"], versions=counts["versions"],
-                         journal_entries=tx.journal_bounds()[0], pending_embeddings=None)
+                         journal_entries=tx.journal_bounds()[0], pending_embeddings=None,
+                         isolation=counts.get("isolation", "engine"))
             if model is not None:
                 block["pending_embeddings"] = tx.count_pending(model)
         if model is not None:
@@ -202,6 +203,10 @@ def _store(ctx, doc: dict, f: _Findings, embedder) -> None:
         f.add(UNHEALTHY, f"the store cannot be read: {str(exc).splitlines()[0][:200]}")
         return
     doc["snapshot"] = storage.cache_health()
+    if doc["topology"] and doc["topology"]["mode"] == "external" and block["isolation"] != "database":
+        f.add(DEGRADED, "finds are held to their actor by cortexctl alone, not by the database: this user may not "
+                        "make or take on the role cortexctl_viewer (a write by a user with CREATEROLE makes it; "
+                        "or GRANT cortexctl_viewer TO this user)")
     if block.get("pending_embeddings"):
         f.add(DEGRADED, f"{block['pending_embeddings']} memories wait for their embedding (cortexctl reindex)")
     if doc["index"]["consistent"] is False:

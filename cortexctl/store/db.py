@@ -349,8 +349,9 @@ class DuckStorage:
 
     # -- the Storage protocol -----------------------------------------------------------
     @contextmanager
-    def reading(self) -> Iterator[DuckTx]:
-        """A read-only ``DuckTx``. Raises ``NoStore`` when there is no store yet."""
+    def reading(self, *, as_actor: str | None = None) -> Iterator[DuckTx]:
+        """A read-only ``DuckTx``. Raises ``NoStore`` when there is no store yet. ``as_actor``: no
+        holding here (whoever opens the file reads all of it; the engine's rule decides)."""
         from cortexctl.store.duck import DuckTx
 
         with self.read() as con:
@@ -424,7 +425,7 @@ class DuckStorage:
 
     # -- the search snapshot (store/snapshot/) ---------------------------------------------
     @contextmanager
-    def searching(self) -> Iterator[object]:
+    def searching(self, *, as_actor: str | None = None) -> Iterator[object]:
         """A read-only view for find, answered from the search snapshot when it is current."""
         from cortexctl.store import snapshot
 

@@ -465,7 +465,9 @@ class Integrity(Protocol):
         longer matches its checksum, say), each a sentence naming how to repair it; [] when sound."""
 
     def health_counts(self) -> dict:
-        """{"by_type": {type code: memories}, "tombstoned": n, "versions": n, "schema_version": n}. A
+        """{"by_type": {type code: memories}, "tombstoned": n, "versions": n, "schema_version": n,
+        "isolation": "database" when the backend holds a find to its actor itself (``reading``'s
+        ``as_actor``), else "engine"}. A
         backend whose tables are files of its own (DuckDB) reads every block of them here, so that a
         damaged file raises ``IntegrityError`` naming it rather than passing for healthy."""
 
@@ -552,8 +554,11 @@ class Storage(Protocol):
     def size_bytes(self) -> int:
         """How many bytes the store takes (0 when that cannot be told)."""
 
-    def reading(self) -> ContextManager[Tx]:
-        """A read-only view; NoStore when there is no store yet."""
+    def reading(self, *, as_actor: str | None = None) -> ContextManager[Tx]:
+        """A read-only view; NoStore when there is no store yet. ``as_actor``: the view answers that
+        actor, and a backend that can holds it, in the database, to what the actor may see (never
+        more than ``rules.visibility`` allows, with any grant the actor was ever given: PostgreSQL's
+        row security, ``pg/isolation.py``); the engine's own rule still applies on top."""
 
     def worker_address(self, tx: Tx) -> str:
         """What ``open_storage`` takes, in a worker process, for a reading view that sees exactly
@@ -565,7 +570,7 @@ class Storage(Protocol):
         transactions of a bulk load; the backend may leave its housekeeping (merging what
         earlier writes left) to the load's last, non-bulk one."""
 
-    def searching(self) -> ContextManager[Tx]:
+    def searching(self, *, as_actor: str | None = None) -> ContextManager[Tx]:
         """A read-only view for find: like ``reading``, but it may be answered from a cache of
         the backend's that is current. Its methods may raise ``CacheUnusable``: the caller
         then starts over with ``reading``."""

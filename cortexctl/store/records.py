@@ -378,7 +378,9 @@ def health_counts(con) -> dict:
     tombstoned = con.execute("SELECT count(*) FROM heads WHERE tombstoned_at IS NOT NULL").fetchone()[0]
     versions = con.execute("SELECT count(*) FROM versions").fetchone()[0]
     schema = con.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()[0]
-    return {"by_type": by_type, "tombstoned": int(tombstoned), "versions": int(versions), "schema_version": int(schema)}
+    # whoever opens the file reads all of it: the engine's rule is the only one
+    return {"by_type": by_type, "tombstoned": int(tombstoned), "versions": int(versions), "schema_version": int(schema),
+            "isolation": "engine"}
 
 
 def ref_counts(con, parts: Sequence[str]) -> dict[str, int]:

@@ -100,7 +100,8 @@ class PgStorage:
         self._ready = weakref.WeakSet()  # connections whose pgvector types are registered
         self._lock_key = zlib.crc32(self.schema.encode()) - 2**31  # a signed 32-bit key
         self._current = False  # this storage has seen the store at the newest schema (``_lock_current``)
-        self._copy_types: dict = {}  # (table, columns) -> their types, for binary COPY (``PgTx._copy_types``)
+        self._copy_types: dict = {}  # (table, columns) -> their types, for binary COPY; table -> row security on
+        # (``PgTx._copy_types``, ``PgTx._row_secured``)
         # resident: what reading transactions worked out, for one state of the store (``PgTx._kept``)
         self._kept: tuple[tuple[int, int], dict] | None = None
         self._seen_current = False  # a reading transaction found the store at the newest schema
@@ -242,9 +243,10 @@ class PgStorage:
 
     # -- transactions ----------------------------------------------------------------------
     @contextmanager
-    def reading(self) -> Iterator[object]:
-        """A REPEATABLE READ, READ ONLY ``PgTx``; ``NoStore`` when the schema holds no store."""
-        from cortexctl.store.pg import schema
+    def reading(self, *, as_actor: str | None = None) -> Iterator[object]:
+        """A REPEATABLE READ, READ ONLY ``PgTx``; ``NoStore`` when the schema holds no store.
+        ``as_actor``: the database holds the view to what that actor may see (``pg/isolation.py``)."""
+        from cortexctl.store.pg import isolation, schema
         from cortexctl.store.pg.tx import PgTx
 
         with self._connection() as con:
@@ -265,6 +267,8 @@ class PgStorage:
                         _mode(con, read_only=True)
                 self._seen_current = True
             try:
+                if as_actor is not None:
+                    isolation.hold(con, as_actor)
                 yield PgTx(con, self, reading=True)
             except BaseException as exc:
                 _rollback(con)
@@ -394,13 +398,18 @@ class PgStorage:
                 self._use_vector(con, cur, row[0])
             elif not current:
                 self._create_extension(con, cur)
+        from cortexctl.store.pg import isolation
+
         if current:
+            if not isolation.installed(con):  # a store made before its finds were held to their actor
+                isolation.install(con, self.schema)
             return
         cur.execute(f"CREATE SCHEMA IF NOT EXISTS {quote_ident(self.schema)}")
         schema.migrate(cur, have)
         from cortexctl.store.pg.vectors import _count_rows
 
         _count_rows(con, self.address)  # rows counted and changes numbered from the start (vectors.ROW_COUNTS)
+        isolation.install(con, self.schema)  # finds held to their actor by the database (pg/isolation.py)
 
     def _exists_in(self, cur) -> bool:
         cur.execute("SELECT to_regclass(%s) IS NOT NULL", [f"{quote_ident(self.schema)}.meta"])

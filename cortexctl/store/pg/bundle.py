@@ -319,6 +319,7 @@ def restore(store, members: dict[str, Any], schema_version: int, check) -> None:
     from cortexctl.store import bundle as sb
     from cortexctl.store import migrations
 
+    from cortexctl.store.pg import isolation
     from cortexctl.store.pg import schema as pg_schema
     from cortexctl.store.pg.vectors import _count_rows
 
@@ -354,6 +355,7 @@ def restore(store, members: dict[str, Any], schema_version: int, check) -> None:
                 for table in _fill(con, db_path):
                     cur.execute(f"ANALYZE {_quote(table)}")  # the planner's statistics, as for a store grown by writes
                 _count_rows(con, store.address)  # as a new store's: its rows counted, its changes numbered
+                isolation.install(con, staging)  # and its finds held to their actor
             _search_path(cur, store.schema, store._vector_schema)
         staged = _staged_storage(store, staging)
         for model in _models(db_path):

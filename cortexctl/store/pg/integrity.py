@@ -180,8 +180,10 @@ class IntegrityReads:
         versions = self._con.execute("SELECT count(*) FROM versions").fetchone()[0]
         with self._con.cursor() as cur:
             version = schema.version(cur)
+        from cortexctl.store.pg import isolation
+
         return {"by_type": by_type, "tombstoned": int(tombstoned), "versions": int(versions),
-                "schema_version": int(version)}
+                "schema_version": int(version), "isolation": isolation.state(self._con)}
 
 
 def _bytes_at(row: tuple, at: tuple[int, ...]) -> tuple:

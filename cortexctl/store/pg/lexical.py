@@ -215,7 +215,9 @@ class LexicalReads:
         if kept is not None and who in kept.get("hidden", {}):
             return kept["hidden"][who]
         seen, params = to_sql(rules.visibility(who), "h", "postgres")  # tx.py's visible_sql
-        got = packed_columns(self._con, f"FROM lex_docs d JOIN heads h ON h.id = d.id WHERE NOT ({seen})", params,
+        # a doc whose head a held view does not see at all (pg/isolation.py) is hidden as well
+        got = packed_columns(self._con, f"FROM lex_docs d LEFT JOIN heads h ON h.id = d.id"
+                                        f" WHERE h.id IS NULL OR NOT ({seen})", params,
                              [("d.doc", "doc", "i8")])
         hidden = got["doc"].astype(np.uint64)
         if kept is not None:

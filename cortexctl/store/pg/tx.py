@@ -111,7 +111,7 @@ class PgTx(VectorReads, LexicalReads, IntegrityReads, BundleReads):
             return
         cols = ", ".join(columns)
         try:  # no savepoint: a failed insert fails the transaction, which the storage rolls back
-            if len(rows) <= 8:
+            if len(rows) <= 8 or self._row_secured(table):  # PostgreSQL has no COPY FROM under row security
                 marks = ", ".join(["%s"] * len(columns))
                 with self._con.cursor() as cur:
                     cur.executemany(f"INSERT INTO {table} ({cols}) VALUES ({marks})", [list(r) for r in rows])
@@ -124,6 +124,14 @@ class PgTx(VectorReads, LexicalReads, IntegrityReads, BundleReads):
         except psycopg.errors.UniqueViolation as exc:
             raise IntegrityError(f"{table}: a row with the same key already exists"
                                  f" ({str(exc).splitlines()[0]})") from None
+
+    def _row_secured(self, table: str) -> bool:
+        """Row security applies to this user on ``table`` (a role not its owner, ``pg/isolation.py``):
+        asked once per table and storage."""
+        got = self.store._copy_types.get(table)
+        if got is None:
+            got = self.store._copy_types[table] = bool(self._rows("SELECT row_security_active(%s::regclass)", [table])[0][0])
+        return got
 
     def _copy_types(self, table: str, columns: Sequence[str]) -> list[str]:
         """The PostgreSQL types of ``columns`` of ``table``, for a binary COPY: read from the catalogue
@@ -338,8 +346,9 @@ class PgTx(VectorReads, LexicalReads, IntegrityReads, BundleReads):
 
     # -- Listing ---------------------------------------------------------------------------------
     def count_heads(self, filters: Filters | None = None) -> int:
-        if filters is None:
-            return int(self._rows("SELECT count(*) FROM heads")[0][0])
+        if filters is None:  # the count the database keeps (vectors.ROW_COUNTS): every head, held view or not
+            return int(self._rows("SELECT coalesce((SELECT value::bigint FROM meta WHERE key = 'rows:heads'),"
+                                  " (SELECT count(*) FROM heads))")[0][0])
         where, params = self._filter(filters)
         return int(self._rows(f"SELECT count(*) FROM heads h WHERE {where}", params)[0][0])
 

@@ -1,0 +1,112 @@
+"""Actor isolation held by PostgreSQL itself: a find's transaction sees only what its actor may see.
+
+A finding transaction (``PgStorage.reading(as_actor=...)``) runs as the role ``cortexctl_viewer``
+(``SET LOCAL ROLE``) with the acting actor declared in the setting ``cortexctl.viewer``. Row-level
+security policies, restrictive and for that role alone, hold it to:
+
+- ``heads``: the actor's own memories, public ones, and the scoped memories of an actor who has
+  granted it a scope (any grant, live or not: the engine's rule, ``rules.visibility``, is the exact
+  one and always narrower; this is the floor no query can go under);
+- ``versions``, ``frames``, ``journal``: rows of a memory whose head it sees (a journal entry
+  without a memory, or the actor's own, too).
+
+So a query that forgot the visibility rule still cannot hand one actor another's private memory:
+the database leaves the row out. Every other role (the store's owner, a role granted the tables'
+rights) meets a permissive policy that lets every row through: writers, ``verify``, ``backup`` and
+``restore`` see the whole store as before, at no cost (the owner is not subject to row security at
+all). Term postings and vectors hold no text and stay unrestricted (so pgvector's HNSW index and the
+postings' covering index keep serving find).
+
+Made by the store's first write in a process (``PgStorage._make_current``), by a migration and by
+a restore; recorded in ``meta`` 'isolation' (its version). The role is the server's (one for every
+store on it): a user with CREATEROLE makes it and grants it to itself (PostgreSQL 16 and later, WITH
+INHERIT FALSE, so that only a transaction that takes it on is held); otherwise the administrator
+makes it and grants it (README, "Sharing one memory across machines"). A user who is not a member
+reads with the engine's rule alone, and ``healthcheck`` says so (degraded).
+"""
+
+from __future__ import annotations
+
+ROLE = "cortexctl_viewer"
+SETTING = "cortexctl.viewer"
+VERSION = "1"
+VIEWER = f"current_setting('{SETTING}', true)"
+
+# the restrictive policies of the viewer role, by table
+SEEN = {
+    "heads": (f"visibility = 'public' OR actor = {VIEWER} OR (visibility = 'scoped' AND EXISTS"
+              f" (SELECT 1 FROM grants g WHERE g.subagent = {VIEWER} AND g.granter = heads.actor))"),
+    "versions": "EXISTS (SELECT 1 FROM heads h WHERE h.id = versions.id)",
+    "frames": "EXISTS (SELECT 1 FROM heads h WHERE h.id = frames.id)",
+    "journal": f"ref IS NULL OR actor = {VIEWER} OR EXISTS (SELECT 1 FROM heads h WHERE h.id = journal.ref)",
+}
+
+
+def install(con, schema: str) -> bool:
+    """Make the viewer role (when missing), grant it reading of ``schema``'s tables and put the
+    policies on them, in a savepoint of the caller's transaction (which holds the writer lock; the
+    search path names ``schema``). False, with nothing changed, when this user may not."""
+    import psycopg
+
+    from cortexctl.store.pg import quote_ident
+
+    try:
+        with con.transaction():
+            con.execute(f"""DO $do$ BEGIN
+                IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = '{ROLE}') THEN
+                    CREATE ROLE {ROLE} NOLOGIN;
+                END IF;
+            EXCEPTION WHEN duplicate_object OR unique_violation THEN NULL;  -- made meanwhile by another store
+            END $do$""")
+            member = con.execute("SELECT pg_has_role(current_user, %s, 'MEMBER')", [ROLE]).fetchone()[0]
+            if not member and con.info.server_version >= 160000:
+                # to take it on, not to be held by it (before 16 a member is held by the role's policies
+                # in every query: there the administrator grants it to a role made NOINHERIT)
+                con.execute(f"GRANT {ROLE} TO CURRENT_USER WITH INHERIT FALSE")
+            con.execute(f"GRANT USAGE ON SCHEMA {quote_ident(schema)} TO {ROLE}")
+            con.execute(f"GRANT SELECT ON ALL TABLES IN SCHEMA {quote_ident(schema)} TO {ROLE}")
+            row = con.execute("SELECT n.nspname FROM pg_extension e JOIN pg_namespace n ON n.oid = e.extnamespace"
+                              " WHERE e.extname = 'vector'").fetchone()
+            if row is not None and row[0] != schema:  # pgvector's schema: readable by every role, as a rule
+                try:
+                    with con.transaction():
+                        con.execute(f"GRANT USAGE ON SCHEMA {quote_ident(row[0])} TO {ROLE}")
+                except psycopg.errors.InsufficientPrivilege:
+                    pass
+            for table, seen in SEEN.items():
+                con.execute(f"ALTER TABLE {table} ENABLE ROW LEVEL SECURITY")
+                con.execute(f"DROP POLICY IF EXISTS {table}_any ON {table}")
+                con.execute(f"DROP POLICY IF EXISTS {table}_seen ON {table}")
+                con.execute(f"CREATE POLICY {table}_any ON {table} USING (true) WITH CHECK (true)")
+                con.execute(f"CREATE POLICY {table}_seen ON {table} AS RESTRICTIVE FOR SELECT TO {ROLE} USING ({seen})")
+            con.execute("INSERT INTO meta VALUES ('isolation', %s) ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+                        [VERSION])
+        return True
+    except (psycopg.errors.InsufficientPrivilege, psycopg.errors.ReadOnlySqlTransaction):
+        return False
+
+
+def installed(con) -> bool:
+    """The store's policies are this cortexctl's."""
+    row = con.execute("SELECT value FROM meta WHERE key = 'isolation'").fetchone()
+    return row is not None and row[0] == VERSION
+
+
+HOLDABLE = ("EXISTS (SELECT 1 FROM meta, pg_roles r WHERE key = 'isolation' AND value = %s AND r.rolname = %s"
+            " AND pg_has_role(current_user, r.oid, 'MEMBER'))")
+
+
+def state(con) -> str:
+    """"database" when this user's finds are held to their actor by the database, else "engine"."""
+    return "database" if con.execute(f"SELECT {HOLDABLE}", [VERSION, ROLE]).fetchone()[0] else "engine"
+
+
+def hold(con, actor: str) -> bool:
+    """Hold the open transaction to what ``actor`` sees (the viewer role, the actor declared); False,
+    with nothing changed, when the store has no policies or this user may not take the role on."""
+    row = con.execute(f"SELECT set_config('role', %s, true), set_config(%s, %s, true) WHERE {HOLDABLE}",
+                      [ROLE, SETTING, actor, VERSION, ROLE]).fetchone()
+    return row is not None
+
+
+__all__ = ["ROLE", "SETTING", "SEEN", "install", "installed", "state", "hold"]
