@@ -81,5 +81,6 @@ def test_the_readme_takes_a_team_from_an_empty_postgresql_to_two_machines_sharin
     one = shell(ours(first), dict(base))
     assert f"postgres at {server['host']}:{server['port']}, database {db}" in one.stdout, one.stdout
     assert "change-me" not in one.stdout + one.stderr
+    assert "isolation: database" in one.stdout, one.stdout  # the setup's role holds the agent's finds
     two = shell(ours(second), dict(base))
     assert "db-stg-2" in two.stdout, two.stdout

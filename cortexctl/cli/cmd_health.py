@@ -41,6 +41,9 @@ def _render(out, doc: dict) -> None:
     t = doc["topology"]
     if t and t["mode"] == "external":
         out.line(f"store: {t['backend']} at {t['host'] or 'the local socket'}:{t['port']}, database {t['database']}")
+        if s and s.get("isolation"):
+            out.line("isolation: " + ("database (each find held to its actor by row-level security)"
+                                      if s["isolation"] == "database" else "engine (cortexctl's rule alone)"))
     if t:
         out.line(f"store chosen by: {t['resolved_via']}")
     i = doc["index"]
