@@ -177,3 +177,15 @@ def _database(uri: str) -> str:
     from urllib.parse import urlsplit
 
     return urlsplit(uri).path.lstrip("/") or "postgres"
+
+
+def test_a_granter_whose_name_needs_quoting_is_still_recognised(tmp_path):
+    """The granters reach the policy as an array literal: names with commas, quotes, braces and
+    backslashes come back whole (no grant then leaks to a name that merely looks alike)."""
+    storage = _open("postgres", tmp_path)
+    odd = 'we"ird, {actor}\\ x'
+    put(storage, memory(1, actor=odd, visibility="scoped"), memory(2, actor="we", visibility="scoped"))
+    with storage.transaction() as tx:
+        tx.insert_grant(grant(1, odd, "bob"))
+    assert _seen(storage, "bob")["heads"] == {ident(1)}
+    assert _seen(storage, odd)["heads"] == {ident(1)}
