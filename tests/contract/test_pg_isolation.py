@@ -189,3 +189,19 @@ def test_a_granter_whose_name_needs_quoting_is_still_recognised(tmp_path):
         tx.insert_grant(grant(1, odd, "bob"))
     assert _seen(storage, "bob")["heads"] == {ident(1)}
     assert _seen(storage, odd)["heads"] == {ident(1)}
+
+
+def test_policies_from_a_newer_cortexctl_are_left_alone_and_this_one_reads_unheld(store, tmp_path):
+    """A newer cortexctl's policies may ask for settings this one does not make: this one neither puts
+    its own back over them nor takes the role on (the engine's rule alone holds its finds)."""
+    from cortexctl.store.pg import isolation
+
+    newer = str(isolation.VERSION + 1)
+    tamper.rows(store.address, "UPDATE meta SET value = %s WHERE key = 'isolation'", [newer])
+    tamper.rows(store.address, "DROP POLICY heads_seen ON heads")  # what "newer" would have changed
+    later = _open("postgres", tmp_path)
+    put(later, memory(7, actor="bob"))
+    assert tamper.rows(store.address, "SELECT value FROM meta WHERE key = 'isolation'") == [(newer,)]
+    assert _seen(later, "bob")["heads"] == set(ALL) | {ident(7)}
+    with later.reading() as tx:
+        assert tx.health_counts()["isolation"] == "engine"

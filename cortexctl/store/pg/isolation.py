@@ -36,7 +36,7 @@ from __future__ import annotations
 ROLE = "cortexctl_viewer"
 SETTING = "cortexctl.viewer"
 GRANTERS = "cortexctl.granters"  # the actors who ever granted the viewer a scope, as a text[] literal
-VERSION = "2"
+VERSION = 1  # raised with any change to the policies: stores made before get them from their next write
 VIEWER = f"current_setting('{SETTING}', true)"
 
 # the restrictive policies of the viewer role, by table (the granters are looked up once, by ``hold``,
@@ -88,25 +88,27 @@ def install(con, schema: str) -> bool:
                 con.execute(f"CREATE POLICY {table}_any ON {table} USING (true) WITH CHECK (true)")
                 con.execute(f"CREATE POLICY {table}_seen ON {table} AS RESTRICTIVE FOR SELECT TO {ROLE} USING ({seen})")
             con.execute("INSERT INTO meta VALUES ('isolation', %s) ON CONFLICT (key) DO UPDATE SET value = excluded.value",
-                        [VERSION])
+                        [str(VERSION)])
         return True
     except (psycopg.errors.InsufficientPrivilege, psycopg.errors.ReadOnlySqlTransaction):
         return False
 
 
 def installed(con) -> bool:
-    """The store's policies are this cortexctl's."""
+    """The store has this cortexctl's policies, or a newer one's (never put back to older ones)."""
     row = con.execute("SELECT value FROM meta WHERE key = 'isolation'").fetchone()
-    return row is not None and row[0] == VERSION
+    return row is not None and str(row[0]).isdigit() and int(row[0]) >= VERSION
 
 
+# the store has exactly this cortexctl's policies (a newer cortexctl's may ask for settings this one
+# does not make: its views go unheld, the engine's rule alone) and this user may take the role on
 HOLDABLE = ("EXISTS (SELECT 1 FROM meta, pg_roles r WHERE key = 'isolation' AND value = %s AND r.rolname = %s"
             " AND pg_has_role(current_user, r.oid, 'MEMBER'))")
 
 
 def state(con) -> str:
     """"database" when this user's finds are held to their actor by the database, else "engine"."""
-    return "database" if con.execute(f"SELECT {HOLDABLE}", [VERSION, ROLE]).fetchone()[0] else "engine"
+    return "database" if con.execute(f"SELECT {HOLDABLE}", [str(VERSION), ROLE]).fetchone()[0] else "engine"
 
 
 def hold(con, actor: str) -> bool:
@@ -114,7 +116,7 @@ def hold(con, actor: str) -> bool:
     with nothing changed, when the store has no policies or this user may not take the role on."""
     row = con.execute(f"SELECT set_config(%s, (SELECT coalesce(array_agg(DISTINCT granter), '{{}}')::text FROM grants"
                       f" WHERE subagent = %s), true), set_config(%s, %s, true), set_config('role', %s, true)"
-                      f" WHERE {HOLDABLE}", [GRANTERS, actor, SETTING, actor, ROLE, VERSION, ROLE]).fetchone()
+                      f" WHERE {HOLDABLE}", [GRANTERS, actor, SETTING, actor, ROLE, str(VERSION), ROLE]).fetchone()
     return row is not None
 
 
