@@ -69,15 +69,24 @@ def test_an_actor_nobody_granted_anything_sees_only_public_memories_and_its_own(
 
 def test_the_engines_answers_are_the_same_held_or_not(store):
     """The floor is never above the engine's own rule: what the engine lets an actor see, the
-    database does too."""
+    database does too, and the lexical lane's statistics (which leave out the docs a viewer may not
+    see) come out the same."""
+    from cortexctl.memory.terms import term_id, terms, text_terms
     from cortexctl.store.interface import Filters, Viewer
 
+    with store.transaction() as tx:
+        tx.add_terms([(i, text_terms(f"walrus plan number {n} of the fleet")) for n, i in enumerate(ALL)])
+    asked = {term_id(t): 1.0 for t in terms("walrus fleet plan")}
     for who in (Viewer("bob", (("carol", (), ("elsewhere",)),)), Viewer("alice"), Viewer("bob")):
         f = Filters(actor=who.actor, include_tombstoned=True, scopes=who.scopes)
         with store.reading(as_actor=who.actor) as held, store.reading() as whole:
             assert held.heads_by_ids(ALL, who) == whole.heads_by_ids(ALL, who)
             assert held.count_heads(f) == whole.count_heads(f)
             assert held.passing(ALL, f) == whole.passing(ALL, f)
+            assert sorted(held.hidden_docs(who)) == sorted(whole.hidden_docs(who))
+            assert held.search_terms(asked, f, 10) == whole.search_terms(asked, f, 10)
+            docs = [("x", [term_id(t) for t in terms("a walrus of the fleet")])]
+            assert held.score_terms(asked, docs, who) == whole.score_terms(asked, docs, who)
 
 
 def test_a_find_opens_its_view_held_to_the_acting_actor(tmp_path):
