@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """backup / bundle verify / bundle drill / restore benchmark, against DuckDB's own EXPORT DATABASE.
 
-    python bench/backup_bench.py [--memories 100000] [--store PATH] [--json]
+    python bench/backup_bench.py [--memories 100000] [--store PATH] [--commands backup,verify,drill,restore] [--json]
 
 Builds a throwaway store of N memories (the corpus of bench/find_bench.py, imported with
 `cortexctl import`), or reuses --store, then times one fresh process each of
@@ -67,7 +67,10 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=7)
     ap.add_argument("--cortexctl")
     ap.add_argument("--json", action="store_true")
+    ap.add_argument("--commands", default="backup,verify,drill,restore",
+                    help="which to time, of backup,verify,drill,restore (the later ones need backup)")
     args = ap.parse_args()
+    wanted = set(args.commands.split(","))
     cortexctl = find_cortexctl(args.cortexctl)
 
     with tempfile.TemporaryDirectory(prefix="cortexctl-backup-bench-") as tmp_s:
@@ -105,13 +108,16 @@ def main() -> None:
         result["bundle_bytes"] = doc["bytes"]
         result["bytes_per_memory"] = doc["bytes"] / max(memories, 1)
         times = {"backup": dt}
-        log("cortexctl bundle verify ...")
-        times["bundle verify"], _ = timed([cortexctl, "bundle", "verify", bundle], env)
-        log("cortexctl bundle drill ...")
-        times["bundle drill"], _ = timed([cortexctl, "bundle", "drill", bundle], env)
-        log("cortexctl restore --mode replace into an empty directory ...")
-        times["restore --mode replace"], _ = timed(
-            [cortexctl, "restore", bundle, "--mode", "replace", "--store", str(tmp / "restored")], env)
+        if "verify" in wanted:
+            log("cortexctl bundle verify ...")
+            times["bundle verify"], _ = timed([cortexctl, "bundle", "verify", bundle], env)
+        if "drill" in wanted:
+            log("cortexctl bundle drill ...")
+            times["bundle drill"], _ = timed([cortexctl, "bundle", "drill", bundle], env)
+        if "restore" in wanted:
+            log("cortexctl restore --mode replace into an empty directory ...")
+            times["restore --mode replace"], _ = timed(
+                [cortexctl, "restore", bundle, "--mode", "replace", "--store", str(tmp / "restored")], env)
         result["seconds"] = times
         ref_total = copy_s + export_s
         result["ratio_to_copy_and_export"] = {k: v / ref_total for k, v in times.items()}
