@@ -89,3 +89,50 @@ def test_the_key_order_check_sees_one_row_out_of_place(tmp_path):
     assert sb._in_key_order(con, "v", ["a", "b"])
     con.execute("INSERT INTO v VALUES ('x', 2)")
     assert not sb._in_key_order(con, "v", ["a", "b"])
+
+
+def test_an_interrupt_while_members_are_written_stops_every_statement_and_leaves_the_connection_usable(tmp_path):
+    """^C reaches the main thread while the members are written two at a time: it is raised there,
+    the other member's statement is interrupted too (no writer thread is left running), and the
+    connection answers afterwards. The interrupt is sent as the first member file appears."""
+    import os
+    import signal
+    import threading
+
+    con = _db(tmp_path, rising=True)
+    con.execute("CREATE TABLE u AS SELECT k + 0 AS k, b FROM t")  # a second table: both written at once
+    out = tmp_path / "out"
+    out.mkdir()
+    before = threading.active_count()
+
+    def interrupt_once_writing() -> None:
+        while not any(out.iterdir()):
+            threading.Event().wait(0.001)
+        os.kill(os.getpid(), signal.SIGINT)
+
+    class Interrupted(Exception):
+        """What ^C raises here (not KeyboardInterrupt, which would end the test session were it late)."""
+
+    def raise_interrupted(signum, frame):
+        raise Interrupted
+
+    previous = signal.signal(signal.SIGINT, raise_interrupted)
+    try:
+        watcher = threading.Thread(target=interrupt_once_writing)
+        watcher.start()
+        with pytest.raises(Interrupted):
+            sb.export_tables(con, out)
+        watcher.join()
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    assert threading.active_count() == before
+    assert con.execute("SELECT count(*) FROM t").fetchone()[0] == ROWS
+
+    def whole(name: str) -> bool:
+        try:
+            return con.execute(f"SELECT count(*) FROM read_parquet('{out / name}')").fetchone()[0] == ROWS
+        except duckdb.Error:
+            return False
+
+    # both statements were stopped, not waited for (waiting would have finished both members)
+    assert not (whole("t.parquet") and whole("u.parquet"))
