@@ -206,7 +206,7 @@ def _store(ctx, doc: dict, f: _Findings, embedder) -> None:
     if doc["topology"] and doc["topology"]["mode"] == "external" and block["isolation"] != "database":
         f.add(DEGRADED, "finds are held to their actor by cortexctl alone, not by the database: this user may not "
                         "make or take on the role cortexctl_viewer (a write by a user with CREATEROLE makes it; "
-                        "or GRANT cortexctl_viewer TO this user)")
+                        "or GRANT cortexctl_viewer TO this user, then write once)")
     if block.get("pending_embeddings"):
         f.add(DEGRADED, f"{block['pending_embeddings']} memories wait for their embedding (cortexctl reindex)")
     if doc["index"]["consistent"] is False:

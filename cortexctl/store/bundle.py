@@ -129,7 +129,7 @@ def export_tables(con, dest: Path) -> list[dict]:
     ``EXPORT_WORKERS`` tables are written at once, each through a cursor of its own (DuckDB works
     without the GIL; the memory limit is the database's, shared), the largest first.
     """
-    from concurrent.futures import ThreadPoolExecutor
+    from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
 
     tables = state_tables(con)
     sizes = dict(con.execute("SELECT table_name, estimated_size FROM duckdb_tables() WHERE schema_name = 'main'")
@@ -137,15 +137,24 @@ def export_tables(con, dest: Path) -> list[dict]:
     largest = sorted(tables, key=lambda t: -(sizes.get(t) or 0) * (4 if _wide(con, t) else 1))
     cursors = {t: con.cursor() for t in largest}
     pool = ThreadPoolExecutor(EXPORT_WORKERS)
+    futures: dict = {}
     try:
-        done = {t: pool.submit(_export_table, cursors[t], t, dest) for t in largest}
-        return [done[t].result() for t in tables]
+        futures = {t: pool.submit(_export_table, cursors[t], t, dest) for t in largest}
+        finished, _ = wait(futures.values(), return_when=FIRST_EXCEPTION)
+        for f in finished:
+            f.result()  # the first member that failed, at once
+        return [futures[t].result() for t in tables]
     except BaseException:  # an interrupt (^C) or a failed member: stop the others' statements too
-        for cur in cursors.values():
-            cur.interrupt()
+        for f in futures.values():
+            f.cancel()
+        # an interrupt reaches only the statement running then: again until every member has stopped
+        while running := [f for f in futures.values() if not f.done()]:
+            for cur in cursors.values():
+                cur.interrupt()
+            wait(running, timeout=0.05)
         raise
     finally:
-        pool.shutdown(wait=True, cancel_futures=True)
+        pool.shutdown(wait=True)
         for cur in cursors.values():
             cur.close()
 

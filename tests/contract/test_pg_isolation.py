@@ -214,3 +214,61 @@ def test_policies_from_a_newer_cortexctl_are_left_alone_and_this_one_reads_unhel
     assert _seen(later, "bob")["heads"] == set(ALL) | {ident(7)}
     with later.reading() as tx:
         assert tx.health_counts()["isolation"] == "engine"
+
+
+def _writer_role(storage) -> tuple[str, str]:
+    """A new login role granted the store's rows (not its owner): (its name, the store's URI as it)."""
+    role = f"r_{uuid.uuid4().hex[:10]}"
+    tamper.rows(storage.address, f'CREATE ROLE "{role}" LOGIN')
+    tamper.rows(storage.address, f'GRANT USAGE ON SCHEMA "{storage.schema}" TO "{role}"')
+    tamper.rows(storage.address,
+                f'GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA "{storage.schema}" TO "{role}"')
+    _user, _, rest = storage.address.split("://", 1)[1].partition("@")
+    return role, f"postgresql://{role}@{rest}"
+
+
+def test_a_writer_that_inherits_the_role_still_reads_and_writes_every_row_and_its_finds_are_held(store):
+    """A grant of the role made without INHERIT FALSE gives its member the role's rights in every
+    query: the policies bind the role itself (current_user), so that member's backups, verify and
+    writes still see the whole store, and only its views that take the role on are held."""
+    from cortexctl.store import open_storage
+    from cortexctl.store.pg import isolation
+
+    role, uri = _writer_role(store)
+    tamper.rows(store.address, f'GRANT {isolation.ROLE} TO "{role}"')  # INHERIT TRUE, PostgreSQL's default
+    try:
+        member = open_storage(uri, wait=5.0)
+        put(member, memory(8, actor="carol"))
+        assert _seen(member, None)["heads"] == set(ALL) | {ident(8)}
+        assert len(_seen(member, None)["journal"]) == 8
+        assert _seen(member, "bob")["heads"] == BOB_SEES
+        with member.reading() as tx:
+            assert tx.health_counts()["isolation"] == "database"
+    finally:
+        tamper.rows(store.address, f'DROP OWNED BY "{role}"')
+        tamper.rows(store.address, f'DROP ROLE "{role}"')
+
+
+def test_a_long_lived_writer_meets_the_policies_another_process_puts_on_and_inserts_rows_all_the_same(tmp_path):
+    """PostgreSQL refuses COPY into a table under row security: a resident writer (not the owner) that
+    wrote many rows before the policies existed writes many rows after, as INSERTs."""
+    from cortexctl.store import open_storage
+    from cortexctl.store.pg import isolation
+
+    owner = _open("postgres", tmp_path)
+    put(owner, memory(1))
+    for table in isolation.SEEN:  # a store made before the policies
+        tamper.rows(owner.address, f"DROP POLICY {table}_seen ON {table}")
+        tamper.rows(owner.address, f"DROP POLICY {table}_any ON {table}")
+        tamper.rows(owner.address, f"ALTER TABLE {table} DISABLE ROW LEVEL SECURITY")
+    tamper.rows(owner.address, "DELETE FROM meta WHERE key = 'isolation'")
+    role, uri = _writer_role(owner)
+    try:
+        writer = open_storage(uri, wait=5.0, resident=True)
+        put(writer, *[memory(n, actor="carol") for n in range(100, 120)])  # a COPY: no row security yet
+        put(_open("postgres", tmp_path), memory(2))  # the owner's next process puts the policies on
+        put(writer, *[memory(n, actor="carol") for n in range(200, 220)])
+        assert tamper.rows(owner.address, "SELECT count(*) FROM heads") == [(42,)]
+    finally:
+        tamper.rows(owner.address, f'DROP OWNED BY "{role}"')
+        tamper.rows(owner.address, f'DROP ROLE "{role}"')

@@ -3,8 +3,8 @@
 A finding transaction (``PgStorage.reading(as_actor=...)``) runs as the role ``cortexctl_viewer``
 (``SET LOCAL ROLE``) with the acting actor declared in the setting ``cortexctl.viewer`` and the
 actors who ever granted it a scope in ``cortexctl.granters`` (read from ``grants`` by the same
-statement, in the transaction's snapshot). Row-level security policies, restrictive and for that
-role alone, hold it to:
+statement, in the transaction's snapshot). Row-level security policies, restrictive and binding the
+role itself (``current_user``, not a member inheriting its rights), hold it to:
 
 - ``heads``: the actor's own memories, public ones, and the scoped memories of an actor who has
   granted it a scope (any grant, live or not: the engine's rule, ``rules.visibility``, is the exact
@@ -43,7 +43,7 @@ VIEWER = f"current_setting('{SETTING}', true)"
 # not by a subquery in every statement: a policy's subquery is planned with each statement)
 SEEN = {
     "heads": (f"visibility = 'public' OR actor = {VIEWER} OR (visibility = 'scoped'"
-              f" AND actor = ANY(coalesce(current_setting('{GRANTERS}', true), '{{}}')::text[]))"),
+              f" AND actor = ANY(coalesce(nullif(current_setting('{GRANTERS}', true), ''), '{{}}')::text[]))"),
     "versions": "EXISTS (SELECT 1 FROM heads h WHERE h.id = versions.id)",
     "frames": "EXISTS (SELECT 1 FROM heads h WHERE h.id = frames.id)",
     "journal": f"ref IS NULL OR actor = {VIEWER} OR EXISTS (SELECT 1 FROM heads h WHERE h.id = journal.ref)",
@@ -66,11 +66,10 @@ def install(con, schema: str) -> bool:
                 END IF;
             EXCEPTION WHEN duplicate_object OR unique_violation THEN NULL;  -- made meanwhile by another store
             END $do$""")
-            member = con.execute("SELECT pg_has_role(current_user, %s, 'MEMBER')", [ROLE]).fetchone()[0]
-            if not member and con.info.server_version >= 160000:
-                # to take it on, not to be held by it (before 16 a member is held by the role's policies
-                # in every query: there the administrator grants it to a role made NOINHERIT)
-                con.execute(f"GRANT {ROLE} TO CURRENT_USER WITH INHERIT FALSE")
+            may = con.execute("SELECT pg_has_role(current_user, %s, %s)", [ROLE, _taking(con)]).fetchone()[0]
+            if not may:  # to take it on (a user with CREATEROLE who just made it has ADMIN on it, not SET)
+                with_ = " WITH INHERIT FALSE, SET TRUE" if con.info.server_version >= 160000 else ""
+                con.execute(f"GRANT {ROLE} TO CURRENT_USER{with_}")
             con.execute(f"GRANT USAGE ON SCHEMA {quote_ident(schema)} TO {ROLE}")
             con.execute(f"GRANT SELECT ON ALL TABLES IN SCHEMA {quote_ident(schema)} TO {ROLE}")
             row = con.execute("SELECT n.nspname FROM pg_extension e JOIN pg_namespace n ON n.oid = e.extnamespace"
@@ -86,7 +85,10 @@ def install(con, schema: str) -> bool:
                 con.execute(f"DROP POLICY IF EXISTS {table}_any ON {table}")
                 con.execute(f"DROP POLICY IF EXISTS {table}_seen ON {table}")
                 con.execute(f"CREATE POLICY {table}_any ON {table} USING (true) WITH CHECK (true)")
-                con.execute(f"CREATE POLICY {table}_seen ON {table} AS RESTRICTIVE FOR SELECT TO {ROLE} USING ({seen})")
+                # for the role itself, not for a member who inherits its rights (a grant made without
+                # INHERIT FALSE): only a view that took the role on is held
+                con.execute(f"CREATE POLICY {table}_seen ON {table} AS RESTRICTIVE FOR SELECT"
+                            f" USING (current_user <> '{ROLE}' OR {seen})")
             con.execute("INSERT INTO meta VALUES ('isolation', %s) ON CONFLICT (key) DO UPDATE SET value = excluded.value",
                         [str(VERSION)])
         return True
@@ -101,14 +103,22 @@ def installed(con) -> bool:
 
 
 # the store has exactly this cortexctl's policies (a newer cortexctl's may ask for settings this one
-# does not make: its views go unheld, the engine's rule alone) and this user may take the role on
+# does not make: its views go unheld, the engine's rule alone), this user may take the role on, and
+# the role may use pgvector's schema (a GRANT this user could not give only warns)
 HOLDABLE = ("EXISTS (SELECT 1 FROM meta, pg_roles r WHERE key = 'isolation' AND value = %s AND r.rolname = %s"
-            " AND pg_has_role(current_user, r.oid, 'MEMBER'))")
+            " AND pg_has_role(current_user, r.oid, %s) AND NOT EXISTS (SELECT 1 FROM pg_extension e"
+            " WHERE e.extname = 'vector' AND NOT has_schema_privilege(r.oid, e.extnamespace, 'USAGE')))")
+
+
+def _taking(con) -> str:
+    """The privilege a role needs to take the viewer role on: SET from PostgreSQL 16, membership before."""
+    return "SET" if con.info.server_version >= 160000 else "MEMBER"
 
 
 def state(con) -> str:
     """"database" when this user's finds are held to their actor by the database, else "engine"."""
-    return "database" if con.execute(f"SELECT {HOLDABLE}", [str(VERSION), ROLE]).fetchone()[0] else "engine"
+    held = con.execute(f"SELECT {HOLDABLE}", [str(VERSION), ROLE, _taking(con)]).fetchone()[0]
+    return "database" if held else "engine"
 
 
 def hold(con, actor: str) -> bool:
@@ -116,7 +126,8 @@ def hold(con, actor: str) -> bool:
     with nothing changed, when the store has no policies or this user may not take the role on."""
     row = con.execute(f"SELECT set_config(%s, (SELECT coalesce(array_agg(DISTINCT granter), '{{}}')::text FROM grants"
                       f" WHERE subagent = %s), true), set_config(%s, %s, true), set_config('role', %s, true)"
-                      f" WHERE {HOLDABLE}", [GRANTERS, actor, SETTING, actor, ROLE, str(VERSION), ROLE]).fetchone()
+                      f" WHERE {HOLDABLE}", [GRANTERS, actor, SETTING, actor, ROLE, str(VERSION), ROLE,
+                                              _taking(con)]).fetchone()
     return row is not None
 
 

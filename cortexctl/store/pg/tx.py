@@ -127,10 +127,12 @@ class PgTx(VectorReads, LexicalReads, IntegrityReads, BundleReads):
 
     def _row_secured(self, table: str) -> bool:
         """Row security applies to this user on ``table`` (a role not its owner, ``pg/isolation.py``):
-        asked once per table and storage."""
-        got = self.store._copy_types.get(table)
-        if got is None:
-            got = self.store._copy_types[table] = bool(self._rows("SELECT row_security_active(%s::regclass)", [table])[0][0])
+        kept once true; asked again while false (another process may put the policies on meanwhile)."""
+        if self.store._copy_types.get(table):
+            return True
+        got = bool(self._rows("SELECT row_security_active(%s::regclass)", [table])[0][0])
+        if got:
+            self.store._copy_types[table] = True
         return got
 
     def _copy_types(self, table: str, columns: Sequence[str]) -> list[str]:
