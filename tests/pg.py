@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import tempfile
 import uuid
+from contextlib import contextmanager
 
 import pytest
 
@@ -70,3 +71,22 @@ def new_database_uri(label: str = "store") -> str:
     with psycopg.connect(base_uri(), autocommit=True) as con:
         con.execute(f'CREATE DATABASE "{db}"')
     return with_parts(store_uri(label), database=db)
+
+
+@contextmanager
+def writer_role(storage):
+    """A new login role granted the rows of ``storage``'s tables, not their owner (a team's writer):
+    yields (its name, the store's URI as that role); the role is dropped afterwards."""
+    from tests import tamper
+
+    role = f"r_{uuid.uuid4().hex[:10]}"
+    tamper.rows(storage.address, f'CREATE ROLE "{role}" LOGIN')
+    tamper.rows(storage.address, f'GRANT USAGE ON SCHEMA "{storage.schema}" TO "{role}"')
+    tamper.rows(storage.address,
+                f'GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA "{storage.schema}" TO "{role}"')
+    _user, _, rest = storage.address.split("://", 1)[1].partition("@")
+    try:
+        yield role, f"postgresql://{role}@{rest}"
+    finally:
+        tamper.rows(storage.address, f'DROP OWNED BY "{role}"')
+        tamper.rows(storage.address, f'DROP ROLE "{role}"')

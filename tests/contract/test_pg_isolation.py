@@ -13,6 +13,7 @@ from cortexctl.errors import ConfigError
 from tests import tamper
 from tests.contract.conftest import _open, entry, grant, ident, memory, put
 from tests.contract.test_bundle_io import exported
+from tests.pg import writer_role
 
 ALL = [ident(n) for n in range(1, 7)]
 # 1 alice private, 2 alice public, 3 alice scoped (no grant to bob), 4 bob private,
@@ -166,20 +167,12 @@ def test_a_role_granted_the_tables_rights_sees_and_writes_every_row(store):
     such a role (a team's writer) through, all of the store, as before."""
     from cortexctl.store import open_storage
 
-    role = f"r_{uuid.uuid4().hex[:10]}"
-    tamper.rows(store.address, f'CREATE ROLE "{role}" LOGIN')
-    tamper.rows(store.address, f'GRANT USAGE ON SCHEMA "{store.schema}" TO "{role}"')
-    tamper.rows(store.address, f'GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA "{store.schema}" TO "{role}"')
-    try:
-        _user, _, rest = store.address.split("://", 1)[1].partition("@")
-        writer = open_storage(f"postgresql://{role}@{rest}", wait=5.0)
+    with writer_role(store) as (_role, uri):
+        writer = open_storage(uri, wait=5.0)
         put(writer, memory(8, actor="carol"))
         put(writer, *[memory(n, actor="carol") for n in range(100, 120)])  # many rows: INSERTs, not a COPY
         assert _seen(writer, None)["heads"] == set(ALL) | {ident(8)}
         assert _seen(writer, "bob")["heads"] == set(ALL) | {ident(8)}  # not a member: not held
-    finally:
-        tamper.rows(store.address, f'DROP OWNED BY "{role}"')
-        tamper.rows(store.address, f'DROP ROLE "{role}"')
 
 
 def _database(uri: str) -> str:
@@ -216,17 +209,6 @@ def test_policies_from_a_newer_cortexctl_are_left_alone_and_this_one_reads_unhel
         assert tx.health_counts()["isolation"] == "engine"
 
 
-def _writer_role(storage) -> tuple[str, str]:
-    """A new login role granted the store's rows (not its owner): (its name, the store's URI as it)."""
-    role = f"r_{uuid.uuid4().hex[:10]}"
-    tamper.rows(storage.address, f'CREATE ROLE "{role}" LOGIN')
-    tamper.rows(storage.address, f'GRANT USAGE ON SCHEMA "{storage.schema}" TO "{role}"')
-    tamper.rows(storage.address,
-                f'GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA "{storage.schema}" TO "{role}"')
-    _user, _, rest = storage.address.split("://", 1)[1].partition("@")
-    return role, f"postgresql://{role}@{rest}"
-
-
 def test_a_writer_that_inherits_the_role_still_reads_and_writes_every_row_and_its_finds_are_held(store):
     """A grant of the role made without INHERIT FALSE gives its member the role's rights in every
     query: the policies bind the role itself (current_user), so that member's backups, verify and
@@ -234,9 +216,8 @@ def test_a_writer_that_inherits_the_role_still_reads_and_writes_every_row_and_it
     from cortexctl.store import open_storage
     from cortexctl.store.pg import isolation
 
-    role, uri = _writer_role(store)
-    tamper.rows(store.address, f'GRANT {isolation.ROLE} TO "{role}"')  # INHERIT TRUE, PostgreSQL's default
-    try:
+    with writer_role(store) as (role, uri):
+        tamper.rows(store.address, f'GRANT {isolation.ROLE} TO "{role}"')  # INHERIT TRUE, PostgreSQL's default
         member = open_storage(uri, wait=5.0)
         put(member, memory(8, actor="carol"))
         assert _seen(member, None)["heads"] == set(ALL) | {ident(8)}
@@ -244,9 +225,6 @@ def test_a_writer_that_inherits_the_role_still_reads_and_writes_every_row_and_it
         assert _seen(member, "bob")["heads"] == BOB_SEES
         with member.reading() as tx:
             assert tx.health_counts()["isolation"] == "database"
-    finally:
-        tamper.rows(store.address, f'DROP OWNED BY "{role}"')
-        tamper.rows(store.address, f'DROP ROLE "{role}"')
 
 
 def test_a_long_lived_writer_meets_the_policies_another_process_puts_on_and_inserts_rows_all_the_same(tmp_path):
@@ -262,13 +240,9 @@ def test_a_long_lived_writer_meets_the_policies_another_process_puts_on_and_inse
         tamper.rows(owner.address, f"DROP POLICY {table}_any ON {table}")
         tamper.rows(owner.address, f"ALTER TABLE {table} DISABLE ROW LEVEL SECURITY")
     tamper.rows(owner.address, "DELETE FROM meta WHERE key = 'isolation'")
-    role, uri = _writer_role(owner)
-    try:
+    with writer_role(owner) as (_role, uri):
         writer = open_storage(uri, wait=5.0, resident=True)
         put(writer, *[memory(n, actor="carol") for n in range(100, 120)])  # a COPY: no row security yet
         put(_open("postgres", tmp_path), memory(2))  # the owner's next process puts the policies on
         put(writer, *[memory(n, actor="carol") for n in range(200, 220)])
         assert tamper.rows(owner.address, "SELECT count(*) FROM heads") == [(42,)]
-    finally:
-        tamper.rows(owner.address, f'DROP OWNED BY "{role}"')
-        tamper.rows(owner.address, f'DROP ROLE "{role}"')

@@ -9,6 +9,7 @@ from __future__ import annotations
 from cortexctl.memory.terms import text_terms
 from tests import tamper
 from tests.contract.conftest import _open, ident, memory, put, unit_rows
+from tests.pg import writer_role
 
 
 def _counted(storage) -> dict[str, int]:
@@ -98,22 +99,13 @@ def test_a_migration_has_the_rows_counted_again_and_the_changes_numbered_anew(tm
 def test_a_user_who_may_only_change_rows_writes_and_is_answered_by_counting(tmp_path):
     """The triggers need CREATE on the store's schema: a user granted only the rows writes as well,
     and maybe_pending counts every time instead."""
-    import uuid
-
     from cortexctl.store import open_storage
 
     owner = _open("postgres", tmp_path)
     put(owner, memory(1))
     _made_before(owner)
-    role = f"r_{uuid.uuid4().hex[:10]}"
-    with owner._connection() as con:
-        con.execute(f'CREATE ROLE "{role}" LOGIN')
-        con.execute(f'GRANT USAGE ON SCHEMA "{owner.schema}" TO "{role}"')
-        con.execute(f'GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA "{owner.schema}" TO "{role}"')
-        con.commit()
-    try:
-        _user, _, rest = owner.address.split("://", 1)[1].partition("@")
-        limited = open_storage(f"postgresql://{role}@{rest}", wait=5.0)
+    with writer_role(owner) as (_role, uri):
+        limited = open_storage(uri, wait=5.0)
         put(limited, memory(2))
         for _ in range(2):  # the second time without trying again
             with limited.transaction() as tx:
@@ -124,11 +116,6 @@ def test_a_user_who_may_only_change_rows_writes_and_is_answered_by_counting(tmp_
         assert _counted(owner) == {}
         with owner.reading() as tx:
             assert tx.existing_ids([ident(1), ident(2)]) == {ident(1), ident(2)}
-    finally:
-        with owner._connection() as con:
-            con.execute(f'DROP OWNED BY "{role}"')
-            con.execute(f'DROP ROLE "{role}"')
-            con.commit()
 
 
 def test_a_resident_storage_follows_rows_changed_behind_cortexctls_back(tmp_path):

@@ -100,8 +100,8 @@ class PgStorage:
         self._ready = weakref.WeakSet()  # connections whose pgvector types are registered
         self._lock_key = zlib.crc32(self.schema.encode()) - 2**31  # a signed 32-bit key
         self._current = False  # this storage has seen the store at the newest schema (``_lock_current``)
-        self._copy_types: dict = {}  # (table, columns) -> their types, for binary COPY; table -> row security on
-        # (``PgTx._copy_types``, ``PgTx._row_secured``)
+        self._copy_types: dict = {}  # (table, columns) -> their types, for binary COPY (``PgTx._copy_types``)
+        self._secured_tables: set[str] = set()  # tables row security applies to for this user (``PgTx._row_secured``)
         # resident: what reading transactions worked out, for one state of the store (``PgTx._kept``)
         self._kept: tuple[tuple[int, int], dict] | None = None
         self._seen_current = False  # a reading transaction found the store at the newest schema

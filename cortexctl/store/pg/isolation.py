@@ -25,10 +25,11 @@ actor, or read the tables as their owner.
 
 Made by the store's first write in a process (``PgStorage._make_current``), by a migration and by
 a restore; recorded in ``meta`` 'isolation' (its version). The role is the server's (one for every
-store on it): a user with CREATEROLE makes it and grants it to itself (PostgreSQL 16 and later, WITH
-INHERIT FALSE, so that only a transaction that takes it on is held); otherwise the administrator
-makes it and grants it (README, "Sharing one memory across machines"). A user who is not a member
-reads with the engine's rule alone, and ``healthcheck`` says so (degraded).
+store on it): a user with CREATEROLE makes it and grants it to itself (from PostgreSQL 16 WITH
+INHERIT FALSE, SET TRUE); otherwise the administrator makes it and grants it (README, "Sharing one
+memory across machines"). A member that inherits the role's rights is not held by them: the policies
+bind ``current_user``. A user who may not take the role on, or whose role may not use pgvector's
+schema, reads with the engine's rule alone, and ``healthcheck`` says so (degraded).
 """
 
 from __future__ import annotations

@@ -128,12 +128,11 @@ class PgTx(VectorReads, LexicalReads, IntegrityReads, BundleReads):
     def _row_secured(self, table: str) -> bool:
         """Row security applies to this user on ``table`` (a role not its owner, ``pg/isolation.py``):
         kept once true; asked again while false (another process may put the policies on meanwhile)."""
-        if self.store._copy_types.get(table):
-            return True
-        got = bool(self._rows("SELECT row_security_active(%s::regclass)", [table])[0][0])
-        if got:
-            self.store._copy_types[table] = True
-        return got
+        if table not in self.store._secured_tables:
+            if not self._rows("SELECT row_security_active(%s::regclass)", [table])[0][0]:
+                return False
+            self.store._secured_tables.add(table)
+        return True
 
     def _copy_types(self, table: str, columns: Sequence[str]) -> list[str]:
         """The PostgreSQL types of ``columns`` of ``table``, for a binary COPY: read from the catalogue
