@@ -10,7 +10,11 @@ Builds a throwaway store of N memories (the corpus of bench/find_bench.py, impor
   manifest, meta, fsync, the full read-back check, rename);
 - `cortexctl bundle verify BUNDLE`;
 - `cortexctl bundle drill BUNDLE`;
-- `cortexctl restore BUNDLE --mode replace` into an empty directory (build, reindex, verify, swap);
+- `cortexctl restore BUNDLE --mode replace` into an empty directory (build, search snapshot,
+  verify, swap; the index file is built by a background fold once the command has returned: the
+  bench also times until that fold is done, "index in place");
+- with `restore-inline` in --commands, the same restore with `CORTEXCTL_FOLD=inline` (the index
+  built inside the command, as before background builds);
 
 and, as the reference, in a separate Python process in the same run, DuckDB's own
 `EXPORT DATABASE ... (FORMAT parquet)` of a copy of the store's database file (timed both
@@ -33,6 +37,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from cold_start import bench_env, dir_size, find_cortexctl, log  # noqa: E402
 from find_bench import write_corpus  # noqa: E402
+
+from cortexctl.store.fold import wait_idle  # noqa: E402
 
 REFERENCE = r"""
 import shutil, sys, time
@@ -68,7 +74,7 @@ def main() -> None:
     ap.add_argument("--cortexctl")
     ap.add_argument("--json", action="store_true")
     ap.add_argument("--commands", default="backup,verify,drill,restore",
-                    help="which to time, of backup,verify,drill,restore (the later ones need backup)")
+                    help="which to time, of backup,verify,drill,restore,restore-inline (the later ones need backup)")
     args = ap.parse_args()
     wanted = set(args.commands.split(","))
     cortexctl = find_cortexctl(args.cortexctl)
@@ -116,8 +122,19 @@ def main() -> None:
             times["bundle drill"], _ = timed([cortexctl, "bundle", "drill", bundle], env)
         if "restore" in wanted:
             log("cortexctl restore --mode replace into an empty directory ...")
+            restored = tmp / "restored"
+            t0 = time.perf_counter()
             times["restore --mode replace"], _ = timed(
-                [cortexctl, "restore", bundle, "--mode", "replace", "--store", str(tmp / "restored")], env)
+                [cortexctl, "restore", bundle, "--mode", "replace", "--store", str(restored)], env)
+            wait_idle(restored)  # the background fold that builds the index file
+            times["  index in place"] = time.perf_counter() - t0
+            shutil.rmtree(restored, ignore_errors=True)
+        if "restore-inline" in wanted:
+            log("cortexctl restore --mode replace, the index built inline ...")
+            times["restore, index inline"], _ = timed(
+                [cortexctl, "restore", bundle, "--mode", "replace", "--store", str(tmp / "restored-inline")],
+                {**env, "CORTEXCTL_FOLD": "inline"})
+            shutil.rmtree(tmp / "restored-inline", ignore_errors=True)
         result["seconds"] = times
         ref_total = copy_s + export_s
         result["ratio_to_copy_and_export"] = {k: v / ref_total for k, v in times.items()}

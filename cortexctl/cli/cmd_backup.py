@@ -113,7 +113,7 @@ Parquet into a hidden partial directory in DIR, writes manifest.json (sha256,
 bytes and rows of every member) and bundle-meta.json, fsyncs, reads the whole
 bundle back as bundle verify does, and only then renames it to
 backup-<UTC timestamp>. A killed backup leaves no backup-* directory; the next
-backup removes its partial one. The index file is not bundled: restore rebuilds it.""",
+backup removes its partial one. The index file is not bundled: restore builds it.""",
         examples=(
             "cortexctl backup",
             "cortexctl backup --dest /var/backups/cortexctl --keep 7 --max-age-days 30 --quiet",
@@ -141,7 +141,13 @@ replace: the bundle's store is built beside this one, verified, and swapped
 in with one atomic rename; a crash leaves the old store or the new one. A store
 that holds data needs --force; the default store location also needs
 CORTEXCTL_ALLOW_DESTRUCTIVE=1 and --confirm REPLACE (stores under the temp
-directory need neither). Both modes end with a verify of the result.""",
+directory need neither). Both modes end with a verify of the result.
+
+The vector index file is a cache: after replace (and into an empty store) a
+background process builds it once the command has returned, and find searches
+exactly until it is in place (healthcheck says "being built in the
+background"). Writes go on meanwhile. CORTEXCTL_FOLD=inline builds it before
+the command returns.""",
         examples=(
             "cortexctl restore ~/.local/share/cortexctl/backups/backup-20261123T020000Z --mode merge",
             "cortexctl restore ./backup-20261123T020000Z --mode replace --store /srv/cortex --force --dry-run",

@@ -40,8 +40,8 @@ ENVIRONMENT = [
     ("CORTEXCTL_CHAT_BASE_URL, CORTEXCTL_CHAT_MODEL", "chat endpoint settings"),
     ("CORTEXCTL_MCP_TOKEN", "the bearer token of mcp --transport http (the variable mcp.token_env names by default)"),
     ("CORTEXCTL_FOLD", "inline: a write that finds the index file or the search snapshot due for a fold folds "
-                       "them itself after its write; otherwise (the default) a fold is started in the background "
-                       "and the write returns"),
+                       "them itself after its write, and restore builds the index file before it returns; "
+                       "otherwise (the default) a fold is started in the background and the command returns"),
     ("CORTEXCTL_DEBUG", "1 shows a traceback on an internal error"),
     ("NO_COLOR", "no colour in terminal output"),
 ]

@@ -624,7 +624,7 @@ def restore(ctx: Context, path: str | os.PathLike, *, mode: str, force: bool = F
             if not full and mode == "merge":
                 result.notes.append("the store is empty: the bundle is restored as it is")
             if not dry_run:
-                _replace(ctx, b, progress)
+                _replace(ctx, b, progress, notes=result.notes)
                 result.verified = True
             return result
         from cortexctl.engine import merge
@@ -639,10 +639,10 @@ def restore(ctx: Context, path: str | os.PathLike, *, mode: str, force: bool = F
         return result
 
 
-def _reindex(ctx: Context, progress: Progress | None) -> None:
+def _reindex(ctx: Context, progress: Progress | None, *, later: bool = False) -> dict:
     from cortexctl.engine import semantic
 
-    semantic.reindex(ctx, rebuild=True, progress=progress)
+    return semantic.reindex(ctx, rebuild=True, progress=progress, later=later)["index"]
 
 
 def _verify(ctx: Context):
@@ -651,20 +651,26 @@ def _verify(ctx: Context):
     return verify(ctx)
 
 
-def _replace(ctx: Context, b: Opened, progress: Progress | None, *, build_index: bool = True):
+def _replace(ctx: Context, b: Opened, progress: Progress | None, *, build_index: bool = True,
+             notes: list[str] | None = None):
     """Replace the store with the bundle's (``Storage.restore_bundle``): the new store is
     reindexed and verified before it is swapped in. Returns that verify's report.
 
-    ``build_index`` False (the drill) leaves the index to be built on first use: it is a
-    cache, and building it is most of the time a large restore takes."""
+    The index file is a cache and building it was most of the time a large restore took: the
+    backend may leave it to a background build once the store is in place (``later``; find
+    searches exactly until then). ``build_index`` False (the drill) leaves it to be built on
+    first use."""
     from cortexctl.engine.context import Context
 
     reports = []
+    notes = [] if notes is None else notes
 
     def check(staged_storage) -> None:
         staged = Context(ctx.settings, staged_storage, clock=ctx.clock, embedder=ctx.embedder)
         if build_index:
-            _reindex(staged, progress)
+            if _reindex(staged, progress, later=True).get("action") == "background":
+                notes.append("index: being built in the background (find searches exactly until it is in "
+                             "place; healthcheck says when)")
         report = _verify(staged)
         if not report.ok:
             raise IntegrityError(f"the restored store does not verify: {report.problems[0].message}")

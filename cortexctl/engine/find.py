@@ -123,6 +123,10 @@ def run(ctx: Context, query: FindQuery, filters: Filters, stood: list | None = N
         # a damaged file left as it is wants the user's attention (a warning); a cache merely out of
         # date does not (a note, shown with -v)
         say = str if exc.damaged else Note
+        building = exc.building
+    if building:  # a background build (after a restore, say): not built a second time here
+        warnings.append(say(f"index {reason}; being built in the background: exact search"))
+        return _search(ctx, query, filters, qvec, warnings, stood, exact=True), warnings
     try:
         ctx.storage.update_index(ctx.embedder.model, rebuild=True, wait=0)  # never queue behind another writer
     except StoreBusy:

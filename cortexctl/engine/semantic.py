@@ -104,8 +104,9 @@ def embed_pending(ctx: Context, *, limit: int | None = None, ids: list[str] | No
             return done
 
 
-def reindex(ctx: Context, *, rebuild: bool = False, progress=None) -> dict:
-    """Embed everything pending for the active model, drop other models' vectors, fold or rebuild the index."""
+def reindex(ctx: Context, *, rebuild: bool = False, progress=None, later: bool = False) -> dict:
+    """Embed everything pending for the active model, drop other models' vectors, fold or rebuild the
+    index (``later``: the backend may build it in the background, ``Storage.update_index``)."""
     embedder = ctx.embedder
     ctx.require_store()
     replaced = 0
@@ -118,7 +119,7 @@ def reindex(ctx: Context, *, rebuild: bool = False, progress=None) -> dict:
     embedded = embed_pending(ctx, progress=(lambda d, t: progress("embed", d, t)) if progress else None)
     with ctx.transaction() as tx:
         dropped = tx.drop_other_models(embedder.model) + replaced
-    done = ctx.storage.update_index(embedder.model, rebuild=rebuild,
+    done = ctx.storage.update_index(embedder.model, rebuild=rebuild, later=later,
                                     progress=(lambda d, t: progress("index", d, t)) if progress else None)
     return {"model": embedder.model, "dim": embedder.dim, "embedded": embedded, "dropped": dropped, "index": done}
 

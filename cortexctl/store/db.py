@@ -126,6 +126,8 @@ class DuckStorage:
         self._holder: int | None = None  # the thread holding the writer lock (inside ``exclusive``)
         self._kept = None  # the read-write connection ``holding`` keeps open for its thread's transactions
         self._last_delta: tuple | None = None  # the search snapshot's delta its last transaction collected
+        self._staged = False  # a store restore_bundle is making: it moves, so nothing starts on it
+        self._index_later: str | None = None  # the model whose index update_index(later=True) left to a fold
 
     @property
     def location(self) -> str:
@@ -525,6 +527,7 @@ class DuckStorage:
             with self.exclusive(), scratch.private():  # creates the target directory (for its lock) when new
                 sb.build_store(staging / DB_NAME, members, schema_version)
                 staged = DuckStorage(staging, wait=self.wait)
+                staged._staged = True
                 check(staged)
                 staged.tighten()
                 _swap(staging, target)
@@ -533,16 +536,39 @@ class DuckStorage:
             scratch.remove(staging)  # after the swap: the old store
             if not existed and not swapped:  # a failed restore into a new location leaves nothing behind
                 shutil.rmtree(target, ignore_errors=True)
+        self._index_later = staged._index_later  # an index check() left to build in the background
+        self.build_index_later()
 
     # -- the vector index (store/vector_index.py) ----------------------------------------------
     def update_index(self, model: str, *, rebuild: bool = False, progress=None, loader=None,
-                     wait: float | None = None) -> dict:
+                     wait: float | None = None, later: bool = False) -> dict:
         from cortexctl.store import fold, vector_index
 
+        if later and rebuild and loader is None and fold.mode() == "background":
+            # the search snapshot now; the index file by a background fold (find searches exactly
+            # until it is in place), started once the store is where it stays (restore_bundle)
+            with self.exclusive(wait=wait):
+                self.refresh_snapshot()
+            self._index_later = model
+            if not self._staged:
+                self.build_index_later()
+            return {"action": "background", "reason": "built in the background"}
         done = vector_index.update(self, model, rebuild=rebuild, progress=progress, built=loader, wait=wait)
         if self.snapshot_state() == "current":
             fold.completed(self.path)  # both caches are current: a fold's failure before is no longer the news
         return done
+
+    def build_index_later(self) -> None:
+        """Start the background fold ``update_index(later=True)`` asked for: with no trusted index
+        file, it builds a whole one without holding the writer lock (``store/fold.py``)."""
+        from cortexctl.store import fold
+
+        model, self._index_later = self._index_later, None
+        if model is not None:
+            try:
+                fold.start(self.path, model)  # one under way already: the next write starts another
+            except OSError as exc:
+                fold.failed(self.path, exc)
 
     def reclaim_space(self) -> dict:
         """The file rewritten with only its live blocks when a bulk load left much of it free

@@ -11,17 +11,20 @@ returns; the tests).
 A fold holds the writer lock only to read what to fold and to put the result in place, never while
 it builds:
 
-1. **Under the lock:** the index record (trusted, or the fold falls back to ``vector_index.update``,
-   a rebuild that holds the lock as before), the vectors newer than the file, the keys dropped since
+1. **Under the lock:** the index record, the vectors newer than the file, the keys dropped since
    it, and the rows of every memory the snapshot's delta names (``snapshot.collect_delta``: the same
-   rows a write reads). The generation is clean and no writer can run: the rows, the snapshot and
-   the stamp taken then are one state of the store.
-2. **Without it:** the index file loaded, the dropped keys taken out and the new vectors added, saved
-   beside the store; the snapshot made from the previous one plus those rows
+   rows a write reads). With no file to trust (missing, damaged, another model's: after a
+   ``restore``, say), every vector of the model instead, written to the fold's work directory.
+   The generation is clean and no writer can run: the rows, the snapshot and the stamp taken then
+   are one state of the store.
+2. **Without it:** the index file loaded, the dropped keys taken out and the new vectors added (or a
+   whole new file built from the written vectors), saved beside the store; the snapshot made from
+   the previous one plus those rows
    (``snapshot.merge``, no DuckDB) and written beside it, stamped with the state of step 1.
    Writers go on meanwhile.
 3. **Under the lock again:** when the index record is still the one step 1 read (no other fold or
-   reindex came between), both files are renamed into place. Writes made meanwhile are followed as
+   reindex came between) and the database file is the same one (no restore), both files are
+   renamed into place. Writes made meanwhile are followed as
    any write is: a delta on the new snapshot, read from the journal after the position it covers.
    Last, the dropped keys the new index no longer holds leave ``vectors_dropped`` (the delta
    follows that too).
@@ -50,6 +53,7 @@ FOLD_LOG = "cortex.fold.log"  # the last fold's failure, until a fold completes
 LOG_MAX = 4096  # bytes of the fold log read back
 FOLD_DELTA = 500  # memories in the snapshot's delta that start a fold (a write rewrites the delta: kept small)
 LOCK_WAIT = 120.0  # seconds a background fold waits for the writer lock at each step
+REBUILD_BATCH = 50_000  # vectors handed to the graph at a time when a fold builds a whole index
 ENV = "CORTEXCTL_FOLD"  # "background" (the default) or "inline"
 
 
@@ -169,6 +173,21 @@ def _now() -> str:
     return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+def under_way(store_path: Path) -> bool:
+    """A fold of the store is running now (another process holds its lock)."""
+    try:
+        fd = os.open(Path(store_path) / FOLD_LOCK, os.O_RDWR)
+    except OSError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except OSError:
+        return True
+    finally:
+        os.close(fd)  # a shared lock taken here goes with the descriptor
+    return False
+
+
 def wait_idle(store_path: Path) -> None:
     """Return once no fold of the store is under way (waits for the one running, if any)."""
     try:
@@ -194,12 +213,8 @@ def run(store, model: str | None) -> dict:
     work = None
     try:
         with store.exclusive(), scratch.private():
-            taken = _take(store, model)
-            if taken.get("rebuild"):
-                # no trusted index file: built whole under the lock, as reindex does (which also
-                # removes a failed fold's log once both caches are current)
-                return {"index": store.update_index(model).get("action"), "snapshot": "built"}
             work = scratch.make(scratch.areas(store), "fold")
+            taken = _take(store, model, work)
         with scratch.private():
             built = _build(store, taken, work)
         with store.exclusive(), scratch.private():
@@ -212,8 +227,10 @@ def run(store, model: str | None) -> dict:
         scratch.remove(work)
 
 
-def _take(store, model: str | None) -> dict:
-    """Step 1, under the writer lock: what to fold, as one state of the store."""
+def _take(store, model: str | None, work: Path) -> dict:
+    """Step 1, under the writer lock: what to fold, as one state of the store. With no trusted
+    index file, every vector of the model is written to ``work`` (``_spool``) for step 2 to build
+    a whole new file from."""
     from cortexctl.store import snapshot
     from cortexctl.store.snapshot import format as sf
     from cortexctl.store import vector_index as vi
@@ -228,9 +245,15 @@ def _take(store, model: str | None) -> dict:
             if dim is not None:
                 rec, why = vi.index_state(tx, store, model, dim)
                 if why != "ok" or rec is None:
-                    return {**taken, "rebuild": True}
-                taken["rec"] = rec
-                if max_key > rec.max_key or tx.dropped_keys(model):
+                    # the file is missing, damaged or another model's: built whole from the vectors
+                    # spooled now, installed only while the record is still the one read here
+                    taken["rebuild"] = {"was": vi.read_record(store), "db": _db_identity(store),
+                                        "dim": dim, "max_key": max_key, "count": count,
+                                        "spool": _spool(tx, model, dim, work)}
+                    taken["drop"] = tx.dropped_keys(model)
+                else:
+                    taken["rec"] = rec
+                if taken["rec"] is not None and (max_key > rec.max_key or tx.dropped_keys(model)):
                     keys, mats = [], []
                     for k, m in tx.iter_vectors(model, dim, after=rec.max_key):
                         keys.append(k)
@@ -257,6 +280,46 @@ def _take(store, model: str | None) -> dict:
     return taken
 
 
+def _spool(tx, model: str, dim: int, work: Path) -> dict:
+    """Every vector of ``model`` (in key order) written to ``work`` as one float32 matrix, for a
+    whole index built without the writer lock; the keys are kept in memory."""
+    import numpy as np
+
+    keys = []
+    path = work / "vectors.f32"
+    with open(path, "wb") as fh:
+        for k, m in tx.iter_vectors(model, dim):
+            keys.append(np.asarray(k, dtype=np.uint64))
+            np.ascontiguousarray(m, dtype=np.float32).tofile(fh)
+    return {"path": path, "keys": np.concatenate(keys) if keys else np.zeros(0, dtype=np.uint64)}
+
+
+def _db_identity(store) -> tuple[int, int] | None:
+    """Which database file the store holds: a restore or a space reclaim puts another in place."""
+    try:
+        st = os.stat(store.db_path)
+    except OSError:
+        return None
+    return st.st_dev, st.st_ino
+
+
+def _rebuilt(rb: dict):
+    """A whole index of the spooled vectors (``_spool``), built as ``vector_index.update`` builds one."""
+    import numpy as np
+
+    from cortexctl.index import hnsw
+
+    keys = rb["spool"]["keys"]
+    index = hnsw.new(rb["dim"], len(keys))
+    if len(keys):
+        mat = np.memmap(rb["spool"]["path"], dtype=np.float32, mode="r", shape=(len(keys), rb["dim"]))
+        for at in range(0, len(keys), REBUILD_BATCH):
+            hnsw.add(index, keys[at:at + REBUILD_BATCH], np.asarray(mat[at:at + REBUILD_BATCH]))
+        del mat
+    os.unlink(rb["spool"]["path"])
+    return index
+
+
 def _build(store, taken: dict, work: Path) -> dict:
     """Step 2, without the lock: the new index file and snapshot, written into ``work``."""
     from cortexctl.index import hnsw
@@ -265,7 +328,14 @@ def _build(store, taken: dict, work: Path) -> dict:
 
     built: dict = {"index": None, "snapshot": None}
     rec = taken["rec"]
-    if rec is not None and taken["tail"] is not None:
+    rb = taken.get("rebuild")
+    if rb is not None:
+        index = _rebuilt(rb)
+        tmp = work / vi.INDEX_NAME
+        fp = hnsw.save_beside(index, tmp)
+        built["index"] = (tmp, fp, vi.IndexRecord.of_file(taken["model"], rb["max_key"], index, fp, taken["drop"]))
+        del index
+    elif rec is not None and taken["tail"] is not None:
         index = hnsw.open_mutable(vi.index_path(store), vi.fingerprint_of(rec))
         if index is not None:
             drop = [k for k in taken["drop"] if index.contains(k)]
@@ -305,7 +375,9 @@ def _install(store, model: str | None, taken: dict, built: dict) -> dict:
 
     done = {"index": "none", "snapshot": "none"}
     gen = sf.read_gen(store.path)
+    rb = taken.get("rebuild")
     if (taken["rec"] is not None and vi.read_record(store) != taken["rec"]) \
+            or (rb is not None and (vi.read_record(store) != rb["was"] or _db_identity(store) != rb["db"])) \
             or (taken.get("stamp") is not None and (gen is None or gen[0] != taken["stamp"]["token"])):
         # another fold or a reindex came between, or the store was replaced (a restore): the rows
         # taken are not this store's
@@ -314,8 +386,8 @@ def _install(store, model: str | None, taken: dict, built: dict) -> dict:
         tmp, fp, rec = built["index"]
         hnsw.install(tmp, vi.index_path(store), fp)
         vi._write_record(store, rec)
-        done["index"] = "fold"
-    cleared = taken["drop"] if done["index"] == "fold" else []
+        done["index"] = "fold" if rb is None else "rebuild"
+    cleared = taken["drop"] if built["index"] is not None else []
     if built["snapshot"] == "current":
         return done
     if built["snapshot"] is None:  # no snapshot to build on, or the merge failed its checks: built whole

@@ -84,11 +84,14 @@ class CacheUnusable(CortexError):
 class IndexUnusable(CortexError):
     """The backend's vector index cannot be trusted for this search; ``Storage.update_index``
     with ``rebuild`` repairs it. ``damaged``: its file is not what was saved (not merely missing,
-    out of step or another model's), which find says as a warning when it cannot rebuild it."""
+    out of step or another model's), which find says as a warning when it cannot rebuild it.
+    ``building``: a background build of it is under way (find searches exactly meanwhile rather
+    than build it again)."""
 
-    def __init__(self, message: str, *, damaged: bool = False) -> None:
+    def __init__(self, message: str, *, damaged: bool = False, building: bool = False) -> None:
         super().__init__(message)
         self.damaged = damaged
+        self.building = building
 
 
 class Remark(str):
@@ -576,10 +579,14 @@ class Storage(Protocol):
         then starts over with ``reading``."""
 
     def update_index(self, model: str, *, rebuild: bool = False, progress: Callable[[int, int], None] | None = None,
-                     loader: Any = None, wait: float | None = None) -> dict:
+                     loader: Any = None, wait: float | None = None, later: bool = False) -> dict:
         """Bring the search structures for ``model``'s vectors up to date (from scratch with
         ``rebuild``): {"action": "fold", "rebuild" or "none", "vectors": n, ...}. ``loader``:
-        an ``index_loader`` an import filled. ``wait``: seconds to wait for other writers."""
+        an ``index_loader`` an import filled. ``wait``: seconds to wait for other writers.
+        ``later`` (with ``rebuild``): the backend may leave the index to a background build
+        (a store ``restore_bundle`` is making: once it is in place) and bring only its other
+        read caches up to date now; {"action": "background"} then, and until the build is
+        done ``Tx.nearest`` raises ``IndexUnusable`` with ``building`` set."""
 
     def index_loader(self, model: str, *, threads: int = 1, expected: int = 0) -> Any:
         """Something a bulk load hands each committed batch of vectors (``add(last_key, ids,
@@ -593,7 +600,8 @@ class Storage(Protocol):
 
     def index_health(self, model: str | None) -> dict:
         """The healthcheck's ``index`` block for ``model``: where the index is, whether it exists,
-        its count, model and dimension, whether it is consistent, and its state."""
+        its count, model and dimension, whether it is consistent, its state, and whether a
+        background build of it is under way (``building``)."""
 
     def cache_health(self) -> dict:
         """The healthcheck's block on the backend's read cache: {state, problem, fold_failed}

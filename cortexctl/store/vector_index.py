@@ -411,7 +411,10 @@ def nearest(tx, store: DuckStorage, model: str, query_vec, filters: Filters, n: 
         return _exact(tx, filters, model, dim, q, n, store=None if exact else store, cache=cache), None
     rec, why = index_state(tx, store, model, dim)
     if why != "ok" or rec is None:
-        raise IndexUnusable(f"file {index_path(store)} {why}", damaged=why == DAMAGED)
+        from cortexctl.store import fold
+
+        raise IndexUnusable(f"file {index_path(store)} {why}", damaged=why == DAMAGED,
+                            building=fold.under_way(store.path))
     index = hnsw.open_view(index_path(store), fingerprint_of(rec), cache)
     if index is None:
         raise IndexUnusable(f"file {index_path(store)} {DAMAGED}", damaged=True)
@@ -542,19 +545,24 @@ def health(store: DuckStorage, model: str | None) -> dict:
     ``connectivity`` of its graph, and ``denser_on_rebuild`` when the graph grew past the size it
     was built for (``hnsw.sparser_than_wanted``: ``reindex --rebuild`` builds it denser)."""
     from cortexctl.index import hnsw
+    from cortexctl.store import fold
 
     block = {"path": str(index_path(store)), "exists": index_path(store).is_file(),
              "count": None, "model": None, "dimension": None, "consistent": None, "state": None,
-             "connectivity": None, "denser_on_rebuild": False}
+             "connectivity": None, "denser_on_rebuild": False, "building": False}
     if model is None or not store.exists():
         return block
     with store.reading() as tx:
         n, _max_key, dim = tx.vector_stats(model)
         rec, why = index_state(tx, store, model, dim)
-    small = why == "missing" and n < FOLD_AT
+    building = why != "ok" and bool(n) and fold.under_way(store.path)
+    small = why == "missing" and n < FOLD_AT and not building
+    state = "not built yet (searched exactly)" if small else why
+    if building:
+        state = f"{why}; being built in the background (searched exactly meanwhile)"
     block.update(count=rec.count if rec else 0, model=rec.model if rec else model,
-                 dimension=rec.dim if rec else dim, state="not built yet (searched exactly)" if small else why,
-                 consistent=why == "ok" or small or not n)
+                 dimension=rec.dim if rec else dim, state=state,
+                 consistent=why == "ok" or small or building or not n, building=building)
     if why == "ok" and rec is not None:
         block.update(connectivity=rec.connectivity,
                      denser_on_rebuild=hnsw.sparser_than_wanted(rec.connectivity, rec.count))

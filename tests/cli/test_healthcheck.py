@@ -15,7 +15,7 @@ STORE = {"path", "exists", "size_bytes", "schema_version", "memories", "by_type"
          "journal_entries", "pending_embeddings"}
 TOPOLOGY = {"mode", "backend", "coordinates", "resolved_via"}
 INDEX = {"path", "exists", "count", "model", "dimension", "consistent", "state", "connectivity",
-         "denser_on_rebuild"}
+         "denser_on_rebuild", "building"}
 EMBEDDING = {"active", "host", "model", "dimensions", "probe"}
 SUMMARY = {"active", "host", "model", "endpoint", "local", "credential"}
 CREDENTIAL = {"env", "configured", "required"}

@@ -95,11 +95,11 @@ def _steps(cx: Cortex):
     between them (a write meanwhile is what a background fold meets)."""
     st = cx.store
     model = cx.embedder.model
-    with st.exclusive():
-        taken = fold._take(st, model)
     from cortexctl.store import scratch
 
     work = scratch.make(scratch.areas(st), "fold")
+    with st.exclusive():
+        taken = fold._take(st, model, work)
 
     def rest() -> dict:
         try:
@@ -161,6 +161,97 @@ def test_a_fold_that_meets_a_restore_made_meanwhile_leaves_the_restored_store_al
     _same_answers(cx)
 
 
+def _drop_index(store: Path) -> None:
+    for name in (vector_index.INDEX_NAME, vector_index.RECORD_NAME):
+        (store / name).unlink()
+
+
+def test_a_fold_with_no_index_file_to_trust_builds_a_whole_one_while_writers_go_on(folded, store, monkeypatch):
+    cx = folded
+    monkeypatch.setattr(vector_index, "EXACT_MAX", 0)  # find asks the index even of this small store
+    first = [cx.write("fact", f"walrus colony before the build {i}", tags=["t1"]).id for i in range(5)]
+    cx.update(first[0], text="walrus colony updated before the build")  # a dropped key when the fold starts
+    _drop_index(store)
+    rest = _steps(cx)
+    # the vectors are taken; the writer lock is free while the file is built
+    late = cx.write("fact", "walrus colony written during the build", tags=["t2"]).id
+    cx.update(first[1], text="walrus colony updated during the build")  # a key the new file holds is dropped
+    cx.forget(first[2], reason="wrong")
+    assert rest()["index"] == "rebuild"
+    assert _index_ok(cx) and snapshot.state(store) == "current"
+    _same_answers(cx)
+    hits, warnings = cx.find_with_warnings(FindQuery(near="walrus colony written during the build", k=1))
+    assert hits[0].id == late and not warnings
+    # answer for answer what a whole rebuild under the lock gives, once the tail written meanwhile
+    # (compared exactly, not rounded as the file's vectors are) is folded in too
+    assert fold.run(cx.store, cx.embedder.model)["index"] == "fold"
+    answers = [_answer(cx, **q) for q in QUERIES]
+    cx.reindex(rebuild=True)
+    assert [_answer(cx, **q) for q in QUERIES] == answers
+    assert cx.verify().ok
+
+
+def _gated(monkeypatch, tmp_path: Path) -> Path:
+    """Background folds from here on, each held at its start until the returned file exists."""
+    gate = tmp_path / "gate"
+    monkeypatch.delenv("CORTEXCTL_FOLD")
+    monkeypatch.setenv("PYTHONPATH", str(GATE_DIR))
+    monkeypatch.setenv("CORTEXCTL_TEST_FOLD_GATE", str(gate))
+    return gate
+
+
+def test_a_restore_leaves_the_index_to_a_background_fold_and_find_searches_exactly_meanwhile(
+        folded, store, tmp_path, monkeypatch):
+    cx = folded
+    bundle = cx.backup(dest=tmp_path / "bundles").path
+    exact = [_answer(cx, **q) for q in QUERIES]  # a store this small is searched exactly
+    monkeypatch.setattr(vector_index, "EXACT_MAX", 0)  # find asks the index from here on
+    gate = _gated(monkeypatch, tmp_path)
+    result = cx.restore(bundle, mode="replace", force=True)
+    assert result.verified and any("being built in the background" in n for n in result.notes)
+    assert _fold_running(store) and not (store / vector_index.RECORD_NAME).exists()
+    assert snapshot.state(store) == "current"  # the snapshot was built by the restore itself
+    block = cx.store.index_health(cx.embedder.model)
+    assert block["building"] and block["consistent"] and "being built in the background" in block["state"]
+    for q, want in zip(QUERIES, exact):
+        hits, warnings = cx.find_with_warnings(FindQuery(**q))
+        assert [h.to_json() for h in hits] == want, q
+        if "near" in q:
+            assert any("being built in the background: exact search" in w for w in warnings), warnings
+    assert not (store / vector_index.RECORD_NAME).exists()  # find left the build to the fold
+    late = cx.write("fact", "walrus colony written while the index is built").id  # writers go on
+    gate.touch()
+    fold.wait_idle(store)
+    assert _index_ok(cx) and not cx.store.index_health(cx.embedder.model)["building"]
+    assert not (store / fold.FOLD_LOG).exists()
+    hits, warnings = cx.find_with_warnings(FindQuery(near="walrus colony written while the index is built", k=1))
+    assert hits[0].id == late and not warnings
+    _same_answers(cx)
+    answers = [_answer(cx, **q) for q in QUERIES]
+    cx.reindex(rebuild=True)
+    assert [_answer(cx, **q) for q in QUERIES] == answers  # what a whole rebuild under the lock gives
+    assert cx.verify().ok
+
+
+def test_a_whole_build_that_meets_another_restore_leaves_the_restored_store_alone(folded, store, tmp_path,
+                                                                                  monkeypatch):
+    cx = folded
+    bundle = cx.backup(dest=tmp_path / "bundles").path
+    cx.write("fact", "walrus colony after the backup")
+    _drop_index(store)
+    (store / snapshot.SNAPSHOT_NAME).unlink()  # no snapshot's stamp to tell the stores apart either
+    rest = _steps(cx)
+    gate = _gated(monkeypatch, tmp_path)
+    cx.restore(bundle, mode="replace", force=True)  # no index record either, but another database file
+    assert rest() == {"index": "abandoned", "snapshot": "abandoned"}
+    assert not (store / vector_index.RECORD_NAME).exists()
+    gate.touch()
+    fold.wait_idle(store)
+    assert _index_ok(cx)
+    assert all(h.text != "walrus colony after the backup" for h in cx.find(FindQuery(near="walrus colony", k=5)))
+    _same_answers(cx)
+
+
 def test_a_fold_without_a_snapshot_to_build_on_builds_it_whole(folded, store):
     cx = folded
     cx.write("fact", "walrus colony one")
@@ -184,10 +275,12 @@ def test_a_grown_delta_is_folded_inline_when_asked(folded, store, monkeypatch):
 
 
 @pytest.mark.slow
-def test_a_background_fold_killed_at_any_moment_leaves_a_store_that_answers_alike(folded, store):
+@pytest.mark.parametrize("whole", [False, True], ids=["tail", "whole-index"])
+def test_a_background_fold_killed_at_any_moment_leaves_a_store_that_answers_alike(folded, store, whole):
     """kill -9 of the fold process at later and later moments until kills have landed while its work
     was under way: the old files or the new ones, never a mix; the next fold completes; what a
-    killed fold left is swept by the next writer."""
+    killed fold left is swept by the next writer. ``whole``: the fold builds the index from nothing
+    (its file gone, as after a restore)."""
     import time
 
     cx = folded
@@ -196,7 +289,10 @@ def test_a_background_fold_killed_at_any_moment_leaves_a_store_that_answers_alik
     for attempt in range(100):
         for _ in range(3):
             cx.write("fact", f"walrus colony kill round {attempt}", tags=["t1"])
-        proc = subprocess.Popen([sys.executable, "-m", "cortexctl.store.fold_process", str(store), "", "-1"])
+        if whole and (store / vector_index.RECORD_NAME).exists():
+            _drop_index(store)
+        model = cx.embedder.model if whole else ""
+        proc = subprocess.Popen([sys.executable, "-m", "cortexctl.store.fold_process", str(store), model, "-1"])
         while proc.poll() is None and not (area.exists() and any(area.glob("fold-*"))):
             time.sleep(0.001)  # until its work is under way (or it is done)
         time.sleep((attempt % 8) * 0.002)  # then a later moment of it each round
@@ -210,7 +306,7 @@ def test_a_background_fold_killed_at_any_moment_leaves_a_store_that_answers_alik
             break
     assert mid_fold >= 8
     done = fold.run(cx.store, cx.embedder.model)
-    assert done["index"] in ("fold", "none")
+    assert done["index"] in ("fold", "none", "rebuild" if whole else "fold")
     assert _index_ok(cx) and snapshot.state(store) == "current"
     cx.write("fact", "walrus colony after the kills")  # the writer's sweep takes the killed folds' work
     assert not (area.exists() and any(area.glob("fold-*")))
@@ -242,9 +338,9 @@ def test_between_the_new_record_and_the_clearing_of_its_dropped_keys_the_index_i
     cx.update(ids[0], text="walrus colony renamed")  # a key given since the file, then dropped
     cx.update(cx.find(FindQuery(k=1))[0].id, text="an older memory renamed")  # a key in the file, dropped
     st, model = cx.store, cx.embedder.model
-    with st.exclusive():
-        taken = fold._take(st, model)
     work = scratch.make(scratch.areas(st), "fold")
+    with st.exclusive():
+        taken = fold._take(st, model, work)
     try:
         built = fold._build(st, taken, work)
         tmp, fp, rec = built["index"]

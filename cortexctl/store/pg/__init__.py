@@ -442,8 +442,10 @@ class PgStorage:
 
     # -- search structures ------------------------------------------------------------------
     def update_index(self, model: str, *, rebuild: bool = False, progress=None, loader=None,
-                     wait: float | None = None) -> dict:
+                     wait: float | None = None, later: bool = False) -> dict:
         from cortexctl.store.pg import vectors
+
+        # later: built now all the same (the server builds pgvector's index; restore does it staged)
 
         return vectors.update_index(self, model, rebuild=rebuild, progress=progress, wait=wait)
 

@@ -545,7 +545,8 @@ def health(store, model: str | None) -> dict:
     those are searched exactly)."""
     where = f"{store.schema}.{index_stem(model)}*" if model is not None else f"{store.schema}.{INDEX_PREFIX}*"
     block = {"path": where, "exists": False, "count": None, "model": None, "dimension": None,
-             "consistent": None, "state": None, "connectivity": None, "denser_on_rebuild": False}
+             "consistent": None, "state": None, "connectivity": None, "denser_on_rebuild": False,
+             "building": False}  # the server builds its index inside the statement that asks for it
     if model is None or not store.exists():
         return block
     with store.reading() as tx:
