@@ -395,3 +395,26 @@ def test_a_failed_restore_into_a_new_location_leaves_nothing_there(cx, cli, tmp_
     run = cli("restore", str(path), "--mode", "replace", "--store", str(target), use_store=False)
     assert run.code == 7, run
     assert not target.exists() and leftovers(tmp_path) == []
+
+
+def test_restore_says_the_index_is_built_in_the_background_and_healthcheck_follows_it(cx, cli, tmp_path,
+                                                                                      monkeypatch):
+    from cortexctl.store import fold
+
+    _fill(cx)
+    bundle = _backup(cli, tmp_path / "bk")
+    monkeypatch.delenv("CORTEXCTL_FOLD")  # the default: folds in the background
+    target = tmp_path / "restored"
+    run = cli("restore", str(bundle), "--mode", "replace", "--store", str(target), use_store=False)
+    assert run.code == 0, run
+    assert "verify ok" in run.out and "index: being built in the background" in run.err, run
+    fold.wait_idle(target)
+    health = cli("healthcheck", "--json", "--store", str(target), use_store=False)
+    doc = health.json()
+    assert doc["index"]["state"] == "ok" and doc["index"]["building"] is False, doc["index"]
+    assert health.code == 0 and doc["status"] == "healthy", doc["details"]
+    run = cli("restore", str(bundle), "--mode", "replace", "--store", str(target), "--force", "--json",
+              use_store=False)
+    assert run.code == 0 and any("being built in the background" in n for n in run.json()["notes"]), run
+    fold.wait_idle(target)
+    assert cli("verify", "--store", str(target), use_store=False).code == 0

@@ -54,6 +54,18 @@ def _fold_running(store: Path) -> bool:
 
 
 @pytest.fixture
+def gated(monkeypatch, tmp_path):
+    """Background folds from here on, each held at its start until the returned file exists (made
+    at the end of the test whatever happens, so that no fold is left waiting)."""
+    gate = tmp_path / "gate"
+    monkeypatch.delenv("CORTEXCTL_FOLD")
+    monkeypatch.setenv("PYTHONPATH", str(GATE_DIR))
+    monkeypatch.setenv("CORTEXCTL_TEST_FOLD_GATE", str(gate))
+    yield gate
+    gate.touch()
+
+
+@pytest.fixture
 def folded(store):
     """A store of 40 memories with its index file and snapshot current."""
     cx = _cx(store)
@@ -63,12 +75,9 @@ def folded(store):
     return cx
 
 
-def test_a_write_that_grows_the_tail_starts_a_background_fold_and_returns(folded, store, tmp_path, monkeypatch):
+def test_a_write_that_grows_the_tail_starts_a_background_fold_and_returns(folded, store, gated, monkeypatch):
     cx = folded
-    monkeypatch.delenv("CORTEXCTL_FOLD")
-    gate = tmp_path / "gate"
-    monkeypatch.setenv("PYTHONPATH", str(GATE_DIR))
-    monkeypatch.setenv("CORTEXCTL_TEST_FOLD_GATE", str(gate))
+    gate = gated
     monkeypatch.setattr(vector_index, "FOLD_AT", 3)
     before = _record(store)
     for i in range(3):
@@ -191,22 +200,13 @@ def test_a_fold_with_no_index_file_to_trust_builds_a_whole_one_while_writers_go_
     assert cx.verify().ok
 
 
-def _gated(monkeypatch, tmp_path: Path) -> Path:
-    """Background folds from here on, each held at its start until the returned file exists."""
-    gate = tmp_path / "gate"
-    monkeypatch.delenv("CORTEXCTL_FOLD")
-    monkeypatch.setenv("PYTHONPATH", str(GATE_DIR))
-    monkeypatch.setenv("CORTEXCTL_TEST_FOLD_GATE", str(gate))
-    return gate
-
-
 def test_a_restore_leaves_the_index_to_a_background_fold_and_find_searches_exactly_meanwhile(
-        folded, store, tmp_path, monkeypatch):
+        folded, store, tmp_path, monkeypatch, request):
     cx = folded
     bundle = cx.backup(dest=tmp_path / "bundles").path
     exact = [_answer(cx, **q) for q in QUERIES]  # a store this small is searched exactly
     monkeypatch.setattr(vector_index, "EXACT_MAX", 0)  # find asks the index from here on
-    gate = _gated(monkeypatch, tmp_path)
+    gate = request.getfixturevalue("gated")  # from here on
     result = cx.restore(bundle, mode="replace", force=True)
     assert result.verified and any("being built in the background" in n for n in result.notes)
     assert _fold_running(store) and not (store / vector_index.RECORD_NAME).exists()
@@ -234,14 +234,14 @@ def test_a_restore_leaves_the_index_to_a_background_fold_and_find_searches_exact
 
 
 def test_a_whole_build_that_meets_another_restore_leaves_the_restored_store_alone(folded, store, tmp_path,
-                                                                                  monkeypatch):
+                                                                                  request):
     cx = folded
     bundle = cx.backup(dest=tmp_path / "bundles").path
     cx.write("fact", "walrus colony after the backup")
     _drop_index(store)
     (store / snapshot.SNAPSHOT_NAME).unlink()  # no snapshot's stamp to tell the stores apart either
     rest = _steps(cx)
-    gate = _gated(monkeypatch, tmp_path)
+    gate = request.getfixturevalue("gated")  # from here on
     cx.restore(bundle, mode="replace", force=True)  # no index record either, but another database file
     assert rest() == {"index": "abandoned", "snapshot": "abandoned"}
     assert not (store / vector_index.RECORD_NAME).exists()
