@@ -53,7 +53,6 @@ FOLD_LOG = "cortex.fold.log"  # the last fold's failure, until a fold completes
 LOG_MAX = 4096  # bytes of the fold log read back
 FOLD_DELTA = 500  # memories in the snapshot's delta that start a fold (a write rewrites the delta: kept small)
 LOCK_WAIT = 120.0  # seconds a background fold waits for the writer lock at each step
-REBUILD_BATCH = 50_000  # vectors handed to the graph at a time when a fold builds a whole index
 ENV = "CORTEXCTL_FOLD"  # "background" (the default) or "inline"
 
 
@@ -283,15 +282,19 @@ def _take(store, model: str | None, work: Path) -> dict:
 def _spool(tx, model: str, dim: int, work: Path) -> dict:
     """Every vector of ``model`` (in key order) written to ``work`` as one float32 matrix, for a
     whole index built without the writer lock; the keys are kept in memory."""
+    import zlib
+
     import numpy as np
 
-    keys = []
+    keys, runs = [], []
     path = work / "vectors.f32"
     with open(path, "wb") as fh:
         for k, m in tx.iter_vectors(model, dim):
             keys.append(np.asarray(k, dtype=np.uint64))
-            np.ascontiguousarray(m, dtype=np.float32).tofile(fh)
-    return {"path": path, "keys": np.concatenate(keys) if keys else np.zeros(0, dtype=np.uint64)}
+            raw = np.ascontiguousarray(m, dtype=np.float32)
+            runs.append((len(raw), zlib.crc32(raw)))  # read back checked: the file is outside the database
+            raw.tofile(fh)
+    return {"path": path, "keys": np.concatenate(keys) if keys else np.zeros(0, dtype=np.uint64), "runs": runs}
 
 
 def _db_identity(store) -> tuple[int, int] | None:
@@ -305,18 +308,27 @@ def _db_identity(store) -> tuple[int, int] | None:
 
 def _rebuilt(rb: dict):
     """A whole index of the spooled vectors (``_spool``), built as ``vector_index.update`` builds one."""
+    import zlib
+
     import numpy as np
 
+    from cortexctl.errors import CortexError
     from cortexctl.index import hnsw
 
-    keys = rb["spool"]["keys"]
+    spool = rb["spool"]
+    keys = spool["keys"]
     index = hnsw.new(rb["dim"], len(keys))
     if len(keys):
-        mat = np.memmap(rb["spool"]["path"], dtype=np.float32, mode="r", shape=(len(keys), rb["dim"]))
-        for at in range(0, len(keys), REBUILD_BATCH):
-            hnsw.add(index, keys[at:at + REBUILD_BATCH], np.asarray(mat[at:at + REBUILD_BATCH]))
+        mat = np.memmap(spool["path"], dtype=np.float32, mode="r", shape=(len(keys), rb["dim"]))
+        at = 0
+        for n, crc in spool["runs"]:
+            part = np.array(mat[at:at + n])
+            if zlib.crc32(part) != crc:
+                raise CortexError(f"the fold's work file {spool['path']} changed while the index was built")
+            hnsw.add(index, keys[at:at + n], part)
+            at += n
         del mat
-    os.unlink(rb["spool"]["path"])
+    os.unlink(spool["path"])
     return index
 
 

@@ -200,6 +200,35 @@ def test_a_fold_with_no_index_file_to_trust_builds_a_whole_one_while_writers_go_
     assert cx.verify().ok
 
 
+def test_a_whole_build_whose_spooled_vectors_change_under_it_fails_and_installs_nothing(folded, store):
+    from cortexctl.errors import CortexError
+    from cortexctl.store import scratch
+
+    cx = folded
+    _drop_index(store)
+    st, model = cx.store, cx.embedder.model
+    work = scratch.make(scratch.areas(st), "fold")
+    try:
+        with st.exclusive():
+            taken = fold._take(st, model, work)
+        spool = taken["rebuild"]["spool"]["path"]
+        with open(spool, "r+b") as fh:  # one byte of one vector flipped
+            fh.seek(1000)
+            byte = fh.read(1)
+            fh.seek(1000)
+            fh.write(bytes([byte[0] ^ 0x40]))
+        with pytest.raises(CortexError, match="changed while the index was built"):
+            fold._build(st, taken, work)
+    finally:
+        if taken.get("snapshot") is not None:
+            taken["snapshot"].close()
+        scratch.remove(work)
+    assert not (store / vector_index.RECORD_NAME).exists()
+    assert fold.run(st, model)["index"] == "rebuild"  # the next fold builds it from the store again
+    assert _index_ok(cx)
+    _same_answers(cx)
+
+
 def test_a_restore_leaves_the_index_to_a_background_fold_and_find_searches_exactly_meanwhile(
         folded, store, tmp_path, monkeypatch, request):
     cx = folded
