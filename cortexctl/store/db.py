@@ -601,7 +601,13 @@ class DuckStorage:
     def index_health(self, model: str | None) -> dict:
         from cortexctl.store import vector_index
 
-        return vector_index.health(self, model)
+        return vector_index.health(self, model, folding=self.folding())
+
+    def folding(self) -> bool:
+        """A background fold of this store is under way (``store/fold.py``)."""
+        from cortexctl.store import fold
+
+        return fold.under_way(self.path)
 
 
 def _fold_when_grown(store: DuckStorage, delta: dict | None) -> None:

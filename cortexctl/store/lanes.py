@@ -25,8 +25,13 @@ class Lanes:
 
     def nearest(self, query_vector, model: str, filters: Filters, n: int, *, exact: bool = False):
         from cortexctl.store import vector_index
+        from cortexctl.store.interface import IndexUnusable
 
-        return vector_index.nearest(self, self.store, model, query_vector, filters, n, exact=exact)
+        try:
+            return vector_index.nearest(self, self.store, model, query_vector, filters, n, exact=exact)
+        except IndexUnusable as exc:
+            exc.building = self.store.folding()  # a background fold is building the file
+            raise
 
     def index_problems(self, model: str) -> list[str]:
         from cortexctl.store import vector_index

@@ -411,10 +411,7 @@ def nearest(tx, store: DuckStorage, model: str, query_vec, filters: Filters, n: 
         return _exact(tx, filters, model, dim, q, n, store=None if exact else store, cache=cache), None
     rec, why = index_state(tx, store, model, dim)
     if why != "ok" or rec is None:
-        from cortexctl.store import fold
-
-        raise IndexUnusable(f"file {index_path(store)} {why}", damaged=why == DAMAGED,
-                            building=fold.under_way(store.path))
+        raise IndexUnusable(f"file {index_path(store)} {why}", damaged=why == DAMAGED)
     index = hnsw.open_view(index_path(store), fingerprint_of(rec), cache)
     if index is None:
         raise IndexUnusable(f"file {index_path(store)} {DAMAGED}", damaged=True)
@@ -539,13 +536,13 @@ def verify_index(tx, store, model: str) -> list[str]:
     return [f"index file {INDEX_NAME}: its checksum does not match (damaged; cortexctl reindex rebuilds it)"]
 
 
-def health(store: DuckStorage, model: str | None) -> dict:
+def health(store: DuckStorage, model: str | None, *, folding: bool = False) -> dict:
     """The healthcheck's ``index`` block: the file, and whether it can be trusted for ``model``
     (a store too small to have one is searched exactly, which is as it should be); the
     ``connectivity`` of its graph, and ``denser_on_rebuild`` when the graph grew past the size it
-    was built for (``hnsw.sparser_than_wanted``: ``reindex --rebuild`` builds it denser)."""
+    was built for (``hnsw.sparser_than_wanted``: ``reindex --rebuild`` builds it denser).
+    ``folding``: a background fold is under way (``store/fold.py``), building a file not there yet."""
     from cortexctl.index import hnsw
-    from cortexctl.store import fold
 
     block = {"path": str(index_path(store)), "exists": index_path(store).is_file(),
              "count": None, "model": None, "dimension": None, "consistent": None, "state": None,
@@ -555,7 +552,7 @@ def health(store: DuckStorage, model: str | None) -> dict:
     with store.reading() as tx:
         n, _max_key, dim = tx.vector_stats(model)
         rec, why = index_state(tx, store, model, dim)
-    building = why != "ok" and bool(n) and fold.under_way(store.path)
+    building = why != "ok" and bool(n) and folding
     small = why == "missing" and n < FOLD_AT and not building
     state = "not built yet (searched exactly)" if small else why
     if building:
