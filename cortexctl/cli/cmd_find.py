@@ -82,7 +82,7 @@ COMMANDS = [
         flags={"types": ("--type",), "tags": ("--tag",), "frames": ("--frame",), "k": ("-k",)},
         completers={"types": complete.memory_types, "frames": complete.frames},
         options=(Option("verbose", ("--verbose", "-v"), "Also say how the answer was found (an exact search, an "
-                                                        "index rebuilt).", type=bool, default=False),
+                                                        "index rebuilt or being built).", type=bool, default=False),
                  Option("include_unmatched", ("--include-unmatched",), "Piped output: also print the results only "
                         "salience brought (\"(no match)\" on a terminal).", type=bool, default=False),
                  Option("quiet", ("--quiet", "-q"), "Print nothing: the exit status says whether anything matched "

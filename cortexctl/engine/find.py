@@ -124,19 +124,22 @@ def run(ctx: Context, query: FindQuery, filters: Filters, stood: list | None = N
         # date does not (a note, shown with -v)
         say = str if exc.damaged else Note
         building = exc.building
-    if building:  # a background build (after a restore, say): not built a second time here
+    if not building:  # a background build under way (after a restore, say) is not started twice
+        try:
+            # never queue behind another writer; a backend that can builds it in the background
+            done = ctx.storage.update_index(ctx.embedder.model, rebuild=True, wait=0, later=True)
+        except StoreBusy:
+            warnings.append(say(f"index {reason} and another writer holds the store: exact search "
+                                "(cortexctl reindex repairs it)"))
+            return _search(ctx, query, filters, qvec, warnings, stood, exact=True), warnings
+        except (CortexError, OSError) as err:  # a read-only store, a full disk: answer all the same
+            detail = err.message if isinstance(err, CortexError) else (err.strerror or type(err).__name__)
+            warnings.append(say(f"index {reason} and it cannot be rebuilt ({detail}): exact search "
+                                "(cortexctl reindex repairs it)"))
+            return _search(ctx, query, filters, qvec, warnings, stood, exact=True), warnings
+        building = done.get("action") == "background"
+    if building:
         warnings.append(say(f"index {reason}; being built in the background: exact search"))
-        return _search(ctx, query, filters, qvec, warnings, stood, exact=True), warnings
-    try:
-        ctx.storage.update_index(ctx.embedder.model, rebuild=True, wait=0)  # never queue behind another writer
-    except StoreBusy:
-        warnings.append(say(f"index {reason} and another writer holds the store: exact search "
-                            "(cortexctl reindex repairs it)"))
-        return _search(ctx, query, filters, qvec, warnings, stood, exact=True), warnings
-    except (CortexError, OSError) as err:  # a read-only store, a full disk: answer all the same
-        detail = err.message if isinstance(err, CortexError) else (err.strerror or type(err).__name__)
-        warnings.append(say(f"index {reason} and it cannot be rebuilt ({detail}): exact search "
-                            "(cortexctl reindex repairs it)"))
         return _search(ctx, query, filters, qvec, warnings, stood, exact=True), warnings
     try:
         hits = _search(ctx, query, filters, qvec, warnings, stood)

@@ -544,19 +544,23 @@ class DuckStorage:
                      wait: float | None = None, later: bool = False) -> dict:
         from cortexctl.store import fold, vector_index
 
-        if later and rebuild and loader is None and fold.mode() == "background":
-            # the search snapshot now; the index file by a background fold (find searches exactly
-            # until it is in place), started once the store is where it stays (restore_bundle)
-            with self.exclusive(wait=wait):
-                self.refresh_snapshot()
-            self._index_later = model
-            if not self._staged:
-                self.build_index_later()
+        if later and rebuild and loader is None and fold.mode() == "background" and self._has_vectors(model):
+            # the index file by a background fold (find searches exactly until it is in place)
+            if self._staged:  # a restore's: the snapshot now, the fold once the store is in place
+                with self.exclusive(wait=wait):
+                    self.refresh_snapshot()
+                self._index_later = model
+            else:
+                fold.start(self.path, model)  # one under way already does the same
             return {"action": "background", "reason": "built in the background"}
         done = vector_index.update(self, model, rebuild=rebuild, progress=progress, built=loader, wait=wait)
         if self.snapshot_state() == "current":
             fold.completed(self.path)  # both caches are current: a fold's failure before is no longer the news
         return done
+
+    def _has_vectors(self, model: str) -> bool:
+        with self.reading() as tx:
+            return tx.vector_stats(model)[2] is not None
 
     def build_index_later(self) -> None:
         """Start the background fold ``update_index(later=True)`` asked for: with no trusted index

@@ -584,9 +584,9 @@ class Storage(Protocol):
         ``rebuild``): {"action": "fold", "rebuild" or "none", "vectors": n, ...}. ``loader``:
         an ``index_loader`` an import filled. ``wait``: seconds to wait for other writers.
         ``later`` (with ``rebuild``): the backend may leave the index to a background build
-        (a store ``restore_bundle`` is making: once it is in place) and bring only its other
-        read caches up to date now; {"action": "background"} then, and until the build is
-        done ``Tx.nearest`` raises ``IndexUnusable`` with ``building`` set."""
+        (of a store ``restore_bundle`` is making: once it is in place, its other read caches
+        brought up to date now); {"action": "background"} then, and until the build is done
+        ``Tx.nearest`` raises ``IndexUnusable`` with ``building`` set."""
 
     def index_loader(self, model: str, *, threads: int = 1, expected: int = 0) -> Any:
         """Something a bulk load hands each committed batch of vectors (``add(last_key, ids,

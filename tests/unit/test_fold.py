@@ -448,3 +448,23 @@ def test_a_fold_log_that_is_not_one_is_reported_not_trusted(folded, store, conte
                                             "was edited)"}
     doc = folded.healthcheck(probe=False)
     assert doc["status"] == "degraded" and doc["snapshot"]["fold_failed"] == failure
+
+
+def test_a_find_that_meets_no_index_file_starts_a_background_build_and_searches_exactly(folded, store, gated,
+                                                                                      monkeypatch):
+    cx = folded
+    exact = [_answer(cx, **q) for q in QUERIES]  # a store this small is searched exactly
+    monkeypatch.setattr(vector_index, "EXACT_MAX", 0)  # find asks the index from here on
+    _drop_index(store)
+    hits, warnings = cx.find_with_warnings(FindQuery(**QUERIES[0]))
+    assert [h.to_json() for h in hits] == exact[0]
+    assert any("missing; being built in the background: exact search" in w for w in warnings), warnings
+    assert _fold_running(store) and not (store / vector_index.RECORD_NAME).exists()
+    hits, warnings = cx.find_with_warnings(FindQuery(**QUERIES[2]))  # the build under way is not started again
+    assert [h.to_json() for h in hits] == exact[2] and not (store / vector_index.RECORD_NAME).exists()
+    gated.touch()
+    fold.wait_idle(store)
+    assert _index_ok(cx)
+    hits, warnings = cx.find_with_warnings(FindQuery(**QUERIES[0]))
+    assert not warnings
+    _same_answers(cx)
