@@ -39,6 +39,7 @@ LOCK_NAME = ".lock"
 # Files of the store that cortexctl creates (the database, its WAL, the lock, later the index).
 OWN_FILE_PREFIXES = ("cortex.", LOCK_NAME)
 SETTLE = 0.5  # seconds a reader looks again at a file that reads as damaged (``_open_reader``)
+START_TRIES = 20  # attempts, 5 ms apart, to start a background fold while another process looks at its lock
 
 
 def _load_for_writing() -> None:
@@ -550,9 +551,10 @@ class DuckStorage:
                 with self.exclusive(wait=wait):
                     self.refresh_snapshot()
                 self._index_later = model
-            else:
-                fold.start(self.path, model)  # one under way already does the same
-            return {"action": "background", "reason": "built in the background"}
+                return {"action": "background", "reason": "built in the background"}
+            # not when the last fold failed (it would again, and say nothing): built here, or the error said
+            if fold.last_failure(self.path) is None and self._start_fold(model):
+                return {"action": "background", "reason": "built in the background"}
         done = vector_index.update(self, model, rebuild=rebuild, progress=progress, built=loader, wait=wait)
         if self.snapshot_state() == "current":
             fold.completed(self.path)  # both caches are current: a fold's failure before is no longer the news
@@ -570,9 +572,23 @@ class DuckStorage:
         model, self._index_later = self._index_later, None
         if model is not None:
             try:
-                fold.start(self.path, model)  # one under way already: the next write starts another
+                if not self._start_fold(model):
+                    fold.failed(self.path, OSError(0, "the background fold that builds the index file "
+                                                      "could not be started"))
             except OSError as exc:
                 fold.failed(self.path, exc)
+
+    def _start_fold(self, model: str) -> bool:
+        """Start a background fold of ``model``; True when one is under way. A process that only
+        looks whether a fold runs (``fold.under_way``) holds the fold lock for an instant: tried
+        again for a little while, not given up at once."""
+        from cortexctl.store import fold
+
+        for _ in range(START_TRIES):
+            if fold.start(self.path, model) or fold.under_way(self.path):
+                return True
+            time.sleep(0.005)
+        return False
 
     def reclaim_space(self) -> dict:
         """The file rewritten with only its live blocks when a bulk load left much of it free

@@ -207,7 +207,7 @@ def run(store, model: str | None) -> dict:
 
     if model is None:
         rec = vi.read_record(store)
-        model = rec.model if rec is not None else None
+        model = rec.model if rec is not None else _only_model(store)
     taken: dict = {}
     work = None
     try:
@@ -218,12 +218,32 @@ def run(store, model: str | None) -> dict:
             built = _build(store, taken, work)
         with store.exclusive(), scratch.private():
             done = _install(store, model, taken, built)
-        completed(store.path)
+        if "abandoned" not in done.values():
+            completed(store.path)
         return done
     finally:
-        if taken.get("snapshot") is not None:
-            taken["snapshot"].close()
+        release(taken)
         scratch.remove(work)
+
+
+def release(taken: dict) -> None:
+    """What ``_take`` holds open: the snapshot's mapping and the database file's descriptor."""
+    if taken.get("snapshot") is not None:
+        taken["snapshot"].close()
+        taken["snapshot"] = None
+    if taken.get("rebuild") is not None and taken["rebuild"].get("db_fd") is not None:
+        os.close(taken["rebuild"]["db_fd"])
+        taken["rebuild"]["db_fd"] = None
+
+
+def _only_model(store) -> str | None:
+    """The model of the store's vectors when they are all of one (a store with no index record
+    yet: after a restore, or with its record lost), else None."""
+    if not store.db_path.is_file():
+        return None
+    with store.reading() as tx:
+        models = tx.con.execute("SELECT DISTINCT model FROM vectors LIMIT 2").fetchall()
+    return models[0][0] if len(models) == 1 else None
 
 
 def _take(store, model: str | None, work: Path) -> dict:
@@ -246,9 +266,15 @@ def _take(store, model: str | None, work: Path) -> dict:
                 if why != "ok" or rec is None:
                     # the file is missing, damaged or another model's: built whole from the vectors
                     # spooled now, installed only while the record is still the one read here
-                    taken["rebuild"] = {"was": vi.read_record(store), "db": _db_identity(store),
-                                        "dim": dim, "max_key": max_key, "count": count,
-                                        "spool": _spool(tx, model, dim, work)}
+                    # the database file held open: its identity cannot pass to another file meanwhile
+                    rb = {"was": vi.read_record(store), "db_fd": os.open(store.db_path, os.O_RDONLY),
+                          "dim": dim, "max_key": max_key, "count": count}
+                    try:
+                        rb["spool"] = _spool(tx, model, dim, work)
+                    except BaseException:
+                        os.close(rb["db_fd"])
+                        raise
+                    taken["rebuild"] = rb
                     taken["drop"] = tx.dropped_keys(model)
                 else:
                     taken["rec"] = rec
@@ -293,21 +319,23 @@ def _spool(tx, model: str, dim: int, work: Path) -> dict:
             keys.append(np.asarray(k, dtype=np.uint64))
             raw = np.ascontiguousarray(m, dtype=np.float32)
             runs.append((len(raw), zlib.crc32(raw)))  # read back checked: the file is outside the database
-            raw.tofile(fh)
+            fh.write(raw.data)  # a full disk says so (ENOSPC), which numpy's tofile does not
     return {"path": path, "keys": np.concatenate(keys) if keys else np.zeros(0, dtype=np.uint64), "runs": runs}
 
 
-def _db_identity(store) -> tuple[int, int] | None:
-    """Which database file the store holds: a restore or a space reclaim puts another in place."""
+def _same_db(store, fd: int) -> bool:
+    """The store still holds the database file ``fd`` is open on (a restore or a space reclaim
+    puts another in place)."""
     try:
-        st = os.stat(store.db_path)
+        now, then = os.stat(store.db_path), os.fstat(fd)
     except OSError:
-        return None
-    return st.st_dev, st.st_ino
+        return False
+    return (now.st_dev, now.st_ino) == (then.st_dev, then.st_ino)
 
 
-def _rebuilt(rb: dict):
-    """A whole index of the spooled vectors (``_spool``), built as ``vector_index.update`` builds one."""
+def _rebuilt(store, rb: dict):
+    """A whole index of the spooled vectors (``_spool``), built as ``vector_index.update`` builds one;
+    None as soon as the store holds another database file (the build would be thrown away)."""
     import zlib
 
     import numpy as np
@@ -322,6 +350,8 @@ def _rebuilt(rb: dict):
         mat = np.memmap(spool["path"], dtype=np.float32, mode="r", shape=(len(keys), rb["dim"]))
         at = 0
         for n, crc in spool["runs"]:
+            if not _same_db(store, rb["db_fd"]):
+                return None
             part = np.array(mat[at:at + n])
             if zlib.crc32(part) != crc:
                 raise CortexError(f"the fold's work file {spool['path']} changed while the index was built")
@@ -342,7 +372,9 @@ def _build(store, taken: dict, work: Path) -> dict:
     rec = taken["rec"]
     rb = taken.get("rebuild")
     if rb is not None:
-        index = _rebuilt(rb)
+        index = _rebuilt(store, rb)
+        if index is None:  # another store now: _install abandons the fold
+            return built
         tmp = work / vi.INDEX_NAME
         fp = hnsw.save_beside(index, tmp)
         built["index"] = (tmp, fp, vi.IndexRecord.of_file(taken["model"], rb["max_key"], index, fp, taken["drop"]))
@@ -389,7 +421,7 @@ def _install(store, model: str | None, taken: dict, built: dict) -> dict:
     gen = sf.read_gen(store.path)
     rb = taken.get("rebuild")
     if (taken["rec"] is not None and vi.read_record(store) != taken["rec"]) \
-            or (rb is not None and (vi.read_record(store) != rb["was"] or _db_identity(store) != rb["db"])) \
+            or (rb is not None and (vi.read_record(store) != rb["was"] or not _same_db(store, rb["db_fd"]))) \
             or (taken.get("stamp") is not None and (gen is None or gen[0] != taken["stamp"]["token"])):
         # another fold or a reindex came between, or the store was replaced (a restore): the rows
         # taken are not this store's

@@ -146,7 +146,8 @@ def index_state(tx, store, model: str, dim: int | None) -> tuple[IndexRecord | N
         return rec, why
     covered = tx.covered(model, rec.max_key)  # the file holds live and dropped vectors up to max_key
     if covered != rec.count and rec.cleared:  # a fold's record written, its dropped keys not yet cleared
-        covered -= len(set(rec.cleared) & set(tx.dropped_keys(model)))
+        # (covered counts only keys up to max_key: a dropped key above it was never in the file)
+        covered -= len({k for k in rec.cleared if k <= rec.max_key} & set(tx.dropped_keys(model)))
     if covered != rec.count:
         return rec, "out of step with the store"
     return rec, "ok"

@@ -116,8 +116,7 @@ def _steps(cx: Cortex):
             with st.exclusive():
                 return fold._install(st, model, taken, built)
         finally:
-            if taken.get("snapshot") is not None:
-                taken["snapshot"].close()
+            fold.release(taken)
             scratch.remove(work)
     return rest
 
@@ -220,8 +219,7 @@ def test_a_whole_build_whose_spooled_vectors_change_under_it_fails_and_installs_
         with pytest.raises(CortexError, match="changed while the index was built"):
             fold._build(st, taken, work)
     finally:
-        if taken.get("snapshot") is not None:
-            taken["snapshot"].close()
+        fold.release(taken)
         scratch.remove(work)
     assert not (store / vector_index.RECORD_NAME).exists()
     assert fold.run(st, model)["index"] == "rebuild"  # the next fold builds it from the store again
@@ -378,7 +376,7 @@ def test_between_the_new_record_and_the_clearing_of_its_dropped_keys_the_index_i
             hnsw.install(tmp, vector_index.index_path(st), fp)
             vector_index._write_record(st, rec)
     finally:
-        taken["snapshot"].close()
+        fold.release(taken)
         scratch.remove(work)
     assert _index_ok(cx)
     assert cx.verify().ok
@@ -468,3 +466,66 @@ def test_a_find_that_meets_no_index_file_starts_a_background_build_and_searches_
     hits, warnings = cx.find_with_warnings(FindQuery(**QUERIES[0]))
     assert not warnings
     _same_answers(cx)
+
+
+def test_a_whole_build_is_abandoned_however_many_restores_come_between(folded, store, tmp_path, monkeypatch):
+    """The database file the fold read is held open until it installs: a file a restore puts in its
+    place cannot be given its inode (a filesystem reuses a freed one), so it is never taken for it."""
+    cx = folded
+    bundle = cx.backup(dest=tmp_path / "bundles").path
+    cx.update(cx.find(FindQuery(k=1))[0].id, text="an update after the backup")  # rows the bundle lacks
+    _drop_index(store)
+    (store / snapshot.SNAPSHOT_NAME).unlink()
+    rest = _steps(cx)
+    monkeypatch.setenv("CORTEXCTL_FOLD", "inline")
+    for _ in range(4):
+        cx.restore(bundle, mode="replace", force=True)
+        _drop_index(store)  # as before the fold's install: no record either way
+    assert rest() == {"index": "abandoned", "snapshot": "abandoned"}
+    assert not (store / vector_index.RECORD_NAME).exists()
+    assert fold.run(cx.store, cx.embedder.model)["index"] == "rebuild"
+    assert _index_ok(cx) and cx.verify().ok
+    _same_answers(cx)
+
+
+def test_a_fold_with_no_record_builds_the_index_of_the_one_model_the_store_has(folded, store):
+    cx = folded
+    _drop_index(store)
+    assert fold.run(cx.store, None)["index"] == "rebuild"  # as a write's grown delta starts it
+    assert _index_ok(cx)
+
+
+def test_a_find_after_a_failed_fold_builds_the_index_itself(folded, store, gated, monkeypatch):
+    cx = folded
+    monkeypatch.setattr(vector_index, "EXACT_MAX", 0)
+    _drop_index(store)
+    fold.failed(store, OSError(28, "No space left on device"))
+    hits, warnings = cx.find_with_warnings(FindQuery(**QUERIES[0]))
+    assert not _fold_running(store)  # one more fold would fail the same way, and say nothing
+    assert any(w.endswith("missing: rebuilt") for w in warnings), warnings
+    assert _index_ok(cx) and fold.last_failure(store) is None
+
+
+def test_a_fold_is_started_even_while_another_process_looks_whether_one_runs(folded, store, gated, monkeypatch):
+    """``fold.under_way`` (healthcheck, find) holds the fold lock shared for an instant; a find that
+    starts a fold then tries again rather than say one is under way when none is."""
+    import fcntl
+    import os
+    import threading
+
+    cx = folded
+    monkeypatch.setattr(vector_index, "EXACT_MAX", 0)
+    _drop_index(store)
+    fd = os.open(store / fold.FOLD_LOCK, os.O_RDWR | os.O_CREAT, 0o600)
+    fcntl.flock(fd, fcntl.LOCK_SH)  # the look, held long enough to meet the find's first try
+    timer = threading.Timer(0.03, os.close, (fd,))
+    timer.start()
+    try:
+        hits, warnings = cx.find_with_warnings(FindQuery(**QUERIES[0]))
+    finally:
+        timer.join()
+    assert any("being built in the background" in w for w in warnings), warnings
+    assert _fold_running(store)
+    gated.touch()
+    fold.wait_idle(store)
+    assert _index_ok(cx)
