@@ -265,8 +265,8 @@ def _take(store, model: str | None, work: Path) -> dict:
                 rec, why = vi.index_state(tx, store, model, dim)
                 if why != "ok" or rec is None:
                     # the file is missing, damaged or another model's: built whole from the vectors
-                    # spooled now, installed only while the record is still the one read here
-                    # the database file held open: its identity cannot pass to another file meanwhile
+                    # spooled now, and installed only while the record is still the one read here and
+                    # the store holds the database file kept open (an open file's inode is not reused)
                     rb = {"was": vi.read_record(store), "db_fd": os.open(store.db_path, os.O_RDONLY),
                           "dim": dim, "max_key": max_key, "count": count}
                     try:
