@@ -89,7 +89,10 @@ def test_an_import_into_postgresql_equals_the_same_import_into_duckdb(tmp_path, 
         actor = query[-1] if query[-2] == "--actor" else "agent0"
         got = {name: [(x["id"], x["score"]) for x in run[name](*query, actor=actor).json()["results"]]
                for name in stores}
-        assert got["postgres"] == got["duckdb"] and got["duckdb"], (query, got)
+        assert [i for i, _ in got["postgres"]] == [i for i, _ in got["duckdb"]] and got["duckdb"], (query, got)
+        # the same scores but for the salience lane's recency, which the clock moves between the two finds
+        # (a few nanoseconds' worth can round the sixth decimal either way)
+        assert all(abs(a - b) <= 2e-6 for (_, a), (_, b) in zip(got["postgres"], got["duckdb"])), (query, got)
 
 
 def test_an_import_into_postgresql_keeps_its_order_of_postings_after_later_writes(tmp_path, exported):
