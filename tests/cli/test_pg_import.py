@@ -91,7 +91,7 @@ def test_an_import_into_postgresql_equals_the_same_import_into_duckdb(tmp_path, 
                for name in stores}
         assert [i for i, _ in got["postgres"]] == [i for i, _ in got["duckdb"]] and got["duckdb"], (query, got)
         # the same scores but for the salience lane's recency, which the clock moves between the two finds
-        # (a few nanoseconds' worth can round the sixth decimal either way)
+        # (the time between them can round the sixth decimal either way)
         assert all(abs(a - b) <= 2e-6 for (_, a), (_, b) in zip(got["postgres"], got["duckdb"])), (query, got)
 
 
