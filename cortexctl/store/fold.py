@@ -205,15 +205,18 @@ def run(store, model: str | None) -> dict:
     from cortexctl.store import scratch
     from cortexctl.store import vector_index as vi
 
+    whole_from = 0  # vectors from which a missing index file is built whole
     if model is None:
         rec = vi.read_record(store)
         model = rec.model if rec is not None else _only_model(store)
+        if rec is None:  # a store too small for an index file has none: not built for a delta's fold
+            whole_from = vi.FOLD_AT
     taken: dict = {}
     work = None
     try:
         with store.exclusive(), scratch.private():
             work = scratch.make(scratch.areas(store), "fold")
-            taken = _take(store, model, work)
+            taken = _take(store, model, work, whole_from)
         with scratch.private():
             built = _build(store, taken, work)
         with store.exclusive(), scratch.private():
@@ -246,7 +249,7 @@ def _only_model(store) -> str | None:
     return models[0][0] if len(models) == 1 else None
 
 
-def _take(store, model: str | None, work: Path) -> dict:
+def _take(store, model: str | None, work: Path, whole_from: int = 0) -> dict:
     """Step 1, under the writer lock: what to fold, as one state of the store. With no trusted
     index file, every vector of the model is written to ``work`` (``_spool``) for step 2 to build
     a whole new file from."""
@@ -263,7 +266,9 @@ def _take(store, model: str | None, work: Path) -> dict:
             count, max_key, dim = tx.vector_stats(model)
             if dim is not None:
                 rec, why = vi.index_state(tx, store, model, dim)
-                if why != "ok" or rec is None:
+                if (why != "ok" or rec is None) and count < whole_from:
+                    pass  # no index file yet, and none wanted: searched exactly
+                elif why != "ok" or rec is None:
                     # the file is missing, damaged or another model's: built whole from the vectors
                     # spooled now, and installed only while the record is still the one read here and
                     # the store holds the database file kept open (an open file's inode is not reused)

@@ -488,10 +488,14 @@ def test_a_whole_build_is_abandoned_however_many_restores_come_between(folded, s
     _same_answers(cx)
 
 
-def test_a_fold_with_no_record_builds_the_index_of_the_one_model_the_store_has(folded, store):
+def test_a_fold_with_no_record_builds_the_index_of_the_one_model_the_store_has(folded, store, monkeypatch):
     cx = folded
     _drop_index(store)
-    assert fold.run(cx.store, None)["index"] == "rebuild"  # as a write's grown delta starts it
+    # as a write's grown delta starts it: a store too small for an index file is left without one
+    assert fold.run(cx.store, None)["index"] == "none"
+    assert not (store / vector_index.RECORD_NAME).exists()
+    monkeypatch.setattr(vector_index, "FOLD_AT", 10)  # one large enough for it gets it
+    assert fold.run(cx.store, None)["index"] == "rebuild"
     assert _index_ok(cx)
 
 
