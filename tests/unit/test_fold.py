@@ -517,11 +517,24 @@ def test_a_fold_is_started_even_while_another_process_looks_whether_one_runs(fol
     import os
     import threading
 
+    from cortexctl.store import db
+
     cx = folded
     monkeypatch.setattr(vector_index, "EXACT_MAX", 0)
     _drop_index(store)
     fd = os.open(store / fold.FOLD_LOCK, os.O_RDWR | os.O_CREAT, 0o600)
-    fcntl.flock(fd, fcntl.LOCK_SH)  # the look, held long enough to meet the find's first try
+    fcntl.flock(fd, fcntl.LOCK_SH)  # the look, held through every try: no fold, so none is said to run
+    monkeypatch.setattr(db, "START_TRIES", 3)
+    try:
+        hits, warnings = cx.find_with_warnings(FindQuery(**QUERIES[0]))
+    finally:
+        os.close(fd)
+    assert any(w.endswith("missing: rebuilt") for w in warnings), warnings  # built here instead
+    assert not _fold_running(store)
+    _drop_index(store)
+    fd = os.open(store / fold.FOLD_LOCK, os.O_RDWR)
+    fcntl.flock(fd, fcntl.LOCK_SH)  # the look, let go while the find tries again
+    monkeypatch.setattr(db, "START_TRIES", 100_000)  # tries for as long as the look lasts, however slow the machine
     timer = threading.Timer(0.03, os.close, (fd,))
     timer.start()
     try:
