@@ -31,6 +31,34 @@ K1 = 1.2  # BM25; b is 0, so document length plays no part (module docstring)
 PRF_DOCS, PRF_TERMS, PRF_BETA = 5, 10, 0.3
 
 
+def hidden_table(hidden):
+    """A lookup table of the doc numbers in ``hidden`` (doc numbers are dense): ``count_in`` and
+    ``keep_out`` ask it for each term's postings instead of building one per term."""
+    import numpy as np
+
+    if hidden is None or not len(hidden):
+        return None
+    table = np.zeros(int(hidden.max()) + 1, dtype=np.bool_)
+    table[hidden] = True
+    return table
+
+
+def _in_table(docs, table):
+    import numpy as np
+
+    inside = docs < len(table)
+    if inside.all():
+        return table[docs]
+    hit = np.zeros(len(docs), dtype=np.bool_)
+    hit[inside] = table[docs[inside]]
+    return hit
+
+
+def count_in(docs, table) -> int:
+    """How many of ``docs`` the table (``hidden_table``) holds."""
+    return 0 if table is None or not len(docs) else int(_in_table(docs, table).sum())
+
+
 def bm25_scores(tx, qw: dict[int, float], n_docs: int, hidden=None):
     """(docs, scores) of every memory holding a query term, as numpy arrays.
 
@@ -42,7 +70,7 @@ def bm25_scores(tx, qw: dict[int, float], n_docs: int, hidden=None):
 
     hits = tx.postings_of(list(qw))
     if hidden is not None and len(hidden) and len(hits["doc"]):
-        keep = ~np.isin(hits["doc"], hidden, kind="table")  # doc numbers are dense: a lookup table
+        keep = ~_in_table(hits["doc"], hidden_table(hidden))
         hits = {k: v[keep] for k, v in hits.items()}
     if not len(hits["doc"]):
         return np.zeros(0, np.uint64), np.zeros(0)

@@ -136,14 +136,22 @@ class Snapshot:
         self._check_blocks(range(lo // BLOCK, (hi - 1) // BLOCK + 1))
 
     def _check_blocks(self, blocks) -> None:
-        ok, crcs, mm, start = self._ok, self._crcs, self._mm, self._start
-        for b in blocks:
-            if b < len(ok) and ok[b]:
-                continue
-            s = start + b * BLOCK
-            if b >= len(crcs) or zlib.crc32(mm[s : s + BLOCK]) != crcs[b]:
-                raise SnapshotUnusable(f"search snapshot {SNAPSHOT_NAME} is damaged (block {b})")
-            ok[b] = True
+        import numpy as np
+
+        ok, crcs, start = self._ok, self._crcs, self._start
+        b = np.asarray(blocks, dtype=np.int64)
+        b = b[~ok[np.minimum(b, len(ok) - 1)]]  # the last flag is never set: a block past the end stays
+        if not len(b):
+            return
+        if int(b.max()) >= len(crcs):
+            raise SnapshotUnusable(f"search snapshot {SNAPSHOT_NAME} is damaged (block {int(b.max())})")
+        with memoryview(self._mm) as mv:  # blocks read in place, not copied out
+            got = np.fromiter((zlib.crc32(mv[start + x * BLOCK : start + (x + 1) * BLOCK]) for x in b.tolist()),
+                              dtype=np.uint32, count=len(b))
+        bad = np.flatnonzero(got != crcs[b])
+        if len(bad):
+            raise SnapshotUnusable(f"search snapshot {SNAPSHOT_NAME} is damaged (block {int(b[bad[0]])})")
+        ok[b] = True
 
     def raw(self, name: str):
         """The whole array, unchecked (callers check what they read)."""
@@ -187,7 +195,7 @@ class Snapshot:
             blocks = np.concatenate((first, last)) if last is not first else first
             need = blocks[~self._ok[np.minimum(blocks, len(self._ok) - 1)]]
             if len(need):
-                self._check_blocks(sorted(set(need.tolist())))
+                self._check_blocks(np.unique(need))
         return a[rows]
 
 

@@ -12,6 +12,7 @@ from typing import Sequence
 from cortexctl.store import rules
 from cortexctl.store.interface import Filters, Scoring, Viewer, viewer_of
 from cortexctl.store.lanes import Lanes
+from cortexctl.store.lexical import count_in, hidden_table
 from cortexctl.store.predicate import epoch_seconds, evaluate
 from cortexctl.store.snapshot.builder import NO_TIME
 from cortexctl.store.snapshot.delta import _MemSnap
@@ -107,7 +108,6 @@ class _Part:
         self._salient: dict = {}  # (mask key, half-life, weights, limit) -> _Salient (``top_salience``)
         self._hidden: dict = {}  # Viewer -> the doc numbers it may not see (``hidden_docs``)
         self._spans: dict = {}  # term -> (lo, hi) in the by-term postings, or None (``_term_spans``)
-        self._sessions = None  # (session codes sorted, their rows) (``session_around``)
         self.dead_docs = self._docs_of_dead() if self.dead_ids else None
 
     def _docs_of_dead(self):
@@ -289,15 +289,11 @@ class _Part:
         codes = {s: c for s in set(of.values()) if (c := self._code("sessions", s)) >= 0}
         if not codes:
             return {}
-        if self._sessions is None:  # the rows of each session, in row (ID) order
-            col = self.snap.whole("head_session_code")
-            order = np.argsort(col, kind="stable")
-            self._sessions = (col[order], order)
-        by_code, order = self._sessions
+        col = self.snap.whole("head_session_code")
         m = self.mask(filters)
         members = {}
-        for name, c in codes.items():
-            rows = order[int(np.searchsorted(by_code, c, side="left")):int(np.searchsorted(by_code, c, side="right"))]
+        for name, c in codes.items():  # a pass over the column for each session: a find asks of a few
+            rows = np.flatnonzero(col == c)  # in row (ID) order
             rows = rows[m[rows]]
             members[name] = self.snap.take("head_id", rows)
         out: dict[str, tuple[list[str], list[str]]] = {}
@@ -517,14 +513,13 @@ class _Part:
         return docs[self._live_docs(docs)] if self.dead_docs is not None else docs
 
     def term_df(self, terms: Sequence[int], hidden) -> dict[int, int]:
-        import numpy as np
-
         out: dict[int, int] = {}
+        table = hidden_table(hidden)  # once for every term
         for t, lo, hi in self._term_spans(terms):
             docs = self.snap.span("by_term_doc", lo, hi)
             if self.dead_docs is not None:
                 docs = docs[self._live_docs(docs)]
-            c = int(len(docs) - (np.isin(docs, hidden, kind="table").sum() if len(hidden) and len(docs) else 0))
+            c = int(len(docs) - count_in(docs, table))
             if c:
                 out[t] = c
         return out
