@@ -409,6 +409,39 @@ def test_the_float16_shortlist_keeps_every_exact_nearest_neighbour():
     assert pruned > 50
 
 
+@pytest.mark.parametrize("dtype", ["f16", "f32"])
+def test_an_exact_search_by_keys_answers_as_the_store_alone_with_writes_after_the_index_file(big, monkeypatch, dtype):
+    """The candidates' vectors by their keys (the index file's, shortlisted when it rounds them; the
+    pending tail's from the store) give the very answer the store gives reading every candidate's
+    vector through the filter, with the index already open or not, and past ``BY_KEYS_MAX``."""
+    monkeypatch.setattr(hnsw, "DTYPE", dtype)
+    cx = Cortex(store=big, actor="alice")
+    cx.reindex(rebuild=dtype == "f32")  # the copy's snapshot follows its own database file
+    for i in range(6):  # after the index file: the pending tail, among the candidates
+        cx.write("fact", f"note tail{i} alpha kilo item{1500 + i}", tags=["rare"])
+    model, filters = cx.embedder.model, Filters(actor="alice", tags=("rare",))
+    with cx.store.searching() as tx:
+        count, max_key, dim = tx.vector_stats(model)
+        rec, why = semantic.index_state(tx, cx.store, model, dim)
+        assert why == "ok" and max_key > rec.max_key
+        ids, keys = tx.vector_keys_for(filters, model)  # the snapshot knows the candidates' keys
+        assert len(ids) == len(range(0, N, 500)) + 6 and int(keys.max()) > rec.max_key
+        index = hnsw.open_view(semantic.index_path(cx.store), semantic.fingerprint_of(rec))
+        assert hnsw.lossless(index) == (dtype == "f32")
+        for text in ("item1500 alpha", "tail3 kilo", "note 2000 item2000", "quebec romeo"):
+            q = np.frombuffer(cx.embedder.embed_bytes(text), dtype="<f4")
+            want = semantic._exact(tx, filters, model, dim, q, 5)  # every candidate's vector from the store
+            assert len(want) == 5
+            picked = semantic._by_keys(tx, index, ids, keys, rec.max_key, model, dim, q, 5)
+            assert picked is not None and {i for i, _ in want} <= set(picked[0])
+            assert semantic._exact(tx, filters, model, dim, q, 5, store=cx.store) == want
+            assert semantic._exact(tx, filters, model, dim, q, 5, store=cx.store, opened=(rec, index)) == want
+            with monkeypatch.context() as m:
+                m.setattr(semantic, "BY_KEYS_MAX", 3)
+                assert semantic._by_keys(tx, index, ids, keys, rec.max_key, model, dim, q, 5) is None
+                assert semantic._exact(tx, filters, model, dim, q, 5, store=cx.store) == want
+
+
 def test_similarities_are_the_same_for_a_row_whatever_rows_come_with_it():
     import numpy as np
 
