@@ -90,6 +90,9 @@ def _report(err: CortexError, as_json: bool, argv: list[str] | None = None) -> N
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Run one command; its exit code. Called with no ``argv`` (the console script), a command that
+    asked for it (``common.end_without_teardown``) ends the process here once all is printed."""
+    process = argv is None
     argv = list(sys.argv[1:] if argv is None else argv)
     as_json = _wants_json(argv)
     try:
@@ -154,6 +157,15 @@ def main(argv: list[str] | None = None) -> int:
     except BrokenPipeError:
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
+    if process:
+        from cortexctl.cli import common
+
+        if common.quick_exit():
+            try:
+                sys.stderr.flush()
+            except OSError:
+                pass
+            os._exit(code)
     return code
 
 

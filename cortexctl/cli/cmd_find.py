@@ -21,12 +21,14 @@ def _ended(h, refs: dict[str, str] | None = None) -> str:
 def find(config, *, near, types, tags, frames, include_tombstoned, include_superseded, valid_at, k, budget_tokens,
          form, session, summaries, as_of, verbose, include_unmatched, quiet, store, actor, wait, json, jsonl) -> int:
     """Exit status as grep's: 0 when a result matched (the engine's ``matched``), else 1."""
-    from cortexctl.cli.common import open_cortex
+    from cortexctl.cli.common import end_without_teardown, open_cortex
     from cortexctl.cli.output import Output
     from cortexctl.engine.documents import split_found
 
     out = Output(json=json, jsonl=jsonl, quiet=quiet)
     cx = open_cortex(config, store, actor, wait)
+    if cx.context.storage.local_dir() is not None:  # a server's connections are closed as they should be
+        end_without_teardown()
     answer = lookup("find").run(cx, near=near, types=types, tags=tags, frames=frames, k=k, budget_tokens=budget_tokens,
                                 form=form, session=session, summaries=summaries,
                                 include_tombstoned=include_tombstoned, include_superseded=include_superseded,

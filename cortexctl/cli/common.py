@@ -6,6 +6,25 @@ from pathlib import Path
 from typing import Optional
 
 
+_quick_exit = False
+
+
+def end_without_teardown() -> None:
+    """Let this process end without the interpreter's teardown once the command has printed
+    (``app.main``): a read-only command whose objects hold nothing to finish. Freeing a large
+    index file's view and unmapping the search snapshot cost a cold ``find`` at a million
+    memories about as much as its lexical lane (20-60 ms)."""
+    global _quick_exit
+    _quick_exit = True
+
+
+def quick_exit() -> bool:
+    """Whether the process may end at once: asked for, and no thread but daemons left to finish."""
+    import threading
+
+    return _quick_exit and all(t.daemon for t in threading.enumerate() if t is not threading.main_thread())
+
+
 def open_cortex(config_path, store: Optional[str], actor: Optional[str], wait: Optional[float]):
     """A Cortex from the global -c/--config and a command's --store/--actor/--wait."""
     from cortexctl.engine.cortex import Cortex

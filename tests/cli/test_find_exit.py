@@ -4,6 +4,7 @@ nothing matched, and -q. Every case runs the installed script with stdout a pipe
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 
@@ -113,3 +114,24 @@ def test_a_shell_reads_the_status_through_if_and_a_pipe(store, two, tmp_path):
     assert proc.stdout.splitlines() == ["yes-deploy", "no-zebra", "status 1", DEPLOY], proc
     assert _lines(proc.stderr) == ["cortexctl: nothing matched 'zebra quantum pancake' by words or meaning "
                                    "(--include-unmatched prints the most salient memories instead)"], proc
+
+
+def test_a_find_ends_its_process_with_every_row_written_and_the_pipe_closed_early_is_quiet(cli_proc, store, tmp_path):
+    """A find ends its process without the interpreter's teardown (``common.end_without_teardown``):
+    output larger than a pipe holds is all there, and a reader that stops early is no error."""
+    lines = tmp_path / "many.jsonl"
+    lines.write_text("".join(f'{{"type": "fact", "text": "walrus note {i} {"padding " * 120}"}}\n' for i in range(300)))
+    assert cli_proc("import", lines).code == 0
+    r = cli_proc("find", "--near", "walrus note", "-k", "300", "--form", "full", "--jsonl")
+    assert r.code == 0 and r.err == "", r
+    docs = r.jsonl()
+    assert len(docs) == 300 and len(r.out) > 4 * 65536
+    assert {re.search(r"walrus note (\d+) ", d["text"])[1] for d in docs} == {str(i) for i in range(300)}
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    (bindir / "cortexctl").write_text("#!/bin/sh\nexec " + " ".join(f"'{a}'" for a in cortexctl_argv()) + ' "$@"\n')
+    (bindir / "cortexctl").chmod(0o755)
+    env = dict(os.environ, CORTEXCTL_STORE=str(store), PATH=f"{bindir}{os.pathsep}{os.environ['PATH']}")
+    script = 'cortexctl find --near "walrus note" -k 300 --form full | head -1 | cut -f2; echo "status ${PIPESTATUS[0]}"'
+    proc = subprocess.run(["bash", "-c", script], env=env, capture_output=True, text=True, timeout=300)
+    assert proc.stdout.splitlines() == ["fact", "status 0"] and proc.stderr == "", proc
