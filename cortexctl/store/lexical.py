@@ -32,8 +32,8 @@ PRF_DOCS, PRF_TERMS, PRF_BETA = 5, 10, 0.3
 
 
 def hidden_table(hidden):
-    """A lookup table of the doc numbers in ``hidden`` (doc numbers are dense): ``count_in`` and
-    ``keep_out`` ask it for each term's postings instead of building one per term."""
+    """A lookup table of the doc numbers in ``hidden`` (doc numbers are dense), None when there are
+    none: built once, asked of each term's postings (``count_in``) instead of one table per term."""
     import numpy as np
 
     if hidden is None or not len(hidden):

@@ -739,3 +739,32 @@ def lexical_term(word: str) -> int:
     from cortexctl.memory.terms import text_terms
 
     return text_terms(word)[0]
+
+
+def test_session_neighbours_from_the_snapshot_are_duckdbs_asked_once_asked_again_and_for_many_sessions(tmp_path):
+    """A first ask finds a few sessions' memories by a pass over the session column each; asked again
+    (a resident process) or for many sessions at once, by the column sorted once: the same answers
+    as DuckDB's in every case."""
+    from cortexctl.store.interface import Filters
+    from cortexctl.store.snapshot import query
+
+    cx = Cortex(store=tmp_path / "s", actor="alice")
+    bob = Cortex(store=tmp_path / "s", actor="bob")
+    ids = []
+    for i in range(60):
+        who = bob if i % 7 == 3 else cx
+        ids.append(who.write("fact", f"turn {i} of the walrus talk", session=f"s{i % 12}",
+                             visibility="public" if i % 5 == 0 else "private").id)
+    cx.forget(ids[13], reason="a test")
+    cx.store.refresh_snapshot()
+    asks = [ids[:5], ids[20:27], ids, ids[40:]]  # 5 to 12 sessions
+    with cx.store.reading() as tx:
+        want = [tx.session_neighbours(a, Filters("alice"), 2) for a in asks]
+    assert sum(len(w) for w in want) > 60
+    for order in (asks, asks[::-1]):
+        with cx.store.searching() as tx:
+            parts = tx.parts
+            assert all(p._sessions is None for p in parts)
+            got = {tuple(a): tx.session_neighbours(a, Filters("alice"), 2) for a in order}
+        assert [got[tuple(a)] for a in asks] == want
+    assert query.SESSION_PASSES < 12

@@ -18,6 +18,8 @@ from cortexctl.store.snapshot.builder import NO_TIME
 from cortexctl.store.snapshot.delta import _MemSnap
 from cortexctl.store.snapshot.format import EPOCH, Snapshot, SnapshotUnusable, _stamp_ok, _us
 
+SESSION_PASSES = 8  # sessions a first ``session_around`` finds by a pass each over the column, not a sort
+
 
 # -- answering find ------------------------------------------------------------------------------
 def _ids_bytes(ids: Sequence[str]):
@@ -108,6 +110,8 @@ class _Part:
         self._salient: dict = {}  # (mask key, half-life, weights, limit) -> _Salient (``top_salience``)
         self._hidden: dict = {}  # Viewer -> the doc numbers it may not see (``hidden_docs``)
         self._spans: dict = {}  # term -> (lo, hi) in the by-term postings, or None (``_term_spans``)
+        self._sessions = None  # (session codes sorted, their rows) (``session_around``), once asked again
+        self._session_asks = 0
         self.dead_docs = self._docs_of_dead() if self.dead_ids else None
 
     def _docs_of_dead(self):
@@ -290,10 +294,20 @@ class _Part:
         if not codes:
             return {}
         col = self.snap.whole("head_session_code")
+        if self._sessions is None and (self._session_asks or len(codes) > SESSION_PASSES):
+            # the rows of each session, in row (ID) order, sorted once: for a process that asks again
+            # (a resident one) or for many sessions at once; a cold find's few take a pass each
+            order = np.argsort(col, kind="stable")
+            self._sessions = (col[order], order)
+        self._session_asks += 1
         m = self.mask(filters)
         members = {}
-        for name, c in codes.items():  # a pass over the column for each session: a find asks of a few
-            rows = np.flatnonzero(col == c)  # in row (ID) order
+        for name, c in codes.items():
+            if self._sessions is not None:
+                by_code, order = self._sessions
+                rows = order[int(np.searchsorted(by_code, c, side="left")):int(np.searchsorted(by_code, c, side="right"))]
+            else:
+                rows = np.flatnonzero(col == c)  # in row (ID) order
             rows = rows[m[rows]]
             members[name] = self.snap.take("head_id", rows)
         out: dict[str, tuple[list[str], list[str]]] = {}
