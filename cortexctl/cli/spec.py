@@ -192,6 +192,10 @@ JSON = Option("json", ("--json",), "Print one JSON document.", type=bool, defaul
 JSONL = Option("jsonl", ("--jsonl",), "Print one JSON object per line.", type=bool, default=False)
 QUIET = Option("quiet", ("--quiet", "-q"), "No progress bar or hints.", type=bool, default=False)
 COMMON = (STORE, ACTOR, WAIT, JSON, JSONL)
+# Operations an agent asks every turn that read and leave nothing to finish (no output file, no
+# worker processes, no scratch): on a local store their process ends once it has printed
+# (``common.end_without_teardown``), as find's does.
+ENDS_WITHOUT_TEARDOWN = frozenset({"show", "history", "context", "pinned", "patterns", "checkpoint_load"})
 
 SETS = Option("sets", ("--set",), "Set one data field (repeatable).", many=True, metavar="FIELD=VALUE",
               complete=complete.data_fields)
@@ -271,12 +275,14 @@ def command_for(operation, words: tuple[str, ...], summary: str, /, *, positiona
                if p.type is dict}
 
     def derived_run(config, **values: Any) -> None:
-        from cortexctl.cli.common import open_cortex, read_data
+        from cortexctl.cli.common import end_without_teardown, open_cortex, read_data
         from cortexctl.cli.output import Output
 
         given = {k: values.pop(k) for k in list(values) if k in common_names}
         out = Output(json=given.get("json", False), jsonl=given.get("jsonl", False), quiet=given.get("quiet", False))
         cx = open_cortex(config, given.get("store"), given.get("actor"), given.get("wait"))
+        if op.name in ENDS_WITHOUT_TEARDOWN and cx.context.storage.local_dir() is not None:
+            end_without_teardown()
         for k, flag in objects.items():
             values[k] = read_data(values[k], flag)
         result = op.run(cx, **{p.name: values[names.get(p.name, p.name)] for p in op.params})

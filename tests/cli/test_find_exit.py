@@ -135,3 +135,19 @@ def test_a_find_ends_its_process_with_every_row_written_and_the_pipe_closed_earl
     script = 'cortexctl find --near "walrus note" -k 300 --form full | head -1 | cut -f2; echo "status ${PIPESTATUS[0]}"'
     proc = subprocess.run(["bash", "-c", script], env=env, capture_output=True, text=True, timeout=300)
     assert proc.stdout.splitlines() == ["fact", "status 0"] and proc.stderr == "", proc
+
+
+def test_the_commands_an_agent_runs_every_turn_end_their_process_with_everything_printed(cli_proc, two):
+    """show, history, context and pinned end like find (``spec.ENDS_WITHOUT_TEARDOWN``): the whole
+    answer on stdout, the exit status, and an error still one line with its code."""
+    deploy = two["deploy"]
+    r = cli_proc("show", deploy, "--json")
+    assert r.code == 0 and r.err == "" and r.json()["data"]["statement"] == DEPLOY, r
+    r = cli_proc("history", deploy)
+    assert r.code == 0 and len(_lines(r.out)) == 1 and DEPLOY in r.out, r
+    r = cli_proc("context", "--goal", "rotate the deploy key", "--json")
+    assert r.code == 0 and DEPLOY in r.json()["text"], r
+    r = cli_proc("pinned", "--goal", "rotate the deploy key")
+    assert r.code == 0 and "rotate the deploy key" in r.out, r
+    r = cli_proc("show", "cortex://m/01ARZ3NDEKTSV4RRFFQ69G5FAV")
+    assert r.code == 3 and r.out == "" and len(_lines(r.err)) == 1, r
