@@ -216,7 +216,7 @@ def run(store, model: str | None) -> dict:
     try:
         with store.exclusive(), scratch.private():
             work = scratch.make(scratch.areas(store), "fold")
-            taken = _take(store, model, work, whole_from)
+            _take(store, model, work, whole_from, taken)  # filled in place: released whatever happens
         with scratch.private():
             built = _build(store, taken, work)
         with store.exclusive(), scratch.private():
@@ -244,20 +244,23 @@ def _only_model(store) -> str | None:
     yet: after a restore, or with its record lost), else None."""
     if not store.db_path.is_file():
         return None
+    from cortexctl.store import search
+
     with store.reading() as tx:
-        models = tx.con.execute("SELECT DISTINCT model FROM vectors LIMIT 2").fetchall()
-    return models[0][0] if len(models) == 1 else None
+        models = search.vector_models(tx.con, limit=2)
+    return models[0] if len(models) == 1 else None
 
 
-def _take(store, model: str | None, work: Path, whole_from: int = 0) -> dict:
-    """Step 1, under the writer lock: what to fold, as one state of the store. With no trusted
-    index file, every vector of the model is written to ``work`` (``_spool``) for step 2 to build
-    a whole new file from."""
+def _take(store, model: str | None, work: Path, whole_from: int = 0, taken: dict | None = None) -> dict:
+    """Step 1, under the writer lock: what to fold, as one state of the store (into ``taken``, which
+    ``release`` lets go of, whether this step completes or not). With no trusted index file, every
+    vector of the model is written to ``work`` (``_spool``) for step 2 to build a whole new file from."""
     from cortexctl.store import snapshot
     from cortexctl.store.snapshot import format as sf
     from cortexctl.store import vector_index as vi
 
-    taken: dict = {"model": model, "rec": None, "tail": None, "drop": [], "snapshot": None, "doc": None}
+    taken = {} if taken is None else taken
+    taken.update({"model": model, "rec": None, "tail": None, "drop": [], "snapshot": None, "doc": None})
     if not store.db_path.is_file():
         return taken
     start = snapshot.delta_start(store.path)
@@ -271,15 +274,12 @@ def _take(store, model: str | None, work: Path, whole_from: int = 0) -> dict:
                 elif why != "ok" or rec is None:
                     # the file is missing, damaged or another model's: built whole from the vectors
                     # spooled now, and installed only while the record is still the one read here and
-                    # the store holds the database file kept open (an open file's inode is not reused)
-                    rb = {"was": vi.read_record(store), "db_fd": os.open(store.db_path, os.O_RDONLY),
-                          "dim": dim, "max_key": max_key, "count": count}
-                    try:
-                        rb["spool"] = _spool(tx, model, dim, work)
-                    except BaseException:
-                        os.close(rb["db_fd"])
-                        raise
-                    taken["rebuild"] = rb
+                    # the store holds the database file kept open (an open file's inode is not reused).
+                    # That descriptor is closed by ``release`` only, once this process has no DuckDB
+                    # connection open: closing another descriptor of the file drops DuckDB's lock
+                    rb = taken["rebuild"] = {"was": vi.read_record(store), "db_fd": os.open(store.db_path, os.O_RDONLY),
+                                             "dim": dim, "max_key": max_key, "count": count}
+                    rb["spool"] = _spool(tx, model, dim, work)
                     taken["drop"] = tx.dropped_keys(model)
                 else:
                     taken["rec"] = rec

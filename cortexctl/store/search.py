@@ -120,6 +120,12 @@ def drop_other_models(con, model: str) -> int:
     return _drop(con, "model <> ?", [model])
 
 
+def vector_models(con, *, limit: int | None = None) -> list[str]:
+    """The models the stored vectors were made by (at most ``limit`` of them)."""
+    sql = "SELECT DISTINCT model FROM vectors ORDER BY model" + (f" LIMIT {int(limit)}" if limit else "")
+    return [r[0] for r in con.execute(sql).fetchall()]
+
+
 def vector_stats(con, model: str) -> tuple[int, int, int | None]:
     """(count, max key, dimension) of the model's vectors."""
     row = con.execute(

@@ -414,9 +414,11 @@ def _staged_storage(store, staging: str):
 def _models(db_path: Path) -> list[str]:
     import duckdb
 
+    from cortexctl.store.search import vector_models
+
     duck = duckdb.connect(str(db_path), read_only=True)
     try:
-        return [r[0] for r in duck.execute("SELECT DISTINCT model FROM vectors ORDER BY model").fetchall()]
+        return vector_models(duck)
     finally:
         duck.close()
 
