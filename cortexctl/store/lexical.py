@@ -33,7 +33,8 @@ PRF_DOCS, PRF_TERMS, PRF_BETA = 5, 10, 0.3
 
 def hidden_table(hidden):
     """A lookup table of the doc numbers in ``hidden`` (doc numbers are dense), None when there are
-    none: built once, asked of each term's postings (``count_in``) instead of one table per term."""
+    none: built once, asked of each term's postings (``count_in``, ``bm25_scores``) instead of one
+    table per term and pass."""
     import numpy as np
 
     if hidden is None or not len(hidden):
@@ -64,13 +65,13 @@ def bm25_scores(tx, qw: dict[int, float], n_docs: int, hidden=None):
 
     score = sum over query terms t of w_t * idf(t) * tf * (k1 + 1) / (tf + k1), which is BM25 with
     b = 0; idf(t) = ln(1 + (N - df + 0.5) / (df + 0.5)), N and df over the memories the viewer may
-    see (``hidden`` holds the doc numbers of the rest).
+    see (``hidden``: the rest's doc numbers as ``hidden_table`` holds them, None when there are none).
     """
     import numpy as np
 
     hits = tx.postings_of(list(qw))
-    if hidden is not None and len(hidden) and len(hits["doc"]):
-        keep = ~_in_table(hits["doc"], hidden_table(hidden))
+    if hidden is not None and len(hits["doc"]):
+        keep = ~_in_table(hits["doc"], hidden)
         hits = {k: v[keep] for k, v in hits.items()}
     if not len(hits["doc"]):
         return np.zeros(0, np.uint64), np.zeros(0)
@@ -147,7 +148,8 @@ def search(tx, qw: dict[int, float], filters: Filters, n: int, docs_passing=None
         return []
     hidden = tx.hidden_docs(filters.viewer)
     n_docs = tx.doc_count() - len(hidden)
-    docs, scores = bm25_scores(tx, qw, n_docs, hidden)
+    table = hidden_table(hidden)  # once for both passes
+    docs, scores = bm25_scores(tx, qw, n_docs, table)
     if not len(docs):
         return []
     ids_of: dict[int, str] = {}
@@ -173,7 +175,7 @@ def search(tx, qw: dict[int, float], filters: Filters, n: int, docs_passing=None
     expanded = dict(qw)
     for t, v in best:
         expanded[t] = PRF_BETA * v / best[0][1]
-    docs, scores = bm25_scores(tx, expanded, n_docs, hidden)
+    docs, scores = bm25_scores(tx, expanded, n_docs, table)
     return [(i, s) for i, _, s in filtered_top(tx, docs, scores, filters, n, ids_of, docs_passing)]
 
 
