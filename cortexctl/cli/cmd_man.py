@@ -207,7 +207,8 @@ def main_page(shown: list[Command]) -> str:
         "the store: heads, versions, the journal, vectors, lexical postings, learned weights, attest "
         "rate-limit buckets and checkpoints (mode 0600, directory 0700)",
         ".TP", "\\fISTORE/cortex.usearch\\fR, \\fISTORE/cortex.usearch.json\\fR",
-        "the HNSW index file and its record: a cache of the vectors, rebuilt when it does not match the store",
+        "the HNSW index file and its record: a cache of the vectors, rebuilt when it does not match the store "
+        "(STORE/cortex.usearch.json.next: the record of a new file being put in place)",
         ".TP", "\\fISTORE/.lock\\fR", "the writers' lock",
         ".SH SEE ALSO",
         ", ".join("\\fB" + _ref(c.words) + "\\fR(1)" for c in shown),

@@ -263,6 +263,7 @@ def _take(store, model: str | None, work: Path, whole_from: int = 0, taken: dict
     taken.update({"model": model, "rec": None, "tail": None, "drop": [], "snapshot": None, "doc": None})
     if not store.db_path.is_file():
         return taken
+    vi.settle(store)
     start = snapshot.delta_start(store.path)
     with store.reading() as tx:
         if model is not None:
@@ -417,7 +418,6 @@ def _build(store, taken: dict, work: Path) -> dict:
 def _install(store, model: str | None, taken: dict, built: dict) -> dict:
     """Step 3, under the lock again: the files put in place, and the writes made meanwhile followed."""
     from cortexctl.files import fsync_path
-    from cortexctl.index import hnsw
     from cortexctl.store import snapshot
     from cortexctl.store import vector_index as vi
     from cortexctl.store.snapshot import format as sf
@@ -433,8 +433,7 @@ def _install(store, model: str | None, taken: dict, built: dict) -> dict:
         return {"index": "abandoned", "snapshot": "abandoned"}
     if built["index"] is not None:
         tmp, fp, rec = built["index"]
-        hnsw.install(tmp, vi.index_path(store), fp)
-        vi._write_record(store, rec)
+        vi.install(store, tmp, fp, rec)
         done["index"] = "fold" if rb is None else "rebuild"
     cleared = taken["drop"] if built["index"] is not None else []
     if built["snapshot"] == "current":

@@ -43,6 +43,7 @@ DuckStorage = "cortexctl.store.db.DuckStorage"  # annotations only: the module r
 
 INDEX_NAME = "cortex.usearch"
 RECORD_NAME = "cortex.usearch.json"
+NEXT_SUFFIX = ".next"  # the record of a file being put in place (install)
 RECORD_FORMAT = 1
 FOLD_AT = 2000  # vectors newer than the file that trigger a fold after a write
 EXACT_MAX = 4096  # candidates compared exactly instead of through the index
@@ -95,9 +96,23 @@ def record_path(store) -> Path:
     return store.path / RECORD_NAME
 
 
+def next_record_path(store) -> Path:
+    """The record of an index file being put in place (``install``)."""
+    return store.path / (RECORD_NAME + NEXT_SUFFIX)
+
+
 def read_record(store) -> IndexRecord | None:
+    """The record of the index file in place: the one a writer wrote beside the old record
+    (``install``) when it describes the file, else the record."""
+    nxt = _parse_record(next_record_path(store))
+    if nxt is not None and _describes_file(store, nxt):
+        return nxt
+    return _parse_record(record_path(store))
+
+
+def _parse_record(path: Path) -> IndexRecord | None:
     try:
-        doc = json.loads(record_path(store).read_bytes())
+        doc = json.loads(path.read_bytes())
         if doc.get("format") != RECORD_FORMAT:
             return None
         rec = IndexRecord(str(doc["model"]), int(doc["dim"]), int(doc["max_key"]), int(doc["count"]),
@@ -112,18 +127,61 @@ def read_record(store) -> IndexRecord | None:
     return rec
 
 
-def _write_record(store, rec: IndexRecord) -> None:
+def _describes_file(store, rec: IndexRecord) -> bool:
+    from cortexctl.index import hnsw
+
+    try:
+        return hnsw.check(index_path(store), fingerprint_of(rec)) is None
+    except (KeyError, TypeError, ValueError):
+        return False
+
+
+def _write_record(store, rec: IndexRecord, path: Path | None = None) -> None:
     from cortexctl.files import atomic_path
 
-    with atomic_path(record_path(store)) as tmp:
+    with atomic_path(path or record_path(store)) as tmp:
         with open(tmp, "wb") as fh:
             fh.write(json.dumps(rec.to_json(), sort_keys=True).encode())
 
 
-# A writer puts a new index file in place, then stamps it, then writes its record: a reader that
-# meets the file in between finds it unlike the record it read. When the file was put in place this
-# recently, the reader looks again (record and file) for up to this long before it says so; a damaged
-# file stays damaged.
+def install(store, tmp: Path, fp, rec: IndexRecord) -> None:
+    """Put a new index file written by ``hnsw.save_beside`` and its record in place, under the writer
+    lock, so that a kill at any moment leaves the old file with the old record or the new file with
+    the new one: the new record is written beside the old one first (``cortex.usearch.json.next``),
+    the file renamed over the old file, then the new record over the old record. In between,
+    ``read_record`` takes the record beside when it describes the file in place."""
+    from cortexctl.files import fsync_path
+    from cortexctl.index import hnsw
+
+    _write_record(store, rec, next_record_path(store))
+    hnsw.install(tmp, index_path(store), fp)
+    os.replace(next_record_path(store), record_path(store))
+    fsync_path(store.path)
+
+
+def settle(store) -> None:
+    """Under the writer lock: finish what a writer killed while saving or installing an index file
+    left: its temp files removed, and the record beside put over the record when it describes the
+    file in place, else removed."""
+    from cortexctl.files import fsync_path
+
+    for left in store.path.glob(f".{INDEX_NAME}.*.tmp"):  # the file's and the records' (atomic_path)
+        left.unlink(missing_ok=True)
+    nxt = next_record_path(store)
+    if not os.path.lexists(nxt):
+        return
+    rec = _parse_record(nxt)
+    if rec is not None and _describes_file(store, rec):
+        os.replace(nxt, record_path(store))
+    else:
+        nxt.unlink(missing_ok=True)
+    fsync_path(store.path)
+
+
+# A writer puts a new index file in place between writing its record beside the old one and moving
+# it over (``install``): a reader that read the old record just before the rename finds the file
+# unlike it. When the file was put in place this recently, the reader looks again (record and file)
+# for up to this long before it says so; a damaged file stays damaged.
 INSTALL_SETTLE = 1.0
 
 
@@ -318,9 +376,11 @@ def _fold(store: DuckStorage, model: str, *, rebuild: bool, progress, built: Ind
 
     try:
         with store.exclusive():
+            settle(store)
             with store.reading() as tx:
                 count, max_key, dim = tx.vector_stats(model)
                 rec, why = index_state(tx, store, model, dim)
+                cleared = tx.dropped_keys(model)
                 if dim is None:
                     return {"action": "none", "vectors": 0, "reason": "no vectors yet"}
                 index = None
@@ -361,8 +421,8 @@ def _fold(store: DuckStorage, model: str, *, rebuild: bool, progress, built: Ind
                     done += len(keys)
                     if progress:
                         progress(done, max(total, done))
-            fp = hnsw.save_atomic(index, index_path(store))
-            _write_record(store, IndexRecord.of_file(model, max_key, index, fp))
+            # the dropped keys are out of the new file; the record names them until they are cleared
+            _save_and_install(store, index, model, max_key, cleared)
             with store.transaction() as tx:
                 tx.clear_dropped()
     finally:
@@ -370,6 +430,22 @@ def _fold(store: DuckStorage, model: str, *, rebuild: bool, progress, built: Ind
             built.close()
     # "delta" in reindex's output: the unindexed vectors were folded in
     return {"action": action, "vectors": len(index), "added": done, "reason": why if action == "rebuild" else "delta"}
+
+
+def _save_and_install(store: DuckStorage, index, model: str, max_key: int, cleared) -> None:
+    """Save ``index`` beside the file in place and ``install`` it with its record."""
+    import tempfile
+
+    from cortexctl.index import hnsw
+
+    fd, name = tempfile.mkstemp(prefix=f".{INDEX_NAME}.", suffix=".tmp", dir=store.path)
+    os.close(fd)
+    tmp = Path(name)
+    try:
+        fp = hnsw.save_beside(index, tmp)
+        install(store, tmp, fp, IndexRecord.of_file(model, max_key, index, fp, cleared))
+    finally:
+        tmp.unlink(missing_ok=True)
 
 
 def fold_due(store: DuckStorage, model: str, last_key: int) -> bool:

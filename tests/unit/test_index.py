@@ -376,6 +376,64 @@ def test_a_new_index_file_whose_record_never_comes_is_not_trusted(big):
     assert _state(cx) == hnsw.NEWER
 
 
+KILLER = textwrap.dedent("""
+    import os, signal, sys
+    from cortexctl import Cortex
+    from cortexctl.index import hnsw
+    from cortexctl.store import fold, vector_index as vi
+
+    store, moment, how = sys.argv[1:]
+
+    def dies_after(real):
+        def step(*a, **k):
+            real(*a, **k)
+            os.kill(os.getpid(), signal.SIGKILL)
+        return step
+
+    if moment == "its record beside":
+        hnsw.install = lambda *a, **k: os.kill(os.getpid(), signal.SIGKILL)
+    elif moment == "the file renamed":
+        hnsw._stamp_installed = lambda *a, **k: os.kill(os.getpid(), signal.SIGKILL)
+    elif moment == "the file in place":
+        hnsw.install = dies_after(hnsw.install)
+    else:  # "both in place": the dropped keys not yet cleared
+        vi.install = dies_after(vi.install)
+    cx = Cortex(store=store, actor="alice")
+    if how == "reindex":
+        cx.reindex(rebuild=True)
+    else:
+        fold.run(cx.store, cx.embedder.model)
+""")
+
+
+@pytest.mark.parametrize("how", ["reindex", "fold"])
+@pytest.mark.parametrize("moment", ["its record beside", "the file renamed", "the file in place", "both in place"])
+def test_a_writer_killed_while_it_puts_an_index_file_in_place_leaves_one_trusted_pair(big, moment, how):
+    """A new index file and its record are put in place so that a kill at any moment leaves the old
+    file with its record or the new one with its own (``vector_index.install``): the index is
+    trusted after the kill, verify is green, and the next writer finishes or removes what was left."""
+    cx = Cortex(store=big, actor="alice")
+    ids = [cx.write("fact", f"walrus colony {i} kilo lima").id for i in range(3)]  # the pending tail
+    cx.update(ids[0], text="walrus colony updated")  # a dropped key: the new file leaves it out
+    cx.forget(ids[1], reason="wrong")
+    before = semantic.read_record(cx.store)
+    run = subprocess.run([sys.executable, "-c", KILLER, str(big), moment, how], capture_output=True, text=True)
+    assert run.returncode == -9, run.stderr
+    cx = Cortex(store=big, actor="alice")
+    assert _state(cx) == "ok"
+    after = semantic.read_record(cx.store)
+    assert (after == before) == (moment in ("its record beside",)), (before, after)
+    assert_store_verifies(big)
+    best = cx.find(FindQuery(near="walrus colony updated", k=1))[0]
+    assert best.id == ids[0]
+    cx.write("fact", "after the kill")
+    cx.reindex()  # the next writer settles what the killed one left
+    assert not semantic.next_record_path(cx.store).exists()
+    assert not list(big.glob(".cortex.usearch*.tmp"))
+    assert _state(cx) == "ok"
+    assert_store_verifies(big)
+
+
 def test_the_float16_shortlist_keeps_every_exact_nearest_neighbour():
     """An exact search over an f16 index file picks candidates by their rounded vectors and scores
     only those exactly: whatever the spread (near-ties that rounding reorders among them), the
