@@ -103,7 +103,8 @@ def log(msg: str) -> None:
 def child(code: str, tree: Path, *args: str) -> dict:
     env = dict(os.environ, PYTHONPATH=str(tree))
     env.pop("CORTEXCTL_FOLD", None)
-    out = subprocess.run([sys.executable, "-c", code, *args], env=env, capture_output=True, text=True)
+    # in the tree itself: `python -c` puts the working directory first on the path
+    out = subprocess.run([sys.executable, "-c", code, *args], env=env, capture_output=True, text=True, cwd=tree)
     if out.returncode:
         raise SystemExit(f"child failed:\n{out.stderr[-3000:]}")
     got = [line for line in out.stdout.splitlines() if line.startswith("RESULT ")]
@@ -128,7 +129,7 @@ def main() -> int:
     result: dict = {"memories": args.memories, "cores": os.cpu_count(), "loadavg_start": os.getloadavg()[0],
                     "runs": []}
     try:
-        corpus = args.corpus
+        corpus = args.corpus.resolve() if args.corpus else None  # the child runs in its tree
         if corpus is None:
             corpus = tmp / "corpus.jsonl"
             log(f"writing {args.memories:,} memories ...")

@@ -15,7 +15,7 @@ hash embedder) or reuses --store, then times, each in a fresh process:
 - `cortexctl verify --jobs J --json` for each J of --jobs;
 - with --before DIR, the `verify` of another cortexctl source tree
   (`git archive <commit> cortexctl | tar -x -C DIR`), run as
-  `python -m cortexctl verify` with DIR first on PYTHONPATH.
+  `python -m cortexctl verify` with DIR first on PYTHONPATH, in DIR.
 
 Each figure is the median wall time of --runs runs, with its ratio to the
 reference timed in the same run and the CPU seconds the processes used (user +
@@ -70,11 +70,11 @@ print(sum(os.path.getsize(p) for p in sys.argv[1:] if os.path.exists(p)))
 STORE_FILES = ("cortex.duckdb", "cortex.usearch", "cortex.snapshot")
 
 
-def timed(argv: list[str], env: dict | None = None) -> tuple[float, float, subprocess.CompletedProcess]:
+def timed(argv: list[str], env: dict | None = None, cwd: Path | None = None) -> tuple[float, float, subprocess.CompletedProcess]:
     """Wall seconds, CPU seconds (user + system of the process and its children) and the result."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
-    done = subprocess.run(argv, capture_output=True, text=True, env=env)
+    done = subprocess.run(argv, capture_output=True, text=True, env=env, cwd=cwd)
     wall = time.perf_counter() - t0
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
@@ -104,7 +104,7 @@ def main() -> None:
     args = ap.parse_args()
 
     tmp = None
-    store = args.store
+    store = args.store.resolve() if args.store else None  # the "before" verify runs in its tree
     if store is None:
         tmp = tempfile.TemporaryDirectory(prefix="verify-bench-")
         store = Path(tmp.name) / "store"
@@ -129,7 +129,9 @@ def main() -> None:
     memories = None
     for _ in range(args.runs):
         for name, argv, env in plan:
-            wall, cpu, done = timed(argv, env)
+            # run in the other tree: `python -m` puts the working directory first on the path, which
+            # from this checkout's root would be this tree's cortexctl, not the other's
+            wall, cpu, done = timed(argv, env, cwd=args.before if name == "verify before" else None)
             if done.returncode != 0:
                 sys.exit(f"{name} failed ({done.returncode}): {done.stderr[-2000:]}")
             if name.startswith("verify"):

@@ -32,9 +32,9 @@ from cortexctl.engine import salience
 from cortexctl.errors import IntegrityError
 from cortexctl.memory import codec
 from cortexctl.memory.types import MAX_COUNT
+from cortexctl.store.interface import TIME_FIELDS
 
 _EPOCH = datetime(1970, 1, 1)
-TIME_FIELDS = {"created_at", "updated_at", "tombstoned_at", "last_used", "valid_from", "valid_to"}
 # Head fields added after the first journal entries were written: an older write entry lacks them (None).
 LATER_HEAD_FIELDS = ("valid_from", "valid_to", "supersedes", "superseded_by")
 KINDS = ("write", "update", "update_head", "tombstone", "attest", "learn_weights", "checkpoint", "unforget",
@@ -53,13 +53,31 @@ def _time(v: int) -> datetime:
     return t
 
 
-def _row(plain: dict) -> dict:
+def _to_datetimes(plain: dict) -> dict:
     row = {**plain}
     for k in TIME_FIELDS:
         v = row.get(k)
         if isinstance(v, int):
             row[k] = _time(v)
     return row
+
+
+def _as_is(plain: dict) -> dict:
+    """A payload's record with its times left as integer microseconds (``Memory(micros=True)``)."""
+    return plain
+
+
+_US = timedelta(microseconds=1)
+
+
+def from_micros(v: int) -> datetime:
+    """Integer microseconds since the epoch as a (naive, UTC) time."""
+    return _EPOCH + timedelta(microseconds=v)
+
+
+def micros(t: datetime) -> int:
+    """A time as integer microseconds since the epoch, as payloads hold it (exact)."""
+    return (t - _EPOCH) // _US
 
 
 def _doc(seq: int, payload: bytes) -> dict:
@@ -73,14 +91,20 @@ def _doc(seq: int, payload: bytes) -> dict:
 
 
 class Memory:
-    """One memory as the journal says it is."""
+    """One memory as the journal says it is: its times as datetimes, or with ``micros`` as the
+    payloads hold them, integer microseconds since the epoch (``verify`` compares them so with rows
+    read that way, and spares a conversion of every time of the store)."""
 
-    def __init__(self) -> None:
+    __slots__ = ("head", "versions", "micros")
+
+    def __init__(self, micros: bool = False) -> None:
         self.head: dict[str, Any] | None = None
         self.versions: dict[int, dict] = {}
+        self.micros = micros
 
     def apply(self, seq: int, kind: str, payload: bytes) -> None:
         doc = _doc(seq, payload)
+        _row = _as_is if self.micros else _to_datetimes
         try:
             if kind == "write":
                 if self.head is not None:
@@ -113,13 +137,13 @@ class Memory:
         if self.head is None:
             raise IntegrityError(f"journal entry {seq} (attest) cites the memory before its write")
         try:
-            before = salience.factors(self.head, event.at)
+            before = salience.factors(_to_datetimes(self.head) if self.micros else self.head, event.at)
             self.head["access_count"] = min(MAX_COUNT, self.head["access_count"] + event.access)
             self.head["citations"] = min(MAX_COUNT, max(0, self.head["citations"] + event.citations))
         except (KeyError, TypeError, ValueError, OverflowError):
             raise IntegrityError(f"journal entry {seq} (attest) meets a memory whose journaled head is "
                                  "missing salience fields") from None
-        self.head["last_used"] = event.at
+        self.head["last_used"] = micros(event.at) if self.micros else event.at
         return before
 
 

@@ -6,6 +6,7 @@ import bisect
 import operator
 from typing import Iterator
 
+from cortexctl.store.interface import TIME_FIELDS
 from cortexctl.store.records import HEAD_COLUMNS, VERSION_COLUMNS
 from cortexctl.store.predicate import id_range
 
@@ -186,7 +187,8 @@ def by_memory(con, batch: int = 5000, after: str | None = None, upto: str | None
 
     IDs come from the heads and from the journal alike, so a head with no journal
     entry and a journal entry with no head both show up. ``rows``: heads and versions as
-    tuples in column order rather than dicts. ``after`` and ``upto``
+    tuples in column order rather than dicts, their times as integer microseconds since the
+    epoch (as journal payloads hold them). ``after`` and ``upto``
     bound the IDs to ``(after, upto]``; runs start right after ``after``, so a run
     boundary of ``memory_batch_ends`` splits the whole into the very same runs.
 
@@ -194,8 +196,8 @@ def by_memory(con, batch: int = 5000, after: str | None = None, upto: str | None
     into runs here: a query per run would scan the whole table for every run.
     """
     last = "" if after is None else after
-    hcols = ", ".join(HEAD_COLUMNS)
-    vcols = ", ".join(VERSION_COLUMNS)
+    hcols = ", ".join(_micros(HEAD_COLUMNS) if rows else HEAD_COLUMNS)
+    vcols = ", ".join(_micros(VERSION_COLUMNS) if rows else VERSION_COLUMNS)
     bound, bound_params = ("", []) if upto is None else (" AND {col} <= ?", [upto])
     ids = _Stream(con, f"SELECT id FROM ({_MEMORY_IDS_SQL}) WHERE id > ?{bound.format(col='id')} ORDER BY id",
                   [last, *bound_params])
@@ -206,6 +208,11 @@ def by_memory(con, batch: int = 5000, after: str | None = None, upto: str | None
     versions = _Stream(con, f"SELECT {vcols} FROM versions WHERE id > ?{bound.format(col='id')} ORDER BY id, version",
                        [last, *bound_params])
     yield from memory_runs(ids, journal, heads, versions, batch, rows)
+
+
+def _micros(columns) -> list[str]:
+    """The columns, times as integer microseconds since the epoch (``by_memory``'s ``rows``)."""
+    return [f"epoch_us({c}) AS {c}" if c in TIME_FIELDS else c for c in columns]
 
 
 def memory_runs(ids, journal, heads, versions, batch: int, rows: bool, *, journal_row=None, version_row=None):

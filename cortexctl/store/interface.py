@@ -40,6 +40,8 @@ HEAD_FIELDS = (
     "access_count", "citations", "last_used", "confidence",
     "valid_from", "valid_to", "supersedes", "superseded_by",
 )
+# The head and version fields that are times (journal payloads hold them as integer microseconds).
+TIME_FIELDS = frozenset({"created_at", "updated_at", "tombstoned_at", "last_used", "valid_from", "valid_to"})
 # Valid time and the supersede links (head fields: changed by ``update_head`` entries, never by a version).
 VALID_FIELDS = ("valid_from", "valid_to", "supersedes", "superseded_by")
 VERSION_FIELDS = (

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from cortexctl.engine import replay
+from cortexctl.store.interface import HEAD_FIELDS, TIME_FIELDS
 from tests.contract.conftest import FACT, GOAL, embedded, entry, ident, memory, put, unit_rows
 
 
@@ -103,8 +105,13 @@ def test_by_memory_gives_each_memorys_journal_head_and_versions_together(storage
     assert journal == [(ident(1), 1, "write", b"w1"), (ident(1), 4, "update", b"u1"), (ident(3), 2, "write", b"w3")]
     assert heads == [ident(1), ident(2)]
     assert versions == [(ident(1), 1), (ident(1), 2), (ident(2), 1)]
-    assert [list(h.values()) for _, hs, _ in runs for h in hs] == [list(h) for _, hs, _ in as_rows for h in hs]
-    assert [list(v.values()) for _, _, vs in runs for v in vs] == [list(v) for _, _, vs in as_rows for v in vs]
+    # as rows: the same values in column order, times as integer microseconds (as payloads hold them)
+    def micros(row: dict) -> list:
+        return [replay.micros(v) if k in TIME_FIELDS and v is not None else v for k, v in row.items()]
+
+    assert [micros(h) for _, hs, _ in runs for h in hs] == [list(h) for _, hs, _ in as_rows for h in hs]
+    assert [micros(v) for _, _, vs in runs for v in vs] == [list(v) for _, _, vs in as_rows for v in vs]
+    assert all(type(h[HEAD_FIELDS.index("created_at")]) is int for _, hs, _ in as_rows for h in hs)
 
 
 def test_memory_batch_ends_split_the_walk_by_memory_into_the_very_same_runs(storage):

@@ -90,6 +90,24 @@ def test_rewritten_data_with_a_recomputed_hash_is_caught_by_the_replay(built, st
     ]
 
 
+@pytest.mark.parametrize("table,field", [("heads", "updated_at"), ("heads", "last_used"), ("versions", "created_at")])
+def test_a_time_moved_by_one_microsecond_is_found_and_shown_as_a_time(built, store, table, field):
+    """The replay compares times exactly as the journal holds them (integer microseconds): one
+    microsecond off is a finding, and the report shows both times, not raw numbers."""
+    cx, ids = built
+    cx.attest("ship-it", "success", [ids["b"]])  # a memory used: last_used is a time, not NULL
+    assert cx.verify().ok
+    tamper.sql(store, f"UPDATE {table} SET {field} = {field} + INTERVAL 1 MICROSECOND WHERE id = ?", [ids["b"]])
+    found = [(p.check, p.message) for p in cx.verify().problems]
+    if table == "heads":
+        (check, message), = found
+        assert check == "replay" and message.startswith(f"head field {field} is '20"), message
+        shown = message.split("'")
+        assert shown[1] != shown[3] and shown[1][:19] == shown[3][:19], message  # the same second, 1 us apart
+    else:
+        assert found == [("replay", f"version 1 field {field} differs from the journal")]
+
+
 def test_corrupt_rows_are_integrity_errors_not_crashes(built, store, cli):
     _cx, ids = built
     tamper.set_version_field(store, ids["b"], 1, "provenance", "{")

@@ -14,7 +14,7 @@ from __future__ import annotations
 import itertools
 from typing import Any, Iterator, Sequence
 
-from cortexctl.store.interface import HEAD_FIELDS, MEMORY_KINDS, VERSION_FIELDS
+from cortexctl.store.interface import HEAD_FIELDS, MEMORY_KINDS, TIME_FIELDS, VERSION_FIELDS
 from cortexctl.store.predicate import id_range
 
 BYTEWISE = ' COLLATE "C"'
@@ -150,8 +150,8 @@ class IntegrityReads:
 
         last = "" if after is None else after
         c = self._c()
-        hcols = ", ".join(HEAD_FIELDS)
-        vcols = ", ".join(VERSION_FIELDS)
+        hcols = ", ".join(_micros(HEAD_FIELDS) if rows else HEAD_FIELDS)
+        vcols = ", ".join(_micros(VERSION_FIELDS) if rows else VERSION_FIELDS)
 
         def bound(col: str) -> tuple[str, list]:
             return ("", []) if upto is None else (f" AND {col}{c} <= %s", [upto])
@@ -184,6 +184,12 @@ class IntegrityReads:
 
         return {"by_type": by_type, "tombstoned": int(tombstoned), "versions": int(versions),
                 "schema_version": int(version), "isolation": isolation.state(self._con)}
+
+
+def _micros(columns) -> list[str]:
+    """The columns, times as integer microseconds since the epoch (``by_memory``'s ``rows``;
+    ``extract`` gives an exact numeric)."""
+    return [f"(extract(epoch FROM {c}) * 1000000)::bigint AS {c}" if c in TIME_FIELDS else c for c in columns]
 
 
 def _bytes_at(row: tuple, at: tuple[int, ...]) -> tuple:
