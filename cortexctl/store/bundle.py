@@ -129,25 +129,33 @@ def export_tables(con, dest: Path) -> list[dict]:
     ``EXPORT_WORKERS`` tables are written at once, each through a cursor of its own (DuckDB works
     without the GIL; the memory limit is the database's, shared), the largest first.
     """
-    from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
-
     tables = state_tables(con)
     sizes = dict(con.execute("SELECT table_name, estimated_size FROM duckdb_tables() WHERE schema_name = 'main'")
                  .fetchall())
     largest = sorted(tables, key=lambda t: -(sizes.get(t) or 0) * (4 if _wide(con, t) else 1))
+    done = _each_table(con, largest, lambda cur, t: _export_table(cur, t, dest))
+    return [done[t] for t in tables]
+
+
+def _each_table(con, largest: Sequence[str], work) -> dict:
+    """``work(cursor, table)`` for each table, ``EXPORT_WORKERS`` at once (largest first), each on a
+    cursor of its own (DuckDB works without the GIL); {table: its result}. The first failure is
+    raised at once, and an interrupt (^C) or a failure stops the other tables' statements too."""
+    from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
+
     cursors = {t: con.cursor() for t in largest}
     pool = ThreadPoolExecutor(EXPORT_WORKERS)
     futures: dict = {}
     try:
-        futures = {t: pool.submit(_export_table, cursors[t], t, dest) for t in largest}
+        futures = {t: pool.submit(work, cursors[t], t) for t in largest}
         finished, _ = wait(futures.values(), return_when=FIRST_EXCEPTION)
         for f in finished:
-            f.result()  # the first member that failed, at once
-        return [futures[t].result() for t in tables]
-    except BaseException:  # an interrupt (^C) or a failed member: stop the others' statements too
+            f.result()  # the first table that failed, at once
+        return {t: f.result() for t, f in futures.items()}
+    except BaseException:
         for f in futures.values():
             f.cancel()
-        # an interrupt reaches only the statement running then: again until every member has stopped
+        # an interrupt reaches only the statement running then: again until every table has stopped
         while running := [f for f in futures.values() if not f.done()]:
             for cur in cursors.values():
                 cur.interrupt()
@@ -295,22 +303,26 @@ def build_store(db_path: Path, members: dict[str, Path], schema_version: int) ->
     """A new database at ``db_path`` holding the members' rows, its schema made current.
 
     The tables are created by this cortexctl's migrations up to the bundle's schema
-    version, filled from the members by column name, then migrated forward.
+    version, filled from the members by column name, then migrated forward. A table's
+    insert keeps the member's row order and so runs on one core: ``EXPORT_WORKERS`` tables
+    are filled at once, the largest members first (a failure leaves a database nobody uses:
+    the caller removes it).
     """
     from cortexctl.store import migrations
+
+    def fill(cur, table: str) -> None:
+        path = members[table]
+        cols = ", ".join(_quote(name) for name, _ in columns(cur, table))
+        try:
+            cur.execute(f"INSERT INTO {_quote(table)} ({cols}) SELECT {cols}"
+                        f" FROM read_parquet('{_sql_text(str(path))}')")
+        except Exception as exc:
+            raise _fail(f"member {path.name} does not fit table {table}", exc) from None
 
     con = _connect(str(db_path), temp_dir=db_path.parent)
     try:
         migrations.migrate(con, upto=schema_version)
-        con.execute("BEGIN")
-        for table, path in members.items():
-            cols = ", ".join(_quote(name) for name, _ in columns(con, table))
-            try:
-                con.execute(f"INSERT INTO {_quote(table)} ({cols}) SELECT {cols}"
-                            f" FROM read_parquet('{_sql_text(str(path))}')")
-            except Exception as exc:
-                raise _fail(f"member {path.name} does not fit table {table}", exc) from None
-        con.execute("COMMIT")
+        _each_table(con, sorted(members, key=lambda t: -members[t].stat().st_size), fill)
         migrations.migrate(con)
         con.execute("CHECKPOINT")
     finally:
