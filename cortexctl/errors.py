@@ -156,6 +156,22 @@ def bad_path(exc: BaseException) -> UsageError | None:
     return None
 
 
+# A file cortexctl must read or write is in the way: a directory where a file goes, a file where a
+# directory goes, no permission, a read-only file system.
+_BLOCKED_ERRNOS = (errno.EISDIR, errno.ENOTDIR, errno.EACCES, errno.EPERM, errno.EROFS)
+
+
+def blocked_path(exc: BaseException) -> CortexError | None:
+    """A one-line error naming the path for an OSError that says a file cortexctl reads or writes
+    cannot be used as one (a directory in its place, no permission, a read-only file system); else
+    None. A rename names its destination."""
+    if isinstance(exc, OSError) and exc.errno in _BLOCKED_ERRNOS and (exc.filename or exc.filename2):
+        name = str(exc.filename2 or exc.filename)
+        shown = name if len(name) <= 120 else name[:60] + "..." + name[-40:]
+        return CortexError(f"{shown}: {exc.strerror}")
+    return None
+
+
 class Tombstoned(CortexError):
     exit_code = 1
     kind = "tombstoned"

@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 import sys
 
-from cortexctl.errors import EXIT_INTERNAL, EXIT_INTERRUPTED, CortexError, bad_path, no_space
+from cortexctl.errors import EXIT_INTERNAL, EXIT_INTERRUPTED, CortexError, bad_path, blocked_path, no_space
 
 def _wants_json(argv: list[str]) -> bool:
     args = argv[: argv.index("--")] if "--" in argv else argv
@@ -119,7 +119,7 @@ def main(argv: list[str] | None = None) -> int:
         os.dup2(devnull, sys.stdout.fileno())
         code = 0
     except Exception as exc:  # noqa: BLE001 - the one boundary
-        full = no_space(exc) or bad_path(exc)
+        full = no_space(exc) or bad_path(exc) or blocked_path(exc)
         if full is not None:
             _report(full, as_json, argv)
             return full.exit_code

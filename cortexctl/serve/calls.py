@@ -21,7 +21,7 @@ from typing import Any, Callable
 import orjson
 
 from cortexctl.dsn import hide_credentials, redact_text
-from cortexctl.errors import CortexError, StoreBusy, bad_path, no_space
+from cortexctl.errors import CortexError, StoreBusy, bad_path, blocked_path, no_space
 from cortexctl.ops import Operation
 
 log = logging.getLogger("cortexctl.serve")
@@ -105,7 +105,7 @@ class Serving:
                 log.info("%s: %s", name, err.message)
                 return failed(error_line(err), err.to_json())
             except Exception as exc:  # noqa: BLE001 - a bug must not take the server down
-                full = no_space(exc) or bad_path(exc)
+                full = no_space(exc) or bad_path(exc) or blocked_path(exc)
                 if full is not None:
                     return failed(error_line(full), full.to_json())
                 log.exception("%s: internal error", name)

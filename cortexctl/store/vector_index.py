@@ -162,20 +162,31 @@ def install(store, tmp: Path, fp, rec: IndexRecord) -> None:
 def settle(store) -> None:
     """Under the writer lock: finish what a writer killed while saving or installing an index file
     left: its temp files removed, and the record beside put over the record when it describes the
-    file in place, else removed."""
+    file in place, else removed. Best effort: what cannot be removed stays (``read_record`` passes
+    over a record beside that does not describe the file)."""
     from cortexctl.files import fsync_path
 
     for left in store.path.glob(f".{INDEX_NAME}.*.tmp"):  # the file's and the records' (atomic_path)
-        left.unlink(missing_ok=True)
+        _remove(left)
     nxt = next_record_path(store)
     if not os.path.lexists(nxt):
         return
     rec = _parse_record(nxt)
-    if rec is not None and _describes_file(store, rec):
-        os.replace(nxt, record_path(store))
-    else:
-        nxt.unlink(missing_ok=True)
-    fsync_path(store.path)
+    try:
+        if rec is not None and _describes_file(store, rec):
+            os.replace(nxt, record_path(store))
+        else:
+            _remove(nxt)
+        fsync_path(store.path)
+    except OSError:
+        pass
+
+
+def _remove(path: Path) -> None:
+    try:
+        path.unlink(missing_ok=True)
+    except OSError:  # a directory of that name, say: not ours to remove
+        pass
 
 
 # A writer puts a new index file in place between writing its record beside the old one and moving

@@ -555,3 +555,21 @@ def test_verify_meets_a_fold_that_puts_a_new_index_file_in_place_while_it_looks(
     assert steps and semantic.read_record(cx.store) == record
     monkeypatch.undo()
     assert_store_verifies(big)
+
+
+@pytest.mark.parametrize("name", [semantic.RECORD_NAME, semantic.RECORD_NAME + semantic.NEXT_SUFFIX])
+def test_a_directory_where_the_index_record_goes_is_one_line_naming_it(cli, store, name):
+    """A directory in the place of the index record (or of the record beside it) makes a build fail
+    with one line naming it, exit 1, not an internal error; the store stays sound, and once it is
+    gone the build goes through."""
+    for i in range(3):
+        assert cli("write", "fact", f"walrus colony {i}").code == 0
+    (store / name).mkdir(parents=True)
+    r = cli("reindex", "--rebuild")
+    assert r.code == 1 and "Traceback" not in r.err, r
+    assert r.err.strip().splitlines() == [f"cortexctl: {store / name}: Is a directory"], r
+    assert cli("verify").code == 0
+    assert cli("find", "--near", "walrus colony 1", "-k", "1").code == 0
+    (store / name).rmdir()
+    assert cli("reindex", "--rebuild").code == 0
+    assert_store_verifies(store)
