@@ -45,7 +45,7 @@ from cortexctl.engine.results import Problem, VerifyReport, iso
 from cortexctl.errors import CortexError, IntegrityError, NotFound, UsageError
 from cortexctl.memory import codec
 from cortexctl.memory.ids import memory_uri
-from cortexctl.store.interface import HEAD_FIELDS, TIME_FIELDS, VERSION_FIELDS, NoStore, Tx
+from cortexctl.store.interface import HEAD_FIELDS, INFINITE_MICROS, TIME_FIELDS, VERSION_FIELDS, NoStore, Tx
 
 if TYPE_CHECKING:
     from cortexctl.engine.context import Context
@@ -479,9 +479,12 @@ def _in_order(get, record) -> tuple | None:
 
 def _show(field: str, value) -> str:
     if field in TIME_FIELDS and type(value) is int:  # rows and replay hold times as microseconds
-        try:
-            value = iso(replay.from_micros(value))
-        except OverflowError:
-            pass
+        if abs(value) == INFINITE_MICROS:
+            value = "infinity" if value > 0 else "-infinity"
+        else:
+            try:
+                value = iso(replay.from_micros(value))
+            except OverflowError:
+                pass
     text = repr(value)
     return text if len(text) <= 60 else text[:57] + "..."

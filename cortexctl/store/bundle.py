@@ -147,7 +147,8 @@ def _each_table(con, largest: Sequence[str], work) -> dict:
     pool = ThreadPoolExecutor(EXPORT_WORKERS)
     futures: dict = {}
     try:
-        futures = {t: pool.submit(work, cursors[t], t) for t in largest}
+        for t in largest:  # one at a time: an interrupt meanwhile stops those already submitted
+            futures[t] = pool.submit(work, cursors[t], t)
         finished, _ = wait(futures.values(), return_when=FIRST_EXCEPTION)
         for f in finished:
             f.result()  # the first table that failed, at once

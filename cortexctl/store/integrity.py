@@ -6,7 +6,7 @@ import bisect
 import operator
 from typing import Iterator
 
-from cortexctl.store.interface import TIME_FIELDS
+from cortexctl.store.interface import INFINITE_MICROS, TIME_FIELDS
 from cortexctl.store.records import HEAD_COLUMNS, VERSION_COLUMNS
 from cortexctl.store.predicate import id_range
 
@@ -211,8 +211,12 @@ def by_memory(con, batch: int = 5000, after: str | None = None, upto: str | None
 
 
 def _micros(columns) -> list[str]:
-    """The columns, times as integer microseconds since the epoch (``by_memory``'s ``rows``)."""
-    return [f"epoch_us({c}) AS {c}" if c in TIME_FIELDS else c for c in columns]
+    """The columns, times as integer microseconds since the epoch (``by_memory``'s ``rows``); an
+    infinite time (which no journal entry can hold, and ``epoch_us`` would make NULL) as the
+    largest or smallest BIGINT, so that it differs from the journal's."""
+    return [f"CASE WHEN isinf({c}) THEN (CASE WHEN {c} > TIMESTAMP 'epoch' THEN {INFINITE_MICROS}"
+            f" ELSE -{INFINITE_MICROS} END) ELSE epoch_us({c}) END AS {c}" if c in TIME_FIELDS else c
+            for c in columns]
 
 
 def memory_runs(ids, journal, heads, versions, batch: int, rows: bool, *, journal_row=None, version_row=None):

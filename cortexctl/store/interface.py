@@ -42,6 +42,7 @@ HEAD_FIELDS = (
 )
 # The head and version fields that are times (journal payloads hold them as integer microseconds).
 TIME_FIELDS = frozenset({"created_at", "updated_at", "tombstoned_at", "last_used", "valid_from", "valid_to"})
+INFINITE_MICROS = 2**63 - 1  # an infinite time read as microseconds (Tx.by_memory's rows): +/- this
 # Valid time and the supersede links (head fields: changed by ``update_head`` entries, never by a version).
 VALID_FIELDS = ("valid_from", "valid_to", "supersedes", "superseded_by")
 VERSION_FIELDS = (

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from datetime import datetime
+
 from cortexctl.engine import replay
 from cortexctl.store.interface import HEAD_FIELDS, TIME_FIELDS
 from tests.contract.conftest import FACT, GOAL, embedded, entry, ident, memory, put, unit_rows
@@ -92,7 +94,10 @@ def test_unknown_kinds_and_unpaired_attests_are_reported(storage):
 
 
 def test_by_memory_gives_each_memorys_journal_head_and_versions_together(storage):
-    put(storage, memory(1, versions=2), memory(2))
+    first = memory(1, versions=2, at=datetime(1969, 12, 31, 23, 59, 59, 500001))  # before the epoch
+    second = memory(2, at=datetime(2150, 6, 1, 12, 0, 0, 999999))  # past 2**52 microseconds
+    second[0].update(last_used=datetime(2150, 6, 2, 0, 0, 0, 1), valid_to=datetime(9999, 12, 31, 23, 59, 59, 999999))
+    put(storage, first, second)
     with storage.transaction() as tx:
         tx.append_journal([entry("write", ident(1), b"w1"), entry("write", ident(3), b"w3"),
                            entry("attest", "intent"), entry("update", ident(1), b"u1")])

@@ -423,12 +423,16 @@ def test_a_writer_killed_while_it_puts_an_index_file_in_place_leaves_one_trusted
     assert _state(cx) == "ok"
     after = semantic.read_record(cx.store)
     assert (after == before) == (moment in ("its record beside",)), (before, after)
+    # the new file in place, its record not moved over the old one yet: taken from beside it
+    assert semantic.next_record_path(cx.store).exists() == (moment != "both in place")
     assert_store_verifies(big)
     best = cx.find(FindQuery(near="walrus colony updated", k=1))[0]
     assert best.id == ids[0]
     cx.write("fact", "after the kill")
-    cx.reindex()  # the next writer settles what the killed one left
+    # the next writer settles what the killed one left, and folds into the file in place
+    assert cx.reindex()["index"]["action"] == "fold"
     assert not semantic.next_record_path(cx.store).exists()
+    assert semantic.read_record(cx.store).max_key > after.max_key
     assert not list(big.glob(".cortex.usearch*.tmp"))
     assert _state(cx) == "ok"
     assert_store_verifies(big)

@@ -108,6 +108,15 @@ def test_a_time_moved_by_one_microsecond_is_found_and_shown_as_a_time(built, sto
         assert found == [("replay", f"version 1 field {field} differs from the journal")]
 
 
+@pytest.mark.parametrize("field,value", [("tombstoned_at", "infinity"), ("last_used", "infinity"),
+                                         ("valid_to", "-infinity"), ("valid_from", "infinity")])
+def test_an_infinite_time_no_journal_can_hold_is_found(built, store, field, value):
+    cx, ids = built
+    tamper.sql(store, f"UPDATE heads SET {field} = '{value}'::TIMESTAMP WHERE id = ?", [ids["b"]])
+    found = [(p.check, p.message) for p in cx.verify().problems if p.check == "replay"]
+    assert found == [("replay", f"head field {field} is '{value}' but the journal says None")], found
+
+
 def test_corrupt_rows_are_integrity_errors_not_crashes(built, store, cli):
     _cx, ids = built
     tamper.set_version_field(store, ids["b"], 1, "provenance", "{")

@@ -14,7 +14,7 @@ from __future__ import annotations
 import itertools
 from typing import Any, Iterator, Sequence
 
-from cortexctl.store.interface import HEAD_FIELDS, MEMORY_KINDS, TIME_FIELDS, VERSION_FIELDS
+from cortexctl.store.interface import HEAD_FIELDS, INFINITE_MICROS, MEMORY_KINDS, TIME_FIELDS, VERSION_FIELDS
 from cortexctl.store.predicate import id_range
 
 BYTEWISE = ' COLLATE "C"'
@@ -187,9 +187,14 @@ class IntegrityReads:
 
 
 def _micros(columns) -> list[str]:
-    """The columns, times as integer microseconds since the epoch (``by_memory``'s ``rows``;
-    ``extract`` gives an exact numeric)."""
-    return [f"(extract(epoch FROM {c}) * 1000000)::bigint AS {c}" if c in TIME_FIELDS else c for c in columns]
+    """The columns, times as integer microseconds since the epoch (``by_memory``'s ``rows``): whole
+    seconds and the microseconds within the second, each exact whatever type ``extract`` gives
+    (a double before PostgreSQL 14); an infinite time as the largest or smallest BIGINT, as on
+    DuckDB."""
+    return [f"CASE WHEN NOT isfinite({c}) THEN (CASE WHEN {c} > 'epoch'::timestamp THEN {INFINITE_MICROS}"
+            f" ELSE -{INFINITE_MICROS} END) ELSE extract(epoch FROM date_trunc('second', {c}))::bigint * 1000000"
+            f" + extract(microseconds FROM {c})::bigint %% 1000000 END AS {c}" if c in TIME_FIELDS else c
+            for c in columns]
 
 
 def _bytes_at(row: tuple, at: tuple[int, ...]) -> tuple:
