@@ -165,9 +165,12 @@ def settle(store) -> None:
     file in place, else removed. Best effort: what cannot be removed stays (``read_record`` passes
     over a record beside that does not describe the file)."""
     from cortexctl.files import fsync_path
+    from cortexctl.index import hnsw
 
+    stamps = f".{INDEX_NAME}{hnsw.STAMP_SUFFIX}."  # a reader's stamp being written: not a writer's leftover
     for left in store.path.glob(f".{INDEX_NAME}.*.tmp"):  # the file's and the records' (atomic_path)
-        _remove(left)
+        if not left.name.startswith(stamps):
+            _remove(left)
     nxt = next_record_path(store)
     if not os.path.lexists(nxt):
         return

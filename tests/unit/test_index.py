@@ -428,12 +428,14 @@ def test_a_writer_killed_while_it_puts_an_index_file_in_place_leaves_one_trusted
     assert_store_verifies(big)
     best = cx.find(FindQuery(near="walrus colony updated", k=1))[0]
     assert best.id == ids[0]
+    reading = big / f".{semantic.INDEX_NAME}{hnsw.STAMP_SUFFIX}.x1y2z3.tmp"  # a reader stamping meanwhile
+    reading.write_bytes(b"{}")
     cx.write("fact", "after the kill")
     # the next writer settles what the killed one left, and folds into the file in place
     assert cx.reindex()["index"]["action"] == "fold"
     assert not semantic.next_record_path(cx.store).exists()
     assert semantic.read_record(cx.store).max_key > after.max_key
-    assert not list(big.glob(".cortex.usearch*.tmp"))
+    assert list(big.glob(".cortex.usearch*.tmp")) == [reading]  # the writers' leftovers gone, the reader's not
     assert _state(cx) == "ok"
     assert_store_verifies(big)
 
