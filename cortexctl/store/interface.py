@@ -452,7 +452,8 @@ class Integrity(Protocol):
                   rows: bool = False) -> Iterator[tuple[list[tuple], list, list]]:
         """Runs of memory IDs in order (of those in ``(after, upto]``): their journal entries
         (ref, seq, kind, payload), heads and versions (dicts, or with ``rows`` tuples in
-        ``HEAD_FIELDS`` / ``VERSION_FIELDS`` order)."""
+        ``HEAD_FIELDS`` / ``VERSION_FIELDS`` order with every time as integer microseconds since
+        the epoch, as journal payloads hold them; an infinite time as +/- ``INFINITE_MICROS``)."""
 
     def lexical_mismatches(self, expected: Callable[[int, bytes], list[int]], after: str | None = None,
                            upto: str | None = None, strays: bool = True) -> Iterator[tuple[str, str]]:
