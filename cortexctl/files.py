@@ -48,3 +48,19 @@ def fsync_path(path: str | os.PathLike) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+def unlink_quietly(path: str | os.PathLike) -> None:
+    """Remove a file if it can be: gone already, or something this process may not remove (a
+    directory of that name), is left as it is."""
+    try:
+        os.unlink(path)
+    except OSError:
+        pass
+
+
+def leftover_temps(path: str | os.PathLike) -> list[Path]:
+    """The temporary files ``atomic_path(path)`` names (``.<name>.*.tmp`` beside ``path``), which a
+    writer killed midway leaves; only a caller that knows no writer is at work may remove them."""
+    path = Path(path)
+    return sorted(path.parent.glob(f".{path.name}.*.tmp"))

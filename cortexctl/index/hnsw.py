@@ -14,8 +14,8 @@ Reading the whole file on every cold start would cost a large store more than
 the rest of ``find``, so the whole-file CRC is checked once per file: a
 **checked stamp** ``<index>.checked`` beside it records the identity of the
 file last read whole and found sound (device, inode, size, modification and
-change times, and the CRC it matched). ``save_atomic`` writes it for the file
-it saved, and the first reader that verifies a file whole (a copy, a restore)
+change times, and the CRC it matched). ``install`` writes it for the file
+it puts in place, and the first reader that verifies a file whole (a copy, a restore)
 writes it too. A reader whose file has that very identity checks only the
 sampled blocks; any other reads the whole file once. The change time cannot be
 set from user space, so any write to the file after it was checked (a byte
@@ -23,9 +23,10 @@ flipped in place, even with its modification time put back) makes the next
 reader read it whole. ``verify`` always reads the whole file.
 
 usearch's own ``save`` overwrites in place, which crashes a reader that has the
-file memory-mapped (SIGBUS). ``save_atomic`` writes a temp file in the same
-directory, fsyncs it, renames it over the old one and fsyncs the directory:
-a reader keeps its old mapping, the next one opens the new file.
+file memory-mapped (SIGBUS). ``save_beside`` writes a file in the same
+directory (or a scratch one) and fsyncs it; ``install`` renames it over the old one and fsyncs the
+directory: a reader keeps its old mapping, the next one opens the new file. (The store puts a
+file and its record in place together: ``store/vector_index.install``.)
 """
 
 from __future__ import annotations
@@ -212,21 +213,11 @@ def add(index, keys, vectors, progress=None) -> None:
                   progress=progress)
 
 
-def save_atomic(index, path: Path) -> Fingerprint:
-    """Write ``index`` to ``path`` so no reader ever sees a partial file; returns its fingerprint
-    (the whole-file CRC included) and stamps the file as checked. The CRCs are taken before the
-    rename, so that a reader meets the new file unstamped only for the moment the stamp takes."""
-    from cortexctl.files import atomic_path
-
-    with atomic_path(path) as tmp:
-        fp, saved = _save(index, Path(tmp))
-    _stamp_installed(Path(path), saved, fp)
-    return fp
-
-
 def save_beside(index, tmp: Path) -> Fingerprint:
-    """Write ``index`` to ``tmp`` (fsynced, 0600), to be put in place later with ``install``; its
-    fingerprint. For a fold made without the writer lock, installed once it holds it."""
+    """Write ``index`` to ``tmp`` (fsynced, 0600), to be put in place with ``install``; its
+    fingerprint, the whole-file CRC included (taken before the rename, so that a reader meets the new
+    file unstamped only for the moment the stamp takes). A fold builds without the writer lock and
+    installs once it holds it."""
     from cortexctl.files import fsync_path
 
     fp, _saved = _save(index, tmp)
@@ -302,8 +293,8 @@ def open_view(path: Path, expected: Fingerprint, cache: dict | None = None):
 
     ``cache`` (a resident process's, e.g. ``cortexctl mcp``): the view opened last is kept there
     and given again while the file is the same one (inode, size and mtime) and the store still
-    expects the same fingerprint. The file is only ever replaced whole (``save_atomic``), never
-    rewritten in place, so a kept view always maps the content that was checked."""
+    expects the same fingerprint. The file is only ever replaced whole, never
+    rewritten in place (``install``), so a kept view always maps the content that was checked."""
     if cache is None:
         return _restore(path, expected, view=True)
     try:

@@ -164,13 +164,13 @@ def settle(store) -> None:
     left: its temp files removed, and the record beside put over the record when it describes the
     file in place, else removed. Best effort: what cannot be removed stays (``read_record`` passes
     over a record beside that does not describe the file)."""
-    from cortexctl.files import fsync_path
+    from cortexctl.files import fsync_path, leftover_temps, unlink_quietly
     from cortexctl.index import hnsw
 
     stamps = f".{INDEX_NAME}{hnsw.STAMP_SUFFIX}."  # a reader's stamp being written: not a writer's leftover
-    for left in store.path.glob(f".{INDEX_NAME}.*.tmp"):  # the file's and the records' (atomic_path)
+    for left in leftover_temps(index_path(store)):  # the file's and the records' (theirs start alike)
         if not left.name.startswith(stamps):
-            _remove(left)
+            unlink_quietly(left)
     nxt = next_record_path(store)
     if not os.path.lexists(nxt):
         return
@@ -179,16 +179,9 @@ def settle(store) -> None:
         if rec is not None and _describes_file(store, rec):
             os.replace(nxt, record_path(store))
         else:
-            _remove(nxt)
+            unlink_quietly(nxt)
         fsync_path(store.path)
     except OSError:
-        pass
-
-
-def _remove(path: Path) -> None:
-    try:
-        path.unlink(missing_ok=True)
-    except OSError:  # a directory of that name, say: not ours to remove
         pass
 
 

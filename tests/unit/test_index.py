@@ -30,6 +30,14 @@ def _line(i: int) -> bytes:
     return json.dumps({"type": "fact", "text": f"note {i} {words} item{i}", "tags": tag}).encode() + b"\n"
 
 
+def _saved(index, path):
+    """``index`` put in place at ``path`` as a writer does (saved beside, renamed over); its fingerprint."""
+    tmp = path.with_name(path.name + ".new")
+    fp = hnsw.save_beside(index, tmp)
+    hnsw.install(tmp, path, fp)
+    return fp
+
+
 @pytest.fixture(scope="module")
 def template(tmp_path_factory):
     path = tmp_path_factory.mktemp("template") / "store"
@@ -230,7 +238,7 @@ def test_fingerprint_trusts_a_byte_identical_copy_and_notices_changed_bytes(tmp_
     index = hnsw.new(8)
     hnsw.add(index, np.arange(1, 51, dtype=np.uint64), np.random.default_rng(1).random((50, 8), dtype=np.float32))
     path = tmp_path / "i.usearch"
-    fp = hnsw.save_atomic(index, path)
+    fp = _saved(index, path)
     assert hnsw.trusted(path, fp)
     assert (path.stat().st_mode & 0o777) == 0o600
     data = path.read_bytes()
@@ -292,7 +300,7 @@ def _small_index(seed: int):
 
 def test_flips_outside_the_sampled_blocks_are_found_by_the_whole_file_check_once_per_file(tmp_path):
     path = tmp_path / "i.usearch"
-    fp = hnsw.save_atomic(_small_index(1), path)
+    fp = _saved(_small_index(1), path)
     assert hnsw.check(path, fp) is None and hnsw.stamp_path(path).exists()  # the writer stamped it
     size = path.stat().st_size
     step = size // hnsw.SAMPLES
@@ -314,8 +322,8 @@ def test_flips_outside_the_sampled_blocks_are_found_by_the_whole_file_check_once
 
 def test_a_file_saved_after_its_record_is_newer_not_damaged(tmp_path):
     path = tmp_path / "i.usearch"
-    old = hnsw.save_atomic(_small_index(1), path)
-    hnsw.save_atomic(_small_index(2), path)  # a writer between saving the file and writing its record
+    old = _saved(_small_index(1), path)
+    _saved(_small_index(2), path)  # a writer between saving the file and writing its record
     assert hnsw.check(path, old) == hnsw.NEWER
     hnsw.stamp_path(path).unlink()
     assert hnsw.check(path, old) == hnsw.DAMAGED

@@ -14,6 +14,8 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from cortexctl.files import leftover_temps
+from cortexctl.files import unlink_quietly as _unlink
 from cortexctl.store.interface import CacheUnusable
 
 SNAPSHOT_NAME = "cortex.snapshot"
@@ -355,17 +357,10 @@ def _write_file(tmp: Path, arrays: dict, extras: dict, stamp: dict) -> None:
 
 
 
-def _unlink(path: Path) -> None:
-    try:
-        path.unlink()
-    except OSError:
-        pass
-
-
 def _clear_temps(store_path: Path) -> None:
     """Temp files of a builder or writer killed midway (the caller holds the writer lock)."""
     for name in (SNAPSHOT_NAME, DELTA_NAME):
-        for left in store_path.glob(f".{name}.*.tmp"):
+        for left in leftover_temps(store_path / name):
             _unlink(left)
 
 
