@@ -72,3 +72,18 @@ def test_a_path_that_cannot_name_a_file_is_a_usage_error_with_the_path_shortened
     assert isinstance(err, errors.UsageError) and err.exit_code == 2
     assert err.message.endswith(": File name too long") and len(err.message) < 120
     assert errors.bad_path(OSError(errno.ENOENT, "No such file or directory", "x")) is None
+
+
+def test_a_file_in_the_way_is_one_line_naming_it_the_rename_by_its_destination():
+    import errno
+
+    err = errors.blocked_path(OSError(errno.EISDIR, "Is a directory", "/s/.x.tmp", None, "/s/cortex.usearch.json"))
+    assert type(err) is errors.CortexError and err.exit_code == 1
+    assert err.message == "/s/cortex.usearch.json: Is a directory"
+    for code, text in ((errno.ENOTDIR, "Not a directory"), (errno.EACCES, "Permission denied"),
+                       (errno.EROFS, "Read-only file system")):
+        assert errors.blocked_path(OSError(code, text, "/s/f")).message == f"/s/f: {text}"
+    long = errors.blocked_path(OSError(errno.EACCES, "Permission denied", "/" + "d" * 5000))
+    assert len(long.message) < 200 and "..." in long.message
+    assert errors.blocked_path(OSError(errno.EACCES, "Permission denied")) is None  # no path to name
+    assert errors.blocked_path(OSError(errno.EIO, "Input/output error", "/s/f")) is None
