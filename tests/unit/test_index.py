@@ -27,7 +27,9 @@ WORDS = ("alpha bravo charlie delta echo foxtrot golf hotel india juliet kilo li
 def _line(i: int) -> bytes:
     words = " ".join(WORDS[(i * p) % len(WORDS)] for p in (1, 3, 7, 11))
     tag = ["rare"] if i % 500 == 0 else []
-    return json.dumps({"type": "fact", "text": f"note {i} {words} item{i}", "tags": tag}).encode() + b"\n"
+    vis = "public" if i % 10 == 0 else "private"  # alice owns them all; bob sees a tenth
+    return json.dumps({"type": "fact", "text": f"note {i} {words} item{i}", "tags": tag,
+                       "visibility": vis}).encode() + b"\n"
 
 
 def _saved(index, path):
@@ -61,10 +63,15 @@ def _state(cx) -> str:
 
 
 def _exact_best(cx, text: str) -> str:
+    return _exact_nearest(cx, text, 1)[0]
+
+
+def _exact_nearest(cx, text: str, n: int) -> list[str]:
     q = np.frombuffer(cx.embedder.embed_bytes(text), dtype="<f4")
     with cx.store.reading() as tx:
         ids, mat = tx.vectors_for(Filters(actor=cx.actor), cx.embedder.model, q.shape[0])
-    return ids[int(np.argmax(mat @ q))]
+    sims = mat @ q
+    return [ids[i] for i in np.lexsort((np.asarray(ids), -sims))[:n]]
 
 
 @pytest.mark.slow
@@ -76,6 +83,30 @@ def test_an_unfiltered_find_goes_through_the_index_and_agrees_with_exact_search(
     sem = [h for h in hits if h.similarity is not None]
     best = max(sem, key=lambda h: h.similarity)
     assert best.id == _exact_best(cx, "item1234 kilo")
+
+
+@pytest.mark.slow
+def test_a_viewer_who_sees_a_tenth_of_the_store_gets_the_exact_nearest_through_the_index(big):
+    cx = Cortex(store=big, actor="bob")
+    with cx.store.reading() as tx:
+        assert tx.count_heads(Filters(actor="bob")) * 10 == N > semantic.EXACT_MAX  # not narrow: the index
+    hits, warnings = cx.find_with_warnings(FindQuery(near="item1230 kilo", k=10))
+    assert warnings == [] and hits and all(int(h.text.split()[1]) % 10 == 0 for h in hits)
+    with cx.store.reading() as tx:
+        count, _max_key, dim = tx.vector_stats(cx.embedder.model)
+        q = np.frombuffer(cx.embedder.embed_bytes("item1230 kilo"), dtype="<f4")
+        lane, note = semantic.nearest(tx, cx.store, cx.embedder.model, q, Filters(actor="bob"), 20)
+    assert note is None  # through the index, not the exact way
+    assert [i for i, _ in lane][:5] == _exact_nearest(cx, "item1230 kilo", 5)
+
+
+def test_the_first_search_asks_for_enough_that_the_share_the_filters_pass_keeps_n():
+    assert semantic.first_want(10, 1000, 1000) == 64  # nothing filtered out: twice n, at least 64
+    assert semantic.first_want(50, 1000, 1000) == 100
+    assert semantic.first_want(50, 1_000_000, 100_000) == 2000  # a tenth passes: 2 x 100 over a tenth
+    assert semantic.first_want(50, 1_000_000, 3) == semantic.WIDEST * 100  # no wider than before an exact search
+    assert semantic.first_want(50, 1_000_000, 0) == 100  # none passes: the search grows as it did
+    assert semantic.first_want(50, 999, 333) == 600  # rounded up
 
 
 @pytest.mark.slow
