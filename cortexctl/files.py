@@ -4,7 +4,16 @@
 block ends without an error the file is fsynced, made 0600, renamed over
 ``path`` and the directory fsynced, so a reader sees the old file or the new
 one, never a part. On an error the temporary file is removed. ``sync=False`` skips both fsyncs,
-for a file whose loss in a power cut costs nothing but work done again (the index's checked stamp).
+for a file whose loss in a power cut costs nothing but work done again (a checked stamp).
+
+**Checked stamps.** A cache file whose every byte a reader would otherwise check on every cold start
+(the index file, the search snapshot) has a stamp ``<file>.checked`` beside it: the identity of the
+file last checked whole and found sound (device, inode, size, modification and change times) and
+what it matched (``stamp_checked``, ``checked_value``). The change time cannot be set from user
+space, so any write to the file since (a byte flipped in place, even with its modification time
+put back) makes the stamp name another file, and the next reader checks it all again. A copy
+(``cp -r``, a restore) is another inode: checked again once. Best effort: a store a process
+cannot write to only costs the next reader the checks again.
 """
 
 from __future__ import annotations
@@ -57,6 +66,58 @@ def unlink_quietly(path: str | os.PathLike) -> None:
         os.unlink(path)
     except OSError:
         pass
+
+
+CHECKED_SUFFIX = ".checked"
+
+
+def checked_path(path: str | os.PathLike) -> Path:
+    """Where the checked stamp of ``path`` is kept (the module docstring)."""
+    return Path(str(path) + CHECKED_SUFFIX)
+
+
+def identity(st: os.stat_result) -> list[int]:
+    """What a checked stamp names a file by: device, inode, size, modification and change times."""
+    return [st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns]
+
+
+def checked_value(path: str | os.PathLike, st: os.stat_result) -> int | None:
+    """What the stamp says this very file (``st``: its stat now) matched when it was checked whole,
+    or None when the stamp is missing, unreadable or names another file."""
+    import json
+
+    try:
+        doc = json.loads(checked_path(path).read_bytes())
+        return int(doc["crc"]) if doc["file"] == identity(st) else None
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def stamp_checked(path: str | os.PathLike, st: os.stat_result, value: int) -> None:
+    """Record that the file ``st`` describes was checked whole and matched ``value``. Best effort."""
+    import json
+
+    try:
+        with atomic_path(checked_path(path), sync=False) as tmp:
+            with open(tmp, "wb") as fh:
+                fh.write(json.dumps({"file": identity(st), "crc": value}).encode())
+    except OSError:
+        pass
+
+
+def stamp_installed(path: str | os.PathLike, saved: os.stat_result, value: int) -> None:
+    """Stamp a file a writer checked as it wrote it (``saved``: its stat then) and has just renamed
+    to ``path``: the rename may change the change time, so the stamp takes the file as it is now,
+    when it is still the same file."""
+    st = os.stat(path)
+    if identity(st)[:4] == identity(saved)[:4]:
+        stamp_checked(path, st, value)
+
+
+def is_stamp_temp(left: Path, path: str | os.PathLike) -> bool:
+    """Whether ``left``, one of ``leftover_temps(path)``, is the temp file of ``path``'s checked
+    stamp (a reader may be writing it: not a writer's leftover)."""
+    return left.name.startswith(f".{Path(path).name}{CHECKED_SUFFIX}.")
 
 
 def leftover_temps(path: str | os.PathLike) -> list[Path]:

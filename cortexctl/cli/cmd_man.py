@@ -209,6 +209,13 @@ def main_page(shown: list[Command]) -> str:
         ".TP", "\\fISTORE/cortex.usearch\\fR, \\fISTORE/cortex.usearch.json\\fR",
         "the HNSW index file and its record: a cache of the vectors, rebuilt when it does not match the store "
         "(STORE/cortex.usearch.json.next: the record of a new file being put in place)",
+        ".TP", "\\fISTORE/cortex.snapshot\\fR, \\fISTORE/cortex.snapdelta\\fR, \\fISTORE/cortex.gen\\fR",
+        "the search snapshot find reads, its delta and the generation file every commit stamps: a cache, "
+        "bypassed when it does not match the store",
+        ".TP", "\\fISTORE/cortex.usearch.checked\\fR, \\fISTORE/cortex.snapshot.checked\\fR",
+        "checked stamps: the identity of the index file or snapshot last read whole and found sound; a reader "
+        "of that very file skips the whole-file or block checks, and any write to it since means they are "
+        "made again",
         ".TP", "\\fISTORE/.lock\\fR", "the writers' lock",
         ".SH SEE ALSO",
         ", ".join("\\fB" + _ref(c.words) + "\\fR(1)" for c in shown),

@@ -31,11 +31,12 @@ file and its record in place together: ``store/vector_index.install``.)
 
 from __future__ import annotations
 
-import json
 import os
 import zlib
 from dataclasses import asdict, dataclass
 from pathlib import Path
+
+from cortexctl.files import CHECKED_SUFFIX, checked_path, checked_value, identity, stamp_checked, stamp_installed
 
 METRIC = "cos"
 # usearch defaults to bf16, which loses recall. f16 keeps recall@10 at 100k at 0.992 (f32: 0.9965;
@@ -80,7 +81,7 @@ def expansion_for(size: int, connectivity: int | None = None) -> int:
     return EXPANSION_SEARCH if size <= WIDE_AT or connectivity >= DENSE_CONNECTIVITY else 1024
 SAMPLE_BLOCK = 4096
 SAMPLES = 32
-STAMP_SUFFIX = ".checked"
+STAMP_SUFFIX = CHECKED_SUFFIX
 DAMAGED = "changed or damaged"  # ``check``'s answers when the file is not the one expected
 NEWER = "newer than its record"
 
@@ -125,35 +126,9 @@ def _sampled_crc(fd: int, size: int) -> int:
     return crc
 
 
-# -- the checked stamp (module docstring) ------------------------------------------------------------
+# -- the checked stamp (module docstring; ``files.stamp_checked``) ---------------------------------
 def stamp_path(path: Path) -> Path:
-    return Path(str(path) + STAMP_SUFFIX)
-
-
-def _identity(st: os.stat_result) -> list[int]:
-    return [st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns]
-
-
-def _stamp_of(path: Path, st: os.stat_result) -> int | None:
-    """The whole-file CRC the stamp gives this very file (unchanged since it was read whole), or None."""
-    try:
-        doc = json.loads(stamp_path(path).read_bytes())
-        return int(doc["crc"]) if doc["file"] == _identity(st) else None
-    except (OSError, ValueError, KeyError, TypeError):
-        return None
-
-
-def _stamp(path: Path, st: os.stat_result, whole: int) -> None:
-    """Record that the file with this identity was read whole and matched ``whole``. Best effort: a
-    store this process cannot write to only costs the next reader another whole read."""
-    from cortexctl.files import atomic_path
-
-    try:
-        with atomic_path(stamp_path(path), sync=False) as tmp:
-            with open(tmp, "wb") as fh:
-                fh.write(json.dumps({"file": _identity(st), "crc": whole}).encode())
-    except OSError:
-        pass
+    return checked_path(path)
 
 
 def whole_ok(path: Path, expected: Fingerprint) -> bool:
@@ -174,15 +149,15 @@ def check(path: Path, expected: Fingerprint, *, use_stamp: bool = True) -> str |
         return DAMAGED
     try:
         st = os.fstat(fd)
-        stamped = _stamp_of(path, st)
+        stamped = checked_value(path, st)
         if st.st_size != expected.size or _sampled_crc(fd, st.st_size) != expected.crc:
             return NEWER if stamped is not None and stamped != expected.whole else DAMAGED
         if use_stamp and stamped == expected.whole:
             return None
         if _whole_crc(fd) != expected.whole:
             return DAMAGED
-        if _identity(os.fstat(fd)) == _identity(st):  # not written to while it was read
-            _stamp(path, st, expected.whole)
+        if identity(os.fstat(fd)) == identity(st):  # not written to while it was read
+            stamp_checked(path, st, expected.whole)
         return None
     except OSError:
         return DAMAGED
@@ -233,7 +208,7 @@ def install(tmp: Path, path: Path, fp: Fingerprint) -> None:
     saved = os.stat(tmp)
     os.replace(tmp, path)
     fsync_path(Path(path).parent)
-    _stamp_installed(Path(path), saved, fp)
+    stamp_installed(path, saved, fp.whole)
 
 
 def _save(index, tmp: Path) -> tuple[Fingerprint, os.stat_result]:
@@ -246,12 +221,6 @@ def _save(index, tmp: Path) -> tuple[Fingerprint, os.stat_result]:
     finally:
         os.close(fd)
     return fp, saved
-
-
-def _stamp_installed(path: Path, saved: os.stat_result, fp: Fingerprint) -> None:
-    st = os.stat(path)  # the rename may change the change time: the stamp takes the file as it is now
-    if _identity(st)[:4] == _identity(saved)[:4]:
-        _stamp(path, st, fp.whole)
 
 
 def trusted(path: Path, expected: Fingerprint) -> bool:

@@ -417,7 +417,6 @@ def _build(store, taken: dict, work: Path) -> dict:
 
 def _install(store, model: str | None, taken: dict, built: dict) -> dict:
     """Step 3, under the lock again: the files put in place, and the writes made meanwhile followed."""
-    from cortexctl.files import fsync_path
     from cortexctl.store import snapshot
     from cortexctl.store import vector_index as vi
     from cortexctl.store.snapshot import format as sf
@@ -445,8 +444,7 @@ def _install(store, model: str | None, taken: dict, built: dict) -> dict:
                 tx.wide = True  # the snapshot is built from the store as it is then
         done["snapshot"] = store.refresh_snapshot()["action"]
         return done
-    os.replace(built["snapshot"], store.path / sf.SNAPSHOT_NAME)
-    fsync_path(store.path)
+    sf.install(built["snapshot"], store.path)
     sf._unlink(store.path / sf.DELTA_NAME)
     done["snapshot"] = "merged"
     header = sf._header_of(store.path / sf.SNAPSHOT_NAME)

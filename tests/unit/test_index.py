@@ -432,7 +432,7 @@ KILLER = textwrap.dedent("""
     if moment == "its record beside":
         hnsw.install = lambda *a, **k: os.kill(os.getpid(), signal.SIGKILL)
     elif moment == "the file renamed":
-        hnsw._stamp_installed = lambda *a, **k: os.kill(os.getpid(), signal.SIGKILL)
+        hnsw.stamp_installed = lambda *a, **k: os.kill(os.getpid(), signal.SIGKILL)
     elif moment == "the file in place":
         hnsw.install = dies_after(hnsw.install)
     else:  # "both in place": the dropped keys not yet cleared

@@ -17,7 +17,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from cortexctl import Cortex
+from cortexctl import Cortex, files
 from cortexctl.engine.results import FindQuery
 from cortexctl.store import snapshot
 
@@ -214,14 +214,20 @@ def _flip(path: Path, offset: int) -> None:
         fh.write(bytes([byte[0] ^ 0x40]))
 
 
-@pytest.mark.parametrize("array", ["head_actor_code", "head_forgotten", "by_term_doc", "doc_id", "result_json", "HEADER"])
-def test_byte_flipped_snapshot_is_detected(tmp_path, array):
+def _built(tmp_path: Path):
+    """A store of 30 memories with a current snapshot: (cortex, its answer to a find, the snapshot's
+    path, its header, where its data starts)."""
     cx = _cx(tmp_path / "store")
     _fill(cx, 30)
     _ready(cx)
     want = _answer(cx, near="deploy key rotation")
     path = cx.store.path / snapshot.SNAPSHOT_NAME
-    header, start = snapshot._header_of(path)
+    return (cx, want, path, *snapshot._header_of(path))
+
+
+@pytest.mark.parametrize("array", ["head_actor_code", "head_forgotten", "by_term_doc", "doc_id", "result_json", "HEADER"])
+def test_byte_flipped_snapshot_is_detected(tmp_path, array):
+    cx, want, path, header, start = _built(tmp_path)
     offset = 100 if array == "HEADER" else start + header["arrays"][array]["offset"] + 3
     _flip(path, offset)
     assert cx.store.snapshot_problem() is not None
@@ -230,6 +236,95 @@ def test_byte_flipped_snapshot_is_detected(tmp_path, array):
     cx.reindex()  # the next fold replaces it
     assert cx.store.snapshot_problem() is None and snapshot.state(cx.store.path) == "current"
     assert _answer(cx, near="deploy key rotation") == want
+
+
+def _stamp(path: Path) -> dict | None:
+    import json
+
+    stamp = files.checked_path(path)
+    return json.loads(stamp.read_text()) if stamp.exists() else None
+
+
+def _blocks_known(cx: Cortex) -> tuple[bool, bool]:
+    """(every block, any block) of the current snapshot known sound as it is opened."""
+    snap, _delta = snapshot.open_current(cx.store.path)
+    try:
+        return bool(snap._ok[:-1].all()), bool(snap._ok[:-1].any())
+    finally:
+        snap.close()
+
+
+def test_a_written_snapshot_is_stamped_checked_and_a_byte_flipped_since_is_still_found(tmp_path):
+    """The writer read every block back to make its CRCs: its checked stamp spares a reader the
+    block checks of that very file; a byte flipped in place afterwards (its modification time put
+    back) changes the file's change time, so the next reader checks blocks as it reads them and
+    finds the flip; verify reads every block whatever the stamp says, and stamps a sound file."""
+    cx, want, path, header, start = _built(tmp_path)
+    assert _stamp(path) == {"file": files.identity(path.stat()), "crc": header["_crc"]}
+    assert _blocks_known(cx) == (True, True)
+    assert _answer(cx, near="deploy key rotation") == want
+
+    offset = start + header["arrays"]["doc_id"]["offset"] + 3
+    mtime = path.stat().st_mtime_ns
+    _flip(path, offset)
+    os.utime(path, ns=(mtime, mtime))
+    assert _blocks_known(cx) == (False, False)
+    snap, _delta = snapshot.open_current(cx.store.path)
+    with pytest.raises(snapshot.SnapshotUnusable):
+        snap.whole("doc_id")
+    snap.close()
+    assert _answer(cx, near="deploy key rotation") == want  # from DuckDB
+    assert "damaged" in cx.store.snapshot_problem()
+    assert _stamp(path)["file"] != files.identity(path.stat())  # a damaged file is not stamped
+
+    _flip(path, offset)  # sound again: verify reads it whole and stamps it for the next reader
+    assert cx.store.snapshot_problem() is None
+    assert _stamp(path) == {"file": files.identity(path.stat()), "crc": header["_crc"]}
+    assert _blocks_known(cx) == (True, True)
+    assert _answer(cx, near="deploy key rotation") == want
+
+
+def test_a_stamp_naming_another_file_spares_no_block_check_and_verify_stamps_the_file_it_read(tmp_path):
+    a, b = _cx(tmp_path / "a"), _cx(tmp_path / "b")
+    for cx in (a, b):
+        _fill(cx, 20)
+        _ready(cx)
+    path = b.store.path / snapshot.SNAPSHOT_NAME
+    shutil.copy(files.checked_path(a.store.path / snapshot.SNAPSHOT_NAME), files.checked_path(path))
+    assert _blocks_known(b) == (False, False)
+    assert b.store.snapshot_problem() is None
+    assert _stamp(path)["file"] == files.identity(path.stat())
+    assert _blocks_known(b) == (True, True)
+
+
+def test_a_folds_merged_snapshot_is_stamped_and_the_delta_gone_with_the_old_one(tmp_path):
+    from cortexctl.store import fold
+
+    cx = _cx(tmp_path / "store")
+    _fill(cx, 20)
+    _ready(cx)
+    before = _stamp(cx.store.path / snapshot.SNAPSHOT_NAME)
+    cx.write("fact", "the okapi written after the build")
+    assert (cx.store.path / snapshot.DELTA_NAME).exists()
+    assert fold.run(cx.store, cx.embedder.model)["snapshot"] == "merged"
+    path = cx.store.path / snapshot.SNAPSHOT_NAME
+    assert _stamp(path) != before and _stamp(path)["file"] == files.identity(path.stat())
+    assert _blocks_known(cx) == (True, True)
+    assert _answer(cx, near="okapi")[0]["text"] == "the okapi written after the build"
+
+
+def test_a_readers_stamp_being_written_is_not_a_writers_leftover(tmp_path):
+    from cortexctl.store.snapshot import format as sf
+
+    cx = _cx(tmp_path / "store")
+    _fill(cx, 10)
+    _ready(cx)
+    theirs = cx.store.path / ".cortex.snapshot.checked.abc123.tmp"
+    killed = cx.store.path / ".cortex.snapshot.abc123.tmp"
+    theirs.write_bytes(b"{}")
+    killed.write_bytes(b"partial")
+    sf._clear_temps(cx.store.path)
+    assert theirs.exists() and not killed.exists()
 
 
 def test_a_snapshot_of_another_format_is_stale_not_damaged(tmp_path):

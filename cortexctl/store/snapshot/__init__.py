@@ -31,7 +31,11 @@ is used only when all of them agree now. So:
 - a truncated or damaged file fails its header check (magic, length, CRC of the
   header) or, for the pages actually read, the CRC of each 16 KiB block
   (checked the first time a block is touched): ``SnapshotUnusable`` (a ``CacheUnusable``), and find
-  answers from DuckDB instead.
+  answers from DuckDB instead. The writer reads every block back to make those CRCs and leaves a
+  checked stamp beside the file (``files.stamp_checked``, as the index file's): a reader of that
+  very file (the same inode, size and modification and change times) skips the block checks; any
+  write to the file since changes its change time, and the blocks are checked again as they are
+  read. ``verify`` reads every block whatever the stamp says, and stamps a sound file.
 
 A bypassed snapshot costs find nothing but a few small reads: it then reads
 DuckDB as it always did. The next fold of the index (``FOLD_AT`` new vectors,

@@ -9,6 +9,7 @@ import os
 import zlib
 from pathlib import Path
 
+from cortexctl.files import checked_path, identity, stamp_checked
 from cortexctl.store.snapshot.builder import DATA_QUERY, HEAD_COLUMNS, _arrays, _grants_extra, journal_seq
 from cortexctl.store.snapshot.format import (DELTA_NAME, FORMAT, SNAPSHOT_NAME, Snapshot, SnapshotUnusable, _clear_temps,
                                              _header_of, _map, _mark, _other_format, _schema_version, _stamp_ok,
@@ -298,10 +299,12 @@ def state(store_path: Path) -> str:
 
 
 
-def open_current(store_path: Path, cache: dict | None = None) -> tuple[Snapshot, dict | None] | None:
+def open_current(store_path: Path, cache: dict | None = None, *,
+                 use_stamp: bool = True) -> tuple[Snapshot, dict | None] | None:
     """(snapshot, None) when the snapshot is current for the store (see the module docstring),
     (snapshot, the delta's document) when a current delta completes it, else None. ``cache``:
-    the snapshot's mapping kept between calls by a resident process (see ``_map``)."""
+    the snapshot's mapping kept between calls by a resident process; ``use_stamp``: whether its
+    checked stamp spares the block checks (see ``_map``)."""
     path = store_path / SNAPSHOT_NAME
     got = _header_of(path)
     if got is None:
@@ -312,13 +315,14 @@ def open_current(store_path: Path, cache: dict | None = None) -> tuple[Snapshot,
         delta = _delta_doc(store_path, header, cache)
         if delta is None:
             return None
-    base = _map(path, header, start, cache=cache)
+    base = _map(path, header, start, cache=cache, use_stamp=use_stamp)
     return None if base is None else (base, delta)
 
 
 def check_whole(store_path: Path) -> str | None:
     """For verify and healthcheck: None when the snapshot is absent, stale (a cache not yet
-    refreshed) or sound; otherwise what is wrong with it. Reads every block."""
+    refreshed) or sound; otherwise what is wrong with it. Reads every block, whatever the checked
+    stamp says, and stamps a sound file that was not written to meanwhile."""
     path = store_path / SNAPSHOT_NAME
     if not path.exists():
         return None
@@ -330,22 +334,27 @@ def check_whole(store_path: Path) -> str | None:
     delta = _delta_problem(store_path)
     if delta is not None:
         return f"{delta} (removed by the next write, rebuilt by the next fold or reindex)"
-    pair = open_current(store_path)
+    pair = open_current(store_path, use_stamp=False)
     if pair is None:
         return None
+    snap = pair[0]
     try:
-        pair[0]._check(0, int(pair[0].header["data_bytes"]))
+        snap._check(0, int(snap.header["data_bytes"]))
+        if identity(os.stat(path)) == identity(snap.stat):
+            stamp_checked(path, snap.stat, snap.header["_crc"])
     except SnapshotUnusable as exc:
         return f"{exc.message} (rebuilt by the next fold or reindex)"
+    except OSError:
+        pass  # gone or replaced since: checked as it was, stamped by its own writer
     finally:
-        pair[0].close()
+        snap.close()
     return None
 
 
 def remove(store_path: Path) -> None:
-    for name in (SNAPSHOT_NAME, DELTA_NAME):
+    for path in (store_path / SNAPSHOT_NAME, checked_path(store_path / SNAPSHOT_NAME), store_path / DELTA_NAME):
         try:
-            os.unlink(store_path / name)
+            os.unlink(path)
         except FileNotFoundError:
             pass
 

@@ -1,7 +1,7 @@
 """The snapshot's files on disk: the generation file ``cortex.gen`` that stamps every commit, and the
 layout of ``cortex.snapshot`` (magic, header length and CRC, a JSON header naming each array's dtype,
 shape and offset, the arrays aligned to 64 bytes, one CRC-32 per 16 KiB block), mapped read-only and
-checked block by block as it is read. The package docstring (``store/snapshot/__init__.py``) says why
+checked block by block as it is read, unless its checked stamp names it. The package docstring (``store/snapshot/__init__.py``) says why
 the stamps make the files safe to trust."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from cortexctl.files import leftover_temps
+from cortexctl.files import checked_value, is_stamp_temp, leftover_temps
 from cortexctl.files import unlink_quietly as _unlink
 from cortexctl.store.interface import CacheUnusable
 
@@ -120,6 +120,7 @@ class Snapshot:
         self._crcs = crcs  # one CRC-32 per BLOCK of the data region
         self._ok = np.zeros(len(crcs) + 1, dtype=np.bool_)  # blocks checked so far
         self._arrays: dict[str, Any] = {}
+        self.stat: os.stat_result | None = None  # the file's when it was mapped (``_map``)
         self.kept = False  # held by a resident process's cache (``open_current``): close() leaves it open
 
     def close(self) -> None:
@@ -261,19 +262,23 @@ def _stamp_ok(store_path: Path, header: dict) -> bool:
         and header.get("db") == db_identity(store_path)
 
 
-def _map(path: Path, header: dict, start: int, cache: dict | None = None) -> Snapshot | None:
+def _map(path: Path, header: dict, start: int, cache: dict | None = None, *,
+         use_stamp: bool = True) -> Snapshot | None:
     """The file mapped, for the header read from it. With ``cache`` (a resident process's), the
     mapping made last for this path is given again while the file is the same one (inode, size,
     mtime and header CRC): a snapshot file is only ever replaced whole (written beside and
-    renamed), so a kept mapping keeps the blocks it has checked."""
+    renamed), so a kept mapping keeps the blocks it has checked. A file its checked stamp names
+    (``files.stamp_checked``: written by the writer, which read every block back to make its
+    CRCs, or by a ``verify`` that read it whole) has every block known sound: none is checked again
+    (``use_stamp`` False: each is, as it is touched)."""
     import numpy as np
 
     key = None
     try:
         fd = os.open(path, os.O_RDONLY)
         try:
+            st = os.fstat(fd)
             if cache is not None:
-                st = os.fstat(fd)
                 key = (st.st_ino, st.st_size, st.st_mtime_ns, header["_crc"])
                 kept = cache.get(str(path))
                 if kept is not None and kept[0] == key:
@@ -285,11 +290,14 @@ def _map(path: Path, header: dict, start: int, cache: dict | None = None) -> Sna
         return None
     if cache is not None:
         cache.pop(str(path), None)
-        if len(mm) < 24 or int.from_bytes(mm[16:24], "little") != header["_crc"]:
-            mm.close()  # replaced between reading the header and opening it: not this call's file
-            return None
+    if len(mm) < 24 or int.from_bytes(mm[16:24], "little") != header["_crc"]:
+        mm.close()  # replaced between reading the header and opening it: not this call's file
+        return None
     crcs = np.frombuffer(bytes.fromhex(header["crcs"]), dtype="<u4")
     snap = Snapshot(path, header, mm, start, crcs)
+    snap.stat = st
+    if use_stamp and checked_value(path, st) == header["_crc"]:
+        snap._ok[:-1] = True  # checked whole since the file last changed (the last flag stays: past the end)
     if cache is not None:
         snap.kept = True
         cache[str(path)] = (key, snap)
@@ -302,16 +310,19 @@ def _us(t: datetime | None) -> int | None:
 
 
 def write(path: Path, arrays: dict, extras: dict, stamp: dict) -> None:
-    """Write the snapshot file atomically (temp file, fsync, rename, fsync of the directory)."""
-    from cortexctl.files import atomic_path
+    """Write the snapshot file atomically (temp file, fsync, rename, fsync of the directory), its
+    checked stamp beside it (the writer read every block back to make its CRCs)."""
+    from cortexctl.files import atomic_path, stamp_installed
 
     with atomic_path(path) as tmp:
-        _write_file(Path(tmp), arrays, extras, stamp)
+        sound = _write_file(Path(tmp), arrays, extras, stamp)
+        saved = os.stat(tmp)
+    stamp_installed(path, saved, sound)
 
 
 def write_beside(tmp: Path, arrays: dict, extras: dict, stamp: dict) -> None:
-    """Write a snapshot file to ``tmp`` (fsynced, 0600), to be renamed over the snapshot later (a
-    fold made without the writer lock puts it in place once it holds the lock)."""
+    """Write a snapshot file to ``tmp`` (fsynced, 0600), to be put in place later with ``install``
+    (a fold made without the writer lock puts it in place once it holds the lock)."""
     from cortexctl.files import fsync_path
 
     _write_file(tmp, arrays, extras, stamp)
@@ -319,7 +330,21 @@ def write_beside(tmp: Path, arrays: dict, extras: dict, stamp: dict) -> None:
     os.chmod(tmp, 0o600)
 
 
-def _write_file(tmp: Path, arrays: dict, extras: dict, stamp: dict) -> None:
+def install(tmp: Path, store_path: Path) -> None:
+    """Rename a file ``write_beside`` wrote over the store's snapshot (the directory fsynced), its
+    checked stamp beside it (its writer read every block back to make its CRCs)."""
+    from cortexctl.files import fsync_path, stamp_installed
+
+    saved = os.stat(tmp)
+    got = _raw_header(tmp)
+    os.replace(tmp, store_path / SNAPSHOT_NAME)
+    fsync_path(store_path)
+    if got is not None:
+        stamp_installed(store_path / SNAPSHOT_NAME, saved, got[0]["_crc"])
+
+
+def _write_file(tmp: Path, arrays: dict, extras: dict, stamp: dict) -> int:
+    """Write the file; its header's CRC (which covers every block's)."""
     import numpy as np
 
     specs: dict = {}
@@ -354,6 +379,7 @@ def _write_file(tmp: Path, arrays: dict, extras: dict, stamp: dict) -> None:
         fh.seek(0)
         fh.write(MAGIC + len(body).to_bytes(8, "little") + zlib.crc32(body).to_bytes(8, "little") + body)
         fh.write(b"\0" * (start - 24 - len(body)))
+    return zlib.crc32(body)
 
 
 
@@ -361,6 +387,7 @@ def _clear_temps(store_path: Path) -> None:
     """Temp files of a builder or writer killed midway (the caller holds the writer lock)."""
     for name in (SNAPSHOT_NAME, DELTA_NAME):
         for left in leftover_temps(store_path / name):
-            _unlink(left)
+            if not is_stamp_temp(left, store_path / name):  # a reader's checked stamp being written
+                _unlink(left)
 
 
