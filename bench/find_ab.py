@@ -5,8 +5,8 @@
 
 The store is one built by ``bench/find_bench.py --keep`` (both installs must read its schema and
 its search snapshot). Each run times one fresh ``find --near`` process of A, then of B, over the
-same query, filter and store (and a ``find`` without ``--near``: the salience order alone), with and without the search snapshot (moved aside between the two),
-so load on the machine falls on both alike. Prints the median wall and CPU time of each and the
+same query, filter and store (and a ``find`` without ``--near``: the salience order alone), with the search snapshot (checked whole and stamped once by each install's ``healthcheck`` first,
+as a writer leaves it) and then without it (moved aside), so load on the machine falls on both alike. Prints the median wall and CPU time of each and the
 ratio B/A (below 1.0: B is faster). Nothing is asserted: it is a report. When the two write different
 search snapshot formats, give B a copy of the store with its own snapshot (``--store-b``: copy DIR,
 run B's ``cortexctl reindex --store DIR2``).
@@ -24,11 +24,12 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from cold_start import FIND_OK, bench_env, log, time_once  # noqa: E402
-from find_bench import QUERIES, _rare_tag  # noqa: E402
+from find_bench import QUERIES, _rare_tag, checked  # noqa: E402
 
 
 def _aside(snaps: dict) -> None:
-    """find then reads DuckDB alone (the stamp does not name the file, so it is current again once back)."""
+    """find then reads DuckDB alone (the generation stamp does not name the file, so it is current
+    again once back; the rename changes its change time, so its checked stamp no longer names it)."""
     for snap, aside in snaps.values():
         if snap.exists():
             os.rename(snap, aside)
@@ -64,19 +65,19 @@ def main() -> int:
         time_once([exe, "find", "--near", "warm up", "--store", str(stores[side])], env, FIND_OK)
     log(f"timing {args.runs} runs ...")
     try:
-        for i in range(args.runs):
-            q = QUERIES[i % len(QUERIES)]
-            for with_snapshot in kinds:
-                if not with_snapshot:
-                    _aside(snaps)
-                try:
-                    for name, extra in variants:
-                        for side, exe in (("a", args.a), ("b", args.b)):
-                            near = ["--near", q] if extra is not None else []
-                            cmd = [exe, "find", *near, "--store", str(stores[side]), "-k", "10", *(extra or [])]
-                            times[(side, name, with_snapshot)].append(time_once(cmd, env, FIND_OK))
-                finally:
-                    _back(snaps)
+        for with_snapshot in kinds:  # every run with the snapshot first: it is moved aside once, after them
+            if with_snapshot:
+                for side, exe in (("a", args.a), ("b", args.b)):
+                    checked(exe, stores[side], env)
+            else:
+                _aside(snaps)
+            for i in range(args.runs):
+                q = QUERIES[i % len(QUERIES)]
+                for name, extra in variants:
+                    for side, exe in (("a", args.a), ("b", args.b)):
+                        near = ["--near", q] if extra is not None else []
+                        cmd = [exe, "find", *near, "--store", str(stores[side]), "-k", "10", *(extra or [])]
+                        times[(side, name, with_snapshot)].append(time_once(cmd, env, FIND_OK))
     finally:
         _back(snaps)
     rows = []
