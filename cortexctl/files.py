@@ -109,15 +109,34 @@ def stamp_installed(path: str | os.PathLike, saved: os.stat_result, value: int) 
     """Stamp a file a writer checked as it wrote it (``saved``: its stat then) and has just renamed
     to ``path``: the rename may change the change time, so the stamp takes the file as it is now,
     when it is still the same file."""
-    st = os.stat(path)
+    try:
+        st = os.stat(path)
+    except OSError:
+        return
     if identity(st)[:4] == identity(saved)[:4]:
         stamp_checked(path, st, value)
 
 
-def is_stamp_temp(left: Path, path: str | os.PathLike) -> bool:
-    """Whether ``left``, one of ``leftover_temps(path)``, is the temp file of ``path``'s checked
-    stamp (a reader may be writing it: not a writer's leftover)."""
-    return left.name.startswith(f".{Path(path).name}{CHECKED_SUFFIX}.")
+STAMP_TEMP_AGE = 60.0  # seconds: a reader writes its checked stamp's temp file in milliseconds
+
+
+def stale_temps(path: str | os.PathLike) -> list[Path]:
+    """``leftover_temps(path)`` that no one is writing: every one of a writer's (the caller holds the
+    writer lock), and a checked stamp's temp file (which a reader writes without the lock) once it
+    is older than ``STAMP_TEMP_AGE``."""
+    import time
+
+    stamps = f".{Path(path).name}{CHECKED_SUFFIX}."
+    out = []
+    for left in leftover_temps(path):
+        if left.name.startswith(stamps):
+            try:
+                if time.time() - left.stat().st_mtime < STAMP_TEMP_AGE:
+                    continue
+            except OSError:
+                continue
+        out.append(left)
+    return out
 
 
 def leftover_temps(path: str | os.PathLike) -> list[Path]:

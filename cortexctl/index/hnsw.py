@@ -261,7 +261,8 @@ def open_view(path: Path, expected: Fingerprint, cache: dict | None = None):
     """The index memory-mapped read-only, or None when the file cannot be trusted.
 
     ``cache`` (a resident process's, e.g. ``cortexctl mcp``): the view opened last is kept there
-    and given again while the file is the same one (inode, size and mtime) and the store still
+    and given again while the file is the same one (``files.identity``: a write in place changes
+    its change time) and the store still
     expects the same fingerprint. The file is only ever replaced whole, never
     rewritten in place (``install``), so a kept view always maps the content that was checked."""
     if cache is None:
@@ -270,7 +271,7 @@ def open_view(path: Path, expected: Fingerprint, cache: dict | None = None):
         st = os.stat(path)
     except OSError:
         return None
-    key = (str(path), st.st_ino, st.st_size, st.st_mtime_ns, expected)
+    key = (str(path), *identity(st), expected)
     kept = cache.get("index_view")
     if kept is not None and kept[0] == key:
         return kept[1]

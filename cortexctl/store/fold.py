@@ -301,7 +301,9 @@ def _take(store, model: str | None, work: Path, whole_from: int = 0, taken: dict
         got = sf._header_of(store.path / sf.SNAPSHOT_NAME)
         if got is not None and sf._mark(got[0]) == start["base"]:
             taken["current"] = sf._stamp_ok(store.path, got[0])  # no delta: nothing to merge but drops
-            taken["snapshot"] = sf._map(store.path / sf.SNAPSHOT_NAME, got[0], got[1])
+            # every block checked as merge reads it, whatever the stamp says: a damaged block is not
+            # carried into the next snapshot under fresh CRCs
+            taken["snapshot"] = sf._map(store.path / sf.SNAPSHOT_NAME, got[0], got[1], use_stamp=False)
         gen = sf.read_gen(store.path)
         if gen is None or not gen[2]:
             taken["snapshot"] = None
@@ -409,7 +411,7 @@ def _build(store, taken: dict, work: Path) -> dict:
         if got is not None:
             arrays, extras = got
             tmp = work / sf.SNAPSHOT_NAME
-            sf.write_beside(tmp, arrays, extras, taken["stamp"])
+            built["written"] = sf.write_beside(tmp, arrays, extras, taken["stamp"])
             built["snapshot"] = tmp
             built["journal_seq"] = extras["journal_seq"]
     return built
@@ -444,7 +446,7 @@ def _install(store, model: str | None, taken: dict, built: dict) -> dict:
                 tx.wide = True  # the snapshot is built from the store as it is then
         done["snapshot"] = store.refresh_snapshot()["action"]
         return done
-    sf.install(built["snapshot"], store.path)
+    sf.install(built["snapshot"], store.path, built["written"])
     sf._unlink(store.path / sf.DELTA_NAME)
     done["snapshot"] = "merged"
     header = sf._header_of(store.path / sf.SNAPSHOT_NAME)

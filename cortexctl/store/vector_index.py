@@ -165,13 +165,10 @@ def settle(store) -> None:
     left: its temp files removed, and the record beside put over the record when it describes the
     file in place, else removed. Best effort: what cannot be removed stays (``read_record`` passes
     over a record beside that does not describe the file)."""
-    from cortexctl.files import fsync_path, leftover_temps, unlink_quietly
-    from cortexctl.index import hnsw
+    from cortexctl.files import fsync_path, stale_temps, unlink_quietly
 
-    stamps = f".{INDEX_NAME}{hnsw.STAMP_SUFFIX}."  # a reader's stamp being written: not a writer's leftover
-    for left in leftover_temps(index_path(store)):  # the file's and the records' (theirs start alike)
-        if not left.name.startswith(stamps):
-            unlink_quietly(left)
+    for left in stale_temps(index_path(store)):  # the file's and the records' (theirs start alike)
+        unlink_quietly(left)
     nxt = next_record_path(store)
     if not os.path.lexists(nxt):
         return
@@ -469,8 +466,9 @@ def nearest(tx, store: DuckStorage, model: str, query_vec, filters: Filters, n: 
             exact: bool = False) -> tuple[list[tuple[str, float]], str | None]:
     """The ``n`` memories passing ``filters`` nearest to ``query_vec``: ([(id, cosine)], note).
 
-    Narrow filters (beyond visibility): count the candidates and compare
-    them exactly when they are few. ``exact``: skip the
+    Filters that pass few memories (``EXACT_MAX`` or fewer: narrow ones, or a viewer who sees
+    little of the store) send it to an exact comparison of those; otherwise the index is
+    searched for as many as ``first_want`` says. ``exact``: skip the
     index. ``note`` says when the index had to be bypassed; the answer is exact
     then. Raises ``IndexUnusable`` when the index file cannot be trusted.
     """
@@ -493,7 +491,7 @@ def nearest(tx, store: DuckStorage, model: str, query_vec, filters: Filters, n: 
         return unusable
     total = tx.count_heads()
     passing = tx.count_heads(filters) if not exact and total > EXACT_MAX else total
-    if exact or total <= EXACT_MAX or (filters.narrow and passing <= EXACT_MAX):
+    if exact or total <= EXACT_MAX or passing <= EXACT_MAX:
         return _exact(tx, filters, model, dim, q, n, store=None if exact else store, cache=cache), None
     rec, why = index_state(tx, store, model, dim)
     if why != "ok" or rec is None:
@@ -522,7 +520,7 @@ def nearest(tx, store: DuckStorage, model: str, query_vec, filters: Filters, n: 
             # A filter that keeps few of the memories the index finds: compare them all exactly.
             return (_exact(tx, filters, model, dim, q, n, store=store, cache=cache, opened=(rec, index)),
                     Remark("filter too narrow for the index; exact search"))
-        want *= 4
+        want = min(want * 4, WIDEST * max(n * 2, 64))
     ranked = sorted(((i, s) for i, s in found.items() if s > 0), key=lambda kv: (-kv[1], kv[0]))[:n]
     return ranked, None
 

@@ -13,11 +13,11 @@ from pathlib import Path
 
 import pytest
 
-from cortexctl import Cortex
+from cortexctl import Cortex, files
 from cortexctl.engine.results import FindQuery
 from cortexctl.store import fold, snapshot, vector_index
 from cortexctl.store.db import DuckStorage
-from tests.unit.test_snapshot import _answer, _cx, _fill, _filled_stores, _from_duckdb  # noqa: F401 (a fixture)
+from tests.unit.test_snapshot import _answer, _cx, _fill, _filled_stores, _flip, _from_duckdb  # noqa: F401 (a fixture)
 
 GATE_DIR = Path(__file__).parent / "fold_gate"
 QUERIES = ({"near": "deploy key rotation", "k": 10}, {"k": 20}, {"near": "walrus colony", "k": 5},
@@ -99,9 +99,10 @@ def test_a_write_that_grows_the_tail_starts_a_background_fold_and_returns(folded
     assert cx.find(FindQuery(near="walrus colony renamed", k=1))[0].text == "walrus colony renamed"
 
 
-def _steps(cx: Cortex):
+def _steps(cx: Cortex, meanwhile=None):
     """The fold's first step taken (under the lock), and the rest to run after what the test does
-    between them (a write meanwhile is what a background fold meets)."""
+    between them (a write meanwhile is what a background fold meets); ``meanwhile(built)`` runs
+    between the build and the install."""
     st = cx.store
     model = cx.embedder.model
     from cortexctl.store import scratch
@@ -113,12 +114,52 @@ def _steps(cx: Cortex):
     def rest() -> dict:
         try:
             built = fold._build(st, taken, work)
+            if meanwhile is not None:
+                meanwhile(built)
             with st.exclusive():
                 return fold._install(st, model, taken, built)
         finally:
             fold.release(taken)
             scratch.remove(work)
     return rest
+
+
+def _result_byte(path: Path) -> int:
+    header, start = snapshot._header_of(path)
+    return start + header["arrays"]["result_json"]["offset"] + 3
+
+
+def test_a_snapshot_written_to_between_the_folds_build_and_its_install_is_not_stamped(folded, store):
+    """The fold writes the next snapshot in its work directory without the lock and puts it in place
+    later: a write to that file in between (its CRCs made before it) leaves it unstamped, so find
+    checks its blocks as it reads them and answers from DuckDB where one fails."""
+    cx = folded
+    cx.write("fact", "walrus colony written before the fold")
+    done = _steps(cx, meanwhile=lambda built: _flip(built["snapshot"], _result_byte(built["snapshot"])))()
+    assert done["snapshot"] == "merged"
+    path = store / snapshot.SNAPSHOT_NAME
+    assert files.checked_value(path, path.stat()) is None
+    assert "damaged" in cx.store.snapshot_problem()
+    _same_answers(cx)
+
+
+def test_a_fold_does_not_carry_a_damaged_block_its_stamp_hides_into_the_next_snapshot(folded, store):
+    """Damage below the file system changes no time: the checked stamp still names the file. A fold
+    reads every block of the snapshot it merges whatever the stamp says, so the damage ends there
+    (the snapshot is built whole from DuckDB) rather than going on under fresh CRCs and a new stamp.
+    The damage is made by flipping a byte and stamping the file as it is then."""
+    cx = folded
+    path = store / snapshot.SNAPSHOT_NAME
+    crc = snapshot._header_of(path)[0]["_crc"]
+    _flip(path, _result_byte(path))
+    files.stamp_checked(path, path.stat(), crc)
+    cx.write("fact", "walrus colony written after the damage")
+    assert fold.run(cx.store, cx.embedder.model)["snapshot"] != "merged"
+    assert cx.store.snapshot_problem() is None
+    assert files.checked_value(path, path.stat()) == snapshot._header_of(path)[0]["_crc"]
+    _same_answers(cx)
+    assert cx.find(FindQuery(near="walrus colony written after the damage", k=1))[0].text == \
+        "walrus colony written after the damage"
 
 
 def test_writes_made_while_the_fold_builds_are_followed_by_a_delta_on_the_new_snapshot(folded, store):

@@ -313,18 +313,50 @@ def test_a_folds_merged_snapshot_is_stamped_and_the_delta_gone_with_the_old_one(
     assert _answer(cx, near="okapi")[0]["text"] == "the okapi written after the build"
 
 
-def test_a_readers_stamp_being_written_is_not_a_writers_leftover(tmp_path):
+def test_a_readers_stamp_being_written_is_left_to_it_and_one_a_killed_reader_left_is_cleared(tmp_path):
     from cortexctl.store.snapshot import format as sf
 
     cx = _cx(tmp_path / "store")
     _fill(cx, 10)
     _ready(cx)
     theirs = cx.store.path / ".cortex.snapshot.checked.abc123.tmp"
+    left = cx.store.path / ".cortex.snapshot.checked.def456.tmp"
     killed = cx.store.path / ".cortex.snapshot.abc123.tmp"
-    theirs.write_bytes(b"{}")
-    killed.write_bytes(b"partial")
+    for path in (theirs, left, killed):
+        path.write_bytes(b"{}")
+    old = left.stat().st_mtime - 2 * files.STAMP_TEMP_AGE
+    os.utime(left, (old, old))
     sf._clear_temps(cx.store.path)
-    assert theirs.exists() and not killed.exists()
+    assert theirs.exists() and not left.exists() and not killed.exists()
+
+
+def test_a_resident_process_maps_the_snapshot_again_after_a_write_in_place(tmp_path):
+    """``cortexctl mcp`` keeps the mapping while the file is the same: a byte flipped in place with
+    its modification time put back is a new change time, so the file is mapped again and its
+    blocks are checked as they are read."""
+    cx, _want, path, header, start = _built(tmp_path)
+    cache: dict = {}
+    kept, _delta = snapshot.open_current(cx.store.path, cache)
+    assert snapshot.open_current(cx.store.path, cache)[0] is kept
+    offset = start + header["arrays"]["doc_id"]["offset"] + 3
+    mtime = path.stat().st_mtime_ns
+    _flip(path, offset)
+    os.utime(path, ns=(mtime, mtime))
+    again, _delta = snapshot.open_current(cx.store.path, cache)
+    assert again is not kept
+    with pytest.raises(snapshot.SnapshotUnusable):
+        again.whole("doc_id")
+
+
+def test_a_stamped_snapshot_damaged_in_a_sampled_block_is_not_opened(tmp_path):
+    """Damage below the file system (a byte flipped, the stamp made to name the file as it is then):
+    the blocks checked on opening a stamped file find it where they look; find then reads DuckDB."""
+    cx, want, path, header, start = _built(tmp_path)
+    _flip(path, start + 5)  # block 0 is always among those checked
+    files.stamp_checked(path, path.stat(), header["_crc"])
+    assert snapshot.open_current(cx.store.path) is None
+    assert _answer(cx, near="deploy key rotation") == want
+    assert "damaged" in cx.store.snapshot_problem()
 
 
 def test_a_snapshot_of_another_format_is_stale_not_damaged(tmp_path):

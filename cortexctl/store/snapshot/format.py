@@ -14,7 +14,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from cortexctl.files import checked_value, is_stamp_temp, leftover_temps
+from cortexctl.files import checked_value, identity, stale_temps
 from cortexctl.files import unlink_quietly as _unlink
 from cortexctl.store.interface import CacheUnusable
 
@@ -28,6 +28,7 @@ BLOCK = 1 << 14  # bytes per checksummed block
 ALIGN = 64
 EPOCH = datetime(1970, 1, 1)
 BUILD_BATCH = 10_000  # rows read at a time while building
+SAMPLED_BLOCKS = 32  # blocks checked on opening a file its checked stamp names (the index file checks as many)
 
 
 class SnapshotUnusable(CacheUnusable):
@@ -265,9 +266,9 @@ def _stamp_ok(store_path: Path, header: dict) -> bool:
 def _map(path: Path, header: dict, start: int, cache: dict | None = None, *,
          use_stamp: bool = True) -> Snapshot | None:
     """The file mapped, for the header read from it. With ``cache`` (a resident process's), the
-    mapping made last for this path is given again while the file is the same one (inode, size,
-    mtime and header CRC): a snapshot file is only ever replaced whole (written beside and
-    renamed), so a kept mapping keeps the blocks it has checked. A file its checked stamp names
+    mapping made last for this path is given again while the file is the same one (``files.identity``
+    and header CRC): a snapshot file is only ever replaced whole (written beside and renamed), so a
+    kept mapping keeps the blocks it has checked. A file its checked stamp names
     (``files.stamp_checked``: written by the writer, which read every block back to make its
     CRCs, or by a ``verify`` that read it whole) has every block known sound: none is checked again
     (``use_stamp`` False: each is, as it is touched)."""
@@ -279,7 +280,7 @@ def _map(path: Path, header: dict, start: int, cache: dict | None = None, *,
         try:
             st = os.fstat(fd)
             if cache is not None:
-                key = (st.st_ino, st.st_size, st.st_mtime_ns, header["_crc"])
+                key = (*identity(st), header["_crc"])  # a write in place changes the change time
                 kept = cache.get(str(path))
                 if kept is not None and kept[0] == key:
                     return kept[1]
@@ -297,7 +298,14 @@ def _map(path: Path, header: dict, start: int, cache: dict | None = None, *,
     snap = Snapshot(path, header, mm, start, crcs)
     snap.stat = st
     if use_stamp and checked_value(path, st) == header["_crc"]:
-        snap._ok[:-1] = True  # checked whole since the file last changed (the last flag stays: past the end)
+        # checked whole since the file last changed: a few blocks spread over it are checked still (a
+        # block damaged below the file system), the rest taken as sound (the last flag stays: past the end)
+        try:
+            snap._check_blocks(np.linspace(0, len(crcs) - 1, min(len(crcs), SAMPLED_BLOCKS)).astype(np.int64))
+        except SnapshotUnusable:
+            mm.close()  # find reads DuckDB; verify and healthcheck read every block and name the damage
+            return None
+        snap._ok[:-1] = True
     if cache is not None:
         snap.kept = True
         cache[str(path)] = (key, snap)
@@ -320,27 +328,30 @@ def write(path: Path, arrays: dict, extras: dict, stamp: dict) -> None:
     stamp_installed(path, saved, sound)
 
 
-def write_beside(tmp: Path, arrays: dict, extras: dict, stamp: dict) -> None:
+def write_beside(tmp: Path, arrays: dict, extras: dict, stamp: dict) -> tuple[list[int], int]:
     """Write a snapshot file to ``tmp`` (fsynced, 0600), to be put in place later with ``install``
-    (a fold made without the writer lock puts it in place once it holds the lock)."""
+    (a fold made without the writer lock puts it in place once it holds the lock). Returns what
+    ``install`` is given: the file's identity as written and its header's CRC."""
     from cortexctl.files import fsync_path
 
-    _write_file(tmp, arrays, extras, stamp)
+    sound = _write_file(tmp, arrays, extras, stamp)
     fsync_path(tmp)
     os.chmod(tmp, 0o600)
+    return identity(os.stat(tmp)), sound
 
 
-def install(tmp: Path, store_path: Path) -> None:
-    """Rename a file ``write_beside`` wrote over the store's snapshot (the directory fsynced), its
-    checked stamp beside it (its writer read every block back to make its CRCs)."""
+def install(tmp: Path, store_path: Path, written: tuple[list[int], int]) -> None:
+    """Rename a file ``write_beside`` wrote over the store's snapshot (the directory fsynced). Its
+    checked stamp goes beside it when the file is still as written (``written``: its identity then
+    and its header's CRC; its writer read every block back to make the CRCs): a file written to
+    since is checked block by block as it is read."""
     from cortexctl.files import fsync_path, stamp_installed
 
     saved = os.stat(tmp)
-    got = _raw_header(tmp)
     os.replace(tmp, store_path / SNAPSHOT_NAME)
     fsync_path(store_path)
-    if got is not None:
-        stamp_installed(store_path / SNAPSHOT_NAME, saved, got[0]["_crc"])
+    if identity(saved) == written[0]:
+        stamp_installed(store_path / SNAPSHOT_NAME, saved, written[1])
 
 
 def _write_file(tmp: Path, arrays: dict, extras: dict, stamp: dict) -> int:
@@ -386,8 +397,7 @@ def _write_file(tmp: Path, arrays: dict, extras: dict, stamp: dict) -> int:
 def _clear_temps(store_path: Path) -> None:
     """Temp files of a builder or writer killed midway (the caller holds the writer lock)."""
     for name in (SNAPSHOT_NAME, DELTA_NAME):
-        for left in leftover_temps(store_path / name):
-            if not is_stamp_temp(left, store_path / name):  # a reader's checked stamp being written
-                _unlink(left)
+        for left in stale_temps(store_path / name):
+            _unlink(left)
 
 
