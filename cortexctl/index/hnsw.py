@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import os
 import zlib
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 from cortexctl.files import CHECKED_SUFFIX, checked_path, checked_value, identity, stamp_checked, stamp_installed
@@ -97,9 +97,14 @@ class Fingerprint:
     count: int
     dim: int
     whole: int = 0
+    # the file's identity (``files.identity``) as ``save_beside`` left it: ``install`` stamps the file
+    # only when it is still so. Not recorded, not compared.
+    written: tuple | None = field(default=None, compare=False, repr=False)
 
     def to_json(self) -> dict:
-        return asdict(self)
+        doc = asdict(self)
+        del doc["written"]
+        return doc
 
     @classmethod
     def from_json(cls, doc: dict) -> "Fingerprint":
@@ -198,17 +203,20 @@ def save_beside(index, tmp: Path) -> Fingerprint:
     fp, _saved = _save(index, tmp)
     fsync_path(tmp)
     os.chmod(tmp, 0o600)
-    return fp
+    return replace(fp, written=tuple(identity(os.stat(tmp))))
 
 
 def install(tmp: Path, path: Path, fp: Fingerprint) -> None:
-    """Rename a file written by ``save_beside`` over ``path`` (the directory fsynced) and stamp it."""
+    """Rename a file written by ``save_beside`` over ``path`` (the directory fsynced) and stamp it
+    checked when it is still as it was saved (a fold saves without the writer lock and installs
+    later): a file written to since is read whole by its first reader."""
     from cortexctl.files import fsync_path
 
     saved = os.stat(tmp)
     os.replace(tmp, path)
     fsync_path(Path(path).parent)
-    stamp_installed(path, saved, fp.whole)
+    if fp.written is not None and tuple(identity(saved)) == fp.written:
+        stamp_installed(path, saved, fp.whole)
 
 
 def _save(index, tmp: Path) -> tuple[Fingerprint, os.stat_result]:

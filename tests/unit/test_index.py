@@ -352,6 +352,24 @@ def test_flips_outside_the_sampled_blocks_are_found_by_the_whole_file_check_once
     assert json.loads(hnsw.stamp_path(path).read_text())["file"][1] == path.stat().st_ino
 
 
+def test_an_index_file_written_to_between_its_save_and_its_install_is_not_stamped(tmp_path):
+    """A fold saves the file without the writer lock and installs it later: a byte changed in it
+    between the two (outside the sampled blocks) leaves it unstamped, so its first reader reads it
+    whole and finds it."""
+    path = tmp_path / "i.usearch"
+    tmp = path.with_name(path.name + ".new")
+    fp = hnsw.save_beside(_small_index(1), tmp)
+    step = tmp.stat().st_size // hnsw.SAMPLES
+    off = step + hnsw.SAMPLE_BLOCK + (step - hnsw.SAMPLE_BLOCK) // 2  # between two sampled blocks
+    data = bytearray(tmp.read_bytes())
+    data[off] ^= 0xFF
+    with open(tmp, "r+b") as fh:
+        fh.write(bytes(data))
+    hnsw.install(tmp, path, fp)
+    assert not hnsw.stamp_path(path).exists()
+    assert hnsw.check(path, fp) == hnsw.DAMAGED and not hnsw.trusted(path, fp)
+
+
 def test_a_file_saved_after_its_record_is_newer_not_damaged(tmp_path):
     path = tmp_path / "i.usearch"
     old = _saved(_small_index(1), path)
