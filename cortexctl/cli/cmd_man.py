@@ -214,8 +214,8 @@ def main_page(shown: list[Command]) -> str:
         "bypassed when it does not match the store",
         ".TP", "\\fISTORE/cortex.usearch.checked\\fR, \\fISTORE/cortex.snapshot.checked\\fR",
         "checked stamps: the identity of the index file or snapshot last read whole and found sound; a reader "
-        "of that very file skips the whole-file or block checks, and any write to it since means they are "
-        "made again",
+        "of that very file checks only sampled blocks of it, and any write to it since means it is checked "
+        "whole again",
         ".TP", "\\fISTORE/.lock\\fR", "the writers' lock",
         ".SH SEE ALSO",
         ", ".join("\\fB" + _ref(c.words) + "\\fR(1)" for c in shown),

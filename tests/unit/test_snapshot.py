@@ -4,6 +4,7 @@ change is visible to the next find; a writer killed after COMMIT leaves nothing 
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import signal
@@ -258,7 +259,7 @@ def test_a_written_snapshot_is_stamped_checked_and_a_byte_flipped_since_is_still
     """The writer read every block back to make its CRCs: its checked stamp spares a reader the
     block checks of that very file; a byte flipped in place afterwards (its modification time put
     back) changes the file's change time, so the next reader checks blocks as it reads them and
-    finds the flip; verify reads every block whatever the stamp says, and stamps a sound file."""
+    finds the flip; healthcheck reads every block whatever the stamp says, and stamps a sound file."""
     cx, want, path, header, start = _built(tmp_path)
     assert _stamp(path) == {"file": files.identity(path.stat()), "crc": header["_crc"]}
     assert _blocks_known(cx) == (True, True)
@@ -277,14 +278,14 @@ def test_a_written_snapshot_is_stamped_checked_and_a_byte_flipped_since_is_still
     assert "damaged" in cx.store.snapshot_problem()
     assert _stamp(path)["file"] != files.identity(path.stat())  # a damaged file is not stamped
 
-    _flip(path, offset)  # sound again: verify reads it whole and stamps it for the next reader
+    _flip(path, offset)  # sound again: healthcheck reads it whole and stamps it for the next reader
     assert cx.store.snapshot_problem() is None
     assert _stamp(path) == {"file": files.identity(path.stat()), "crc": header["_crc"]}
     assert _blocks_known(cx) == (True, True)
     assert _answer(cx, near="deploy key rotation") == want
 
 
-def test_a_stamp_naming_another_file_spares_no_block_check_and_verify_stamps_the_file_it_read(tmp_path):
+def test_a_stamp_naming_another_file_spares_no_block_check_and_healthcheck_stamps_the_file_it_read(tmp_path):
     a, b = _cx(tmp_path / "a"), _cx(tmp_path / "b")
     for cx in (a, b):
         _fill(cx, 20)
@@ -306,9 +307,12 @@ def test_a_folds_merged_snapshot_is_stamped_and_the_delta_gone_with_the_old_one(
     before = _stamp(cx.store.path / snapshot.SNAPSHOT_NAME)
     cx.write("fact", "the okapi written after the build")
     assert (cx.store.path / snapshot.DELTA_NAME).exists()
-    assert fold.run(cx.store, cx.embedder.model)["snapshot"] == "merged"
+    assert fold.run(cx.store, cx.embedder.model) == {"index": "fold", "snapshot": "merged"}
     path = cx.store.path / snapshot.SNAPSHOT_NAME
     assert _stamp(path) != before and _stamp(path)["file"] == files.identity(path.stat())
+    index = cx.store.path / "cortex.usearch"  # the fold's index file is stamped too (read whole by no one)
+    record = json.loads((cx.store.path / "cortex.usearch.json").read_text())
+    assert files.checked_value(index, index.stat()) == record["crc_all"]
     assert _blocks_known(cx) == (True, True)
     assert _answer(cx, near="okapi")[0]["text"] == "the okapi written after the build"
 

@@ -33,9 +33,10 @@ is used only when all of them agree now. So:
   (checked the first time a block is touched): ``SnapshotUnusable`` (a ``CacheUnusable``), and find
   answers from DuckDB instead. The writer reads every block back to make those CRCs and leaves a
   checked stamp beside the file (``files.stamp_checked``, as the index file's): a reader of that
-  very file (the same inode, size and modification and change times) skips the block checks; any
-  write to the file since changes its change time, and the blocks are checked again as they are
-  read. ``verify`` reads every block whatever the stamp says, and stamps a sound file.
+  very file (the same inode, size and modification and change times) checks 32 blocks spread over
+  it and takes the rest as sound; any write to the file since changes its change time, and every
+  block is checked again as it is read. ``healthcheck`` (``check_whole``) and a fold's merge read
+  every block whatever the stamp says; ``healthcheck`` stamps a sound file.
 
 A bypassed snapshot costs find nothing but a few small reads: it then reads
 DuckDB as it always did. The next fold of the index (``FOLD_AT`` new vectors,

@@ -320,7 +320,7 @@ def open_current(store_path: Path, cache: dict | None = None, *,
 
 
 def check_whole(store_path: Path) -> str | None:
-    """For verify and healthcheck: None when the snapshot is absent, stale (a cache not yet
+    """For healthcheck: None when the snapshot is absent, stale (a cache not yet
     refreshed) or sound; otherwise what is wrong with it. Reads every block, whatever the checked
     stamp says, and stamps a sound file that was not written to meanwhile."""
     path = store_path / SNAPSHOT_NAME

@@ -270,8 +270,9 @@ def _map(path: Path, header: dict, start: int, cache: dict | None = None, *,
     and header CRC): a snapshot file is only ever replaced whole (written beside and renamed), so a
     kept mapping keeps the blocks it has checked. A file its checked stamp names
     (``files.stamp_checked``: written by the writer, which read every block back to make its
-    CRCs, or by a ``verify`` that read it whole) has every block known sound: none is checked again
-    (``use_stamp`` False: each is, as it is touched)."""
+    CRCs, or by a ``healthcheck`` that read it whole) has ``SAMPLED_BLOCKS`` blocks spread over it
+    checked now and the rest taken as sound (None when a sampled block fails: find reads DuckDB);
+    ``use_stamp`` False: every block is checked as it is touched."""
     import numpy as np
 
     key = None
