@@ -15,8 +15,9 @@ the rest of ``find``, so the whole-file CRC is checked once per file: a
 **checked stamp** ``<index>.checked`` beside it records the identity of the
 file last read whole and found sound (device, inode, size, modification and
 change times, and the CRC it matched). ``install`` writes it for the file
-it puts in place when that file is still as ``save_beside`` left it, and the first reader that verifies a file whole (a copy, a restore)
-writes it too. A reader whose file has that very identity checks only the
+it puts in place when that file is still as ``save_beside`` left it, and the
+first reader that verifies a file whole (a copy, a restore) writes it too.
+A reader whose file has that very identity checks only the
 sampled blocks; any other reads the whole file once. The change time cannot be
 set from user space, so any write to the file after it was checked (a byte
 flipped in place, even with its modification time put back) makes the next
