@@ -29,6 +29,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from cortexctl.engine import salience
+from cortexctl.engine.rows import micros
 from cortexctl.errors import IntegrityError
 from cortexctl.memory import codec
 from cortexctl.memory.types import MAX_COUNT
@@ -49,7 +50,7 @@ def _time(v: int) -> datetime:
     if t is None:
         if len(_TIMES) >= 4096:
             _TIMES.clear()
-        t = _TIMES[v] = _EPOCH + timedelta(microseconds=v)
+        t = _TIMES[v] = from_micros(v)
     return t
 
 
@@ -67,17 +68,9 @@ def _as_is(plain: dict) -> dict:
     return plain
 
 
-_US = timedelta(microseconds=1)
-
-
 def from_micros(v: int) -> datetime:
-    """Integer microseconds since the epoch as a (naive, UTC) time."""
+    """Integer microseconds since the epoch as a (naive, UTC) time (``rows.micros`` the other way)."""
     return _EPOCH + timedelta(microseconds=v)
-
-
-def micros(t: datetime) -> int:
-    """A time as integer microseconds since the epoch, as payloads hold it (exact)."""
-    return (t - _EPOCH) // _US
 
 
 def _doc(seq: int, payload: bytes) -> dict:

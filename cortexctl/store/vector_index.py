@@ -503,6 +503,7 @@ def nearest(tx, store: DuckStorage, model: str, query_vec, filters: Filters, n: 
     # the unindexed vectors (newer than the file), compared exactly, checked with the first batch from the index
     u_ids, u_versions, u_mat = tx.vectors_after(model, rec.max_key, dim)
     unindexed = list(zip(u_ids, u_versions, (u_mat @ q).tolist())) if u_ids else []
+    base = max(n * 2, 64)
     want = first_want(n, total, passing)
     while True:
         keys, sims = hnsw.search(index, q, want)
@@ -516,11 +517,11 @@ def nearest(tx, store: DuckStorage, model: str, query_vec, filters: Filters, n: 
         unindexed = []
         if len(found) >= n or want >= len(index):
             break
-        if want >= WIDEST * max(n * 2, 64):
+        if want >= WIDEST * base:
             # A filter that keeps few of the memories the index finds: compare them all exactly.
             return (_exact(tx, filters, model, dim, q, n, store=store, cache=cache, opened=(rec, index)),
                     Remark("filter too narrow for the index; exact search"))
-        want = min(want * 4, WIDEST * max(n * 2, 64))
+        want = min(want * 4, WIDEST * base)
     ranked = sorted(((i, s) for i, s in found.items() if s > 0), key=lambda kv: (-kv[1], kv[0]))[:n]
     return ranked, None
 
