@@ -2,7 +2,9 @@
 
 Every entry kind that changes a memory is applied here, in sequence order:
 
-- ``write``: the whole head and every version (a write, or one imported memory);
+- ``write``: the head and every version (a write, or one imported memory), less the fields
+  that hold what the current version or a new memory implies (``write_entry`` puts them back;
+  entries older than a head field lack it, and get the same);
 - ``update``: one new version, and the head's current version, time and forms;
 - ``update_head``: the changed head fields (tags, frames, importance, visibility, time);
 - ``tombstone``: the reason, time and actor;
@@ -29,15 +31,13 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from cortexctl.engine import salience
-from cortexctl.engine.rows import micros
+from cortexctl.engine.rows import micros, version_implied, write_implied
 from cortexctl.errors import IntegrityError
 from cortexctl.memory import codec
 from cortexctl.memory.types import MAX_COUNT
-from cortexctl.store.interface import TIME_FIELDS
+from cortexctl.store.interface import TIME_FIELDS, VERSION_FIELDS
 
 _EPOCH = datetime(1970, 1, 1)
-# Head fields added after the first journal entries were written: an older write entry lacks them (None).
-LATER_HEAD_FIELDS = ("valid_from", "valid_to", "supersedes", "superseded_by")
 KINDS = ("write", "update", "update_head", "tombstone", "attest", "learn_weights", "checkpoint", "unforget",
          "grant", "revoke", "consolidate")
 
@@ -73,6 +73,24 @@ def from_micros(v: int) -> datetime:
     return _EPOCH + timedelta(microseconds=v)
 
 
+_VERSION_FIELDS = len(VERSION_FIELDS)
+
+
+def write_entry(doc: dict) -> tuple[dict, list[dict]]:
+    """A write entry's (head, versions) whole: each field the entry left out put back
+    (``rows.write_implied``, ``rows.version_implied``), times still as integer microseconds.
+    Raises KeyError or TypeError for an entry that lacks what cannot be left out."""
+    head, versions = doc["head"], doc["versions"]
+    for v in versions:
+        if len(v) < _VERSION_FIELDS:
+            for k, value in version_implied(head, v).items():
+                v.setdefault(k, value)
+    top = {v["version"]: v for v in versions}[head["current_version"]]
+    for k, value in write_implied(top).items():
+        head.setdefault(k, value)
+    return head, versions
+
+
 def _doc(seq: int, payload: bytes) -> dict:
     try:
         doc = codec.decode(payload)
@@ -102,10 +120,9 @@ class Memory:
             if kind == "write":
                 if self.head is not None:
                     raise IntegrityError(f"journal entry {seq} writes a memory that already exists")
-                self.head = _row(doc["head"])
-                for k in LATER_HEAD_FIELDS:
-                    self.head.setdefault(k, None)
-                for v in doc["versions"]:
+                head, versions = write_entry(doc)
+                self.head = _row(head)
+                for v in versions:
                     self.versions[v["version"]] = _row(v)
                 # The head's confidence is its current version's (entries older than the
                 # head column do not carry it).

@@ -126,5 +126,49 @@ def tombstone_of(head: dict) -> Tombstone | None:
 
 
 def write_payload(head: dict, versions: list[dict]) -> bytes:
-    """The journal payload of a write or import: the whole head and every version."""
-    return codec.encode_plain({"head": plain(head), "versions": [plain(v) for v in versions]})
+    """The journal payload of a write or import: the head and every version, each field left out
+    that holds what ``write_implied`` (the head's) or ``version_implied`` (a version's) says a
+    reader puts back. A new memory's entry so holds its text once, not three times."""
+    h = plain(head)
+    vs = [plain(v) for v in versions]
+    top = next((v for v in vs if v.get("version") == h.get("current_version")), None)
+    if top is not None:
+        h = _without(h, write_implied(top))
+    if "id" in h and "actor" in h:
+        vs = [_without(v, version_implied(h, v)) for v in vs]
+    return codec.encode_plain({"head": h, "versions": vs})
+
+
+def write_implied(top: dict) -> dict:
+    """The head fields a write entry may leave out, with the value a reader puts back (times as
+    integer microseconds): those of its current version ``top`` (type, forms, confidence, its
+    time as the memory's), and a new memory's (no session, frames or tags, no use, no tombstone,
+    no valid time, no supersede links)."""
+    return {"type": top["type"], "short": top["short"], "medium": top["medium"], "confidence": top["confidence"],
+            "created_at": top["created_at"], "updated_at": top["created_at"], "session": None, "frames": [],
+            "tags": [], "access_count": 0, "citations": 0, "last_used": None, "tombstone_reason": None,
+            "tombstoned_at": None, "tombstoned_by": None, "valid_from": None, "valid_to": None, "supersedes": None,
+            "superseded_by": None}
+
+
+def version_implied(head: dict, version: dict) -> dict:
+    """The version fields a write entry may leave out, with the value a reader puts back: the
+    memory's ID, its author, forms not overridden, and the hash of the version's type and data
+    (None when they cannot be hashed, which no stored hash equals)."""
+    try:
+        digest = codec.version_hash(version["type"], version["data"])
+    except (KeyError, TypeError, ValueError):
+        digest = None
+    return {"id": head["id"], "created_by": head["actor"], "forms_override": False, "hash": digest}
+
+
+def _without(row: dict, implied: dict) -> dict:
+    """``row`` less each field whose value is the implied one (the same type and value)."""
+    out = {}
+    for k, v in row.items():
+        if k in implied:
+            w = implied[k]
+            if v is w or (type(v) is type(w) and v == w):
+                continue
+        out[k] = v
+    return out

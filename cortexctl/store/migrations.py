@@ -170,6 +170,13 @@ def m005_valid_time(con) -> None:
         con.execute(f"ALTER TABLE heads ADD COLUMN {name} {sql_type}")
 
 
+@migration(6)
+def m006_implied_write_fields(con) -> None:
+    """No table changes: from here on a ``write`` journal entry leaves out the head and version
+    fields its current version or a new memory implies (``engine/rows.write_payload``). The number
+    keeps a cortexctl that would read those entries as missing fields from opening the store."""
+
+
 def _version(con) -> int:
     """The store's schema version; 0 for a file with no cortexctl tables yet."""
     import duckdb

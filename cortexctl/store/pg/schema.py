@@ -134,6 +134,11 @@ def m005_valid_time(cur) -> None:
                 " ADD COLUMN supersedes text, ADD COLUMN superseded_by text")
 
 
+@migration(6)
+def m006_implied_write_fields(cur) -> None:
+    """No table changes, as the DuckDB store's migration 6: ``write`` entries leave out implied fields."""
+
+
 def latest() -> int:
     return MIGRATIONS[-1][0]
 
