@@ -356,3 +356,21 @@ def test_a_writer_that_gives_up_at_its_deadline_leaves_the_lock_free_once_the_ho
         time.sleep(0.01)
     else:
         pytest.fail("the lock stayed taken after every holder let go")
+
+
+def test_a_snapshots_result_rows_are_the_databases_with_frames_links_valid_times_and_tombstones(storage):
+    """A snapshot's result row keeps only what no column holds (the forms, and frames, tombstone time
+    and links when set): every field of the row is the database's all the same."""
+    plain, framed = memory(1, tags=["b", "a"]), memory(2, frames=["build:repo:acme/api"], tombstoned=True, versions=2)
+    linked = memory(3, actor="bob", visibility="public")
+    linked[0].update(valid_from=T0 - timedelta(days=3), valid_to=T0 + timedelta(days=1), supersedes=ident(1))
+    plain[0].update(superseded_by=ident(3), valid_to=T0 - timedelta(days=3))
+    put(storage, plain, framed, linked)
+    ids = [ident(i) for i in range(0, 5)]
+    with storage.reading() as tx:
+        want = [tx.result_rows(ids, "short"), tx.result_rows(ids, "medium")]
+    assert storage.refresh_snapshot()["action"] == "build"
+    with storage.searching() as tx:
+        assert [tx.result_rows(ids, "short"), tx.result_rows(ids, "medium")] == want
+    assert want[0][ident(2)]["frames"] == ["build:repo:acme/api"] and want[0][ident(2)]["tombstoned_at"]
+    assert want[0][ident(3)]["valid_from"] == T0 - timedelta(days=3) and want[1][ident(1)]["superseded_by"] == ident(3)

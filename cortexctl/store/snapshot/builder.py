@@ -138,9 +138,11 @@ def _arrays(src) -> tuple[dict, dict]:
             got = [r[k] for r in rows]
             valid_set[c] += sum(v is not None for v in got)
             p[c].append(np.array([NO_TIME if v is None else v for v in got], dtype=np.int64))
-        for r in rows:
-            row_buf += orjson.dumps([r[1], r[6], r[13], r[14], r[9], r[3], r[2], r[7], r[4], r[15], r[16],
-                                     r[17], r[18], r[19], r[20]])
+        for r in rows:  # what a result needs that no column holds: the forms, and the rest when set
+            if r[14] or r[4] is not None or r[19] is not None or r[20] is not None:
+                row_buf += orjson.dumps([r[15], r[16], r[14], r[4], r[19], r[20]])
+            else:
+                row_buf += orjson.dumps([r[15], r[16]])
             row_ends.append(len(row_buf))
         del rows, tag_lists
     empty = {"head_id": np.zeros(0, "S26")}

@@ -22,8 +22,8 @@ SNAPSHOT_NAME = "cortex.snapshot"
 DELTA_NAME = "cortex.snapdelta"
 GEN_NAME = "cortex.gen"
 MAGIC = b"CXSNAP01"
-FORMAT = 4  # 4: valid times and supersede links; 3: arrays named for what they hold, visibility as a code;
-#            an older file is stale (rebuilt)
+FORMAT = 5  # 5: result rows hold only what no column does; 4: valid times and supersede links; 3: arrays
+#            named for what they hold, visibility as a code; an older file is stale (rebuilt)
 BLOCK = 1 << 14  # bytes per checksummed block
 ALIGN = 64
 EPOCH = datetime(1970, 1, 1)

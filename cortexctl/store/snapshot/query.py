@@ -59,6 +59,10 @@ def _time(us: int | None) -> datetime | None:
     return None if us is None else EPOCH + timedelta(microseconds=us)
 
 
+def _valid(us: int) -> datetime | None:
+    return None if us == NO_TIME else EPOCH + timedelta(microseconds=us)
+
+
 def _as_number(a):
     import numpy as np
 
@@ -398,14 +402,24 @@ class _Part:
     def result_rows(self, ids: Sequence[str], form: str) -> dict[str, dict]:
         rows, found = self._rows(ids)
         out: dict[str, dict] = {}
-        for i, r in zip(found, rows.tolist()):
-            lo, hi = (int(x) for x in self.snap.span("result_start", r, r + 2))
-            t, cur, tags, frames, imp, vis, actor, upd, tomb, short, medium, vf, vt, sup, sup_by = json.loads(
-                self.snap.span("result_json", lo, hi).tobytes())
-            out[i] = {"id": i, "type": t, "current_version": cur, "tags": tags, "frames": frames, "importance": imp,
-                      "visibility": vis, "actor": actor, "updated_at": EPOCH + timedelta(microseconds=upd),
-                      "tombstoned_at": _time(tomb), "valid_from": _time(vf), "valid_to": _time(vt),
-                      "supersedes": sup, "superseded_by": sup_by, "text": short if form == "short" else medium}
+        if not found:
+            return out
+        s, h = self.snap, self.h
+        cols = [s.take(c, rows).tolist() for c in ("head_type", "head_current_version", "head_importance",
+                                                    "head_visibility_code", "head_actor_code", "head_updated_us",
+                                                    "head_valid_from_us", "head_valid_to_us")]
+        tag_names, visibilities, actors = h["tags"], h["visibilities"], h["actors"]
+        for i, r, t, cur, imp, vis, actor, upd, vf, vt in zip(found, rows.tolist(), *cols):
+            lo, hi = (int(x) for x in s.span("result_start", r, r + 2))
+            short, medium, frames, tomb, sup, sup_by = (*json.loads(s.span("result_json", lo, hi).tobytes()),
+                                                       [], None, None, None)[:6]
+            lo, hi = (int(x) for x in s.span("head_tags_start", r, r + 2))
+            out[i] = {"id": i, "type": t, "current_version": cur,
+                      "tags": [tag_names[c] for c in s.span("tag_codes", lo, hi).tolist()], "frames": frames,
+                      "importance": imp, "visibility": visibilities[vis], "actor": actors[actor],
+                      "updated_at": EPOCH + timedelta(microseconds=upd), "tombstoned_at": _time(tomb),
+                      "valid_from": _valid(vf), "valid_to": _valid(vt), "supersedes": sup, "superseded_by": sup_by,
+                      "text": short if form == "short" else medium}
         return out
 
     def search_data(self, ids: Sequence[str]) -> dict[str, tuple[int, bytes]]:
