@@ -165,6 +165,7 @@ def every_table(store: str | os.PathLike) -> dict[str, list[str]]:
 
 # -- the schema -------------------------------------------------------------------------------------------
 _UNDO = {  # what each migration added, to make a store look as if it never ran
+    7: [],  # the vectors' values only (float16): a rewound store keeps them so
     6: [],  # no table changes: write entries leave out implied fields from here on
     5: [f"ALTER TABLE heads DROP COLUMN {c}" for c in ("valid_from", "valid_to", "supersedes", "superseded_by")],
     4: ["DROP TABLE grants"],
@@ -182,6 +183,19 @@ def schema(store: str | os.PathLike) -> tuple[str, list[str]]:
         version = con.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchall()
         names = [r[0] for r in con.execute("SELECT name FROM schema_migrations ORDER BY number").fetchall()]
     return (version[0][0] if version else None), names
+
+
+def widen_vectors(store: str | os.PathLike) -> int:
+    """Hold every stored vector as float32 (4 bytes a value), as a store before schema version 7 did;
+    how many rows were rewritten."""
+    import numpy as np
+
+    with _connect(store) as con:
+        rows = con.execute("SELECT key, vec FROM vectors").fetchall()
+        for key, vec in rows:
+            con.execute("UPDATE vectors SET vec = ? WHERE key = ?",
+                        [np.frombuffer(vec, dtype="<f2").astype("<f4").tobytes(), key])
+    return len(rows)
 
 
 def set_schema_version(store: str | os.PathLike, value: str) -> None:

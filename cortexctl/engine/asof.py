@@ -331,12 +331,13 @@ class Past:
     def current_versions(self, ids: Sequence[str]) -> dict[str, dict]:
         return {i: self.version(i) for i in ids if i in self.memories}
 
-    def vectors(self, tx: Tx, embedder, ids: Sequence[str], texts: dict[str, str], dim: int):
+    def vectors(self, tx: Tx, embedder, ids: Sequence[str], texts: dict[str, str], dim: int, dtype: str):
         """The vector of each of ``ids``' version of then, in order: the stored one where the store keeps
         one of that version (it is the current one: nothing but its head changed since) and the
         embedder is ``costly`` (``embed/__init__.py``), else the embedder's of its text. At 100k DuckDB
         reads 750 scattered vectors back in about 300 ms, where the hash embedder makes them in about
-        10 ms and e5 on a CPU in a minute (bench/README.md)."""
+        10 ms and e5 on a CPU in a minute (bench/README.md). A vector made now is rounded to ``dtype``,
+        the precision the store holds one to (``Storage.vector_dtype``), as the one find scored then was."""
         import numpy as np
 
         kept = None if self.then is None else self.then.vectors
@@ -347,10 +348,10 @@ class Past:
                 got = tx.stored_vectors([(i, self.memories[i].head["current_version"]) for i in asked], embedder.model)
                 stored.update((i, v) for i, v in got.items() if v.shape == (dim,))
         if not stored and kept is None:
-            return embedder.embed([texts[i] for i in ids])
+            return embedder.embed([texts[i] for i in ids]).astype(dtype).astype(np.float32)
         rest = [i for i in ids if i not in stored]
         if rest:
-            made = embedder.embed([texts[i] for i in rest])
+            made = embedder.embed([texts[i] for i in rest]).astype(dtype).astype(np.float32)
             stored.update(zip(rest, made))
         if kept is not None:
             kept.update(((embedder.model, i), stored[i]) for i in ids)
@@ -370,7 +371,7 @@ class Past:
         lex = tx.score_terms(qw, [(i, self.terms(i, texts[i])) for i in ids], filters.viewer)
         lexical = _best(lexical + [(i, s) for i, s in lex.items() if s > 0], n)
         if semantic and qvec is not None:
-            sims = self.vectors(tx, ctx.embedder, ids, texts, len(qvec)) @ qvec
+            sims = self.vectors(tx, ctx.embedder, ids, texts, len(qvec), ctx.storage.vector_dtype) @ qvec
             nearest = _best(nearest + [(i, float(s)) for i, s in zip(ids, sims.tolist()) if s > 0], n)
         salient = _best(salient + [(i, self.salience[i]) for i in ids], n)
         return lexical, nearest, salient

@@ -300,8 +300,10 @@ class Members:
 
 
 # -- restoring ------------------------------------------------------------------------------------
-def build_store(db_path: Path, members: dict[str, Path], schema_version: int) -> None:
-    """A new database at ``db_path`` holding the members' rows, its schema made current.
+def build_store(db_path: Path, members: dict[str, Path], schema_version: int, *, keep_float32: bool = False) -> None:
+    """A new database at ``db_path`` holding the members' rows, its schema made current, its
+    vectors float16 (``search.halve_vectors``) unless ``keep_float32`` (a copy on its way into
+    PostgreSQL, which holds them as they came).
 
     The tables are created by this cortexctl's migrations up to the bundle's schema
     version, filled from the members by column name, then migrated forward. A table's
@@ -310,6 +312,7 @@ def build_store(db_path: Path, members: dict[str, Path], schema_version: int) ->
     the caller removes it).
     """
     from cortexctl.store import migrations
+    from cortexctl.store.search import KEEP_FLOAT32, halve_vectors
 
     def fill(cur, table: str) -> None:
         path = members[table]
@@ -322,9 +325,12 @@ def build_store(db_path: Path, members: dict[str, Path], schema_version: int) ->
 
     con = _connect(str(db_path), temp_dir=db_path.parent)
     try:
+        if keep_float32:
+            con.execute(f"SET VARIABLE {KEEP_FLOAT32} = true")
         migrations.migrate(con, upto=schema_version)
         _each_table(con, sorted(members, key=lambda t: -members[t].stat().st_size), fill)
         migrations.migrate(con)
+        halve_vectors(con)  # a bundle from PostgreSQL carries float32 rows
         con.execute("CHECKPOINT")
     finally:
         con.close()

@@ -30,6 +30,7 @@ from cortexctl.errors import CortexError, IntegrityError, StoreBusy, UsageError,
 from cortexctl.files import fsync_path
 from cortexctl.store import DEFAULT_WAIT
 from cortexctl.store.interface import NoStore
+from cortexctl.store.search import VECTOR_DTYPE
 
 if TYPE_CHECKING:
     from cortexctl.store.duck import DuckTx
@@ -114,6 +115,8 @@ class DuckStorage:
     ``transaction()`` yield a ``DuckTx``; ``read()`` and ``write()`` yield the raw
     connection, for this room and for tools that inspect the file.
     """
+
+    vector_dtype = VECTOR_DTYPE  # float16 (``search.VECTOR_DTYPE``)
 
     def __init__(self, path: str | os.PathLike, *, wait: float = DEFAULT_WAIT, resident: bool = False) -> None:
         self.path = Path(path).expanduser()

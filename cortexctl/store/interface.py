@@ -547,6 +547,8 @@ class Storage(Protocol):
     location: str  # where the store is, as a user names it in messages (never a password)
     address: str  # what store.open_storage takes to reopen this store (in another process); may
     #               hold credentials, so it is never printed
+    vector_dtype: str  # numpy's name of the precision a stored vector is held to ("<f2", "<f4"): what
+    #                    reads of it give back (as float32) and what an exact score is computed from
 
     def local_dir(self) -> Path | None:
         """The local directory holding the store, None for a store on a server; its local work

@@ -177,6 +177,15 @@ def m006_implied_write_fields(con) -> None:
     keeps a cortexctl that would read those entries as missing fields from opening the store."""
 
 
+@migration(7)
+def m007_half_vectors(con) -> None:
+    """Stored vectors as float16 (``search.VECTOR_DTYPE``): half the bytes, and the precision the
+    index file already searched with (``search.halve_vectors``)."""
+    from cortexctl.store.search import halve_vectors
+
+    halve_vectors(con)
+
+
 def _version(con) -> int:
     """The store's schema version; 0 for a file with no cortexctl tables yet."""
     import duckdb

@@ -2,7 +2,7 @@
 
 - ``vectors``: one row per embedded version: ``key`` (the HNSW key, assigned
   in increasing order), memory ``id`` and ``version``, the ``model`` tag, the
-  dimension and the float32 bytes (unit length). A version's vector is
+  dimension and the float16 bytes (``VECTOR_DTYPE``; unit length). A version's vector is
   replaced when its memory is updated; the keys taken out of service go to
   ``vectors_dropped`` until the index file is folded or rebuilt.
 - ``lex_docs`` / ``lex_postings``: BM25 postings over each memory's current
@@ -13,6 +13,7 @@
 
 from __future__ import annotations
 
+import struct
 from collections import Counter
 from typing import Any, Iterator, Sequence
 
@@ -25,6 +26,69 @@ PENDING = ("SELECT h.id, h.current_version, v.type, v.data FROM heads h"
            " JOIN versions v ON v.id = h.id AND v.version = h.current_version"
            " WHERE h.tombstoned_at IS NULL AND NOT EXISTS (SELECT 1 FROM vectors x"
            " WHERE x.id = h.id AND x.version = h.current_version AND x.model = {mark})")
+
+
+# A stored vector: float16, little-endian (``dim`` values; half the bytes of float32, and the
+# precision of the index file, which holds the same values). Schema version 7 made the older float32
+# rows so (``migrations.m007_half_vectors``).
+VECTOR_DTYPE = "<f2"
+VECTOR_WIDTH = 2  # bytes a value
+
+
+def vector_bytes(row: bytes) -> bytes:
+    """One float32 row (little-endian bytes, as ``Embedder.embed_one`` gives it) as stored, without numpy."""
+    n = len(row) // 4
+    return struct.pack(f"<{n}e", *struct.unpack(f"<{n}f", row))
+
+
+def as_rows(raw: bytes, n: int, dim: int):
+    """``n`` stored vectors joined (``raw``) as a float32 (n, dim) array."""
+    import numpy as np
+
+    return np.frombuffer(raw, dtype=VECTOR_DTYPE).reshape(n, dim).astype(np.float32)
+
+
+KEEP_FLOAT32 = "cortexctl_keep_float32"  # a connection's variable: its ``halve_vectors`` leaves rows as they are
+
+
+def halve_vectors(con, batch: int = 50_000) -> int:
+    """Round each float32 row (4 bytes a value: a store before schema version 7, or a bundle's rows
+    from PostgreSQL) to the nearest float16, a range of keys at a time, into a new table that takes
+    the old one's place; a row of another length is kept as it is, for ``verify`` to name. Returns
+    how many rows were rounded. Nothing on a connection with the variable ``KEEP_FLOAT32`` set (a
+    bundle built only to be copied into PostgreSQL, which holds float32)."""
+    if con.execute(f"SELECT getvariable('{KEEP_FLOAT32}')").fetchall()[0][0]:
+        return 0
+    wide = con.execute("SELECT count(*) FROM vectors WHERE octet_length(vec) = 4 * dim").fetchall()[0][0]
+    if not wide:
+        return 0
+    import numpy as np
+
+    top = int(con.execute("SELECT max(key) FROM vectors").fetchall()[0][0])
+    con.execute("CREATE TABLE vectors_half (key UBIGINT NOT NULL, id VARCHAR NOT NULL, version UINTEGER NOT NULL,"
+                " model VARCHAR NOT NULL, dim USMALLINT NOT NULL, vec BLOB NOT NULL)")
+    lo = -1
+    while lo < top:
+        got = con.execute("SELECT key, id, version, model, dim, vec FROM vectors WHERE key > ? AND key <= ?",
+                          [lo, lo + batch]).fetchall()
+        lo += batch
+        if not got:
+            continue
+        vec = np.empty(len(got), dtype=object)
+        vec[:] = [np.frombuffer(r[5], dtype="<f4").astype(VECTOR_DTYPE).tobytes() if len(r[5]) == 4 * r[4]
+                  else r[5] for r in got]
+        con.register("_half_src", {"key": np.asarray([r[0] for r in got], dtype=np.uint64),
+                                   "id": np.asarray([r[1] for r in got], dtype=object),
+                                   "version": np.asarray([r[2] for r in got], dtype=np.uint32),
+                                   "model": np.asarray([r[3] for r in got], dtype=object),
+                                   "dim": np.asarray([r[4] for r in got], dtype=np.uint16), "vec": vec})
+        try:
+            con.execute("INSERT INTO vectors_half SELECT key, id, version, model, dim, vec FROM _half_src ORDER BY key")
+        finally:
+            con.unregister("_half_src")
+    con.execute("DROP TABLE vectors")
+    con.execute("ALTER TABLE vectors_half RENAME TO vectors")
+    return int(wide)
 
 
 def next_vector_key(con) -> int:
@@ -47,15 +111,15 @@ def insert_vectors(con, ids: Sequence[str], versions: Sequence[int], model: str,
         return 0
     first = next_vector_key(con)
     if isinstance(matrix, list):
-        blobs = matrix
-        dim = len(blobs[0]) // 4
+        blobs = [vector_bytes(b) for b in matrix]
+        dim = len(matrix[0]) // 4
     else:
         import numpy as np
 
-        matrix = np.ascontiguousarray(matrix, dtype="<f4")
+        matrix = np.ascontiguousarray(matrix, dtype=VECTOR_DTYPE)
         dim = matrix.shape[1]
         raw = matrix.tobytes()
-        width = dim * 4
+        width = dim * VECTOR_WIDTH
         blobs = [raw[i * width : (i + 1) * width] for i in range(n)]
     if n <= 8:
         for i in range(n):
@@ -191,7 +255,7 @@ def iter_vectors(con, model: str, dim: int, *, after: int = 0, batch: int = 50_0
             continue
         order = np.argsort(keys, kind="stable")
         keys = keys[order]
-        mat = np.frombuffer(b"".join(got["vec"][order]), dtype="<f4").reshape(len(keys), dim)
+        mat = as_rows(b"".join(got["vec"][order]), len(keys), dim)
         yield keys, mat
 
 
@@ -227,7 +291,7 @@ def vectors_for(con, where: str, params: list, model: str, dim: int):
     ids = got["id"].tolist()
     if not ids:
         return [], np.zeros((0, dim), dtype=np.float32)
-    return ids, np.frombuffer(b"".join(got["vec"]), dtype="<f4").reshape(len(ids), dim)
+    return ids, as_rows(b"".join(got["vec"]), len(ids), dim)
 
 
 def vectors_at_keys(con, keys: Sequence[int], model: str, dim: int):
@@ -242,9 +306,9 @@ def vectors_at_keys(con, keys: Sequence[int], model: str, dim: int):
         return np.zeros((0, dim), dtype=np.float32)
     rows = dict(con.execute("SELECT key, vec FROM vectors WHERE model = ? AND key IN (SELECT unnest(?::UBIGINT[]))",
                             [model, want]).fetchall())
-    if len(rows) != len(set(want)) or any(len(v) != 4 * dim for v in rows.values()):
+    if len(rows) != len(set(want)) or any(len(v) != VECTOR_WIDTH * dim for v in rows.values()):
         return None
-    return np.frombuffer(b"".join(rows[k] for k in want), dtype="<f4").reshape(len(want), dim)
+    return as_rows(b"".join(rows[k] for k in want), len(want), dim)
 
 
 def stored_vectors(con, pairs: Sequence[tuple[str, int]], model: str) -> dict:
@@ -256,7 +320,8 @@ def stored_vectors(con, pairs: Sequence[tuple[str, int]], model: str) -> dict:
         return {}
     rows = con.execute("SELECT id, version, vec FROM vectors WHERE model = ? AND id IN (SELECT unnest(?::VARCHAR[]))",
                        [model, list(want)]).fetchall()
-    return {i: np.frombuffer(vec, dtype="<f4") for i, version, vec in rows if want[i] == int(version)}
+    return {i: np.frombuffer(vec, dtype=VECTOR_DTYPE).astype(np.float32) for i, version, vec in rows
+            if want[i] == int(version)}
 
 
 def vectors_of_keys(con, keys: Sequence[int], model: str) -> list[tuple[int, str, int]]:
@@ -281,7 +346,7 @@ def vectors_after(con, model: str, after: int, dim: int):
     if not rows:
         return [], [], np.zeros((0, dim), dtype=np.float32)
     return ([r[0] for r in rows], [int(r[1]) for r in rows],
-            np.frombuffer(b"".join(r[2] for r in rows), dtype="<f4").reshape(len(rows), dim))
+            as_rows(b"".join(r[2] for r in rows), len(rows), dim))
 
 
 # -- lexical postings --------------------------------------------------------------
@@ -617,7 +682,7 @@ def stray_terms(con):
 def vector_problems(con):
     """(id, version, problem) for vectors that are cut short or not of a current version."""
     for id_, version, model in con.execute(
-        "SELECT id, version, model FROM vectors WHERE octet_length(vec) <> 4 * dim"
+        f"SELECT id, version, model FROM vectors WHERE octet_length(vec) <> {VECTOR_WIDTH} * dim"
     ).fetchall():
         yield id_, int(version), f"vector of model {model} has the wrong length"
     for id_, version, model in con.execute(

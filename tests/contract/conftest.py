@@ -101,6 +101,21 @@ def unit_rows(n: int, dim: int = 4, seed: int = 0):
     return m / np.linalg.norm(m, axis=1, keepdims=True)
 
 
+def as_stored(storage, rows):
+    """``rows`` (float32) as ``storage`` gives them back: rounded to its ``vector_dtype``."""
+    import numpy as np
+
+    return np.asarray(rows, dtype=np.float32).astype(storage.vector_dtype).astype(np.float32)
+
+
+def self_score(storage, row) -> float:
+    """The similarity a unit query ``row`` scores against itself as ``storage`` holds it: their dot
+    product (a stored vector is of unit length before it is rounded)."""
+    import numpy as np
+
+    return float(np.asarray(row, dtype=np.float64) @ as_stored(storage, row).astype(np.float64))
+
+
 def embedded(texts, dim: int = 64):
     """(model, matrix): the vectors of ``texts`` from the built-in hashing embedder the engine
     uses when no endpoint is configured (``embed/hashing.py``)."""

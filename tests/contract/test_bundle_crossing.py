@@ -58,3 +58,39 @@ def test_a_bundle_crosses_to_the_other_backend_and_back_unchanged(start, tmp_pat
         assert a.version_digest() == b.version_digest()
         assert a.table_counts(list(files)) == b.table_counts(list(files)) == {
             m["table"]: m["rows"] for m in back_facts_members}
+
+
+def test_a_postgresql_stores_float32_vectors_cross_whole_and_a_duckdb_store_rounds_them(tmp_path):
+    """PostgreSQL holds a vector as float32: its bundle carries it so, a PostgreSQL store restoring the
+    bundle holds it as it was, and a DuckDB store holds it rounded to its float16; that store's
+    bundle then carries the float16 values, which a PostgreSQL store holds exactly."""
+    import numpy as np
+
+    from tests.contract.conftest import as_stored, memory, put, unit_rows
+
+    pg = _open("postgres", tmp_path, "pg")
+    put(pg, memory(1), memory(2))
+    mat = unit_rows(2, dim=8, seed=5)
+    with pg.transaction() as tx:
+        tx.insert_vectors([ident(1), ident(2)], [1, 1], "m", mat)
+    _, facts, files = exported(pg, tmp_path, "from-pg")
+    pairs = [(ident(1), 1), (ident(2), 1)]
+
+    def vectors(storage):
+        with storage.reading() as tx:
+            got = tx.stored_vectors(pairs, "m")
+        return np.stack([got[i] for i, _ in pairs])
+
+    again = _open("postgres", tmp_path, "pg-again")
+    again.restore_bundle(files, facts["schema_version"], lambda staged: None)
+    np.testing.assert_array_equal(vectors(again), mat)
+    duck = _open("duckdb", tmp_path, "duck")
+    duck.restore_bundle(files, facts["schema_version"], lambda staged: None)
+    half = as_stored(duck, mat)
+    assert not np.array_equal(half, mat)
+    np.testing.assert_array_equal(vectors(duck), half)
+    _, back_facts, back_files = exported(duck, tmp_path, "from-duck")
+    assert {len(r[-1]) for r in member_rows(back_files)["vectors"]} == {2 * 8}  # two bytes a value
+    third = _open("postgres", tmp_path, "pg-third")
+    third.restore_bundle(back_files, back_facts["schema_version"], lambda staged: None)
+    np.testing.assert_array_equal(vectors(third), half)

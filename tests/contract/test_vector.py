@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from cortexctl.store.interface import Filters
-from tests.contract.conftest import FACT, GOAL, embedded, ident, memory, put, unit_rows
+from tests.contract.conftest import FACT, GOAL, as_stored, embedded, ident, memory, put, self_score, unit_rows
 
 TEXTS = ["the deploy script restarts the api server", "deploy on fridays is forbidden",
          "the api server listens on port 8080", "lunch is at noon in the big hall",
@@ -39,7 +39,8 @@ def test_insert_vectors_returns_a_number_that_grows_and_model_dim_gives_the_dime
     with storage.reading() as tx:
         assert tx.model_dim("m") == 4 and tx.model_dim("other") is None
         got, note = tx.nearest(mat[2], "m", Filters("alice"), 1)
-    assert [i for i, _ in got] == [ident(3)] and got[0][1] == pytest.approx(1.0, abs=1e-5) and note is None
+    assert [i for i, _ in got] == [ident(3)] and got[0][1] == pytest.approx(self_score(storage, mat[2]), abs=1e-6)
+    assert note is None
 
 
 def test_nearest_ranks_the_visible_memories_by_the_cosine_of_their_current_vector(storage):
@@ -52,7 +53,7 @@ def test_nearest_ranks_the_visible_memories_by_the_cosine_of_their_current_vecto
     assert nearest(storage, q[0], model, n=2)[0] == got[:2]
     _, same = embedded([TEXTS[4]])
     best = nearest(storage, same[0], model, n=1)[0]
-    assert best[0][0] == ident(5) and best[0][1] == pytest.approx(1.0, abs=1e-5)
+    assert best[0][0] == ident(5) and best[0][1] == pytest.approx(self_score(storage, same[0]), abs=1e-6)
 
 
 def test_equal_cosines_come_in_id_order(storage):
@@ -166,7 +167,7 @@ def test_stored_vectors_are_those_of_the_versions_asked_for_of_that_model_as_sto
     with storage.reading() as tx:
         got = tx.stored_vectors([(ident(1), 1), (ident(2), 1), (ident(3), 1), (ident(4), 1)], "m")
         assert set(got) == {ident(1)}  # 2 has a vector of version 2 only, 3 of another model only, 4 none
-        np.testing.assert_array_equal(got[ident(1)], mat[0])
+        np.testing.assert_array_equal(got[ident(1)], as_stored(storage, mat[0]))
         assert got[ident(1)].dtype == np.float32
         assert set(tx.stored_vectors([(ident(2), 2)], "m")) == {ident(2)}
         assert tx.stored_vectors([], "m") == {}

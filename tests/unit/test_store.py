@@ -83,3 +83,21 @@ def test_a_store_from_before_grants_gets_an_empty_grants_table_and_verifies(cx, 
     from cortexctl import Cortex
 
     assert Cortex(store=store, actor="helper").show(uri).uri == uri
+
+
+def test_a_store_from_before_float16_vectors_has_them_rounded_when_opened_and_answers_the_same(cx, store, cli):
+    """Schema version 7 holds vectors as float16: an older store's float32 rows are rounded to it when
+    the store is first opened (a row of another length is left for verify to name)."""
+    for text in ("the deploy key rotates weekly", "the pager rota changes on mondays", "lunch is at noon"):
+        cx.write("fact", text)
+    before = cli("find", "--near", "deploy key", "--json").json()["results"]
+    tamper.rewind_schema(store, 6)
+    assert tamper.widen_vectors(store) == 3
+    assert {r[0] for r in tamper.rows(store, "SELECT octet_length(vec) // dim FROM vectors")} == {4}
+    assert cli("find", "--near", "deploy key", "--json").json()["results"] == before  # it migrates first
+    assert tamper.schema(store)[0] == str(migrations.latest())
+    assert {r[0] for r in tamper.rows(store, "SELECT octet_length(vec) // dim FROM vectors")} == {2}
+    assert cli("verify").code == 0
+    tamper.sql(store, "UPDATE vectors SET vec = vec || vec WHERE key = (SELECT min(key) FROM vectors)")
+    r = cli("verify")
+    assert r.code == 7 and "failed verification" in r.err

@@ -86,6 +86,8 @@ def _first_line(exc: Exception) -> str:
 class PgStorage:
     """A store in a PostgreSQL schema: the PostgreSQL backend of ``interface.Storage``."""
 
+    vector_dtype = "<f4"  # pgvector's ``vector`` (float32); its HNSW index is over the halfvec form
+
     def __init__(self, uri: str, *, wait: float = DEFAULT_WAIT, resident: bool = False) -> None:
         self.address = str(uri)  # what open_storage takes to reopen this store (may hold a password)
         self.conninfo, self.schema = split_uri(self.address)

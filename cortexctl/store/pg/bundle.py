@@ -8,7 +8,9 @@ private DuckDB database, a batch at a time (never a whole table in memory):
 - ``export`` reads every table in one REPEATABLE READ snapshot (writers go on; the
   bundle is the state they had committed when it began) into a DuckDB copy of the store
   made by this cortexctl's migrations, and writes its members as DuckDB's export does.
-  A ``vector`` becomes DuckDB's BLOB of little-endian float32.
+  A ``vector`` becomes DuckDB's BLOB of little-endian float16 (``search.VECTOR_DTYPE``, what a
+  DuckDB store holds) when that holds it exactly, else float32 (a DuckDB store restoring it rounds
+  it); a restore into PostgreSQL reads either width.
 - ``restore`` builds the DuckDB store from the members (``bundle.build_store``), copies
   it into a new staging schema of the same database (its tables made by
   ``store/pg/schema.py``'s migrations), hands ``check`` a ``PgStorage`` of that schema,
@@ -39,6 +41,7 @@ from typing import Any, Callable, Iterator, Sequence
 from urllib.parse import urlencode
 
 from cortexctl.errors import ConfigError, IntegrityError, UsageError
+from cortexctl.store.search import VECTOR_DTYPE
 
 BATCH = 20_000  # rows per batch between PostgreSQL and DuckDB
 # Tables whose rows may be wide (a version's data and forms run to about 100 KB): read a few rows at a
@@ -78,7 +81,11 @@ def _converters(table: str, cols: Sequence[tuple[str, str]]) -> list[Callable | 
             return None
         if hasattr(v, "to_numpy"):  # pgvector's Vector (how binary results load)
             v = v.to_numpy()
-        return np.asarray(v, dtype="<f4").tobytes()
+        v = np.asarray(v, dtype="<f4")
+        half = v.astype(VECTOR_DTYPE)
+        # float16 when that holds it exactly (a vector that came from a DuckDB store crosses back as it
+        # came), else float32 as PostgreSQL holds it (a DuckDB store restoring it rounds it)
+        return half.tobytes() if np.array_equal(half.astype("<f4"), v) else v.tobytes()
 
     out: list[Callable | None] = []
     for name, type_ in cols:
@@ -336,7 +343,7 @@ def restore(store, members: dict[str, Any], schema_version: int, check) -> None:
     try:
         db_path = work / "cortex.duckdb"
         with scratch.private():
-            sb.build_store(db_path, {t: Path(p) for t, p in members.items()}, schema_version)
+            sb.build_store(db_path, {t: Path(p) for t, p in members.items()}, schema_version, keep_float32=True)
         con = store._open()
         con.autocommit = True
         with _errors(store), con.cursor() as cur:
@@ -427,7 +434,6 @@ def _fill(con, db_path: Path) -> list[str]:
     """Every state table of the DuckDB store at ``db_path`` into the same tables on the search path, by
     binary COPY; returns the tables filled."""
     import duckdb
-    import numpy as np
 
     from cortexctl.store import bundle as sb
 
@@ -438,6 +444,7 @@ def _fill(con, db_path: Path) -> list[str]:
             cols = sb.columns(duck, table)
             names = ", ".join(_quote(name) for name, _ in cols)
             vec_at = [i for i, (name, _) in enumerate(cols) if table == VECTOR_TABLE and name == VECTOR_COLUMN]
+            dim_at = next((i for i, (name, _) in enumerate(cols) if name == "dim"), None)
             cur = duck.execute(f"SELECT {names} FROM {_quote(table)}")
             types = _pg_types(con, table, [name for name, _ in cols])
             with con.cursor() as pg, pg.copy(f"COPY {_quote(table)} ({names}) FROM STDIN (FORMAT BINARY)") as copy:
@@ -447,11 +454,20 @@ def _fill(con, db_path: Path) -> list[str]:
                         if vec_at:
                             r = list(r)
                             for i in vec_at:
-                                r[i] = np.frombuffer(r[i], dtype="<f4")
+                                r[i] = _vector_of(r[i], r[dim_at])
                         copy.write_row(r)
         return tables
     finally:
         duck.close()
+
+
+def _vector_of(blob: bytes, dim) -> Any:
+    """A stored vector's values: float16 (a DuckDB store's, ``search.VECTOR_DTYPE``) when the BLOB
+    holds two bytes a value, else float32 (a bundle from PostgreSQL, or from before version 7)."""
+    import numpy as np
+
+    wide = dim is None or len(blob) != 2 * int(dim)
+    return np.frombuffer(blob, dtype="<f4" if wide else VECTOR_DTYPE).astype(np.float32)
 
 
 def _pg_types(con, table: str, names: Sequence[str]) -> list[str]:

@@ -139,6 +139,13 @@ def m006_implied_write_fields(cur) -> None:
     """No table changes, as the DuckDB store's migration 6: ``write`` entries leave out implied fields."""
 
 
+@migration(7)
+def m007_half_vectors(cur) -> None:
+    """No table changes: the DuckDB store's migration 7 holds vectors as float16, and so does a bundle
+    from version 7 on (its ``vec`` BLOBs; ``store/pg/bundle.py`` converts). PostgreSQL keeps
+    pgvector's ``vector``."""
+
+
 def latest() -> int:
     return MIGRATIONS[-1][0]
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from cortexctl.store.search import VECTOR_DTYPE, VECTOR_WIDTH
 from cortexctl.store.snapshot.format import (BUILD_BATCH, DELTA_NAME, SNAPSHOT_NAME, _clear_temps, _header_of,
                                              _schema_version, _stamp_ok, _unlink, _us, db_identity, mark_clean,
                                              mark_dirty, read_gen, write)
@@ -218,9 +219,9 @@ def _arrays(src) -> tuple[dict, dict]:
     for m, d in zip(v["model"], v["dim"]):
         dims.setdefault(str(m), int(d))
     if "vec" in v:  # a delta's vectors come with their values (newer than the index file)
-        a["vector_values"] = np.frombuffer(b"".join(v["vec"]), dtype="<f4")
+        a["vector_values"] = np.frombuffer(b"".join(v["vec"]), dtype=VECTOR_DTYPE).astype("<f4")
         a["vector_values_start"] = np.zeros(len(v["vec"]) + 1, dtype=np.int64)  # where each vector starts in v_vec
-        np.cumsum([len(x) // 4 for x in v["vec"]], out=a["vector_values_start"][1:])
+        np.cumsum([len(x) // VECTOR_WIDTH for x in v["vec"]], out=a["vector_values_start"][1:])
     del v
     vd = src.dropped()
     a["dropped_key"] = np.array([r[0] for r in vd], dtype=np.uint64)
