@@ -309,15 +309,9 @@ def search(index, query, count: int):
     return np.asarray(m.keys, dtype=np.uint64), 1.0 - np.asarray(m.distances, dtype=np.float32)
 
 
-def lossless(index) -> bool:
-    """True when the index keeps its vectors as given (f32), so ``vectors`` returns the very vectors
-    the store holds; an f16 index (the default) returns them rounded."""
-    return "F32" in str(index.dtype).upper()
-
-
 def vectors(index, keys):
-    """The stored vectors of these keys (float32, one row each), rounded as the index keeps them
-    unless ``lossless(index)``; None when one of the keys is not in the index."""
+    """The stored vectors of these keys (float32, one row each), as the index keeps them (an f16
+    index rounded); None when one of the keys is not in the index."""
     import numpy as np
 
     if not len(keys):

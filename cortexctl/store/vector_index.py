@@ -544,10 +544,10 @@ def _exact(tx, filters: Filters, model, dim, q, n, *, store=None, cache=None, op
     """The ``n`` nearest of every candidate's vector, compared one by one (ties by ID).
 
     A backend that knows the candidates' vector keys cheaply (the search snapshot) gives
-    those, and the vectors come from the trusted index file when it holds the same float32
-    vectors (an f32 file). An f16 file rounds them: its vectors pick the candidates that can be
-    among the ``n`` nearest (``_shortlist``), and the store hands those few float32 vectors by
-    key. Otherwise, or when the file does not cover the keys, the store hands every candidate's
+    those: the trusted index file's vectors pick the candidates that can be among the ``n``
+    nearest (``_shortlist``; an f16 file's are the store's, an f32 file an earlier version built
+    holds the values the store rounded since, within the same bound), and the store hands those
+    few vectors by key. Otherwise, or when the file does not cover the keys, the store hands every candidate's
     vector. Similarities are computed row by row (``_similarities``), so every way gives the same.
     ``opened``: (record, view) of the file when the caller has it open and checked already."""
     import numpy as np
@@ -583,9 +583,9 @@ BY_KEYS_MAX = 50_000
 
 def _by_keys(tx, index, ids, keys, max_key: int, model, dim, q, n):
     """(ids, float32 vectors) of the candidates that can be among the ``n`` nearest, by their keys:
-    those the index file holds from the file (an f32 file) or shortlisted by its rounded vectors
-    and then read from the store by key (``_shortlist``); those written after the file (the
-    pending tail, keys above ``max_key``) from the store by key, all of them. None when the file
+    those the index file holds shortlisted by its vectors and then read from the store by key
+    (``_shortlist``); those written after the file (the pending tail, keys above ``max_key``) from
+    the store by key, all of them. None when the file
     lacks a key it should hold or the store one it gave, or when the file would hand more than
     ``BY_KEYS_MAX`` (the caller reads every candidate's from the store)."""
     import numpy as np
@@ -601,11 +601,6 @@ def _by_keys(tx, index, ids, keys, max_key: int, model, dim, q, n):
     mat = hnsw.vectors(index, keys_in)  # None when the file lacks one
     if mat is None:
         return None
-    if hnsw.lossless(index):
-        if not tail_ids:
-            return ids_in, mat
-        tail = tx.vectors_at_keys(keys_tail, model, dim)
-        return None if tail is None else (ids_in + tail_ids, np.vstack((mat, tail)))
     ids_in, keys_in = _shortlist(ids_in, keys_in, mat, q, n)  # the tail can only raise the n-th best
     mat = tx.vectors_at_keys(np.concatenate((keys_in, keys_tail)), model, dim)  # None when one is gone
     return None if mat is None else (ids_in + tail_ids, mat)
