@@ -76,8 +76,10 @@ def test_workers_store_the_vectors_the_embedder_makes(tmp_path, small_jobs):
 
     import numpy as np
 
+    from cortexctl.store.search import VECTOR_DTYPE
+
     statements = [codec.decode(d)["statement"] for d in texts.values()]
-    want = {bytes(np.asarray(v, dtype="<f4").tobytes()) for v in cx.embedder.embed(statements)}
+    want = {bytes(np.asarray(v, dtype=VECTOR_DTYPE).tobytes()) for v in cx.embedder.embed(statements)}  # as stored
     assert {bytes(r[1]) for r in rows} == want
 
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import resource
 import shutil
 import signal
@@ -93,10 +94,14 @@ def _acknowledged(store: Path, n: int = 5) -> set[str]:
     return {cx.write("fact", f"acknowledged before the disk filled {i}").id for i in range(n)}
 
 
-def _big_import(path: Path, lines: int = 20_000) -> Path:
+def _big_import(path: Path, lines: int = 20_000, *, varied: bool = False) -> Path:
+    """``lines`` memories to import; ``varied``: each of its own words, which a bundle's compression
+    cannot fold together (about 1.5 KB of bundle a memory, where the same words make about 0.1 KB)."""
+    draw = random.Random(20261128)
     with open(path, "w") as fh:
         for i in range(lines):
-            fh.write(json.dumps({"type": "fact", "text": f"imported memory {i} " + "lorem ipsum dolor " * 30}) + "\n")
+            words = " ".join(f"{draw.getrandbits(40):010x}" for _ in range(30)) if varied else "lorem ipsum dolor " * 30
+            fh.write(json.dumps({"type": "fact", "text": f"imported memory {i} {words}"}) + "\n")
     return path
 
 
@@ -125,7 +130,9 @@ def test_an_import_that_fills_the_disk_fails_clearly_and_loses_nothing(disk, tmp
 def test_a_backup_that_fills_its_destination_fails_clearly_and_leaves_no_partial_bundle(disk, tmp_path):
     store = tmp_path / "store"
     ids = _acknowledged(store)
-    Cortex(store=store, actor="alice").import_jsonl(open(_big_import(tmp_path / "big.jsonl", 6_000), "rb"))
+    # a bundle above the filesystem's 12 MB (a store's files above the per-file cap)
+    big = _big_import(tmp_path / "big.jsonl", 10_000, varied=True)
+    Cortex(store=store, actor="alice").import_jsonl(open(big, "rb"))
     dest = disk.root / "backups"
 
     run = disk.run(store, "backup", "--dest", dest)
