@@ -87,7 +87,9 @@ con = duckdb.connect(sys.argv[1] + "/cortex.duckdb", read_only=True)
 model, dim = con.execute("SELECT model, dim FROM vectors LIMIT 1").fetchone()
 blob = con.execute("SELECT vec FROM vectors WHERE model = ? ORDER BY key", [model]).fetchnumpy()["vec"]
 con.close()
-matrix = np.frombuffer(b"".join(blob), dtype=np.float32).reshape(-1, dim)
+# float16 since schema version 7 (two bytes a value), float32 in a store an older tree made
+width = "<f2" if len(blob) and len(blob[0]) == 2 * dim else "<f4"
+matrix = np.frombuffer(b"".join(blob), dtype=width).reshape(-1, dim).astype(np.float32)
 keys = np.arange(1, len(matrix) + 1, dtype=np.uint64)
 index = hnsw.new(dim, len(matrix))
 t = time.perf_counter()
