@@ -53,10 +53,10 @@ KEEP_FLOAT32 = "cortexctl_keep_float32"  # a connection's variable: its ``halve_
 
 def halve_vectors(con, batch: int = 50_000) -> int:
     """Round each float32 row (4 bytes a value: a store before schema version 7, or a bundle's rows
-    from PostgreSQL) to the nearest float16, a range of keys at a time, into a new table that takes
-    the old one's place; a row of another length is kept as it is, for ``verify`` to name. Returns
-    how many rows were rounded. Nothing on a connection with the variable ``KEEP_FLOAT32`` set (a
-    bundle built only to be copied into PostgreSQL, which holds float32)."""
+    from PostgreSQL) to the nearest float16 in place, a range of keys at a time; a row of another
+    length is kept as it is, for ``verify`` to name. Returns how many rows were rounded. Nothing on
+    a connection with the variable ``KEEP_FLOAT32`` set (a bundle built only to be copied into
+    PostgreSQL, which holds float32)."""
     if con.execute(f"SELECT getvariable('{KEEP_FLOAT32}')").fetchall()[0][0]:
         return 0
     wide = con.execute("SELECT count(*) FROM vectors WHERE octet_length(vec) = 4 * dim").fetchall()[0][0]
@@ -65,29 +65,20 @@ def halve_vectors(con, batch: int = 50_000) -> int:
     import numpy as np
 
     top = int(con.execute("SELECT max(key) FROM vectors").fetchall()[0][0])
-    con.execute("CREATE TABLE vectors_half (key UBIGINT NOT NULL, id VARCHAR NOT NULL, version UINTEGER NOT NULL,"
-                " model VARCHAR NOT NULL, dim USMALLINT NOT NULL, vec BLOB NOT NULL)")
     lo = -1
     while lo < top:
-        got = con.execute("SELECT key, id, version, model, dim, vec FROM vectors WHERE key > ? AND key <= ?",
+        got = con.execute("SELECT key, vec FROM vectors WHERE key > ? AND key <= ? AND octet_length(vec) = 4 * dim",
                           [lo, lo + batch]).fetchall()
         lo += batch
         if not got:
             continue
         vec = np.empty(len(got), dtype=object)
-        vec[:] = [np.frombuffer(r[5], dtype="<f4").astype(VECTOR_DTYPE).tobytes() if len(r[5]) == 4 * r[4]
-                  else r[5] for r in got]
-        con.register("_half_src", {"key": np.asarray([r[0] for r in got], dtype=np.uint64),
-                                   "id": np.asarray([r[1] for r in got], dtype=object),
-                                   "version": np.asarray([r[2] for r in got], dtype=np.uint32),
-                                   "model": np.asarray([r[3] for r in got], dtype=object),
-                                   "dim": np.asarray([r[4] for r in got], dtype=np.uint16), "vec": vec})
+        vec[:] = [np.frombuffer(r[1], dtype="<f4").astype(VECTOR_DTYPE).tobytes() for r in got]
+        con.register("_half_src", {"key": np.asarray([r[0] for r in got], dtype=np.uint64), "vec": vec})
         try:
-            con.execute("INSERT INTO vectors_half SELECT key, id, version, model, dim, vec FROM _half_src ORDER BY key")
+            con.execute("UPDATE vectors SET vec = s.vec FROM _half_src s WHERE vectors.key = s.key")
         finally:
             con.unregister("_half_src")
-    con.execute("DROP TABLE vectors")
-    con.execute("ALTER TABLE vectors_half RENAME TO vectors")
     return int(wide)
 
 
