@@ -20,6 +20,8 @@ SHORT_TOKENS = 50
 MEDIUM_TOKENS = 200
 ELLIPSIS = "…"
 FORMS = ("short", "medium", "full")
+RENDERING = 1  # bump when a change here changes any rendered form: the snapshot leaves out the forms
+# equal to these renderings (a snapshot made under another rendering is out of date, and rebuilt)
 
 _HIGH_ENTROPY = re.compile(
     r"""

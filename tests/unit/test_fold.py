@@ -124,9 +124,10 @@ def _steps(cx: Cortex, meanwhile=None):
     return rest
 
 
-def _result_byte(path: Path) -> int:
+def _data_byte(path: Path) -> int:
     header, start = snapshot._header_of(path)
-    return start + header["arrays"]["result_json"]["offset"] + 3
+    assert header["arrays"]["data_blob"]["nbytes"] > 3
+    return start + header["arrays"]["data_blob"]["offset"] + 3
 
 
 def test_a_snapshot_written_to_between_the_folds_build_and_its_install_is_not_stamped(folded, store):
@@ -135,7 +136,7 @@ def test_a_snapshot_written_to_between_the_folds_build_and_its_install_is_not_st
     checks its blocks as it reads them and answers from DuckDB where one fails."""
     cx = folded
     cx.write("fact", "walrus colony written before the fold")
-    done = _steps(cx, meanwhile=lambda built: _flip(built["snapshot"], _result_byte(built["snapshot"])))()
+    done = _steps(cx, meanwhile=lambda built: _flip(built["snapshot"], _data_byte(built["snapshot"])))()
     assert done["snapshot"] == "merged"
     path = store / snapshot.SNAPSHOT_NAME
     assert files.checked_value(path, path.stat()) is None
@@ -151,7 +152,7 @@ def test_a_fold_does_not_carry_a_damaged_block_its_stamp_hides_into_the_next_sna
     cx = folded
     path = store / snapshot.SNAPSHOT_NAME
     crc = snapshot._header_of(path)[0]["_crc"]
-    _flip(path, _result_byte(path))
+    _flip(path, _data_byte(path))
     files.stamp_checked(path, path.stat(), crc)
     cx.write("fact", "walrus colony written after the damage")
     assert fold.run(cx.store, cx.embedder.model)["snapshot"] != "merged"

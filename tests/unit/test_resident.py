@@ -209,7 +209,7 @@ def test_what_a_resident_cortex_keeps_stays_bounded_as_its_clock_moves(ranked_st
 
 
 @pytest.mark.parametrize("array", ["by_term_term", "by_term_start", "by_term_doc", "head_actor_code", "doc_id",
-                                   "result_json", "head_session_code"])
+                                   "result_json", "data_blob", "head_session_code"])
 def test_a_resident_cortex_on_a_damaged_snapshot_answers_as_a_fresh_one_every_time(store, array):
     """A block of the snapshot damaged before the resident Cortex maps it: each call meets the damage
     (nothing half-read is kept as if it were sound) and answers from DuckDB, as a fresh Cortex does."""
@@ -220,7 +220,9 @@ def test_a_resident_cortex_on_a_damaged_snapshot_answers_as_a_fresh_one_every_ti
     writer = _cx(store)
     writer.import_jsonl(io.BytesIO("".join(  # words enough for the term list to span blocks of its own
         json.dumps({"type": "fact", "text": f"{WORDS[i % len(WORDS)]} {WORDS[i * 5 % len(WORDS)]} note {i} "
-                    f"zq{i}x zr{i}y", "session": f"s{i % 4}"}) + "\n" for i in range(3000)).encode()))
+                    f"zq{i}x zr{i}y", "session": f"s{i % 4}",
+                    **({"frames": [f"deliver:task:T-{i}"]} if i % 50 == 0 else {})}) + "\n"
+        for i in range(3000)).encode()))
     writer.reindex()
     assert snapshot.state(store) == "current"
     path = store / snapshot.SNAPSHOT_NAME
@@ -233,6 +235,7 @@ def test_a_resident_cortex_on_a_damaged_snapshot_answers_as_a_fresh_one_every_ti
         finally:
             snap.close()
         offset += header["arrays"][array]["nbytes"] // header["arrays"][array]["shape"][0] * at
+    assert header["arrays"][array]["nbytes"] > 3
     tamper.flip_bytes(path, start + offset + 3)
     resident = _cx(store, resident=True)
     for query in [FindQuery(near="deploy key rotation", k=5), FindQuery(near="deploy", k=5)] * 2:

@@ -65,8 +65,12 @@ def _write_fill(cx: Cortex, n: int) -> list[str]:
     uris = []
     for i in range(n):
         text = " ".join(r.choices(WORDS, k=5)) + f" number {i}"
+        # some with forms of their own or frames: their result rows hold them (the others' are empty)
+        forms = {"short": f"own short form {i}"} if i % 7 == 3 else None
+        frames = [f"deliver:task:T-{i}"] if i % 6 == 1 else ()
         uris.append(cx.write(["fact", "event", "preference"][i % 3], text, tags=[f"t{i % 4}"],
-                             importance=1 + i % 9, visibility="public" if i % 5 == 0 else "private").uri)
+                             importance=1 + i % 9, visibility="public" if i % 5 == 0 else "private",
+                             forms=forms, frames=frames).uri)
     return uris
 
 
@@ -226,9 +230,11 @@ def _built(tmp_path: Path):
     return (cx, want, path, *snapshot._header_of(path))
 
 
-@pytest.mark.parametrize("array", ["head_actor_code", "head_forgotten", "by_term_doc", "doc_id", "result_json", "HEADER"])
+@pytest.mark.parametrize("array", ["head_actor_code", "head_forgotten", "by_term_doc", "doc_id", "result_json",
+                                   "data_blob", "HEADER"])
 def test_byte_flipped_snapshot_is_detected(tmp_path, array):
     cx, want, path, header, start = _built(tmp_path)
+    assert array == "HEADER" or header["arrays"][array]["nbytes"] > 3
     offset = 100 if array == "HEADER" else start + header["arrays"][array]["offset"] + 3
     _flip(path, offset)
     assert cx.store.snapshot_problem() is not None
@@ -363,9 +369,43 @@ def test_a_stamped_snapshot_damaged_in_a_sampled_block_is_not_opened(tmp_path):
     assert "damaged" in cx.store.snapshot_problem()
 
 
-def test_a_snapshot_of_another_format_is_stale_not_damaged(tmp_path):
-    """A snapshot written by another version of cortexctl is out of date, like a stale one: find
-    reads DuckDB, verify and healthcheck find nothing wrong, and the next fold rebuilds it."""
+def test_a_snapshot_leaves_out_the_forms_its_data_renders_and_keeps_a_memorys_own(tmp_path):
+    """A result row holds a form only where it is not the one rendered from the memory's data (a form
+    given by the writer): a plain memory's row is empty, and find shows the same forms either way."""
+    from cortexctl.store.snapshot.builder import rendered
+
+    cx = _cx(tmp_path / "store")
+    plain = cx.write("fact", "the staging database is refreshed every night").uri
+    own = cx.write("fact", "the deploy key rotates every month",
+                   forms={"short": "deploy key: monthly", "medium": "deploy key rotation: every month"}).uri
+    half = cx.write("event", "the deploy key was rotated by hand", forms={"medium": "deploy key rotated by hand"}).uri
+    _ready(cx)
+    snap, _ = snapshot.open_current(cx.store.path)
+    try:
+        ids = [i.decode() for i in snap.whole("head_id").tolist()]
+        starts = snap.whole("result_start").tolist()
+        rows = {i: snap.whole("result_json")[starts[k]:starts[k + 1]].tobytes() for k, i in enumerate(ids)}
+        data = {i: (int(snap.whole("data_type")[k]),
+                    snap.whole("data_blob")[snap.whole("data_start")[k]:snap.whole("data_start")[k + 1]].tobytes())
+                for k, i in enumerate(ids)}
+    finally:
+        snap.close()
+    by_uri = {u: u.rsplit("/", 1)[1] for u in (plain, own, half)}
+    assert rows[by_uri[plain]] == b""
+    assert json.loads(rows[by_uri[own]]) == ["deploy key: monthly", "deploy key rotation: every month"]
+    assert json.loads(rows[by_uri[half]]) == [None, "deploy key rotated by hand"]
+    assert rendered(*data[by_uri[half]])[0] == cx.show(half).short
+    for form in ("short", "medium"):
+        want = _from_duckdb(cx, near="deploy key staging database", form=form)
+        assert {h["uri"] for h in want} == {plain, own, half}
+        assert _answer(cx, near="deploy key staging database", form=form) == want
+
+
+@pytest.mark.parametrize("key", ["format", "forms"])
+def test_a_snapshot_of_another_format_is_stale_not_damaged(tmp_path, key):
+    """A snapshot written by another version of cortexctl (another format, or forms rendered by other
+    templates) is out of date, like a stale one: find reads DuckDB, verify and healthcheck find
+    nothing wrong, and the next fold rebuilds it."""
     import json
     import zlib
 
@@ -377,7 +417,7 @@ def test_a_snapshot_of_another_format_is_stale_not_damaged(tmp_path):
     raw = path.read_bytes()
     hlen = int.from_bytes(raw[8:16], "little")
     header = json.loads(raw[24:24 + hlen])
-    header["format"] = snapshot.FORMAT + 1
+    header[key] += 1
     body = json.dumps(header, separators=(",", ":")).encode()
     assert len(body) == hlen
     path.write_bytes(raw[:8] + raw[8:16] + zlib.crc32(body).to_bytes(8, "little") + body + raw[24 + hlen:])

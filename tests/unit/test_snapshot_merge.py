@@ -320,3 +320,48 @@ def test_property_merge_equals_a_full_build_after_random_writes(tmp_path_factory
     finally:
         base.close()
     assert_same(got, _full(by["alice"]))
+
+
+def test_arrays_stored_narrow_widen_when_a_merge_puts_in_values_past_their_type(tmp_path):
+    """Doc numbers, vector keys and offsets are stored in the narrowest type that holds a file's
+    values (one byte each for a store of 250 memories): the writes after it carry numbers past 255,
+    and the merged snapshot holds them whole (stored two bytes wide) and answers as DuckDB."""
+    from cortexctl.store.snapshot.format import _header_of
+
+    store, cx, ids = _built(tmp_path, 250)
+    stored = _header_of(store / snapshot.SNAPSHOT_NAME)[0]["arrays"]
+    assert stored["doc_number"]["dtype"] == "|u1" and stored["vector_key"]["dtype"] == "|u1"
+    for i in range(12):
+        cx.write("fact", f"deploy key rotation past the byte number {i}", tags=["t1"], visibility="public")
+    cx.update(ids[3], "bastion credentials rotated on friday")
+    assert_same(_merged(store), _full(cx))
+    _fold_by_merge(store)
+    stored = _header_of(store / snapshot.SNAPSHOT_NAME)[0]["arrays"]
+    assert stored["doc_number"]["dtype"] == "<u2" and stored["vector_key"]["dtype"] == "<u2"
+    _answers_as_duckdb(cx, FIND_QUERIES + [{"near": "past the byte number 11"}])
+    snap, _ = snapshot.open_current(store)
+    try:
+        assert snap.take("doc_number", np.array([0])).dtype == np.uint64
+        assert int(snap.whole("doc_number").max()) > 255
+    finally:
+        snap.close()
+
+
+def test_narrowed_and_seek_keep_every_value_and_order():
+    from cortexctl.store.snapshot.format import narrowed, seek
+
+    a = np.array([0, 3, 200, 255], dtype=np.uint64)
+    assert narrowed("doc_number", a).dtype == np.uint8 and narrowed("doc_number", a).tolist() == a.tolist()
+    assert narrowed("doc_number", a + 1).dtype == np.uint16
+    assert narrowed("doc_head_row", np.array([-1, 127], dtype=np.int64)).dtype == np.int8
+    assert narrowed("doc_head_row", np.array([-1, 128], dtype=np.int64)).dtype == np.int16
+    assert narrowed("head_confidence", np.array([0.5])).dtype == np.float64  # not one stored narrow
+    big = np.array([1, 2**40], dtype=np.uint64)
+    assert narrowed("vector_key", big).dtype == np.uint64
+    small = narrowed("doc_number", a)
+    want = np.array([0, 2, 3, 254, 255, 256, 2**40], dtype=np.uint64)
+    for side in ("left", "right"):
+        assert seek(small, want, side).tolist() == np.searchsorted(a, want, side).tolist()
+    rows = narrowed("doc_head_row", np.array([-5, 0, 7], dtype=np.int64))
+    want = np.array([-10, -5, 7, 300], dtype=np.int64)
+    assert seek(rows, want).tolist() == np.searchsorted(np.array([-5, 0, 7]), want).tolist()

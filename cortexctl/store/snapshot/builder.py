@@ -10,15 +10,6 @@ from cortexctl.store.snapshot.format import (BUILD_BATCH, DELTA_NAME, SNAPSHOT_N
                                              _schema_version, _stamp_ok, _unlink, _us, db_identity, mark_clean,
                                              mark_dirty, read_gen, write)
 
-def _blob(items: list[bytes]):
-    import numpy as np
-
-    off = np.zeros(len(items) + 1, dtype=np.int64)
-    if items:
-        np.cumsum([len(b) for b in items], out=off[1:])
-    return off, np.frombuffer(b"".join(items), dtype=np.uint8)
-
-
 def _codes(values: list, table: dict) -> list[int]:
     out = []
     for v in values:
@@ -38,6 +29,39 @@ HEAD_COLUMNS = ("SELECT id, type, actor, visibility, epoch_us(tombstoned_at), se
                 " superseded_by FROM heads")
 NO_TIME = -(1 << 63)  # a NULL valid time in the snapshot's int64 arrays (``_Part.times`` masks it)
 DATA_QUERY = "SELECT h.id, v.type, v.data FROM heads h JOIN versions v ON v.id = h.id AND v.version = h.current_version"
+# each head's row with its current version's type and data (NULL when it has none), by ID
+HEADS_WITH_DATA = (f"SELECT h.*, v.type, v.data FROM ({HEAD_COLUMNS}) h LEFT JOIN versions v"
+                   " ON v.id = h.id AND v.version = h.current_version ORDER BY h.id")
+
+
+def rendered(type_code: int, data: bytes) -> tuple[str, str] | None:
+    """The short and medium forms rendered from a version's type and data, or None when they cannot
+    be (data that is not a memory's: storage keeps data as bytes it does not read). A snapshot's
+    result row leaves out each form equal to its rendering, and ``result_rows`` renders it again."""
+    from cortexctl.errors import IntegrityError
+    from cortexctl.memory import codec, forms
+    from cortexctl.memory.types import TYPE_NAMES
+
+    try:
+        name = TYPE_NAMES[type_code]
+        value = codec.decode(data)
+        return forms.render_short(name, value), forms.render_medium(name, value)
+    except (IntegrityError, KeyError, TypeError, ValueError, AttributeError, IndexError):
+        return None
+
+
+def result_row(short: str, medium: str, frames, tomb, sup, sup_by, forms: tuple[str, str] | None) -> bytes:
+    """A head's result row: what a result needs that no column holds. Empty when its forms are the
+    rendered ones (``forms``) and it has no frames, tombstone or links; else a JSON list [short,
+    medium] or [short, medium, frames, tombstone µs, supersedes, superseded_by], a form that is the
+    rendered one given as null."""
+    import orjson
+
+    s = None if forms is not None and short == forms[0] else short
+    m = None if forms is not None and medium == forms[1] else medium
+    if frames or tomb is not None or sup is not None or sup_by is not None:
+        return orjson.dumps([s, m, frames, tomb, sup, sup_by])
+    return b"" if s is None and m is None else orjson.dumps([s, m])
 
 
 class _StoreRows:
@@ -55,10 +79,7 @@ class _StoreRows:
             yield rows
 
     def heads(self):
-        return self._batches(HEAD_COLUMNS + " ORDER BY id")
-
-    def data(self):
-        return self._batches(DATA_QUERY)
+        return self._batches(HEADS_WITH_DATA)
 
     def lex_docs(self) -> dict:
         return self.con.execute("SELECT doc, id, len FROM lex_docs ORDER BY doc").fetchnumpy()
@@ -101,8 +122,6 @@ def _arrays(src) -> tuple[dict, dict]:
     """The snapshot's arrays and header extras from a source of rows (``_StoreRows`` or ``_DeltaRows``)."""
     import numpy as np
 
-    import orjson
-
     actors: dict = {}
     visibilities: dict = {v: i for i, v in enumerate(VISIBILITIES)}
     sessions: dict = {None: -1}
@@ -110,13 +129,14 @@ def _arrays(src) -> tuple[dict, dict]:
     cols = ("head_id", "head_type", "head_actor_code", "head_visibility_code", "head_forgotten", "head_session_code",
             "head_current_version", "head_updated_us", "head_recent_s",
             "head_importance", "head_access_count", "head_citations", "head_confidence", "tag_count", "tag_codes",
-            "head_valid_from_us", "head_valid_to_us")
+            "head_valid_from_us", "head_valid_to_us", "data_type")
     parts: dict[str, list] = {c: [] for c in cols}
     valid_set = {"head_valid_from_us": 0, "head_valid_to_us": 0}  # how many heads hold each valid time
     # the result rows go straight into one buffer: orjson's bytes keep a 4 KiB allocation each, which
     # held in a list made the build's peak about 4 KB a memory
-    row_buf = bytearray()
+    row_buf, data_buf = bytearray(), bytearray()
     row_ends: list[int] = []
+    data_ends: list[int] = []
     for rows in src.heads():
         p = parts
         p["head_id"].append(np.array([r[0].encode("ascii") for r in rows], dtype="S26"))
@@ -139,11 +159,12 @@ def _arrays(src) -> tuple[dict, dict]:
             got = [r[k] for r in rows]
             valid_set[c] += sum(v is not None for v in got)
             p[c].append(np.array([NO_TIME if v is None else v for v in got], dtype=np.int64))
-        for r in rows:  # what a result needs that no column holds: the forms, and the rest when set
-            if r[14] or r[4] is not None or r[19] is not None or r[20] is not None:
-                row_buf += orjson.dumps([r[15], r[16], r[14], r[4], r[19], r[20]])
-            else:
-                row_buf += orjson.dumps([r[15], r[16]])
+        p["data_type"].append(np.array([-1 if r[21] is None else r[21] for r in rows], dtype=np.int16))
+        for r in rows:  # the current version's data, and what a result needs that no column holds
+            data = b"" if r[22] is None else bytes(r[22])
+            data_buf += data
+            data_ends.append(len(data_buf))
+            row_buf += result_row(r[15], r[16], r[14], r[4], r[19], r[20], None if r[22] is None else rendered(r[21], data))
             row_ends.append(len(row_buf))
         del rows, tag_lists
     empty = {"head_id": np.zeros(0, "S26")}
@@ -156,7 +177,8 @@ def _arrays(src) -> tuple[dict, dict]:
                   ("head_forgotten", np.bool_), ("head_session_code", np.int32), ("head_current_version", np.uint32),
                   ("head_updated_us", np.int64), ("head_recent_s", np.float64), ("head_importance", np.uint8),
                   ("head_access_count", np.uint64), ("head_citations", np.uint64), ("head_confidence", np.float64),
-                  ("tag_codes", np.int32), ("head_valid_from_us", np.int64), ("head_valid_to_us", np.int64)):
+                  ("tag_codes", np.int32), ("head_valid_from_us", np.int64), ("head_valid_to_us", np.int64),
+                  ("data_type", np.int16)):
         a[c] = a[c].astype(dt, copy=False)
     a["head_tags_start"] = np.zeros(n + 1, dtype=np.int64)
     np.cumsum(a.pop("tag_count"), out=a["head_tags_start"][1:])
@@ -164,23 +186,18 @@ def _arrays(src) -> tuple[dict, dict]:
              "head_current_version", "head_updated_us", "head_recent_s",
              "head_importance", "head_access_count", "head_citations", "head_confidence", "head_tags_start", "tag_codes",
              "head_valid_from_us", "head_valid_to_us"]
+    data_type = a.pop("data_type")
     a = {c: a[c] for c in order}
     a["result_start"] = np.zeros(len(row_ends) + 1, dtype=np.int64)
     a["result_start"][1:] = row_ends
     a["result_json"] = np.frombuffer(bytes(row_buf), dtype=np.uint8)
     del row_buf, row_ends
+    a["data_type"] = data_type
+    a["data_start"] = np.zeros(len(data_ends) + 1, dtype=np.int64)
+    a["data_start"][1:] = data_ends
+    a["data_blob"] = np.frombuffer(bytes(data_buf), dtype=np.uint8)
+    del data_buf, data_ends
     row_of = {i.decode(): k for k, i in enumerate(a["head_id"].tolist())}
-
-    dtype = np.zeros(n, dtype=np.int16) - 1
-    blobs: list[bytes] = [b""] * n
-    for data in src.data():
-        for id_, t, d in data:
-            k = row_of[id_]
-            dtype[k] = t
-            blobs[k] = bytes(d)
-    a["data_type"] = dtype
-    a["data_start"], a["data_blob"] = _blob(blobs)
-    del blobs
 
     ld = src.lex_docs()
     a["doc_number"] = np.asarray(ld["doc"], dtype=np.uint64)

@@ -254,12 +254,10 @@ class _DeltaRows:
         self.store_wide = (doc["vector_counts"], doc["dims"])
 
     def heads(self):
+        """The changed heads, each with its current version's type and data (as ``HEADS_WITH_DATA``)."""
         if self.doc["heads"]:
-            yield [tuple(r) for r in self.doc["heads"]]
-
-    def data(self):
-        if self.doc["data"]:
-            yield [(i, t, base64.b64decode(d)) for i, t, d in self.doc["data"]]
+            data = {i: (t, base64.b64decode(d)) for i, t, d in self.doc["data"]}
+            yield [(*r, *data.get(r[0], (None, None))) for r in self.doc["heads"]]
 
     def lex_docs(self) -> dict:
         rows = self.doc["lex_docs"]

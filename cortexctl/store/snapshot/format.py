@@ -16,18 +16,27 @@ from typing import Any
 
 from cortexctl.files import checked_value, identity, stale_temps
 from cortexctl.files import unlink_quietly as _unlink
+from cortexctl.memory.forms import RENDERING
 from cortexctl.store.interface import CacheUnusable
 
 SNAPSHOT_NAME = "cortex.snapshot"
 DELTA_NAME = "cortex.snapdelta"
 GEN_NAME = "cortex.gen"
 MAGIC = b"CXSNAP01"
-FORMAT = 5  # 5: result rows hold only what no column does; 4: valid times and supersede links; 3: arrays
+FORMAT = 6  # 6: result rows leave out the rendered forms; 5: result rows hold only what no column does; 4: valid times and supersede links; 3: arrays
 #            named for what they hold, visibility as a code; an older file is stale (rebuilt)
 BLOCK = 1 << 14  # bytes per checksummed block
 ALIGN = 64
 EPOCH = datetime(1970, 1, 1)
 BUILD_BATCH = 10_000  # rows read at a time while building
+# Integer arrays a writer stores in the narrowest type of their kind that holds every value of the
+# file (``narrowed``): doc numbers, row numbers, offsets and counts are mostly far below 2^63. Each
+# with the type ``span`` and ``take`` give (``whole`` and ``raw`` give the stored one) and a merge
+# works in.
+WIDE = {"head_access_count": "<u8", "head_citations": "<u8", "head_tags_start": "<i8", "result_start": "<i8",
+        "data_start": "<i8", "doc_number": "<u8", "doc_head_row": "<i8", "head_doc": "<i8", "by_term_start": "<i8",
+        "by_term_doc": "<u8", "by_term_tf": "<u2", "by_doc_doc": "<u8", "by_doc_start": "<i8", "by_doc_tf": "<u2",
+        "vector_key": "<u8", "vector_head_row": "<i8"}
 SAMPLED_BLOCKS = 32  # blocks checked on opening a file its checked stamp names (the index file checks as many)
 
 
@@ -184,7 +193,7 @@ class Snapshot:
         item = a.dtype.itemsize
         off = self.header["arrays"][name]["offset"]
         self._check(off + lo * item, off + hi * item)
-        return a[lo:hi]
+        return _widened(name, a[lo:hi])
 
     def take(self, name: str, rows):
         """Elements at ``rows`` (numpy int array) of a 1-d array, their blocks checked."""
@@ -200,7 +209,43 @@ class Snapshot:
             need = np.sort(blocks[~self._ok[np.minimum(blocks, len(self._ok) - 1)]])
             if len(need):  # each block once (not np.unique: its first plain call imports numpy.ma, 7 ms)
                 self._check_blocks(need[np.r_[True, need[1:] != need[:-1]]])
-        return a[rows]
+        return _widened(name, a[rows])
+
+
+def _widened(name: str, a):
+    """``a`` (part of array ``name``) in the type ``WIDE`` gives it."""
+    wide = WIDE.get(name)
+    return a if wide is None else a.astype(wide, copy=False)
+
+
+def narrowed(name: str, a):
+    """Array ``name`` as a writer stores it: one ``WIDE`` names in the narrowest integer type of its
+    kind that holds its values; any other as it is."""
+    import numpy as np
+
+    wide = WIDE.get(name)
+    if wide is None or not len(a):
+        return a
+    lo, hi = int(a.min()), int(a.max())
+    for dtype in (("<i1", "<i2", "<i4") if np.dtype(wide).kind == "i" else ("<u1", "<u2", "<u4")):
+        info = np.iinfo(dtype)
+        if info.min <= lo and hi <= info.max:
+            return a.astype(dtype)
+    return a.astype(wide, copy=False)
+
+
+def seek(a, want, side: str = "left"):
+    """``np.searchsorted(a, want, side)`` for a sorted integer array ``a`` of any stored type,
+    without converting ``a`` (a value beyond its type's range sorts past either end)."""
+    import numpy as np
+
+    want = np.asarray(want)
+    if want.dtype == a.dtype or not len(a):
+        return np.searchsorted(a, want.astype(a.dtype, copy=False) if len(a) else want, side=side)
+    info = np.iinfo(a.dtype)
+    pos = np.searchsorted(a, np.clip(want, max(info.min, 0) if want.dtype.kind == "u" else info.min,
+                                     info.max).astype(a.dtype), side=side)
+    return np.where(want > info.max, len(a), np.where(want < info.min, 0, pos))
 
 
 def _header_of(path: Path) -> tuple[dict, int] | None:
@@ -210,7 +255,7 @@ def _header_of(path: Path) -> tuple[dict, int] | None:
         return None
     header, start, size = got
     try:
-        if header.get("format") != FORMAT or header.get("block") != BLOCK \
+        if not _this_format(header) or header.get("block") != BLOCK \
                 or size != start + int(header["data_bytes"]):
             return None
     except (ValueError, KeyError, TypeError):
@@ -222,7 +267,12 @@ def _other_format(path: Path) -> bool:
     """A sound header of another format (a snapshot written by another version of cortexctl): out of
     date, not damaged."""
     got = _raw_header(path)
-    return got is not None and got[0].get("format") != FORMAT
+    return got is not None and not _this_format(got[0])
+
+
+def _this_format(header: dict) -> bool:
+    """The header is of this version's format, its result rows leaving out forms this version renders."""
+    return header.get("format") == FORMAT and header.get("forms") == RENDERING
 
 
 def _raw_header(path: Path) -> tuple[dict, int, int] | None:
@@ -363,7 +413,7 @@ def _write_file(tmp: Path, arrays: dict, extras: dict, stamp: dict) -> int:
     off = 0
     parts: list = []
     for name, arr in arrays.items():
-        arr = np.ascontiguousarray(arr)
+        arr = np.ascontiguousarray(narrowed(name, arr))
         pad = -off % ALIGN
         if pad:
             parts.append(b"\0" * pad)
@@ -373,7 +423,8 @@ def _write_file(tmp: Path, arrays: dict, extras: dict, stamp: dict) -> int:
         off += arr.nbytes
     data_bytes = off
     crcs = np.zeros(-(-data_bytes // BLOCK), dtype="<u4")
-    header = {"format": FORMAT, "block": BLOCK, **stamp, **extras, "arrays": specs, "data_bytes": data_bytes}
+    header = {"format": FORMAT, "forms": RENDERING, "block": BLOCK, **stamp, **extras, "arrays": specs,
+              "data_bytes": data_bytes}
     with open(tmp, "wb") as fh:
         # the data first, after room for the header, then the header with the block CRCs
         probe = json.dumps({**header, "crcs": "00000000" * len(crcs)}, separators=(",", ":")).encode()

@@ -24,7 +24,7 @@ from typing import Any
 
 from cortexctl.store.snapshot.builder import NO_TIME, _arrays
 from cortexctl.store.snapshot.delta import _DeltaRows
-from cortexctl.store.snapshot.format import SnapshotUnusable
+from cortexctl.store.snapshot.format import SnapshotUnusable, _widened
 
 # the heads' one-value-per-row columns (besides the ragged ones below), in the builder's order
 _ROW_COLUMNS = ("head_id", "head_type", "head_actor_code", "head_visibility_code", "head_forgotten",
@@ -56,7 +56,7 @@ def _merge(base, delta: dict, cleared: dict[str, list[int]]) -> tuple[dict, dict
 
     h = base.header
     d, dx = _arrays(_DeltaRows(delta))  # the changed memories' arrays, coded by their own tables
-    b = {name: base.whole(name) for name in h["arrays"]}
+    b = {name: _widened(name, base.whole(name)) for name in h["arrays"]}
     out: dict[str, Any] = {}
     extras = {k: list(h[k]) for k in ("actors", "visibilities", "sessions", "tags", "models")}
 

@@ -14,9 +14,9 @@ from cortexctl.store.interface import Filters, Scoring, Viewer, viewer_of
 from cortexctl.store.lanes import Lanes
 from cortexctl.store.lexical import count_in, hidden_table
 from cortexctl.store.predicate import epoch_seconds, evaluate
-from cortexctl.store.snapshot.builder import NO_TIME
+from cortexctl.store.snapshot.builder import NO_TIME, rendered
 from cortexctl.store.snapshot.delta import _MemSnap
-from cortexctl.store.snapshot.format import EPOCH, Snapshot, SnapshotUnusable, _stamp_ok, _us
+from cortexctl.store.snapshot.format import EPOCH, SNAPSHOT_NAME, Snapshot, SnapshotUnusable, _stamp_ok, _us, seek
 
 SESSION_PASSES = 64  # sessions a first ``session_around`` finds by a pass each over the column (0.5 ms a pass
 # at 1M), not a sort of it (50-135 ms)
@@ -411,8 +411,11 @@ class _Part:
         tag_names, visibilities, actors = h["tags"], h["visibilities"], h["actors"]
         for i, r, t, cur, imp, vis, actor, upd, vf, vt in zip(found, rows.tolist(), *cols):
             lo, hi = (int(x) for x in s.span("result_start", r, r + 2))
-            short, medium, frames, tomb, sup, sup_by = (*json.loads(s.span("result_json", lo, hi).tobytes()),
-                                                       [], None, None, None)[:6]
+            row = json.loads(s.span("result_json", lo, hi).tobytes()) if hi > lo else [None, None]
+            short, medium, frames, tomb, sup, sup_by = (*row, [], None, None, None)[:6]
+            if short is None or medium is None:  # a form the row leaves out is its data's rendering
+                forms = self._rendered(r)
+                short, medium = forms[0] if short is None else short, forms[1] if medium is None else medium
             lo, hi = (int(x) for x in s.span("head_tags_start", r, r + 2))
             out[i] = {"id": i, "type": t, "current_version": cur,
                       "tags": [tag_names[c] for c in s.span("tag_codes", lo, hi).tolist()], "frames": frames,
@@ -422,15 +425,30 @@ class _Part:
                       "text": short if form == "short" else medium}
         return out
 
+    def _data(self, r: int) -> tuple[int, bytes] | None:
+        """Row ``r``'s current version's (type, data), None when it has none."""
+        t = int(self.snap.span("data_type", r, r + 1)[0])
+        if t < 0:
+            return None
+        lo, hi = (int(x) for x in self.snap.span("data_start", r, r + 2))
+        return t, self.snap.span("data_blob", lo, hi).tobytes()
+
+    def _rendered(self, r: int) -> tuple[str, str]:
+        """Row ``r``'s forms rendered from its data, as the builder left them out (``rendered``)."""
+        got = self._data(r)
+        forms = None if got is None else rendered(*got)
+        if forms is None:  # the builder left a form out only where it rendered: not this file's row
+            raise SnapshotUnusable(f"search snapshot {SNAPSHOT_NAME}: a result row leaves out a form its data"
+                                   " does not give")
+        return forms
+
     def search_data(self, ids: Sequence[str]) -> dict[str, tuple[int, bytes]]:
         rows, found = self._rows(ids)
         out: dict[str, tuple[int, bytes]] = {}
         for i, r in zip(found, rows.tolist()):
-            t = int(self.snap.span("data_type", r, r + 1)[0])
-            if t < 0:
-                continue
-            lo, hi = (int(x) for x in self.snap.span("data_start", r, r + 2))
-            out[i] = (t, self.snap.span("data_blob", lo, hi).tobytes())
+            got = self._data(r)
+            if got is not None:
+                out[i] = got
         return out
 
     # -- postings ---------------------------------------------------------------------------
@@ -492,7 +510,7 @@ class _Part:
             want = want[self._live_docs(want)]
         if not len(arr) or not len(want):
             return want, np.zeros(0, np.int64), np.zeros(0, np.bool_)
-        pos = np.minimum(np.searchsorted(arr, want), len(arr) - 1)
+        pos = np.minimum(seek(arr, want), len(arr) - 1)
         return want, pos, self.snap.take(name, pos) == want
 
     def doc_ids(self, docs: Sequence[int]) -> dict[int, str]:
@@ -512,7 +530,7 @@ class _Part:
         arr = self.snap.raw("doc_number")
         if not len(arr) or not len(want) or not self.n:
             return out
-        pos = np.minimum(np.searchsorted(arr, want), len(arr) - 1)
+        pos = np.minimum(seek(arr, want), len(arr) - 1)
         hit = self.snap.take("doc_number", pos) == want
         if self.dead_docs is not None:
             hit &= self._live_docs(want)
@@ -538,7 +556,7 @@ class _Part:
         has = row >= 0
         r = np.where(has, row, 0)
         seen = self.seen(viewer)[r] if self.n else np.zeros(len(row), np.bool_)
-        docs = s.whole("doc_number")[has & ~seen]
+        docs = s.whole("doc_number")[has & ~seen].astype(np.uint64)
         return docs[self._live_docs(docs)] if self.dead_docs is not None else docs
 
     def term_df(self, terms: Sequence[int], hidden) -> dict[int, int]:
@@ -582,7 +600,7 @@ class _Part:
         want = np.asarray([int(k) for k in keys], dtype=np.uint64)
         if not len(v_key) or not len(want):
             return []
-        pos = np.minimum(np.searchsorted(v_key, want), len(v_key) - 1)
+        pos = np.minimum(seek(v_key, want), len(v_key) - 1)
         hit = self.snap.take("vector_key", pos) == want
         pos = pos[hit]
         hit_m = self.snap.take("vector_model_code", pos) == self.model_code(model)
@@ -608,7 +626,7 @@ class _Part:
         import numpy as np
 
         v_key = self.snap.raw("vector_key")
-        start = int(np.searchsorted(v_key, np.uint64(after), side="right"))
+        start = int(seek(v_key, np.array([after], dtype=np.uint64), side="right")[0])
         sel = self.snap.span("vector_model_code", start, len(v_key)) == self.model_code(model)
         pos = start + np.flatnonzero(sel)
         if self.dead_ids and len(pos):
