@@ -373,6 +373,7 @@ def test_a_snapshot_leaves_out_the_forms_its_data_renders_and_keeps_a_memorys_ow
     """A result row holds a form only where it is not the one rendered from the memory's data (a form
     given by the writer): a plain memory's row is empty, and find shows the same forms either way."""
     from cortexctl.store.snapshot.builder import rendered
+    from cortexctl.store.snapshot.format import unpack_data
 
     cx = _cx(tmp_path / "store")
     plain = cx.write("fact", "the staging database is refreshed every night").uri
@@ -385,8 +386,8 @@ def test_a_snapshot_leaves_out_the_forms_its_data_renders_and_keeps_a_memorys_ow
         ids = [i.decode() for i in snap.whole("head_id").tolist()]
         starts = snap.whole("result_start").tolist()
         rows = {i: snap.whole("result_json")[starts[k]:starts[k + 1]].tobytes() for k, i in enumerate(ids)}
-        data = {i: (int(snap.whole("data_type")[k]),
-                    snap.whole("data_blob")[snap.whole("data_start")[k]:snap.whole("data_start")[k + 1]].tobytes())
+        data = {i: (int(snap.whole("data_type")[k]), unpack_data(
+                    snap.whole("data_blob")[snap.whole("data_start")[k]:snap.whole("data_start")[k + 1]].tobytes()))
                 for k, i in enumerate(ids)}
     finally:
         snap.close()
@@ -401,10 +402,27 @@ def test_a_snapshot_leaves_out_the_forms_its_data_renders_and_keeps_a_memorys_ow
         assert _answer(cx, near="deploy key staging database", form=form) == want
 
 
-@pytest.mark.parametrize("key", ["format", "forms"])
+def test_data_deflated_against_the_dictionary_inflates_back_and_a_broken_blob_is_unusable():
+    from cortexctl.memory import codec
+    from cortexctl.memory.record import build_version
+    from cortexctl.store.snapshot.format import SnapshotUnusable, pack_data, unpack_data
+
+    body = build_version("fact", {"subject": "payments", "predicate": "owner", "statement": "the payments owner is bob",
+                                  "source": "stated"})
+    for data in (body.data_bytes, codec.encode({"x": "not a memory's"}), b"\x00\xff" * 300, b""):
+        packed = pack_data(data)
+        assert unpack_data(packed) == data
+    assert len(pack_data(body.data_bytes)) < len(body.data_bytes)
+    packed = pack_data(body.data_bytes)
+    for broken in (packed[:-2], packed + b"\x00", bytes([packed[0] ^ 0xFF]) + packed[1:]):
+        with pytest.raises(SnapshotUnusable):
+            unpack_data(broken)
+
+
+@pytest.mark.parametrize("key", ["format", "forms", "data_dictionary"])
 def test_a_snapshot_of_another_format_is_stale_not_damaged(tmp_path, key):
-    """A snapshot written by another version of cortexctl (another format, or forms rendered by other
-    templates) is out of date, like a stale one: find reads DuckDB, verify and healthcheck find
+    """A snapshot written by another version of cortexctl (another format, forms rendered by other
+    templates, data deflated against another dictionary) is out of date, like a stale one: find reads DuckDB, verify and healthcheck find
     nothing wrong, and the next fold rebuilds it."""
     import json
     import zlib

@@ -8,7 +8,7 @@ from typing import Any
 from cortexctl.store.search import VECTOR_DTYPE, VECTOR_WIDTH
 from cortexctl.store.snapshot.format import (BUILD_BATCH, DELTA_NAME, SNAPSHOT_NAME, _clear_temps, _header_of,
                                              _schema_version, _stamp_ok, _unlink, _us, db_identity, mark_clean,
-                                             mark_dirty, read_gen, write)
+                                             mark_dirty, pack_data, read_gen, write)
 
 def _codes(values: list, table: dict) -> list[int]:
     out = []
@@ -162,7 +162,7 @@ def _arrays(src) -> tuple[dict, dict]:
         p["data_type"].append(np.array([-1 if r[21] is None else r[21] for r in rows], dtype=np.int16))
         for r in rows:  # the current version's data, and what a result needs that no column holds
             data = b"" if r[22] is None else bytes(r[22])
-            data_buf += data
+            data_buf += pack_data(data)
             data_ends.append(len(data_buf))
             row_buf += result_row(r[15], r[16], r[14], r[4], r[19], r[20], None if r[22] is None else rendered(r[21], data))
             row_ends.append(len(row_buf))
@@ -222,7 +222,8 @@ def _arrays(src) -> tuple[dict, dict]:
     docs_sorted = doc[order]
     a["by_doc_doc"], first = np.unique(docs_sorted, return_index=True)
     a["by_doc_start"] = np.append(first, len(order)).astype(np.int64)
-    a["by_doc_term"], a["by_doc_tf"] = term[order], tf[order]
+    # a posting's term as its place in by_term_term (a few bytes, where the term is eight)
+    a["by_doc_term_at"], a["by_doc_tf"] = np.searchsorted(a["by_term_term"], term[order]).astype(np.int64), tf[order]
     del p, term, doc, tf, order
 
     v = src.vectors()

@@ -6,6 +6,7 @@ the stamps make the files safe to trust."""
 
 from __future__ import annotations
 
+import functools
 import json
 import mmap
 import os
@@ -23,7 +24,8 @@ SNAPSHOT_NAME = "cortex.snapshot"
 DELTA_NAME = "cortex.snapdelta"
 GEN_NAME = "cortex.gen"
 MAGIC = b"CXSNAP01"
-FORMAT = 6  # 6: result rows leave out the rendered forms; 5: result rows hold only what no column does; 4: valid times and supersede links; 3: arrays
+FORMAT = 6  # 6: result rows leave out the rendered forms, integers stored narrow, a doc's terms by their place;
+#            5: result rows hold only what no column does; 4: valid times and supersede links; 3: arrays
 #            named for what they hold, visibility as a code; an older file is stale (rebuilt)
 BLOCK = 1 << 14  # bytes per checksummed block
 ALIGN = 64
@@ -35,7 +37,7 @@ BUILD_BATCH = 10_000  # rows read at a time while building
 # works in.
 WIDE = {"head_access_count": "<u8", "head_citations": "<u8", "head_tags_start": "<i8", "result_start": "<i8",
         "data_start": "<i8", "doc_number": "<u8", "doc_head_row": "<i8", "head_doc": "<i8", "by_term_start": "<i8",
-        "by_term_doc": "<u8", "by_term_tf": "<u2", "by_doc_doc": "<u8", "by_doc_start": "<i8", "by_doc_tf": "<u2",
+        "by_term_doc": "<u8", "by_term_tf": "<u2", "by_doc_doc": "<u8", "by_doc_start": "<i8", "by_doc_tf": "<u2", "by_doc_term_at": "<i8",
         "vector_key": "<u8", "vector_head_row": "<i8"}
 SAMPLED_BLOCKS = 32  # blocks checked on opening a file its checked stamp names (the index file checks as many)
 
@@ -271,8 +273,59 @@ def _other_format(path: Path) -> bool:
 
 
 def _this_format(header: dict) -> bool:
-    """The header is of this version's format, its result rows leaving out forms this version renders."""
-    return header.get("format") == FORMAT and header.get("forms") == RENDERING
+    """The header is of this version's format, its result rows leaving out forms this version renders
+    and its data deflated against this version's dictionary."""
+    return header.get("format") == FORMAT and header.get("forms") == RENDERING \
+        and header.get("data_dictionary") == data_dictionary()[1]
+
+
+# -- the current versions' data, deflated --------------------------------------------------------
+DATA_WBITS = 10  # a 1 KiB window: the dictionary and a blob of a few hundred bytes
+
+
+@functools.cache
+def data_dictionary() -> tuple[bytes, int]:
+    """(dictionary, its CRC-32) the snapshot's data blobs are deflated against: every memory type's
+    field names and closed values as CBOR spells them, which a blob of a hundred-odd bytes would
+    otherwise spell out (its CRC is in the header: a file deflated against another is rebuilt)."""
+    from cortexctl.memory import codec, schema
+    from cortexctl.memory.types import TYPES
+
+    words: dict[bytes, None] = {codec.encode("schema_version"): None}
+    for t in TYPES:
+        for name in schema.field_names(t):
+            words[codec.encode(name)] = None
+        for values in schema.enum_fields(t).values():
+            words.update((codec.encode(v), None) for v in values)
+    raw = b"".join(words)[-(1 << DATA_WBITS) // 2:]
+    return raw, zlib.crc32(raw)
+
+
+@functools.cache
+def _deflater():
+    return zlib.compressobj(9, zlib.DEFLATED, -DATA_WBITS, 2, zlib.Z_DEFAULT_STRATEGY, data_dictionary()[0])
+
+
+def pack_data(data: bytes) -> bytes:
+    """A version's data as the snapshot holds it (raw deflate against ``data_dictionary``)."""
+    if not data:
+        return b""
+    d = _deflater().copy()
+    return d.compress(data) + d.flush()
+
+
+def unpack_data(blob: bytes) -> bytes:
+    """``pack_data``'s bytes back; SnapshotUnusable when they do not inflate whole."""
+    if not blob:
+        return b""
+    d = zlib.decompressobj(-DATA_WBITS, data_dictionary()[0])
+    try:
+        out = d.decompress(blob)
+    except zlib.error:
+        out = None
+    if out is None or not d.eof or d.unused_data:
+        raise SnapshotUnusable(f"search snapshot {SNAPSHOT_NAME}: a data blob does not inflate")
+    return out
 
 
 def _raw_header(path: Path) -> tuple[dict, int, int] | None:
@@ -423,7 +476,7 @@ def _write_file(tmp: Path, arrays: dict, extras: dict, stamp: dict) -> int:
         off += arr.nbytes
     data_bytes = off
     crcs = np.zeros(-(-data_bytes // BLOCK), dtype="<u4")
-    header = {"format": FORMAT, "forms": RENDERING, "block": BLOCK, **stamp, **extras, "arrays": specs,
+    header = {"format": FORMAT, "forms": RENDERING, "data_dictionary": data_dictionary()[1], "block": BLOCK, **stamp, **extras, "arrays": specs,
               "data_bytes": data_bytes}
     with open(tmp, "wb") as fh:
         # the data first, after room for the header, then the header with the block CRCs

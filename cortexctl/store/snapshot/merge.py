@@ -307,7 +307,7 @@ def _postings(b: dict, d: dict, gone_docs) -> dict | None:
     # the gone docs' postings, by doc (whole spans) and where each sits by term
     gj = _found(b["by_doc_doc"], gone_docs.astype(np.uint64))
     drop_by_doc = _spans(b["by_doc_start"][gj], b["by_doc_start"][gj + 1])
-    g_term = b["by_doc_term"][drop_by_doc]
+    g_term = bt[b["by_doc_term_at"][drop_by_doc]]
     g_doc = np.repeat(b["by_doc_doc"][gj], np.diff(b["by_doc_start"])[gj]) if len(gj) else np.zeros(0, np.uint64)
     tj = np.searchsorted(bt, g_term)
     if len(tj) and (bool((tj >= len(bt)).any()) or not bool(np.all(bt[np.minimum(tj, len(bt) - 1)] == g_term))):
@@ -351,7 +351,10 @@ def _postings(b: dict, d: dict, gone_docs) -> dict | None:
     lens = _splice(np.diff(ds), gj, at_doc, new_lens)
     out["by_doc_start"] = np.zeros(len(lens) + 1, dtype=np.int64)
     np.cumsum(lens, out=out["by_doc_start"][1:])
-    out["by_doc_term"] = _splice(b["by_doc_term"], drop_by_doc, at, d["by_doc_term"])
+    # each posting's term as its place among the merged terms (a kept posting's term is kept)
+    at_base, at_new = np.searchsorted(out["by_term_term"], bt), np.searchsorted(out["by_term_term"], d["by_term_term"])
+    out["by_doc_term_at"] = _splice(at_base[b["by_doc_term_at"]] if len(bt) else b["by_doc_term_at"], drop_by_doc, at,
+                                    at_new[d["by_doc_term_at"]] if len(d["by_term_term"]) else d["by_doc_term_at"])
     out["by_doc_tf"] = _splice(b["by_doc_tf"], drop_by_doc, at, d["by_doc_tf"])
     return out
 

@@ -16,7 +16,8 @@ from cortexctl.store.lexical import count_in, hidden_table
 from cortexctl.store.predicate import epoch_seconds, evaluate
 from cortexctl.store.snapshot.builder import NO_TIME, rendered
 from cortexctl.store.snapshot.delta import _MemSnap
-from cortexctl.store.snapshot.format import EPOCH, SNAPSHOT_NAME, Snapshot, SnapshotUnusable, _stamp_ok, _us, seek
+from cortexctl.store.snapshot.format import (EPOCH, SNAPSHOT_NAME, Snapshot, SnapshotUnusable, _stamp_ok, _us, seek,
+                                              unpack_data)
 
 SESSION_PASSES = 64  # sessions a first ``session_around`` finds by a pass each over the column (0.5 ms a pass
 # at 1M), not a sort of it (50-135 ms)
@@ -431,7 +432,7 @@ class _Part:
         if t < 0:
             return None
         lo, hi = (int(x) for x in self.snap.span("data_start", r, r + 2))
-        return t, self.snap.span("data_blob", lo, hi).tobytes()
+        return t, unpack_data(self.snap.span("data_blob", lo, hi).tobytes())
 
     def _rendered(self, r: int) -> tuple[str, str]:
         """Row ``r``'s forms rendered from its data, as the builder left them out (``rendered``)."""
@@ -579,7 +580,8 @@ class _Part:
         fw, fpos, fhit = self._doc_pos(list(out), "by_doc_doc")
         for d, p in zip(fw[fhit].tolist(), fpos[fhit].tolist()):
             lo, hi = (int(x) for x in self.snap.span("by_doc_start", p, p + 2))
-            out[int(d)][0].update(zip(self.snap.span("by_doc_term", lo, hi).tolist(), self.snap.span("by_doc_tf", lo, hi).tolist()))
+            terms = self.snap.take("by_term_term", self.snap.span("by_doc_term_at", lo, hi))
+            out[int(d)][0].update(zip(terms.tolist(), self.snap.span("by_doc_tf", lo, hi).tolist()))
         return out
 
     # -- vectors -------------------------------------------------------------------------------
