@@ -230,7 +230,7 @@ def _built(tmp_path: Path):
     return (cx, want, path, *snapshot._header_of(path))
 
 
-@pytest.mark.parametrize("array", ["head_actor_code", "head_forgotten", "by_term_doc", "doc_id", "result_json",
+@pytest.mark.parametrize("array", ["head_actor_code", "head_forgotten", "by_term_doc", "doc_head_row", "result_json",
                                    "data_blob", "HEADER"])
 def test_byte_flipped_snapshot_is_detected(tmp_path, array):
     cx, want, path, header, start = _built(tmp_path)
@@ -271,14 +271,14 @@ def test_a_written_snapshot_is_stamped_checked_and_a_byte_flipped_since_is_still
     assert _blocks_known(cx) == (True, True)
     assert _answer(cx, near="deploy key rotation") == want
 
-    offset = start + header["arrays"]["doc_id"]["offset"] + 3
+    offset = start + header["arrays"]["doc_head_row"]["offset"] + 3
     mtime = path.stat().st_mtime_ns
     _flip(path, offset)
     os.utime(path, ns=(mtime, mtime))
     assert _blocks_known(cx) == (False, False)
     snap, _delta = snapshot.open_current(cx.store.path)
     with pytest.raises(snapshot.SnapshotUnusable):
-        snap.whole("doc_id")
+        snap.whole("doc_head_row")
     snap.close()
     assert _answer(cx, near="deploy key rotation") == want  # from DuckDB
     assert "damaged" in cx.store.snapshot_problem()
@@ -348,14 +348,14 @@ def test_a_resident_process_maps_the_snapshot_again_after_a_write_in_place(tmp_p
     cache: dict = {}
     kept, _delta = snapshot.open_current(cx.store.path, cache)
     assert snapshot.open_current(cx.store.path, cache)[0] is kept
-    offset = start + header["arrays"]["doc_id"]["offset"] + 3
+    offset = start + header["arrays"]["doc_head_row"]["offset"] + 3
     mtime = path.stat().st_mtime_ns
     _flip(path, offset)
     os.utime(path, ns=(mtime, mtime))
     again, _delta = snapshot.open_current(cx.store.path, cache)
     assert again is not kept
     with pytest.raises(snapshot.SnapshotUnusable):
-        again.whole("doc_id")
+        again.whole("doc_head_row")
 
 
 def test_a_stamped_snapshot_damaged_in_a_sampled_block_is_not_opened(tmp_path):

@@ -365,3 +365,29 @@ def test_narrowed_and_seek_keep_every_value_and_order():
     rows = narrowed("doc_head_row", np.array([-5, 0, 7], dtype=np.int64))
     want = np.array([-10, -5, 7, 300], dtype=np.int64)
     assert seek(rows, want).tolist() == np.searchsorted(np.array([-5, 0, 7]), want).tolist()
+
+
+def test_entry_ids_are_stored_only_where_an_entry_names_no_head(tmp_path):
+    """A doc's and a vector's memory ID is its head row's: the file leaves the ID arrays empty and
+    reads them through the rows, the same IDs a full build holds. A doc whose memory has no head
+    (a store damaged that way) keeps them stored, and find still answers as DuckDB."""
+    from cortexctl.store.snapshot.format import _header_of
+
+    store, cx, ids = _built(tmp_path, 12)
+    full, _ = _full(cx)
+    stored = _header_of(store / snapshot.SNAPSHOT_NAME)[0]["arrays"]
+    assert stored["doc_id"]["shape"] == [0] and stored["vector_id"]["shape"] == [0]
+    snap, _ = snapshot.open_current(store)
+    try:
+        for name in ("doc_id", "vector_id"):
+            assert len(full[name]) == 12 and snap.whole(name).tolist() == full[name].tolist()
+            assert snap.take(name, np.array([3, 0])).tolist() == full[name][[3, 0]].tolist()
+            assert snap.span(name, 2, 5).tolist() == full[name][2:5].tolist()
+    finally:
+        snap.close()
+    with cx.store.write() as con:
+        con.execute("INSERT INTO lex_docs VALUES (9999, '01ZZZZZZZZZZZZZZZZZZZZZZZZ', 3)")
+    cx.reindex()
+    stored = _header_of(store / snapshot.SNAPSHOT_NAME)[0]["arrays"]
+    assert stored["doc_id"]["shape"] == [13] and stored["vector_id"]["shape"] == [0]
+    _answers_as_duckdb(cx, FIND_QUERIES)

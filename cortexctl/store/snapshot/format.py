@@ -39,6 +39,9 @@ WIDE = {"head_access_count": "<u8", "head_citations": "<u8", "head_tags_start": 
         "data_start": "<i8", "doc_number": "<u8", "doc_head_row": "<i8", "head_doc": "<i8", "by_term_start": "<i8",
         "by_term_doc": "<u8", "by_term_tf": "<u2", "by_doc_doc": "<u8", "by_doc_start": "<i8", "by_doc_tf": "<u2", "by_doc_term_at": "<i8",
         "vector_key": "<u8", "vector_head_row": "<i8"}
+# An entry's memory ID is its head row's: a writer stores these ID arrays empty when every entry names
+# its head (``_stored``), and ``Snapshot`` reads them through the rows (the array -> its head rows).
+ENTRY_IDS = {"doc_id": "doc_head_row", "vector_id": "vector_head_row"}
 SAMPLED_BLOCKS = 32  # blocks checked on opening a file its checked stamp names (the index file checks as many)
 
 
@@ -183,14 +186,26 @@ class Snapshot:
             self._arrays[name] = a
         return a
 
+    def _through_rows(self, name: str) -> str | None:
+        """The head rows an ID array stored empty is read through (``ENTRY_IDS``), else None."""
+        rows = ENTRY_IDS.get(name)
+        arrays = self.header["arrays"]
+        return rows if rows is not None and not arrays[name]["shape"][0] and arrays[rows]["shape"][0] else None
+
     def whole(self, name: str):
         """The array, every block of it checked."""
+        rows = self._through_rows(name)
+        if rows is not None:
+            return self.whole("head_id")[self.whole(rows)]
         spec = self.header["arrays"][name]
         self._check(spec["offset"], spec["offset"] + spec["nbytes"])
         return self.raw(name)
 
     def span(self, name: str, lo: int, hi: int):
         """Elements [lo, hi) of a 1-d array, their blocks checked."""
+        rows = self._through_rows(name)
+        if rows is not None:
+            return self.take("head_id", self.span(rows, lo, hi))
         a = self.raw(name)
         item = a.dtype.itemsize
         off = self.header["arrays"][name]["offset"]
@@ -201,6 +216,9 @@ class Snapshot:
         """Elements at ``rows`` (numpy int array) of a 1-d array, their blocks checked."""
         import numpy as np
 
+        through = self._through_rows(name)
+        if through is not None:
+            return self.take("head_id", self.take(through, rows))
         a = self.raw(name)
         if len(rows):
             item = a.dtype.itemsize
@@ -212,6 +230,18 @@ class Snapshot:
             if len(need):  # each block once (not np.unique: its first plain call imports numpy.ma, 7 ms)
                 self._check_blocks(need[np.r_[True, need[1:] != need[:-1]]])
         return _widened(name, a[rows])
+
+
+def _stored(arrays: dict) -> dict:
+    """The arrays as a writer stores them: an ID array ``ENTRY_IDS`` names left empty when each of
+    its entries names a head whose ID it is."""
+    out = dict(arrays)
+    for name, rows in ENTRY_IDS.items():
+        ids, at = out.get(name), out.get(rows)
+        if ids is not None and at is not None and len(ids) and bool((at >= 0).all()) \
+                and bool((out["head_id"][at] == ids).all()):
+            out[name] = ids[:0]
+    return out
 
 
 def _widened(name: str, a):
@@ -465,7 +495,7 @@ def _write_file(tmp: Path, arrays: dict, extras: dict, stamp: dict) -> int:
     specs: dict = {}
     off = 0
     parts: list = []
-    for name, arr in arrays.items():
+    for name, arr in _stored(arrays).items():
         arr = np.ascontiguousarray(narrowed(name, arr))
         pad = -off % ALIGN
         if pad:
