@@ -208,7 +208,7 @@ def test_what_a_resident_cortex_keeps_stays_bounded_as_its_clock_moves(ranked_st
     assert got == [h.to_json() for h in fresh.find(FindQuery(k=2))]
 
 
-@pytest.mark.parametrize("array", ["by_term_term", "by_term_start", "by_term_doc", "head_actor_code", "doc_head_row",
+@pytest.mark.parametrize("array", ["by_term_term", "by_term_start", "by_term_doc", "doc_number", "doc_head_row",
                                    "result_json", "data_blob", "head_session_code"])
 def test_a_resident_cortex_on_a_damaged_snapshot_answers_as_a_fresh_one_every_time(store, array):
     """A block of the snapshot damaged before the resident Cortex maps it: each call meets the damage

@@ -230,7 +230,7 @@ def _built(tmp_path: Path):
     return (cx, want, path, *snapshot._header_of(path))
 
 
-@pytest.mark.parametrize("array", ["head_actor_code", "head_forgotten", "by_term_doc", "doc_head_row", "result_json",
+@pytest.mark.parametrize("array", ["head_importance", "head_visibility_code", "by_term_doc", "doc_head_row", "result_json",
                                    "data_blob", "HEADER"])
 def test_byte_flipped_snapshot_is_detected(tmp_path, array):
     cx, want, path, header, start = _built(tmp_path)

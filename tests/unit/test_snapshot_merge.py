@@ -391,3 +391,33 @@ def test_entry_ids_are_stored_only_where_an_entry_names_no_head(tmp_path):
     stored = _header_of(store / snapshot.SNAPSHOT_NAME)[0]["arrays"]
     assert stored["doc_id"]["shape"] == [13] and stored["vector_id"]["shape"] == [0]
     _answers_as_duckdb(cx, FIND_QUERIES)
+
+
+def test_an_array_of_one_value_is_held_by_the_header_until_a_merge_gives_it_another(tmp_path):
+    """No memory with a valid time, no use counted: those arrays are one value throughout, and the
+    header holds it instead of the file. A supersede (a valid time ends) and an attest (use counted)
+    merged in give the arrays their values again, stored whole, and find answers as DuckDB."""
+    from cortexctl.store.snapshot.builder import NO_TIME
+    from cortexctl.store.snapshot.format import _header_of
+
+    store, cx, ids = _built(tmp_path, 20)
+    stored = _header_of(store / snapshot.SNAPSHOT_NAME)[0]["arrays"]
+    for name, value in (("head_valid_to_us", NO_TIME), ("head_access_count", 0), ("head_forgotten", False)):
+        assert stored[name]["fill"] == value and stored[name]["nbytes"] == 0
+    assert "fill" not in stored["head_importance"]
+    snap, _ = snapshot.open_current(store)
+    try:
+        assert snap.whole("head_valid_to_us").tolist() == [NO_TIME] * 20
+        assert snap.take("head_access_count", np.array([4, 1])).dtype == np.uint64
+        assert snap.span("head_forgotten", 3, 6).tolist() == [False] * 3
+    finally:
+        snap.close()
+    cx.write("fact", "the deploy key rotation replaces the old note", supersedes=ids[2])
+    cx.attest("ship-it", "success", [ids[5]])
+    cx.forget(ids[7], reason="wrong")
+    assert_same(_merged(store), _full(cx))
+    _fold_by_merge(store)
+    stored = _header_of(store / snapshot.SNAPSHOT_NAME)[0]["arrays"]
+    for name in ("head_valid_to_us", "head_access_count", "head_forgotten"):
+        assert "fill" not in stored[name] and stored[name]["nbytes"] > 0
+    _answers_as_duckdb(cx, FIND_QUERIES)

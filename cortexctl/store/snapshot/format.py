@@ -178,11 +178,14 @@ class Snapshot:
         a = self._arrays.get(name)
         if a is None:
             spec = self.header["arrays"][name]
-            count = 1
-            for d in spec["shape"]:
-                count *= d
-            a = np.frombuffer(self._mm, dtype=np.dtype(spec["dtype"]), count=count,
-                              offset=self._start + spec["offset"]).reshape(spec["shape"])
+            if "fill" in spec:  # one value throughout, held by the header (``_fill``)
+                a = np.full(spec["shape"], spec["fill"], dtype=np.dtype(spec["dtype"]))
+            else:
+                count = 1
+                for d in spec["shape"]:
+                    count *= d
+                a = np.frombuffer(self._mm, dtype=np.dtype(spec["dtype"]), count=count,
+                                  offset=self._start + spec["offset"]).reshape(spec["shape"])
             self._arrays[name] = a
         return a
 
@@ -206,6 +209,8 @@ class Snapshot:
         rows = self._through_rows(name)
         if rows is not None:
             return self.take("head_id", self.span(rows, lo, hi))
+        if "fill" in self.header["arrays"][name]:
+            return _widened(name, self.raw(name)[lo:hi])
         a = self.raw(name)
         item = a.dtype.itemsize
         off = self.header["arrays"][name]["offset"]
@@ -219,6 +224,8 @@ class Snapshot:
         through = self._through_rows(name)
         if through is not None:
             return self.take("head_id", self.take(through, rows))
+        if "fill" in self.header["arrays"][name]:
+            return _widened(name, self.raw(name)[rows])
         a = self.raw(name)
         if len(rows):
             item = a.dtype.itemsize
@@ -242,6 +249,14 @@ def _stored(arrays: dict) -> dict:
                 and bool((out["head_id"][at] == ids).all()):
             out[name] = ids[:0]
     return out
+
+
+def _fill(a) -> int | bool | None:
+    """The one value of an integer or boolean array that holds nothing else (the header then holds it
+    instead of the file: no valid times set, no use counted, one model), else None."""
+    if a.ndim != 1 or len(a) < 2 or a.dtype.kind not in "iub" or not bool((a == a[0]).all()):
+        return None
+    return a[0].item()
 
 
 def _widened(name: str, a):
@@ -497,6 +512,10 @@ def _write_file(tmp: Path, arrays: dict, extras: dict, stamp: dict) -> int:
     parts: list = []
     for name, arr in _stored(arrays).items():
         arr = np.ascontiguousarray(narrowed(name, arr))
+        fill = _fill(arr)
+        if fill is not None:
+            specs[name] = {"dtype": arr.dtype.str, "shape": list(arr.shape), "offset": off, "nbytes": 0, "fill": fill}
+            continue
         pad = -off % ALIGN
         if pad:
             parts.append(b"\0" * pad)
