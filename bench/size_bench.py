@@ -56,7 +56,8 @@ def duck_parts(db: Path) -> tuple[dict, dict, int]:
 
 
 def snapshot_parts(path: Path) -> dict[str, int]:
-    """{array: bytes} of the search snapshot (its header names each array's dtype and shape)."""
+    """{array: bytes} of the search snapshot (its header names each array's bytes in the file: none for
+    an array of one value, which the header holds)."""
     import numpy as np
 
     if not path.exists():
@@ -67,7 +68,7 @@ def snapshot_parts(path: Path) -> dict[str, int]:
         header = json.loads(fh.read(hlen))
     out = {}
     for name, spec in header.get("arrays", {}).items():
-        out[name] = int(np.dtype(spec["dtype"]).itemsize * int(np.prod(spec["shape"])))
+        out[name] = int(spec.get("nbytes", np.dtype(spec["dtype"]).itemsize * int(np.prod(spec["shape"]))))
     out["(header, alignment, CRCs)"] = path.stat().st_size - sum(out.values())
     return out
 

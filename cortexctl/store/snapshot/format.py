@@ -32,13 +32,15 @@ ALIGN = 64
 EPOCH = datetime(1970, 1, 1)
 BUILD_BATCH = 10_000  # rows read at a time while building
 # Integer arrays a writer stores in the narrowest type of their kind that holds every value of the
-# file (``narrowed``): doc numbers, row numbers, offsets and counts are mostly far below 2^63. Each
+# file (``narrowed``): doc numbers, row numbers, offsets, counts and codes are mostly far below 2^63. Each
 # with the type ``span`` and ``take`` give (``whole`` and ``raw`` give the stored one) and a merge
 # works in.
 WIDE = {"head_access_count": "<u8", "head_citations": "<u8", "head_tags_start": "<i8", "result_start": "<i8",
         "data_start": "<i8", "doc_number": "<u8", "doc_head_row": "<i8", "head_doc": "<i8", "by_term_start": "<i8",
         "by_term_doc": "<u8", "by_term_tf": "<u2", "by_doc_doc": "<u8", "by_doc_start": "<i8", "by_doc_tf": "<u2", "by_doc_term_at": "<i8",
-        "vector_key": "<u8", "vector_head_row": "<i8"}
+        "vector_key": "<u8", "vector_head_row": "<i8", "head_actor_code": "<i4", "head_session_code": "<i4",
+        "tag_codes": "<i4", "doc_length": "<u4", "data_type": "<i2", "head_current_version": "<u4",
+        "vector_version": "<u4", "vector_model_code": "<i4", "dropped_key": "<u8", "dropped_model_code": "<i4"}
 # An entry's memory ID is its head row's: a writer stores these ID arrays empty when every entry names
 # its head (``_stored``), and ``Snapshot`` reads them through the rows (the array -> its head rows).
 ENTRY_IDS = {"doc_id": "doc_head_row", "vector_id": "vector_head_row"}
