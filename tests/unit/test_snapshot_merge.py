@@ -5,7 +5,7 @@ delta's vector counts, and find answers from a snapshot written from it as from 
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import datetime, timedelta
 from pathlib import Path
 
 import numpy as np
@@ -395,8 +395,9 @@ def test_entry_ids_are_stored_only_where_an_entry_names_no_head(tmp_path):
 
 def test_an_array_of_one_value_is_held_by_the_header_until_a_merge_gives_it_another(tmp_path):
     """No memory with a valid time, no use counted: those arrays are one value throughout, and the
-    header holds it instead of the file. A supersede (a valid time ends) and an attest (use counted)
-    merged in give the arrays their values again, stored whole, and find answers as DuckDB."""
+    header holds it instead of the file (and the recency, every memory's change time, is read
+    through the change times). A supersede (a valid time ends) and an attest (use counted) merged
+    in give the arrays their values again, stored whole, and find answers as DuckDB."""
     from cortexctl.store.snapshot.builder import NO_TIME
     from cortexctl.store.snapshot.format import _header_of
 
@@ -405,14 +406,20 @@ def test_an_array_of_one_value_is_held_by_the_header_until_a_merge_gives_it_anot
     for name, value in (("head_valid_to_us", NO_TIME), ("head_access_count", 0), ("head_forgotten", False)):
         assert stored[name]["fill"] == value and stored[name]["nbytes"] == 0
     assert "fill" not in stored["head_importance"]
+    assert stored["head_recent_s"]["shape"] == [0]  # no memory used since its change: the change time
     snap, _ = snapshot.open_current(store)
     try:
         assert snap.whole("head_valid_to_us").tolist() == [NO_TIME] * 20
+        assert snap.whole("head_recent_s").tolist() == (snap.whole("head_updated_us") / 1e6).tolist()
+        assert snap.take("head_recent_s", np.array([2])).tolist() == [full_recent := _full(cx)[0]["head_recent_s"][2]]
+        assert snap.span("head_recent_s", 0, 20).tolist() == _full(cx)[0]["head_recent_s"].tolist() != []
+        assert full_recent > 0
         assert snap.take("head_access_count", np.array([4, 1])).dtype == np.uint64
         assert snap.span("head_forgotten", 3, 6).tolist() == [False] * 3
     finally:
         snap.close()
     cx.write("fact", "the deploy key rotation replaces the old note", supersedes=ids[2])
+    cx.context.clock = lambda: NOW + timedelta(hours=1)  # used an hour after its change
     cx.attest("ship-it", "success", [ids[5]])
     cx.forget(ids[7], reason="wrong")
     assert_same(_merged(store), _full(cx))
@@ -420,4 +427,5 @@ def test_an_array_of_one_value_is_held_by_the_header_until_a_merge_gives_it_anot
     stored = _header_of(store / snapshot.SNAPSHOT_NAME)[0]["arrays"]
     for name in ("head_valid_to_us", "head_access_count", "head_forgotten"):
         assert "fill" not in stored[name] and stored[name]["nbytes"] > 0
+    assert stored["head_recent_s"]["shape"] == [20 + 1]  # one memory used since: stored whole
     _answers_as_duckdb(cx, FIND_QUERIES)

@@ -52,16 +52,17 @@ def rendered(type_code: int, data: bytes) -> tuple[str, str] | None:
 
 def result_row(short: str, medium: str, frames, tomb, sup, sup_by, forms: tuple[str, str] | None) -> bytes:
     """A head's result row: what a result needs that no column holds. Empty when its forms are the
-    rendered ones (``forms``) and it has no frames, tombstone or links; else a JSON list [short,
-    medium] or [short, medium, frames, tombstone µs, supersedes, superseded_by], a form that is the
-    rendered one given as null."""
+    rendered ones (``forms``) and it has no frames, tombstone or links; else the JSON list [short,
+    medium, frames, tombstone µs, supersedes, superseded_by] less what is unset at its end, a form
+    that is the rendered one given as null."""
     import orjson
 
     s = None if forms is not None and short == forms[0] else short
     m = None if forms is not None and medium == forms[1] else medium
-    if frames or tomb is not None or sup is not None or sup_by is not None:
-        return orjson.dumps([s, m, frames, tomb, sup, sup_by])
-    return b"" if s is None and m is None else orjson.dumps([s, m])
+    row = [s, m, frames or [], tomb, sup, sup_by]
+    while len(row) > 2 and (row[-1] is None or row[-1] == []):  # unset at the end: left off (read back as unset)
+        row.pop()
+    return b"" if row == [None, None] else orjson.dumps(row)
 
 
 class _StoreRows:

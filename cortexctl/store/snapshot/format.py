@@ -44,6 +44,9 @@ WIDE = {"head_access_count": "<u8", "head_citations": "<u8", "head_tags_start": 
 # An entry's memory ID is its head row's: a writer stores these ID arrays empty when every entry names
 # its head (``_stored``), and ``Snapshot`` reads them through the rows (the array -> its head rows).
 ENTRY_IDS = {"doc_id": "doc_head_row", "vector_id": "vector_head_row"}
+# A head's recency is its change time unless it was used since: stored empty when it is that for
+# every head, and read as the change time in seconds (what DuckDB's ``epoch`` gives).
+SECONDS_OF = {"head_recent_s": "head_updated_us"}
 SAMPLED_BLOCKS = 32  # blocks checked on opening a file its checked stamp names (the index file checks as many)
 
 
@@ -137,6 +140,7 @@ class Snapshot:
         self._crcs = crcs  # one CRC-32 per BLOCK of the data region
         self._ok = np.zeros(len(crcs) + 1, dtype=np.bool_)  # blocks checked so far
         self._arrays: dict[str, Any] = {}
+        self._seconds: dict[str, Any] = {}  # the recency read through the change times (``SECONDS_OF``)
         self.stat: os.stat_result | None = None  # the file's when it was mapped (``_map``)
         self.kept = False  # held by a resident process's cache (``open_current``): close() leaves it open
 
@@ -144,6 +148,7 @@ class Snapshot:
         if self.kept:
             return
         self._arrays.clear()
+        self._seconds.clear()
         try:
             self._mm.close()
         except BufferError:  # a view still exported: the mapping goes with the process
@@ -191,17 +196,27 @@ class Snapshot:
             self._arrays[name] = a
         return a
 
-    def _through_rows(self, name: str) -> str | None:
-        """The head rows an ID array stored empty is read through (``ENTRY_IDS``), else None."""
-        rows = ENTRY_IDS.get(name)
+    def _through(self, name: str, table: dict) -> str | None:
+        """The array an array stored empty is read through (``table``: ``ENTRY_IDS`` or ``SECONDS_OF``),
+        else None."""
+        src = table.get(name)
         arrays = self.header["arrays"]
-        return rows if rows is not None and not arrays[name]["shape"][0] and arrays[rows]["shape"][0] else None
+        return src if src is not None and not arrays[name]["shape"][0] and arrays[src]["shape"][0] else None
+
+    def _through_rows(self, name: str) -> str | None:
+        return self._through(name, ENTRY_IDS)
 
     def whole(self, name: str):
         """The array, every block of it checked."""
         rows = self._through_rows(name)
         if rows is not None:
             return self.whole("head_id")[self.whole(rows)]
+        src = self._through(name, SECONDS_OF)
+        if src is not None:
+            got = self._seconds.get(name)
+            if got is None:
+                got = self._seconds[name] = self.whole(src) / 1e6
+            return got
         spec = self.header["arrays"][name]
         self._check(spec["offset"], spec["offset"] + spec["nbytes"])
         return self.raw(name)
@@ -211,6 +226,9 @@ class Snapshot:
         rows = self._through_rows(name)
         if rows is not None:
             return self.take("head_id", self.span(rows, lo, hi))
+        src = self._through(name, SECONDS_OF)
+        if src is not None:
+            return self.span(src, lo, hi) / 1e6
         if "fill" in self.header["arrays"][name]:
             return _widened(name, self.raw(name)[lo:hi])
         a = self.raw(name)
@@ -226,6 +244,9 @@ class Snapshot:
         through = self._through_rows(name)
         if through is not None:
             return self.take("head_id", self.take(through, rows))
+        src = self._through(name, SECONDS_OF)
+        if src is not None:
+            return self.take(src, rows) / 1e6
         if "fill" in self.header["arrays"][name]:
             return _widened(name, self.raw(name)[rows])
         a = self.raw(name)
@@ -243,13 +264,18 @@ class Snapshot:
 
 def _stored(arrays: dict) -> dict:
     """The arrays as a writer stores them: an ID array ``ENTRY_IDS`` names left empty when each of
-    its entries names a head whose ID it is."""
+    its entries names a head whose ID it is, and the recency ``SECONDS_OF`` names when it is every
+    head's change time."""
     out = dict(arrays)
     for name, rows in ENTRY_IDS.items():
         ids, at = out.get(name), out.get(rows)
         if ids is not None and at is not None and len(ids) and bool((at >= 0).all()) \
                 and bool((out["head_id"][at] == ids).all()):
             out[name] = ids[:0]
+    for name, src in SECONDS_OF.items():
+        got, at = out.get(name), out.get(src)
+        if got is not None and at is not None and len(got) and bool((got == at / 1e6).all()):
+            out[name] = got[:0]
     return out
 
 

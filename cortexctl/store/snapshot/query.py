@@ -412,8 +412,8 @@ class _Part:
         tag_names, visibilities, actors = h["tags"], h["visibilities"], h["actors"]
         for i, r, t, cur, imp, vis, actor, upd, vf, vt in zip(found, rows.tolist(), *cols):
             lo, hi = (int(x) for x in s.span("result_start", r, r + 2))
-            row = json.loads(s.span("result_json", lo, hi).tobytes()) if hi > lo else [None, None]
-            short, medium, frames, tomb, sup, sup_by = (*row, [], None, None, None)[:6]
+            row = json.loads(s.span("result_json", lo, hi).tobytes()) if hi > lo else []
+            short, medium, frames, tomb, sup, sup_by = row + [None, None, [], None, None, None][len(row):]
             if short is None or medium is None:  # a form the row leaves out is its data's rendering
                 forms = self._rendered(r)
                 short, medium = forms[0] if short is None else short, forms[1] if medium is None else medium
