@@ -5,6 +5,7 @@ delta's vector counts, and find answers from a snapshot written from it as from 
 
 from __future__ import annotations
 
+import os
 from datetime import datetime, timedelta
 from pathlib import Path
 
@@ -15,6 +16,7 @@ from hypothesis import strategies as st
 
 from cortexctl import Cortex
 from cortexctl.engine.results import FindQuery
+from cortexctl.memory import codec
 from cortexctl.store import snapshot
 from cortexctl.store.snapshot.format import _schema_version, db_identity
 from cortexctl.store.snapshot.merge import merge
@@ -429,3 +431,80 @@ def test_an_array_of_one_value_is_held_by_the_header_until_a_merge_gives_it_anot
         assert "fill" not in stored[name] and stored[name]["nbytes"] > 0
     assert stored["head_recent_s"]["shape"] == [20 + 1]  # one memory used since: stored whole
     _answers_as_duckdb(cx, FIND_QUERIES)
+
+
+def test_a_version_whose_data_does_not_render_does_not_fail_the_build(tmp_path):
+    """The build renders every current version to compare its forms; data the templates cannot render
+    (here a confidence too big for a float: OverflowError) must keep its forms, not fail reindex (the
+    build before format 6 never read the data)."""
+    store = tmp_path / "store"
+    cx = _cx(store)
+    i = _id(cx.write("fact", "the payments owner is bob"))
+    cx.write("fact", "the deploy key rotates monthly")
+    with cx.store.read() as con:
+        data = codec.decode(bytes(con.execute("SELECT data FROM versions WHERE id = ?", [i]).fetchone()[0]))
+    data["confidence"] = 10 ** 400
+    with cx.store.write() as con:
+        con.execute("UPDATE versions SET data = ? WHERE id = ?", [codec.encode(data), i])
+    snapshot.remove(store)
+    cx.reindex()
+    assert snapshot.state(store) == "current"
+    _answers_as_duckdb(cx, [{"near": "payments owner"}, {}])
+
+
+def test_the_delta_find_holds_in_memory_keeps_its_rows_as_stored(tmp_path):
+    """A delta's arrays are made by every cold find (up to DELTA_MAX memories) and never written: its
+    result rows keep both forms and its data is held as stored (not rendered to compare, nor deflated:
+    tens of ms at 2,000 memories), and find answers from it as from DuckDB."""
+    import base64
+
+    from cortexctl.store.snapshot.delta import _MemSnap
+
+    store, cx, ids = _built(tmp_path, 12)
+    cx.write("fact", "deploy key rotation with its own forms", forms={"short": "own short", "medium": "own medium"})
+    cx.update(ids[3], "bastion credentials rotated on friday", forms={"medium": "rotated by hand"})
+    cx.write("event", "payments latency budget reviewed")
+    snap, doc = snapshot.open_current(store)
+    snap.close()
+    assert doc is not None and len(doc["ids"]) == 3
+    held = _MemSnap(doc)
+    raw = {i: base64.b64decode(d) for i, _t, d in doc["data"]}
+    ids_held = [i.decode() for i in held.whole("head_id").tolist()]
+    starts = held.whole("data_start").tolist()
+    assert [held.whole("data_blob")[starts[k]:starts[k + 1]].tobytes() for k in range(len(ids_held))] \
+        == [raw[i] for i in ids_held]
+    rows = held.whole("result_start").tolist()
+    assert all(rows[k + 1] > rows[k] for k in range(len(ids_held)))  # every row holds its forms
+    _answers_as_duckdb(cx, FIND_QUERIES + [{"near": "deploy key rotation", "form": "medium"},
+                                           {"near": "bastion credentials", "form": "medium"}])
+
+
+def test_a_header_fill_its_type_cannot_hold_sends_find_to_duckdb(tmp_path):
+    """A header whose CRC holds but whose ``fill`` is outside its array's type (a writer's bug, or a
+    header rewritten with its CRC): find falls back to DuckDB rather than failing with OverflowError."""
+    import json
+    import zlib
+
+    from cortexctl.engine.results import FindQuery
+
+    store, cx, ids = _built(tmp_path, 12)
+    path = store / snapshot.SNAPSHOT_NAME
+    raw = path.read_bytes()
+    hlen = int.from_bytes(raw[8:16], "little")
+    body = raw[24:24 + hlen]
+    header = json.loads(body)
+    spec = header["arrays"]["vector_model_code"]
+    assert spec["fill"] == 0 and spec["dtype"] == "|i1"
+    old = json.dumps(spec, separators=(",", ":")).encode()
+    new = body.replace(old, json.dumps({**spec, "fill": 300}, separators=(",", ":")).encode(), 1)
+    assert -(-(24 + len(new)) // 64) == -(-(24 + hlen) // 64)  # the data starts where it did
+    path.write_bytes(raw[:8] + len(new).to_bytes(8, "little") + zlib.crc32(new).to_bytes(8, "little") + new
+                     + raw[24 + len(new):])
+    assert snapshot.state(store) == "current"
+    got = [h.to_json() for h in cx.find(FindQuery(near="deploy key rotation"))]
+    os.rename(path, tmp_path / "aside")
+    try:
+        want = [h.to_json() for h in cx.find(FindQuery(near="deploy key rotation"))]
+    finally:
+        os.rename(tmp_path / "aside", path)
+    assert got == want

@@ -38,7 +38,6 @@ def rendered(type_code: int, data: bytes) -> tuple[str, str] | None:
     """The short and medium forms rendered from a version's type and data, or None when they cannot
     be (data that is not a memory's: storage keeps data as bytes it does not read). A snapshot's
     result row leaves out each form equal to its rendering, and ``result_rows`` renders it again."""
-    from cortexctl.errors import IntegrityError
     from cortexctl.memory import codec, forms
     from cortexctl.memory.types import TYPE_NAMES
 
@@ -46,7 +45,8 @@ def rendered(type_code: int, data: bytes) -> tuple[str, str] | None:
         name = TYPE_NAMES[type_code]
         value = codec.decode(data)
         return forms.render_short(name, value), forms.render_medium(name, value)
-    except (IntegrityError, KeyError, TypeError, ValueError, AttributeError, IndexError):
+    except Exception:  # noqa: BLE001 - any data the templates cannot render (a number too big for a
+        # float, a field of another type, an unknown stance...): the row keeps its forms
         return None
 
 
@@ -119,8 +119,10 @@ def journal_seq(con) -> int:
     return int(con.execute("SELECT coalesce(max(seq), 0) FROM journal").fetchall()[0][0])
 
 
-def _arrays(src) -> tuple[dict, dict]:
-    """The snapshot's arrays and header extras from a source of rows (``_StoreRows`` or ``_DeltaRows``)."""
+def _arrays(src, *, slim: bool = True) -> tuple[dict, dict]:
+    """The snapshot's arrays and header extras from a source of rows (``_StoreRows`` or ``_DeltaRows``).
+    ``slim`` False (a delta's arrays held in memory by find, never written): the result rows keep both
+    forms and the data is kept as stored (no rendering, no deflating)."""
     import numpy as np
 
     actors: dict = {}
@@ -163,9 +165,10 @@ def _arrays(src) -> tuple[dict, dict]:
         p["data_type"].append(np.array([-1 if r[21] is None else r[21] for r in rows], dtype=np.int16))
         for r in rows:  # the current version's data, and what a result needs that no column holds
             data = b"" if r[22] is None else bytes(r[22])
-            data_buf += pack_data(data)
+            data_buf += pack_data(data) if slim else data
             data_ends.append(len(data_buf))
-            row_buf += result_row(r[15], r[16], r[14], r[4], r[19], r[20], None if r[22] is None else rendered(r[21], data))
+            row_buf += result_row(r[15], r[16], r[14], r[4], r[19], r[20],
+                                  None if r[22] is None or not slim else rendered(r[21], data))
             row_ends.append(len(row_buf))
         del rows, tag_lists
     empty = {"head_id": np.zeros(0, "S26")}

@@ -211,9 +211,13 @@ class _MemSnap:
     were checked whole when the file was read)."""
 
     kept = False  # held by a resident process's search state (``query.SnapshotTx``): close() leaves it
+    packed = True  # its data deflated (``format.pack_data``), as a file's: a whole store's (``of``)
 
     def __init__(self, doc: dict) -> None:
-        arrays, extras = _arrays(_DeltaRows(doc))
+        # never written: its rows keep their forms and data as stored (rendering and deflating up to
+        # DELTA_MAX memories in every find would cost it tens of milliseconds)
+        arrays, extras = _arrays(_DeltaRows(doc), slim=False)
+        self.packed = False
         self._set(arrays, extras)
         self.new_keys = doc["new_keys"]
 

@@ -133,6 +133,8 @@ def _schema_version() -> int:
 class Snapshot:
     """An open, stamped snapshot file: arrays mapped read-only, each block checked on first touch."""
 
+    packed = True  # its data deflated (``pack_data``); a delta held in memory keeps it as stored
+
     def __init__(self, path: Path, header: dict, mm: mmap.mmap, data_start: int, crcs) -> None:
         self.path, self.header, self._mm, self._start = path, header, mm, data_start
         import numpy as np
@@ -185,14 +187,18 @@ class Snapshot:
         a = self._arrays.get(name)
         if a is None:
             spec = self.header["arrays"][name]
-            if "fill" in spec:  # one value throughout, held by the header (``_fill``)
-                a = np.full(spec["shape"], spec["fill"], dtype=np.dtype(spec["dtype"]))
-            else:
-                count = 1
-                for d in spec["shape"]:
-                    count *= d
-                a = np.frombuffer(self._mm, dtype=np.dtype(spec["dtype"]), count=count,
-                                  offset=self._start + spec["offset"]).reshape(spec["shape"])
+            try:
+                if "fill" in spec:  # one value throughout, held by the header (``_fill``)
+                    a = np.full(spec["shape"], spec["fill"], dtype=np.dtype(spec["dtype"]))
+                else:
+                    count = 1
+                    for d in spec["shape"]:
+                        count *= d
+                    a = np.frombuffer(self._mm, dtype=np.dtype(spec["dtype"]), count=count,
+                                      offset=self._start + spec["offset"]).reshape(spec["shape"])
+            except (ValueError, TypeError, OverflowError):  # a header naming what its file cannot hold
+                raise SnapshotUnusable(f"search snapshot {SNAPSHOT_NAME}: array {name} is not as its header"
+                                       " says") from None
             self._arrays[name] = a
         return a
 

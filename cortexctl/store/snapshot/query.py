@@ -432,7 +432,8 @@ class _Part:
         if t < 0:
             return None
         lo, hi = (int(x) for x in self.snap.span("data_start", r, r + 2))
-        return t, unpack_data(self.snap.span("data_blob", lo, hi).tobytes())
+        blob = self.snap.span("data_blob", lo, hi).tobytes()
+        return t, unpack_data(blob) if self.snap.packed else blob
 
     def _rendered(self, r: int) -> tuple[str, str]:
         """Row ``r``'s forms rendered from its data, as the builder left them out (``rendered``)."""
