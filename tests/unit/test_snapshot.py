@@ -230,8 +230,8 @@ def _built(tmp_path: Path):
     return (cx, want, path, *snapshot._header_of(path))
 
 
-@pytest.mark.parametrize("array", ["head_importance", "head_visibility_code", "by_term_doc", "doc_head_row", "result_json",
-                                   "data_blob", "HEADER"])
+@pytest.mark.parametrize("array", ["head_importance", "head_visibility_code", "by_term_doc", "doc_head_row",
+                                   "result_json", "data_blob", "HEADER"])
 def test_byte_flipped_snapshot_is_detected(tmp_path, array):
     cx, want, path, header, start = _built(tmp_path)
     assert array == "HEADER" or header["arrays"][array]["nbytes"] > 3
@@ -422,8 +422,8 @@ def test_data_deflated_against_the_dictionary_inflates_back_and_a_broken_blob_is
 @pytest.mark.parametrize("key", ["format", "forms", "data_dictionary"])
 def test_a_snapshot_of_another_format_is_stale_not_damaged(tmp_path, key):
     """A snapshot written by another version of cortexctl (another format, forms rendered by other
-    templates, data deflated against another dictionary) is out of date, like a stale one: find reads DuckDB, verify and healthcheck find
-    nothing wrong, and the next fold rebuilds it."""
+    templates, data deflated against another dictionary) is out of date, like a stale one: find reads
+    DuckDB, verify and healthcheck find nothing wrong, and the next fold rebuilds it."""
     import json
     import zlib
 

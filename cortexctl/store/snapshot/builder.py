@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from cortexctl.memory import codec, forms
+from cortexctl.memory.types import TYPE_NAMES
 from cortexctl.store.search import VECTOR_DTYPE, VECTOR_WIDTH
 from cortexctl.store.snapshot.format import (BUILD_BATCH, DELTA_NAME, SNAPSHOT_NAME, _clear_temps, _header_of,
                                              _schema_version, _stamp_ok, _unlink, _us, db_identity, mark_clean,
@@ -38,9 +40,6 @@ def rendered(type_code: int, data: bytes) -> tuple[str, str] | None:
     """The short and medium forms rendered from a version's type and data, or None when they cannot
     be (data that is not a memory's: storage keeps data as bytes it does not read). A snapshot's
     result row leaves out each form equal to its rendering, and ``result_rows`` renders it again."""
-    from cortexctl.memory import codec, forms
-    from cortexctl.memory.types import TYPE_NAMES
-
     try:
         name = TYPE_NAMES[type_code]
         value = codec.decode(data)
@@ -50,15 +49,15 @@ def rendered(type_code: int, data: bytes) -> tuple[str, str] | None:
         return None
 
 
-def result_row(short: str, medium: str, frames, tomb, sup, sup_by, forms: tuple[str, str] | None) -> bytes:
+def result_row(short: str, medium: str, frames, tomb, sup, sup_by, rendering: tuple[str, str] | None) -> bytes:
     """A head's result row: what a result needs that no column holds. Empty when its forms are the
-    rendered ones (``forms``) and it has no frames, tombstone or links; else the JSON list [short,
+    rendered ones (``rendering``) and it has no frames, tombstone or links; else the JSON list [short,
     medium, frames, tombstone µs, supersedes, superseded_by] less what is unset at its end, a form
     that is the rendered one given as null."""
     import orjson
 
-    s = None if forms is not None and short == forms[0] else short
-    m = None if forms is not None and medium == forms[1] else medium
+    s = None if rendering is not None and short == rendering[0] else short
+    m = None if rendering is not None and medium == rendering[1] else medium
     row = [s, m, frames or [], tomb, sup, sup_by]
     while len(row) > 2 and (row[-1] is None or row[-1] == []):  # unset at the end: left off (read back as unset)
         row.pop()

@@ -37,7 +37,8 @@ BUILD_BATCH = 10_000  # rows read at a time while building
 # works in.
 WIDE = {"head_access_count": "<u8", "head_citations": "<u8", "head_tags_start": "<i8", "result_start": "<i8",
         "data_start": "<i8", "doc_number": "<u8", "doc_head_row": "<i8", "head_doc": "<i8", "by_term_start": "<i8",
-        "by_term_doc": "<u8", "by_term_tf": "<u2", "by_doc_doc": "<u8", "by_doc_start": "<i8", "by_doc_tf": "<u2", "by_doc_term_at": "<i8",
+        "by_term_doc": "<u8", "by_term_tf": "<u2", "by_doc_doc": "<u8", "by_doc_start": "<i8", "by_doc_tf": "<u2",
+        "by_doc_term_at": "<i8",
         "vector_key": "<u8", "vector_head_row": "<i8", "head_actor_code": "<i4", "head_session_code": "<i4",
         "tag_codes": "<i4", "doc_length": "<u4", "data_type": "<i2", "head_current_version": "<u4",
         "vector_version": "<u4", "vector_model_code": "<i4", "dropped_key": "<u8", "dropped_model_code": "<i4"}
@@ -47,6 +48,7 @@ ENTRY_IDS = {"doc_id": "doc_head_row", "vector_id": "vector_head_row"}
 # A head's recency is its change time unless it was used since: stored empty when it is that for
 # every head, and read as the change time in seconds (what DuckDB's ``epoch`` gives).
 SECONDS_OF = {"head_recent_s": "head_updated_us"}
+THROUGH = {**ENTRY_IDS, **SECONDS_OF}  # array stored empty -> the array it is read through
 SAMPLED_BLOCKS = 32  # blocks checked on opening a file its checked stamp names (the index file checks as many)
 
 
@@ -202,26 +204,27 @@ class Snapshot:
             self._arrays[name] = a
         return a
 
-    def _through(self, name: str, table: dict) -> str | None:
-        """The array an array stored empty is read through (``table``: ``ENTRY_IDS`` or ``SECONDS_OF``),
-        else None."""
-        src = table.get(name)
+    def _through(self, name: str) -> str | None:
+        """The array ``name`` is read through when stored empty (``THROUGH``), else None."""
+        src = THROUGH.get(name)
         arrays = self.header["arrays"]
         return src if src is not None and not arrays[name]["shape"][0] and arrays[src]["shape"][0] else None
 
-    def _through_rows(self, name: str) -> str | None:
-        return self._through(name, ENTRY_IDS)
+    def _read_through(self, name: str, values, whole: bool = False):
+        """Array ``name``'s values from its source's ``values``: IDs of head rows, or seconds of µs."""
+        if name in SECONDS_OF:
+            return values / 1e6
+        return self.whole("head_id")[values] if whole else self.take("head_id", values)
 
     def whole(self, name: str):
         """The array, every block of it checked."""
-        rows = self._through_rows(name)
-        if rows is not None:
-            return self.whole("head_id")[self.whole(rows)]
-        src = self._through(name, SECONDS_OF)
+        src = self._through(name)
         if src is not None:
             got = self._seconds.get(name)
             if got is None:
-                got = self._seconds[name] = self.whole(src) / 1e6
+                got = self._read_through(name, self.whole(src), whole=True)
+                if name in SECONDS_OF:
+                    self._seconds[name] = got
             return got
         spec = self.header["arrays"][name]
         self._check(spec["offset"], spec["offset"] + spec["nbytes"])
@@ -229,12 +232,9 @@ class Snapshot:
 
     def span(self, name: str, lo: int, hi: int):
         """Elements [lo, hi) of a 1-d array, their blocks checked."""
-        rows = self._through_rows(name)
-        if rows is not None:
-            return self.take("head_id", self.span(rows, lo, hi))
-        src = self._through(name, SECONDS_OF)
+        src = self._through(name)
         if src is not None:
-            return self.span(src, lo, hi) / 1e6
+            return self._read_through(name, self.span(src, lo, hi))
         if "fill" in self.header["arrays"][name]:
             return _widened(name, self.raw(name)[lo:hi])
         a = self.raw(name)
@@ -247,12 +247,9 @@ class Snapshot:
         """Elements at ``rows`` (numpy int array) of a 1-d array, their blocks checked."""
         import numpy as np
 
-        through = self._through_rows(name)
-        if through is not None:
-            return self.take("head_id", self.take(through, rows))
-        src = self._through(name, SECONDS_OF)
+        src = self._through(name)
         if src is not None:
-            return self.take(src, rows) / 1e6
+            return self._read_through(name, self.take(src, rows))
         if "fill" in self.header["arrays"][name]:
             return _widened(name, self.raw(name)[rows])
         a = self.raw(name)
@@ -559,8 +556,8 @@ def _write_file(tmp: Path, arrays: dict, extras: dict, stamp: dict) -> int:
         off += arr.nbytes
     data_bytes = off
     crcs = np.zeros(-(-data_bytes // BLOCK), dtype="<u4")
-    header = {"format": FORMAT, "forms": RENDERING, "data_dictionary": data_dictionary()[1], "block": BLOCK, **stamp, **extras, "arrays": specs,
-              "data_bytes": data_bytes}
+    header = {"format": FORMAT, "forms": RENDERING, "data_dictionary": data_dictionary()[1], "block": BLOCK,
+              **stamp, **extras, "arrays": specs, "data_bytes": data_bytes}
     with open(tmp, "wb") as fh:
         # the data first, after room for the header, then the header with the block CRCs
         probe = json.dumps({**header, "crcs": "00000000" * len(crcs)}, separators=(",", ":")).encode()
