@@ -180,6 +180,36 @@ def test_the_mcp_server_serves_vectors_from_a_database_where_its_first_write_ena
             assert found.structured_content["results"][0]["text"] == text
 
 
+def test_a_connection_that_looked_for_pgvector_before_the_first_write_enabled_it_keeps_the_schema_that_write_found():
+    """The race behind the test above, made to happen: a pooled connection looks for pgvector (not
+    enabled yet) and, before it records what it found, the store's first write (on another thread)
+    enables pgvector and records its schema. The connection's "not found" must not be written back
+    over it, or no connection of the process is given pgvector's types again."""
+    import psycopg
+
+    from cortexctl.store.pg import PgStorage
+    from tests.pg import new_database_uri
+
+    storage = PgStorage(new_database_uri("race"), resident=True)
+
+    class FirstWriteMeanwhile(psycopg.Connection):
+        def execute(self, query, params=None, **kwargs):
+            cur = super().execute(query, params, **kwargs)
+            if "pg_extension" in str(query) and storage._vector_schema is None:
+                with psycopg.connect(storage.conninfo, autocommit=True) as writer:
+                    writer.execute("CREATE EXTENSION IF NOT EXISTS vector SCHEMA public")
+                storage._vector_schema = "public"  # what the write's ``_use_vector`` records
+            return cur
+
+    con = FirstWriteMeanwhile.connect(storage.conninfo)
+    try:
+        storage._configure(con)
+        assert storage._vector_schema == "public"
+        assert con in storage._ready  # given pgvector's types
+    finally:
+        con.close()
+
+
 @pytest.mark.slow
 def test_a_restore_killed_midway_on_postgresql_leaves_the_store_as_it_was_and_the_next_one_cleans_up(tmp_path):
     """kill -9 a ``restore --mode replace`` while its staging schema exists (polled, not timed): the

@@ -150,7 +150,10 @@ class PgStorage:
         if self._vector_schema is None:
             row = con.execute("SELECT n.nspname FROM pg_extension e JOIN pg_namespace n ON n.oid = e.extnamespace"
                               " WHERE e.extname = 'vector'").fetchone()
-            self._vector_schema = row[0] if row else None
+            # a first write on another thread may have enabled pgvector and set the schema since this
+            # connection looked: only a schema found is kept, never None written back over it
+            if row is not None and self._vector_schema is None:
+                self._vector_schema = row[0]
         if "search_path=" not in (con.info.options or ""):  # not set as the connection started
             con.execute("SELECT set_config('search_path', %s, false)", [self._search_path()])
         if self._vector_schema is not None:
