@@ -402,6 +402,83 @@ def test_a_snapshot_leaves_out_the_forms_its_data_renders_and_keeps_a_memorys_ow
         assert _answer(cx, near="deploy key staging database", form=form) == want
 
 
+def _rebuilt(cx: Cortex) -> bytes:
+    """The snapshot file a full build of ``cx``'s store writes now."""
+    path = cx.store.path / snapshot.SNAPSHOT_NAME
+    for name in (snapshot.SNAPSHOT_NAME, snapshot.DELTA_NAME):
+        (cx.store.path / name).unlink(missing_ok=True)
+    cx.context.storage.refresh_snapshot()
+    return path.read_bytes()
+
+
+def test_a_big_builds_helper_process_writes_the_very_snapshot_a_build_alone_writes(tmp_path, monkeypatch):
+    """From ``SLIM_HELPER_FROM`` heads on more than one core, a full build hands the rendering and
+    deflating of its rows to a helper process (a fresh interpreter): the file is byte for byte the
+    one the build writes alone, a memory with forms of its own included."""
+    from cortexctl import parallel
+    from cortexctl.parallel import ordered_map
+    from cortexctl.store.snapshot import builder
+
+    cx = _cx(tmp_path / "store")
+    _fill(cx, 30)
+    cx.write("fact", "the deploy key rotates every month", forms={"short": "deploy key: monthly"})
+    alone = _rebuilt(cx)
+    monkeypatch.setattr(builder, "SLIM_HELPER_FROM", 0)
+    monkeypatch.setattr(builder, "BUILD_BATCH", 7)  # several batches for the helper
+    monkeypatch.setattr(parallel, "cores", lambda: 2)
+    assert _rebuilt(cx) == alone
+    # and the helper's work itself, done in a fresh interpreter, is what this process makes of it
+    con = cx.context.storage  # the rows the build reads
+    with con.reading() as tx:
+        rows = tx.con.execute(builder.HEADS_WITH_DATA).fetchall()
+    batches = [builder._items(rows[i:i + 7]) for i in range(0, len(rows), 7)]
+    with ordered_map(builder.slim_rows, [(b,) for b in batches], workers=1, fresh=True) as pool:
+        assert list(pool) == [builder.slim_rows(b) for b in batches]
+
+
+def test_a_helper_process_killed_mid_build_leaves_its_batches_to_the_build(tmp_path, monkeypatch):
+    """kill -9 the helper after its first batch came back: the build slims the rest itself and
+    writes the same file."""
+    from cortexctl import parallel
+    from cortexctl.store.snapshot import builder
+
+    cx = _cx(tmp_path / "store")
+    _fill(cx, 30)
+    alone = _rebuilt(cx)
+    monkeypatch.setattr(builder, "BUILD_BATCH", 4)
+    monkeypatch.setattr(builder, "SLIM_HELPER_FROM", 0)
+    monkeypatch.setattr(parallel, "cores", lambda: 2)
+    with cx.context.storage.reading() as tx:
+        src = builder._StoreRows(tx.con)
+        made = builder._slimmed(src, True)
+        got = [next(made)]
+        helpers = _spawned_children()
+        assert len(helpers) == 1
+        os.kill(helpers[0], signal.SIGKILL)
+        got.extend(made)
+        rows = tx.con.execute(builder.HEADS_WITH_DATA).fetchall()
+    assert [r for batch, _ in got for r in batch] == rows
+    assert [s for _, s in got] == [builder.slim_rows(builder._items(rows[i:i + 4])) for i in range(0, len(rows), 4)]
+    monkeypatch.setattr(builder, "BUILD_BATCH", 10_000)
+    assert _rebuilt(cx) == alone
+
+
+def _spawned_children() -> list[int]:
+    """The PIDs of this process's children that are fresh interpreters of ``multiprocessing``'s."""
+    out = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            cmdline = (entry / "cmdline").read_bytes()
+        except (OSError, ValueError, IndexError):
+            continue
+        if ppid == os.getpid() and b"spawn_main" in cmdline:
+            out.append(int(entry.name))
+    return out
+
+
 def test_data_deflated_against_the_dictionary_inflates_back_and_a_broken_blob_is_unusable():
     from cortexctl.memory import codec
     from cortexctl.memory.record import build_version
