@@ -17,8 +17,41 @@ keeps its one thread (``store/vector_index.py``).
 
 from __future__ import annotations
 
+import functools
 import os
 from typing import Any, Callable, Iterable, Iterator
+
+
+def spawn_safe() -> bool:
+    """Whether ``fresh`` workers may start here without running this program again. A fresh
+    interpreter imports the program's main module before it works (as ``__mp_main__``, Python's
+    rule for starting processes by spawning): harmless for ``python -m`` of a package, an
+    interactive session or ``python -c``, and for a script or module whose top-level work sits under
+    ``if __name__ == "__main__"`` (cortexctl's console script, its fold process, pytest); a script
+    using ``Cortex`` at its top level would run again in each worker. Callers do the work in this
+    process instead when it is not safe."""
+    import sys
+
+    main = sys.modules.get("__main__")
+    name = getattr(getattr(main, "__spec__", None), "name", None)
+    if name is not None and (name == "__main__" or name.endswith(".__main__")):
+        return True  # a package's __main__: not imported again
+    path = getattr(main, "__file__", None)
+    if path is None:
+        return name is None  # interactive or -c: nothing to import again
+    return _guarded(os.path.abspath(path))
+
+
+@functools.lru_cache(maxsize=8)
+def _guarded(path: str) -> bool:
+    import re
+
+    try:
+        with open(path, encoding="utf-8", errors="replace") as fh:
+            text = fh.read(1 << 20)
+    except OSError:
+        return False
+    return re.search(r"^if\s+__name__\s*==\s*['\"]__main__['\"]\s*:", text, re.MULTILINE) is not None
 
 
 def cores() -> int:
@@ -121,4 +154,4 @@ class ordered_map:  # noqa: N801 - used like the builtin map
         self.close()
 
 
-__all__ = ["ordered_map", "cores"]
+__all__ = ["ordered_map", "cores", "spawn_safe"]
