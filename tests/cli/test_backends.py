@@ -210,6 +210,28 @@ def test_a_connection_that_looked_for_pgvector_before_the_first_write_enabled_it
         con.close()
 
 
+def test_a_connection_configured_before_the_write_enabling_pgvector_commits_leaves_pgvectors_types_to_a_later_one():
+    """The write that enables pgvector records its schema before its transaction commits; a pooled
+    connection configured in that window finds no committed type. It must not keep "no type" for the
+    process: a connection configured after the commit gets pgvector's types."""
+    import psycopg
+
+    from cortexctl.store.pg import PgStorage
+    from tests.pg import new_database_uri
+
+    storage = PgStorage(new_database_uri("race2"), resident=True)
+    with psycopg.connect(storage.conninfo) as writer:  # the first write's transaction, not committed yet
+        writer.execute("CREATE EXTENSION IF NOT EXISTS vector SCHEMA public")
+        storage._vector_schema = "public"  # what ``_use_vector`` records before the commit
+        with psycopg.connect(storage.conninfo) as early:
+            storage._configure(early)
+            assert early not in storage._ready  # configured again when next taken from the pool
+        writer.commit()
+    with psycopg.connect(storage.conninfo) as later:
+        storage._configure(later)
+        assert later in storage._ready and storage._types[0] is not None
+
+
 @pytest.mark.slow
 def test_a_restore_killed_midway_on_postgresql_leaves_the_store_as_it_was_and_the_next_one_cleans_up(tmp_path):
     """kill -9 a ``restore --mode replace`` while its staging schema exists (polled, not timed): the

@@ -463,6 +463,37 @@ def test_a_helper_process_killed_mid_build_leaves_its_batches_to_the_build(tmp_p
     assert _rebuilt(cx) == alone
 
 
+@pytest.mark.parametrize("helper", [False, True])
+def test_a_build_whose_rows_cannot_be_read_fails_with_or_without_its_helper(tmp_path, monkeypatch, helper):
+    """Reading the store's rows failing mid-build (DuckDB out of memory, an I/O error) fails the
+    build, helper or not: it is not taken for the helper's failure, and no short snapshot is written."""
+    import duckdb
+
+    from cortexctl import parallel
+    from cortexctl.store.snapshot import builder
+
+    cx = _cx(tmp_path / "store")
+    _fill(cx, 30)
+    _ready(cx)
+    monkeypatch.setattr(builder, "BUILD_BATCH", 4)
+    monkeypatch.setattr(builder, "SLIM_HELPER_FROM", 0 if helper else 10**9)
+    monkeypatch.setattr(parallel, "cores", lambda: 2)
+    read = builder._StoreRows._batches
+
+    def failing(self, sql):
+        for i, rows in enumerate(read(self, sql)):
+            if i == 3:
+                raise duckdb.OutOfMemoryException("injected: out of memory reading the heads")
+            yield rows
+
+    monkeypatch.setattr(builder._StoreRows, "_batches", failing)
+    for name in (snapshot.SNAPSHOT_NAME, snapshot.DELTA_NAME):
+        (cx.store.path / name).unlink(missing_ok=True)
+    with pytest.raises(duckdb.OutOfMemoryException):
+        cx.context.storage.refresh_snapshot()
+    assert not (cx.store.path / snapshot.SNAPSHOT_NAME).exists()
+
+
 def _spawned_children() -> list[int]:
     """The PIDs of this process's children that are fresh interpreters of ``multiprocessing``'s."""
     out = []

@@ -168,7 +168,10 @@ class PgStorage:
         from psycopg.types import TypeInfo
 
         if self._types is None:
-            self._types = (TypeInfo.fetch(con, "vector"), TypeInfo.fetch(con, "halfvec"))
+            vector = TypeInfo.fetch(con, "vector")
+            if vector is None:  # the write enabling pgvector has not committed: looked up again next time
+                return
+            self._types = (vector, TypeInfo.fetch(con, "halfvec"))
         vector, halfvec = self._types
         register_vector_info(con, vector)
         if halfvec is not None:

@@ -86,17 +86,28 @@ def _slimmed(src, slim: bool):
     if getattr(src, "helpers", lambda: 0)():
         from cortexctl.parallel import ordered_map
 
+        unread: list[BaseException] = []  # reading the rows failed (not the helper): the build fails
+
         def tasks():
-            for rows in batches:
+            while True:
+                try:
+                    rows = next(batches, None)
+                    task = None if rows is None else (_items(rows),)
+                except BaseException as exc:
+                    unread.append(exc)
+                    raise
+                if task is None:
+                    return
                 held.append(rows)
-                yield (_items(rows),)
+                yield task
 
         try:
             with ordered_map(slim_rows, tasks(), workers=1, ahead=2, fresh=True) as pool:
                 for got in pool:
                     yield held.popleft(), got
         except Exception:  # noqa: BLE001 - the helper could not start or died: the rest is slimmed here
-            pass
+            if unread:
+                raise
     for rows in itertools.chain(held, batches):
         yield rows, slim_rows(_items(rows))
 
