@@ -495,18 +495,16 @@ def test_a_build_whose_rows_cannot_be_read_fails_with_or_without_its_helper(tmp_
 
 
 def _spawned_children() -> list[int]:
-    """The PIDs of this process's children that are fresh interpreters of ``multiprocessing``'s."""
+    """The PIDs of the processes below this one that are fresh interpreters of ``multiprocessing``'s."""
+    from tests.reliability.test_kills import _descendants
+
     out = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
+    for pid in sorted(_descendants(os.getpid())):
         try:
-            ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
-            cmdline = (entry / "cmdline").read_bytes()
-        except (OSError, ValueError, IndexError):
+            if b"spawn_main" in Path(f"/proc/{pid}/cmdline").read_bytes():
+                out.append(pid)
+        except OSError:
             continue
-        if ppid == os.getpid() and b"spawn_main" in cmdline:
-            out.append(int(entry.name))
     return out
 
 

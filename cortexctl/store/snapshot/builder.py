@@ -83,7 +83,7 @@ def _slimmed(src, slim: bool):
             yield rows, None
         return
     held: deque = deque()  # the batches handed to the helper, in order, until their slimming is back
-    if getattr(src, "helpers", lambda: 0)():
+    if src.helpers():
         from cortexctl.parallel import ordered_map
 
         unread: list[BaseException] = []  # reading the rows failed (not the helper): the build fails

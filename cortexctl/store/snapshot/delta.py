@@ -257,6 +257,10 @@ class _DeltaRows:
         self.doc = doc
         self.store_wide = (doc["vector_counts"], doc["dims"])
 
+    def helpers(self) -> int:
+        """A delta is small: its rows are slimmed by the process that builds (``builder._slimmed``)."""
+        return 0
+
     def heads(self):
         """The changed heads, each with its current version's type and data (as ``HEADS_WITH_DATA``)."""
         if self.doc["heads"]:
