@@ -33,6 +33,7 @@ file and its record in place together: ``store/vector_index.install``.)
 from __future__ import annotations
 
 import os
+import weakref
 import zlib
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
@@ -250,45 +251,62 @@ def header_ok(path: Path, expected: Fingerprint) -> bool:
     return meta.get("dimensions") == expected.dim and meta.get("count_present") == expected.count
 
 
-def _restore(path: Path, expected: Fingerprint, *, view: bool):
+# Views opened for searching only: usearch built no table from key to slot for them (``open_view``).
+_SEARCH_ONLY: weakref.WeakSet = weakref.WeakSet()
+
+
+def _restore(path: Path, expected: Fingerprint, *, view: bool, by_key: bool = True):
     if not trusted(path, expected):
         return None
     from usearch.index import Index
 
     try:
-        index = Index.restore(str(path), view=view)
+        index = Index.restore(str(path), view=view, enable_key_lookups=by_key)
     except Exception:
         return None
     if index is None or len(index) != expected.count or index.ndim != expected.dim:
         return None
     index.expansion_add = build_settings(len(index))[1]
     index.expansion_search = expansion_for(len(index), int(index.connectivity))
+    if not by_key:
+        _SEARCH_ONLY.add(index)
     return index
 
 
-def open_view(path: Path, expected: Fingerprint, cache: dict | None = None):
+def open_view(path: Path, expected: Fingerprint, cache: dict | None = None, *, by_key: bool = False):
     """The index memory-mapped read-only, or None when the file cannot be trusted.
 
-    ``cache`` (a resident process's, e.g. ``cortexctl mcp``): the view opened last is kept there
-    and given again while the file is the same one (``files.identity``: a write in place changes
-    its change time) and the store still
+    A view is for searching unless ``by_key`` asks that ``vectors`` can hand its vectors by key:
+    usearch then fills a table from every key to its slot as it opens the file, which is half the
+    time of opening a view of a million vectors (about 50 of 100 ms) and which a search does not
+    read (it walks the graph by slot).
+
+    ``cache`` (a resident process's, e.g. ``cortexctl mcp``): the view opened last of each kind is
+    kept there and given again while the file is the same one (``files.identity``: a write in place
+    changes its change time) and the store still
     expects the same fingerprint. The file is only ever replaced whole, never
     rewritten in place (``install``), so a kept view always maps the content that was checked."""
     if cache is None:
-        return _restore(path, expected, view=True)
+        return _restore(path, expected, view=True, by_key=by_key)
     try:
         st = os.stat(path)
     except OSError:
         return None
     key = (str(path), *identity(st), expected)
-    kept = cache.get("index_view")
+    slot = "index_view_by_key" if by_key else "index_view"
+    kept = cache.get(slot)
     if kept is not None and kept[0] == key:
         return kept[1]
-    cache.pop("index_view", None)
-    index = _restore(path, expected, view=True)
+    cache.pop(slot, None)
+    index = _restore(path, expected, view=True, by_key=by_key)
     if index is not None:
-        cache["index_view"] = (key, index)
+        cache[slot] = (key, index)
     return index
+
+
+def by_key(index) -> bool:
+    """Whether ``vectors`` can take this index's vectors by key (not a view opened for searching)."""
+    return index not in _SEARCH_ONLY
 
 
 def open_mutable(path: Path, expected: Fingerprint):
@@ -311,8 +329,12 @@ def search(index, query, count: int):
 
 def vectors(index, keys):
     """The stored vectors of these keys (float32, one row each), as the index keeps them (an f16
-    index rounded); None when one of the keys is not in the index."""
+    index rounded); None when one of the keys is not in the index. Not for a view opened for
+    searching only (``by_key``), where usearch would answer every key as missing."""
     import numpy as np
+
+    if not by_key(index):
+        raise ValueError("vectors by key from an index view opened for searching only")
 
     if not len(keys):
         return np.zeros((0, index.ndim), dtype=np.float32)

@@ -549,7 +549,9 @@ def _exact(tx, filters: Filters, model, dim, q, n, *, store=None, cache=None, op
     holds the values the store rounded since, within the same bound), and the store hands those
     few vectors by key. Otherwise, or when the file does not cover the keys, the store hands every candidate's
     vector. Similarities are computed row by row (``_similarities``), so every way gives the same.
-    ``opened``: (record, view) of the file when the caller has it open and checked already."""
+    ``opened``: (record, view) of the file when the caller has it open and checked already (a view
+    opened for searching only is opened again to take vectors by key, and only when they are few
+    enough to be taken so: ``BY_KEYS_MAX``)."""
     import numpy as np
 
     got = tx.vector_keys_for(filters, model) if store is not None else None
@@ -559,10 +561,12 @@ def _exact(tx, filters: Filters, model, dim, q, n, *, store=None, cache=None, op
         if not len(ids):
             return []
         rec, why = (opened[0], "ok") if opened is not None else index_state(tx, store, model, dim)
-        if why == "ok" and rec is not None:
+        if why == "ok" and rec is not None and int((keys <= rec.max_key).sum()) <= BY_KEYS_MAX:
             from cortexctl.index import hnsw
 
-            index = opened[1] if opened is not None else hnsw.open_view(index_path(store), fingerprint_of(rec), cache)
+            index = opened[1] if opened is not None and hnsw.by_key(opened[1]) else None
+            if index is None:
+                index = hnsw.open_view(index_path(store), fingerprint_of(rec), cache, by_key=True)
             if index is not None:
                 mat = _by_keys(tx, index, ids, keys, rec.max_key, model, dim, q, n)
                 if mat is not None:

@@ -548,7 +548,8 @@ def test_an_exact_search_by_keys_answers_as_the_store_alone_with_writes_after_th
         assert why == "ok" and max_key > rec.max_key
         ids, keys = tx.vector_keys_for(filters, model)  # the snapshot knows the candidates' keys
         assert len(ids) == len(range(0, N, 500)) + 6 and int(keys.max()) > rec.max_key
-        index = hnsw.open_view(semantic.index_path(cx.store), semantic.fingerprint_of(rec))
+        index = hnsw.open_view(semantic.index_path(cx.store), semantic.fingerprint_of(rec), by_key=True)
+        searching = hnsw.open_view(semantic.index_path(cx.store), semantic.fingerprint_of(rec))
         for text in ("item1500 alpha", "tail3 kilo", "note 2000 item2000", "quebec romeo"):
             q = np.frombuffer(cx.embedder.embed_bytes(text), dtype="<f4")
             want = semantic._exact(tx, filters, model, dim, q, 5)  # every candidate's vector from the store
@@ -557,6 +558,7 @@ def test_an_exact_search_by_keys_answers_as_the_store_alone_with_writes_after_th
             assert picked is not None and {i for i, _ in want} <= set(picked[0])
             assert semantic._exact(tx, filters, model, dim, q, 5, store=cx.store) == want
             assert semantic._exact(tx, filters, model, dim, q, 5, store=cx.store, opened=(rec, index)) == want
+            assert semantic._exact(tx, filters, model, dim, q, 5, store=cx.store, opened=(rec, searching)) == want
             with monkeypatch.context() as m:
                 m.setattr(semantic, "BY_KEYS_MAX", 3)
                 assert semantic._by_keys(tx, index, ids, keys, rec.max_key, model, dim, q, 5) is None
@@ -589,6 +591,40 @@ def test_vectors_of_keys_the_index_file_lacks_are_none_not_a_crash():
         assert hnsw.vectors(index, [9]) is None
         got = hnsw.vectors(index, [3, 1])
         assert got.dtype == np.float32 and got.shape == (2, 4) and got[0, 2] == 1.0 and got[1, 0] == 1.0
+
+
+def test_a_view_for_searching_answers_as_one_that_takes_vectors_by_key_and_refuses_to_take_them(tmp_path):
+    """A view opened for searching only (usearch builds no key-to-slot table) finds the same keys
+    at the same distances as a view with the table, removed vectors included, holds the same count,
+    and ``vectors`` refuses it loudly rather than answering every key as missing."""
+    import numpy as np
+    from usearch.index import Index
+
+    from cortexctl.index import hnsw
+
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((3000, 24)).astype(np.float32)
+    built = Index(ndim=24, metric="cos", dtype="f16")
+    built.add(np.arange(1, 3001, dtype=np.uint64), x)
+    built.remove(np.arange(1, 3001, 7, dtype=np.uint64))
+    fp = hnsw.save_beside(built, tmp_path / "ix.tmp")
+    hnsw.install(tmp_path / "ix.tmp", tmp_path / "ix", fp)
+    searching = hnsw.open_view(tmp_path / "ix", fp)
+    keyed = hnsw.open_view(tmp_path / "ix", fp, by_key=True)
+    assert not hnsw.by_key(searching) and hnsw.by_key(keyed)
+    assert len(searching) == len(keyed) == 3000 - len(range(1, 3001, 7))
+    for q in x[:40]:
+        got, want = hnsw.search(searching, q, 25), hnsw.search(keyed, q, 25)
+        assert got[0].tolist() == want[0].tolist() and got[1].tobytes() == want[1].tobytes()
+        assert not set(got[0].tolist()) & set(range(1, 3001, 7))
+    assert hnsw.vectors(keyed, [2, 3]).shape == (2, 24)
+    with pytest.raises(ValueError):
+        hnsw.vectors(searching, [2, 3])
+    cache: dict = {}
+    assert hnsw.open_view(tmp_path / "ix", fp, cache) is hnsw.open_view(tmp_path / "ix", fp, cache)
+    kept = hnsw.open_view(tmp_path / "ix", fp, cache, by_key=True)
+    assert hnsw.by_key(kept) and kept is hnsw.open_view(tmp_path / "ix", fp, cache, by_key=True)
+    assert not hnsw.by_key(hnsw.open_view(tmp_path / "ix", fp, cache))
 
 
 def test_verify_meets_a_fold_that_puts_a_new_index_file_in_place_while_it_looks(big, monkeypatch):
