@@ -127,6 +127,9 @@ def test_sql_and_the_snapshot_agree_on_visibility_filters_and_salience_on_random
             # find --as-of evaluates the same rules over heads replayed from the journal
             assert set(ids[predicate.evaluate(rules.filters(f), held)].tolist()) == _sql_ids(con, where, params), f
             assert dict(zip(ids.tolist(), predicate.evaluate(rules.salience(scoring), held).tolist())) == want
+            # the vectorised salience that picks the lane's contenders: far inside the room they are cut with
+            approx = np.broadcast_to(predicate.evaluate(rules.salience(scoring), held, exact=False), (len(ids),))
+            assert all(abs(a - want[i]) <= 1e-12 * max(1.0, abs(want[i])) for i, a in zip(ids.tolist(), approx.tolist()))
             limit = r.randint(1, 8)
             top_sql = records.top_salience(con, where, params, (sal_sql, sal_params), limit)
             top_np = [(i, s) for s, _, i in part.top_salience(f, scoring, limit)]

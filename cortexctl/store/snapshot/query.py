@@ -77,11 +77,17 @@ class _Rows:
 
     def __init__(self, part: "_Part", rows, *, dense: bool = False) -> None:
         self.part, self.rows, self.dense = part, rows, dense
+        self._got: dict = {}  # name -> the rows' column: salience reads some columns twice
 
     def array(self, name: str):
-        if self.dense:
-            return self.part.array(name)[self.rows]
-        return _as_number(self.part.snap.take(_ARRAYS[name], self.rows))
+        got = self._got.get(name)
+        if got is None:
+            if self.dense:
+                got = self.part.array(name)[self.rows]
+            else:
+                got = _as_number(self.part.snap.take(_ARRAYS[name], self.rows))
+            self._got[name] = got
+        return got
 
     def equals(self, name: str, value):
         return self.part.equals(name, value)[self.rows]
