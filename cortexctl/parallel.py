@@ -8,7 +8,9 @@ stream of tasks (an import's chunks of lines) is never held in memory all at onc
 Workers die with the process that started them (Linux: ``PR_SET_PDEATHSIG``), so a killed
 command leaves no worker behind, and they leave Ctrl-C to it. ``fresh`` workers are new
 interpreters, never forks of the caller: a process that holds an open database connection must
-not fork. Otherwise they are forks, which start in a few milliseconds.
+not fork. They do not import the program's main module (``_fresh_context``), so a program that uses
+cortexctl as a library is never run again by them, guarded by ``if __name__ == "__main__":`` or not.
+Otherwise they are forks, which start in a few milliseconds.
 
 The vector index's builder is not a map but a pipeline (one thread adds each committed batch to
 the graph while the next is written; usearch adds without holding the interpreter lock), and
@@ -17,41 +19,63 @@ keeps its one thread (``store/vector_index.py``).
 
 from __future__ import annotations
 
-import functools
 import os
+import sys
 from typing import Any, Callable, Iterable, Iterator
 
 
-def spawn_safe() -> bool:
-    """Whether ``fresh`` workers may start here without running this program again. A fresh
-    interpreter imports the program's main module before it works (as ``__mp_main__``, Python's
-    rule for starting processes by spawning): harmless for ``python -m`` of a package, an
-    interactive session or ``python -c``, and for a script or module whose top-level work sits under
-    ``if __name__ == "__main__"`` (cortexctl's console script, its fold process, pytest); a script
-    using ``Cortex`` at its top level would run again in each worker. Callers do the work in this
-    process instead when it is not safe."""
-    import sys
+def _fresh_context():
+    """A context that starts fresh interpreters which do not import the program's main module.
 
-    main = sys.modules.get("__main__")
-    name = getattr(getattr(main, "__spec__", None), "name", None)
-    if name is not None and (name == "__main__" or name.endswith(".__main__")):
-        return True  # a package's __main__: not imported again
-    path = getattr(main, "__file__", None)
-    if path is None:
-        return name is None  # interactive or -c: nothing to import again
-    return _guarded(os.path.abspath(path))
+    Python's spawning imports the main module in each new process (as ``__mp_main__``) so that
+    functions defined there can be found: a script using ``Cortex`` at its top level would run again
+    in each worker, and a guarded one would still run what it does at its top level. The workers'
+    functions are cortexctl's own, so the main module is left out of what the new process is told to
+    prepare (``_FreshPopen``; Windows spawns its own way and keeps Python's rule)."""
+    import multiprocessing
+
+    if _FreshContext is None:
+        return multiprocessing.get_context("spawn")
+    global _FRESH
+    if _FRESH is None:
+        _FRESH = _FreshContext()
+    return _FRESH
 
 
-@functools.lru_cache(maxsize=8)
-def _guarded(path: str) -> bool:
-    import re
+_FRESH = None
+_FreshContext = None
+if sys.platform != "win32":
+    import threading
+    from multiprocessing import context, popen_spawn_posix, spawn
 
-    try:
-        with open(path, encoding="utf-8", errors="replace") as fh:
-            text = fh.read(1 << 20)
-    except OSError:
-        return False
-    return re.search(r"^if\s+__name__\s*==\s*['\"]__main__['\"]\s*:", text, re.MULTILINE) is not None
+    _LAUNCH = threading.Lock()
+
+    class _FreshPopen(popen_spawn_posix.Popen):
+        def _launch(self, process_obj) -> None:
+            me = threading.get_ident()
+            with _LAUNCH:
+                prepare = spawn.get_preparation_data
+
+                def without_main(name):  # only for the process this thread starts
+                    data = prepare(name)
+                    if threading.get_ident() == me:
+                        data.pop("init_main_from_name", None)
+                        data.pop("init_main_from_path", None)
+                    return data
+
+                spawn.get_preparation_data = without_main
+                try:
+                    super()._launch(process_obj)
+                finally:
+                    spawn.get_preparation_data = prepare
+
+    class _FreshProcess(context.SpawnProcess):
+        @staticmethod
+        def _Popen(process_obj):
+            return _FreshPopen(process_obj)
+
+    class _FreshContext(context.SpawnContext):  # type: ignore[no-redef]
+        Process = _FreshProcess
 
 
 def cores() -> int:
@@ -109,12 +133,12 @@ class ordered_map:  # noqa: N801 - used like the builtin map
         import multiprocessing
         from concurrent.futures import ProcessPoolExecutor
 
-        methods = multiprocessing.get_all_start_methods()
-        method = "spawn" if fresh or "fork" not in methods else "fork"
+        fork = not fresh and "fork" in multiprocessing.get_all_start_methods()
         self._fn = fn
         self._tasks = iter(tasks)
         self._limit = max(1, workers) * max(1, ahead)
-        self._pool = ProcessPoolExecutor(max_workers=max(1, workers), mp_context=multiprocessing.get_context(method),
+        start = multiprocessing.get_context("fork") if fork else _fresh_context()
+        self._pool = ProcessPoolExecutor(max_workers=max(1, workers), mp_context=start,
                                          initializer=_worker_start, initargs=(init, os.getpid()))
         self._queue: list = []
         try:
@@ -154,4 +178,4 @@ class ordered_map:  # noqa: N801 - used like the builtin map
         self.close()
 
 
-__all__ = ["ordered_map", "cores", "spawn_safe"]
+__all__ = ["ordered_map", "cores"]

@@ -122,12 +122,9 @@ class _Problems:
 
 
 def _verify(tx: Tx, store, model: str, jobs: int) -> VerifyReport:
-    from cortexctl.parallel import spawn_safe
-
     attested, learning, wide = _replay_wide(tx)
     heads = tx.count_heads()
-    # workers are fresh interpreters: not where starting one would run this program again
-    parallel = jobs > 1 and heads >= PARALLEL_FROM and spawn_safe()
+    parallel = jobs > 1 and heads >= PARALLEL_FROM
     ranges: list[tuple[str | None, str | None]] = [(None, None)]
     if parallel or heads > RANGE_RUNS * BATCH:
         ends = tx.memory_batch_ends(BATCH)

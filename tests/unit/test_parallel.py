@@ -7,6 +7,7 @@ import signal
 
 import pytest
 
+from cortexctl import FindQuery
 from cortexctl.errors import CortexError, NotFound
 from cortexctl.parallel import ordered_map
 
@@ -54,10 +55,18 @@ from cortexctl import Cortex, parallel
 from cortexctl.engine import verify
 from cortexctl.store.snapshot import builder
 
+verify.PARALLEL_FROM, verify.BATCH = 0, 4  # workers (over ranges) and a helper for a store of a few memories
+builder.SLIM_HELPER_FROM = 0
+parallel.cores = lambda: 2
+made = parallel.ordered_map.__init__
+
+def counted(self, *args, fresh=False, **kw):
+    print("POOL", "fresh" if fresh else "forked", flush=True)
+    made(self, *args, fresh=fresh, **kw)
+
+parallel.ordered_map.__init__ = counted
+
 def work():
-    verify.PARALLEL_FROM = 0  # workers and a helper for a store of a few memories
-    builder.SLIM_HELPER_FROM = 0
-    parallel.cores = lambda: 2
     cx = Cortex(store=sys.argv[1], actor="alice")
     for i in range(12):
         cx.write("fact", f"memory {i} of a script that uses cortexctl as a library")
@@ -65,24 +74,31 @@ def work():
     print("VERIFIED", cx.verify(jobs=2).ok, flush=True)
 """
 
+_WRITES_AT_TOP = """\
+Cortex(store=sys.argv[1], actor="alice").write("fact", "written at the top level of the script")
+"""
 
-@pytest.mark.parametrize("guarded", [False, True])
-def test_a_script_using_cortexctl_at_its_top_level_is_never_run_again_by_a_worker(tmp_path, guarded):
-    """Fresh workers (verify's, a snapshot build's helper) import the program's main module; a
-    script whose top level uses ``Cortex`` would run again in each of them. Such a script gets no
-    workers (the work is done in its own process, the same answers); a guarded one gets them."""
+
+@pytest.mark.parametrize("form", ["unguarded", "guarded", "guarded, writing at its top level"])
+def test_a_program_using_cortexctl_is_never_run_again_by_a_fresh_worker(tmp_path, form):
+    """Fresh workers (verify's, a snapshot build's helper) are new interpreters that do not import
+    the program's main module: a script whose top level uses ``Cortex`` (guarded by
+    ``if __name__ == "__main__":`` or not) gets its workers, and its top level runs once."""
     import subprocess
     import sys
 
     script = tmp_path / "uses_cortexctl.py"
-    script.write_text(_SCRIPT + ('if __name__ == "__main__":\n    work()\n' if guarded else "work()\n"))
+    body = _SCRIPT + (_WRITES_AT_TOP if "writing" in form else "")
+    script.write_text(body + ("work()\n" if form == "unguarded" else 'if __name__ == "__main__":\n    work()\n'))
     env = {**os.environ, "CORTEXCTL_FOLD": "inline"}
     done = subprocess.run([sys.executable, str(script), str(tmp_path / "store")], capture_output=True, text=True,
                           env=env, timeout=300)
     assert done.returncode == 0, done.stderr
     lines = done.stdout.split()
     assert lines.count("VERIFIED") == 1 and "True" in lines
-    if guarded:
-        assert lines.count("TOP") >= 2  # the workers imported it, and stopped at the guard
-    else:
-        assert lines.count("TOP") == 1  # no worker started: nothing ran it again
+    assert lines.count("fresh") >= 2  # the snapshot build's helper and verify's workers started
+    assert lines.count("TOP") == 1  # and none of them ran the script
+    from cortexctl import Cortex
+
+    written = Cortex(store=tmp_path / "store", actor="alice").find(FindQuery(k=50))
+    assert len(written) == 12 + ("writing" in form)

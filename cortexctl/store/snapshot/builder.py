@@ -151,9 +151,9 @@ class _StoreRows:
 
     def helpers(self) -> int:
         """Helper processes for ``_slimmed``: one for a big store on more than one core."""
-        from cortexctl.parallel import cores, spawn_safe
+        from cortexctl.parallel import cores
 
-        if cores() < 2 or not spawn_safe():
+        if cores() < 2:
             return 0
         return int(self.con.execute("SELECT count(*) FROM heads").fetchall()[0][0] >= SLIM_HELPER_FROM)
 
