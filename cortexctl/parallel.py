@@ -43,8 +43,9 @@ def _fresh_context():
 
 
 _FRESH = None
-_FreshContext = None
-if sys.platform != "win32":
+if sys.platform == "win32":
+    _FreshContext = None
+else:
     import threading
     from multiprocessing import context, popen_spawn_posix, spawn
 
@@ -74,7 +75,7 @@ if sys.platform != "win32":
         def _Popen(process_obj):
             return _FreshPopen(process_obj)
 
-    class _FreshContext(context.SpawnContext):  # type: ignore[no-redef]
+    class _FreshContext(context.SpawnContext):
         Process = _FreshProcess
 
 
