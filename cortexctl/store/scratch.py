@@ -13,7 +13,8 @@ stores and an import's spilled batches are made here, never in a shared temp dir
   boot of this machine, this pid namespace), so a later process can tell a live command's work
   (never touched) from a dead one's (a reused pid does not count as alive); work made where our
   pids mean nothing (another container or machine sharing the directory) is left for a day;
-- ``sweep`` removes every entry whose process is gone. Every command that takes the store's
+- ``sweep`` removes every entry whose process is gone, and the area when that leaves it empty
+  (or a killed command left it so). Every command that takes the store's
   writer lock sweeps (a directory listing when there is nothing to remove), so what a killed
   command left goes with the next command that writes.
 """
@@ -220,8 +221,9 @@ def sweep(areas: Sequence[Path], *, store_dir: Path | None = None) -> list[str]:
                 continue
             _remove_any(Path(area) / entry)
             removed.append(entry)
-        if removed:
-            _drop_if_empty(Path(area))
+        # emptied now, or left empty by a command killed between making the area and its entry (or
+        # between removing its entry and the area): ``make`` makes it again should one be starting
+        _drop_if_empty(Path(area))
     if store_dir is not None:
         removed += _sweep_legacy(store_dir)
     return removed

@@ -52,6 +52,20 @@ def test_a_sweep_removes_the_dead_and_keeps_the_living(tmp_path):
     assert not area.exists()
 
 
+def test_an_empty_area_a_killed_command_left_is_swept_and_made_again_when_needed(tmp_path):
+    """A command killed between making the area and its entry in it (or between removing its entry
+    and the area) leaves the area empty: the next sweep removes it, and work made after has one."""
+    area = tmp_path / ".store.scratch"
+    area.mkdir(mode=0o700)
+    assert scratch.sweep([area]) == []
+    assert not area.exists()
+    made = scratch.make([area], "bundle")
+    assert made.parent == area and made.is_dir()
+    assert scratch.sweep([area]) == [] and made.is_dir()  # a living command's area stays
+    scratch.remove(made)
+    assert not area.exists()
+
+
 def test_work_made_where_our_pids_mean_nothing_is_left_for_a_day(tmp_path):
     """Another container or machine sharing the directory: its pids are not ours to look up."""
     area = tmp_path / ".store.scratch"
