@@ -273,6 +273,9 @@ def _restore(path: Path, expected: Fingerprint, *, view: bool, by_key: bool = Tr
     return index
 
 
+_VIEW_SLOTS = {False: "index_view", True: "index_view_by_key"}  # a resident cache's kept views
+
+
 def open_view(path: Path, expected: Fingerprint, cache: dict | None = None, *, by_key: bool = False):
     """The index memory-mapped read-only, or None when the file cannot be trusted.
 
@@ -284,7 +287,8 @@ def open_view(path: Path, expected: Fingerprint, cache: dict | None = None, *, b
     ``cache`` (a resident process's, e.g. ``cortexctl mcp``): the view opened last of each kind is
     kept there and given again while the file is the same one (``files.identity``: a write in place
     changes its change time) and the store still
-    expects the same fingerprint. The file is only ever replaced whole, never
+    expects the same fingerprint; a kept view of either kind is let go once the file is another (its
+    mapping would hold a replaced file's disk space). The file is only ever replaced whole, never
     rewritten in place (``install``), so a kept view always maps the content that was checked."""
     if cache is None:
         return _restore(path, expected, view=True, by_key=by_key)
@@ -293,11 +297,13 @@ def open_view(path: Path, expected: Fingerprint, cache: dict | None = None, *, b
     except OSError:
         return None
     key = (str(path), *identity(st), expected)
-    slot = "index_view_by_key" if by_key else "index_view"
+    for other in _VIEW_SLOTS.values():  # a view of a file since replaced is let go, of either kind
+        if other in cache and cache[other][0] != key:
+            del cache[other]
+    slot = _VIEW_SLOTS[by_key]
     kept = cache.get(slot)
-    if kept is not None and kept[0] == key:
+    if kept is not None:
         return kept[1]
-    cache.pop(slot, None)
     index = _restore(path, expected, view=True, by_key=by_key)
     if index is not None:
         cache[slot] = (key, index)

@@ -24,6 +24,7 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import stat
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator, Sequence
@@ -142,8 +143,8 @@ def _area(path: Path) -> Path:
     except FileNotFoundError:
         path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
         path.mkdir(mode=0o700, exist_ok=True)
-    st = os.lstat(path)
-    if not os.path.isdir(path) or os.path.islink(path) or st.st_uid != os.getuid():
+    st = os.lstat(path)  # gone again (a sweep removed it empty): FileNotFoundError, and ``make`` retries
+    if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.getuid():  # a symlink is not a directory here
         raise PermissionError(f"scratch area {path} is not a directory of this user")
     if st.st_mode & 0o077:
         os.chmod(path, 0o700)

@@ -625,6 +625,12 @@ def test_a_view_for_searching_answers_as_one_that_takes_vectors_by_key_and_refus
     kept = hnsw.open_view(tmp_path / "ix", fp, cache, by_key=True)
     assert hnsw.by_key(kept) and kept is hnsw.open_view(tmp_path / "ix", fp, cache, by_key=True)
     assert not hnsw.by_key(hnsw.open_view(tmp_path / "ix", fp, cache))
+    built.add(np.arange(5001, 5011, dtype=np.uint64), x[:10])  # the file replaced (a fold): a kept
+    fp2 = hnsw.save_beside(built, tmp_path / "ix.tmp")  # view of either kind is let go, not left
+    hnsw.install(tmp_path / "ix.tmp", tmp_path / "ix", fp2)  # holding the old file's disk space
+    fresh = hnsw.open_view(tmp_path / "ix", fp2, cache)
+    assert len(fresh) == len(searching) + 10 and "index_view_by_key" not in cache
+    assert [kept[1] for kept in cache.values()] == [fresh]
 
 
 def test_verify_meets_a_fold_that_puts_a_new_index_file_in_place_while_it_looks(big, monkeypatch):

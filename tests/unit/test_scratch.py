@@ -66,6 +66,25 @@ def test_an_empty_area_a_killed_command_left_is_swept_and_made_again_when_needed
     assert not area.exists()
 
 
+def test_work_is_made_when_a_sweep_removes_the_empty_area_under_it(tmp_path, monkeypatch):
+    """A sweep may remove the area, empty, between its making and the check that it is ours: the
+    work is made in it all the same (made again), never refused or put elsewhere."""
+    area = tmp_path / ".store.scratch"
+    real = os.lstat
+    swept = []
+
+    def then_swept(path, *args, **kw):
+        got = real(path, *args, **kw)
+        if os.fspath(path) == os.fspath(area) and not swept:
+            swept.append(scratch.sweep([area]))  # another command's sweep, just after the look
+        return got
+
+    monkeypatch.setattr(scratch.os, "lstat", then_swept)
+    made = scratch.make([area, tmp_path / "elsewhere"], "restore")
+    assert swept == [[]] and made.parent == area and made.is_dir()
+    scratch.remove(made)
+
+
 def test_work_made_where_our_pids_mean_nothing_is_left_for_a_day(tmp_path):
     """Another container or machine sharing the directory: its pids are not ours to look up."""
     area = tmp_path / ".store.scratch"
