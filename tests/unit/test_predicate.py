@@ -6,6 +6,7 @@ answers, bit for bit, on random stores and random viewers, grants, filters and s
 from __future__ import annotations
 
 import random
+from dataclasses import replace
 from datetime import datetime, timedelta
 
 import duckdb
@@ -16,8 +17,10 @@ from cortexctl.engine import salience
 from cortexctl.engine.asof import Heads
 from cortexctl.store import migrations, predicate, records, rules
 from cortexctl.store.interface import HEAD_FIELDS, Filters, Scoring, Viewer
+from cortexctl.store.snapshot import format
 from cortexctl.store.snapshot.builder import collect
 from cortexctl.store.snapshot.delta import _MemSnap
+from cortexctl.store.snapshot.format import SnapshotUnusable
 from cortexctl.store.snapshot.query import _Part
 
 STORES = 40
@@ -193,3 +196,73 @@ def test_heads_in_hand_answer_frame_filters():
     assert predicate.evaluate(predicate.HasFrame("build"), held).tolist() == [True, False, False]
     assert predicate.evaluate(predicate.HasFrame("build", "repo", "github.com/acme/web"), held).tolist() == [False] * 3
     assert predicate.evaluate(predicate.HasFrame("deliver", "file", "x"), held).tolist() == [False, True, False]
+
+
+def _grouped_store(r: random.Random):
+    """A store whose heads share salience's columns in few ways (long groups, some of them wholly
+    forgotten) and whose recency takes few values (ties along a group), held twice: with the
+    salience groups a written file keeps (``format.salient_groups``) and without them."""
+    con = duckdb.connect()
+    migrations.migrate(con)
+    times = [_time(r) for _ in range(r.randint(1, 12))]
+    heads = []
+    for n in range(1, r.randint(30, 300)):
+        h = _head(r, n)
+        h.update(importance=r.choice((3, 7)), access_count=r.choice((0, 5)), citations=r.choice((0, 0, 2)),
+                 confidence=r.choice((0.5, 1.0)), updated_at=r.choice(times), last_used=None)
+        h["created_at"] = h["updated_at"] - timedelta(days=1)
+        heads.append(h)
+    records.bulk_insert(con, "heads", HEAD_FIELDS, heads)
+    arrays, extras = collect(con)
+    groups = format.salient_groups(arrays)
+    assert groups is not None
+    grouped = _Part(_MemSnap.of({**arrays, "salient_order": groups[0], "salient_start": groups[1]}, extras))
+    return con, grouped, _Part(_MemSnap.of(arrays, extras))
+
+
+def test_the_salience_groups_give_the_lane_every_contender_the_whole_mask_gives(monkeypatch):
+    """The salience lane of a file with salience groups looks at the start of each group (its most
+    recent heads) rather than at every head. On random stores of long groups with tied recency
+    (recency weights of 0 among the scorings: a whole group ties), random filters, scorings and
+    limits: its contenders hold every contender the whole mask gives, and its top is SQL's."""
+    monkeypatch.setattr(format, "SALIENT_FROM", 1)
+    monkeypatch.setattr(format, "SALIENT_GROUP_MIN", 1)
+    r = random.Random(20261128)
+    grouped_runs = 0
+    for _ in range(40):
+        con, grouped, whole = _grouped_store(r)
+        for _ in range(10):
+            f = _filters(r)
+            scoring = _scoring(r)
+            if r.random() < 0.3:
+                scoring = replace(scoring, weights=(0.0, *scoring.weights[1:]))
+            limit = r.randint(1, 8)
+            now = predicate.epoch_seconds(scoring.now)
+            want = whole._contenders(f, scoring, limit, now)
+            got = grouped._contenders(f, scoring, limit, now)
+            assert set(want.rows.tolist()) <= set(got.rows.tolist())
+            where, params = records.filter_sql(f)
+            top_sql = records.top_salience(con, where, params, records.salience_sql(scoring), limit)
+            assert [(i, s) for s, _, i in grouped.top_salience(f, scoring, limit)] == top_sql
+            if np.count_nonzero(grouped.mask(f)) > limit:  # else every row of the mask is a contender
+                hold, fall = rules.salient_fall(scoring)
+                grouped_runs += grouped._grouped_contenders(grouped.mask(f), rules.salience(scoring), scoring, limit,
+                                                            fall, hold) is not None
+        con.close()
+    assert grouped_runs >= 80  # the rest pass `limit` or fewer heads: each of them is a contender
+
+
+def test_a_salience_order_naming_no_head_makes_the_file_unusable(monkeypatch):
+    monkeypatch.setattr(format, "SALIENT_FROM", 1)
+    monkeypatch.setattr(format, "SALIENT_GROUP_MIN", 1)
+    con = duckdb.connect()
+    migrations.migrate(con)
+    r = random.Random(7)
+    records.bulk_insert(con, "heads", HEAD_FIELDS, [_head(r, n) for n in range(1, 40)])
+    arrays, extras = collect(con)
+    order, starts = format.salient_groups(arrays)
+    order[len(order) // 2] = len(order) + 5
+    part = _Part(_MemSnap.of({**arrays, "salient_order": order, "salient_start": starts}, extras))
+    scoring = Scoring(NOW, salience.HALF_LIFE_SECONDS, salience.DEFAULT_WEIGHTS)
+    with pytest.raises(SnapshotUnusable, match="salience order"):
+        part.top_salience(Filters(actor="alice", include_tombstoned=True), scoring, 1)

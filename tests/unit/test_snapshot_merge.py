@@ -259,6 +259,37 @@ def test_find_from_a_snapshot_written_from_merged_arrays_answers_as_duckdb(tmp_p
     _answers_as_duckdb(cx, FIND_QUERIES)
 
 
+def test_the_salience_groups_are_written_anew_with_every_file_and_find_answers_as_duckdb(tmp_path, monkeypatch):
+    """A written file keeps the salience lane's groups (``format.salient_groups``) of its own heads:
+    the full build's, then a merge's (the base's groups are not carried over, its heads changed), and
+    find through them answers as DuckDB."""
+    from cortexctl.store.snapshot import format
+
+    monkeypatch.setattr(format, "SALIENT_FROM", 1)  # groups for a small store
+    monkeypatch.setattr(format, "SALIENT_GROUP_MIN", 1)
+    store, cx, ids = _built(tmp_path, 30)
+    salience_queries = [{}, {"k": 3}, {"types": ["event"]}, {"include_tombstoned": True}, {"near": "deploy key"}]
+
+    def groups_as_written():
+        base, _doc = snapshot.open_current(store)
+        try:
+            return [base.whole(name).astype(np.int64).tolist() for name in format.SALIENT]
+        finally:
+            base.close()
+
+    want = format.salient_groups(_full(cx)[0])
+    assert groups_as_written() == [a.tolist() for a in want]
+    _answers_as_duckdb(cx, salience_queries)
+    cx.head(ids[2], importance=10)
+    cx.forget(ids[7], reason="wrong")
+    cx.attest("ship-it", "success", [ids[9], ids[11]])
+    _answers_as_duckdb(cx, salience_queries)
+    _fold_by_merge(store)
+    want = format.salient_groups(_full(cx)[0])
+    assert groups_as_written() == [a.tolist() for a in want]
+    _answers_as_duckdb(cx, salience_queries)
+
+
 def _answer(cx: Cortex, **q) -> list[dict]:
     hits, _ = cx.find_with_warnings(FindQuery(**q))
     return [h.to_json() for h in hits]

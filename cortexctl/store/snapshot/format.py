@@ -41,7 +41,8 @@ WIDE = {"head_access_count": "<u8", "head_citations": "<u8", "head_tags_start": 
         "by_doc_term_at": "<i8",
         "vector_key": "<u8", "vector_head_row": "<i8", "head_actor_code": "<i4", "head_session_code": "<i4",
         "tag_codes": "<i4", "doc_length": "<u4", "data_type": "<i2", "head_current_version": "<u4",
-        "vector_version": "<u4", "vector_model_code": "<i4", "dropped_key": "<u8", "dropped_model_code": "<i4"}
+        "vector_version": "<u4", "vector_model_code": "<i4", "dropped_key": "<u8", "dropped_model_code": "<i4",
+        "salient_order": "<i8", "salient_start": "<i8"}
 # An entry's memory ID is its head row's: a writer stores these ID arrays empty when every entry names
 # its head (``_stored``), and ``Snapshot`` reads them through the rows (the array -> its head rows).
 ENTRY_IDS = {"doc_id": "doc_head_row", "vector_id": "vector_head_row"}
@@ -49,6 +50,13 @@ ENTRY_IDS = {"doc_id": "doc_head_row", "vector_id": "vector_head_row"}
 # every head, and read as the change time in seconds (what DuckDB's ``epoch`` gives).
 SECONDS_OF = {"head_recent_s": "head_updated_us"}
 THROUGH = {**ENTRY_IDS, **SECONDS_OF}  # array stored empty -> the array it is read through
+# The salience lane's summary of the heads (``salient_groups``), derived from their columns as the
+# file is written (a merge leaves it out of what it reads and writes it anew): the heads grouped by
+# every column salience reads but the recency, most recent first within a group. Kept where the
+# groups are few enough to help: SALIENT_FROM heads or more, SALIENT_GROUP_MIN of them a group on average.
+SALIENT = ("salient_order", "salient_start")
+SALIENT_KEYS = ("head_forgotten", "head_importance", "head_access_count", "head_citations", "head_confidence")
+SALIENT_FROM, SALIENT_GROUP_MIN = 4096, 64
 SAMPLED_BLOCKS = 32  # blocks checked on opening a file its checked stamp names (the index file checks as many)
 
 
@@ -269,7 +277,10 @@ def _stored(arrays: dict) -> dict:
     """The arrays as a writer stores them: an ID array ``ENTRY_IDS`` names left empty when each of
     its entries names a head whose ID it is, and the recency ``SECONDS_OF`` names when it is every
     head's change time."""
-    out = dict(arrays)
+    out = {k: v for k, v in arrays.items() if k not in SALIENT}
+    got = salient_groups(out)
+    if got is not None:
+        out["salient_order"], out["salient_start"] = got
     for name, rows in ENTRY_IDS.items():
         ids, at = out.get(name), out.get(rows)
         if ids is not None and at is not None and len(ids) and bool((at >= 0).all()) \
@@ -280,6 +291,32 @@ def _stored(arrays: dict) -> dict:
         if got is not None and at is not None and len(got) and bool((got == at / 1e6).all()):
             out[name] = got[:0]
     return out
+
+
+def salient_groups(arrays: dict):
+    """(order, starts) of the heads for the salience lane (``SALIENT``), or None where it would not
+    help: ``order`` holds the head rows grouped by ``SALIENT_KEYS`` (rows whose salience differs by
+    their recency alone), each group most recent first (equal recency: in row order), and group g is
+    ``order[starts[g]:starts[g + 1]]``. Within a group a salience whose recency only falls with age
+    falls along the order, so the best of a group are at its start (``query._Part``'s
+    ``_contenders``)."""
+    import numpy as np
+
+    if any(arrays.get(k) is None for k in (*SALIENT_KEYS, "head_recent_s")):
+        return None
+    n = len(arrays["head_recent_s"])
+    keys = [arrays[k] for k in SALIENT_KEYS]
+    if n < SALIENT_FROM or any(len(k) != n for k in keys):
+        return None
+    order = np.lexsort((-arrays["head_recent_s"], *reversed(keys)))  # the last key sorts first
+    change = np.zeros(n - 1, dtype=np.bool_)
+    for k in keys:
+        v = k[order]
+        change |= v[1:] != v[:-1]
+    starts = np.flatnonzero(change) + 1
+    if (len(starts) + 1) * SALIENT_GROUP_MIN > n:
+        return None
+    return order.astype(np.int64), np.concatenate(([0], starts, [n])).astype(np.int64)
 
 
 def _fill(a) -> int | bool | None:
@@ -310,6 +347,18 @@ def narrowed(name: str, a):
         if info.min <= lo and hi <= info.max:
             return a.astype(dtype)
     return a.astype(wide, copy=False)
+
+
+def spans(lo, hi):
+    """The positions lo[i] .. hi[i]-1 of every span, in order."""
+    import numpy as np
+
+    lens = (hi - lo).astype(np.int64)
+    total = int(lens.sum())
+    if not total:
+        return np.zeros(0, np.int64)
+    ends = np.cumsum(lens)
+    return np.repeat(lo.astype(np.int64) - (ends - lens), lens) + np.arange(total)
 
 
 def seek(a, want, side: str = "left"):

@@ -24,7 +24,7 @@ from typing import Any
 
 from cortexctl.store.snapshot.builder import NO_TIME, _arrays
 from cortexctl.store.snapshot.delta import _DeltaRows
-from cortexctl.store.snapshot.format import SnapshotUnusable, _widened
+from cortexctl.store.snapshot.format import SALIENT, SnapshotUnusable, _widened, spans
 
 # the heads' one-value-per-row columns (besides the ragged ones below), in the builder's order
 _ROW_COLUMNS = ("head_id", "head_type", "head_actor_code", "head_visibility_code", "head_forgotten",
@@ -56,7 +56,7 @@ def _merge(base, delta: dict, cleared: dict[str, list[int]]) -> tuple[dict, dict
 
     h = base.header
     d, dx = _arrays(_DeltaRows(delta))  # the changed memories' arrays, coded by their own tables
-    b = {name: _widened(name, base.whole(name)) for name in h["arrays"]}
+    b = {name: _widened(name, base.whole(name)) for name in h["arrays"] if name not in SALIENT}  # derived anew
     out: dict[str, Any] = {}
     extras = {k: list(h[k]) for k in ("actors", "visibilities", "sessions", "tags", "models")}
 
@@ -254,18 +254,6 @@ def _splice(base, drop, at, values):
     return out
 
 
-def _spans(lo, hi):
-    """The positions lo[i] .. hi[i]-1 of every span, in order."""
-    import numpy as np
-
-    lens = (hi - lo).astype(np.int64)
-    total = int(lens.sum())
-    if not total:
-        return np.zeros(0, np.int64)
-    ends = np.cumsum(lens)
-    return np.repeat(lo.astype(np.int64) - (ends - lens), lens) + np.arange(total)
-
-
 def _ragged(starts, flat, drop_rows, at_rows, new_starts, new_flat):
     """A variable-length column (offsets ``starts``, values ``flat``) with the rows at ``drop_rows``
     left out and the rows (``new_starts``, ``new_flat``) put in before base rows ``at_rows``."""
@@ -276,7 +264,7 @@ def _ragged(starts, flat, drop_rows, at_rows, new_starts, new_flat):
     merged = _splice(lens, drop_rows, at_rows, new_lens)
     out_starts = np.zeros(len(merged) + 1, dtype=np.int64)
     np.cumsum(merged, out=out_starts[1:])
-    drop = _spans(starts[drop_rows], starts[drop_rows + 1])
+    drop = spans(starts[drop_rows], starts[drop_rows + 1])
     at = np.repeat(starts[at_rows], new_lens)
     return out_starts, _splice(flat, drop, at, new_flat)
 
@@ -306,7 +294,7 @@ def _postings(b: dict, d: dict, gone_docs) -> dict | None:
     bt, bs, bd = b["by_term_term"], b["by_term_start"], b["by_term_doc"]
     # the gone docs' postings, by doc (whole spans) and where each sits by term
     gj = _found(b["by_doc_doc"], gone_docs.astype(np.uint64))
-    drop_by_doc = _spans(b["by_doc_start"][gj], b["by_doc_start"][gj + 1])
+    drop_by_doc = spans(b["by_doc_start"][gj], b["by_doc_start"][gj + 1])
     g_term = bt[b["by_doc_term_at"][drop_by_doc]]
     g_doc = np.repeat(b["by_doc_doc"][gj], np.diff(b["by_doc_start"])[gj]) if len(gj) else np.zeros(0, np.uint64)
     tj = np.searchsorted(bt, g_term)

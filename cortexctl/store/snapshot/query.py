@@ -17,7 +17,7 @@ from cortexctl.store.predicate import epoch_seconds, evaluate
 from cortexctl.store.snapshot.builder import NO_TIME, rendered
 from cortexctl.store.snapshot.delta import _MemSnap
 from cortexctl.store.snapshot.format import (EPOCH, SNAPSHOT_NAME, Snapshot, SnapshotUnusable, _stamp_ok, _us, seek,
-                                              unpack_data)
+                                              spans, unpack_data)
 
 SESSION_PASSES = 64  # sessions a first ``session_around`` finds by a pass each over the column (0.5 ms a pass
 # at 1M), not a sort of it (50-135 ms)
@@ -68,6 +68,16 @@ def _as_number(a):
     import numpy as np
 
     return a if a.dtype == np.bool_ or a.dtype == np.float64 else a.astype(np.float64)
+
+
+def _floor(approx, limit: int, fall: float, hold: float) -> float:
+    """The lowest approximate salience a contender of the salience lane may have: the ``limit``-th
+    best of ``approx``, less room for the vectorised power's error (about an ulp) and for the fall of
+    recency while the contenders are held (``rules.salient_fall``)."""
+    import numpy as np
+
+    cut = float(-np.partition(-approx, limit - 1)[limit - 1])
+    return cut - 1e-9 * max(1.0, abs(cut)) - fall - 1e-9 * bool(hold)
 
 
 class _Rows:
@@ -392,19 +402,83 @@ class _Part:
         vectorised power's error (about an ulp) and for the fall of recency until then."""
         import numpy as np
 
-        rows = np.flatnonzero(self.mask(filters))
+        m = self.mask(filters)
         hold, fall = rules.salient_fall(scoring)
-        if len(rows) > limit:
-            approx = np.broadcast_to(evaluate(rules.salience(scoring), _Rows(self, rows, dense=True), exact=False),
-                                     (len(rows),))
-            cut = np.partition(-approx, limit - 1)[limit - 1] * -1
-            keep = approx >= cut - 1e-9 * max(1.0, abs(cut)) - fall - 1e-9 * bool(hold)
-            rows = rows[keep]
+        if np.count_nonzero(m) > limit:
+            rule = rules.salience(scoring)
+            rows = self._grouped_contenders(m, rule, scoring, limit, fall, hold)
+            if rows is None:  # every row of the mask, at once
+                rows = np.flatnonzero(m)
+                approx = np.broadcast_to(evaluate(rule, _Rows(self, rows, dense=True), exact=False), (len(rows),))
+                rows = rows[approx >= _floor(approx, limit, fall, hold)]
         else:
+            rows = np.flatnonzero(m)
             hold = float("inf")  # all of them are contenders while the part is the same
         s = self.snap
         return _Salient(now, now + hold, rows, s.take("head_updated_us", rows).tolist(),
                         [b.decode() for b in s.take("head_id", rows).tolist()])
+
+    def _grouped_contenders(self, m, rule, scoring: Scoring, limit: int, fall: float, hold: float):
+        """The rows of mask ``m`` (more than ``limit``) at or above the floor (``_floor``) of their
+        approximate salience, found through the file's salience groups (``format.salient_groups``)
+        rather than over every row; None when the file keeps no groups or salience may rise with
+        age (a negative recency weight or half-life: the order within a group then says nothing).
+
+        Within a group the approximate salience only falls along the order, so the start of each
+        group, long enough to hold ``limit`` rows of the mask (or the whole group), holds that group's
+        best; the floor taken over these rows is at most the floor over every row, so more rows
+        reach it, never fewer. A group not looked at to its end is then looked at further only while
+        the last row looked at still reaches the floor."""
+        import numpy as np
+
+        if "salient_start" not in self.h["arrays"] or not (scoring.weights[0] >= 0 and scoring.half_life > 0):
+            return None
+        s, n = self.snap, self.n
+        starts = s.whole("salient_start").astype(np.int64)
+        if len(starts) < 2 or starts[0] != 0 or starts[-1] != n or bool((starts[1:] <= starts[:-1]).any()):
+            raise SnapshotUnusable(f"search snapshot {SNAPSHOT_NAME}: its salience groups do not cover its heads")
+        lo, hi = starts[:-1], starts[1:]
+
+        def rows_at(pos):
+            r = s.take("salient_order", pos).astype(np.int64)
+            if len(r) and (int(r.min()) < 0 or int(r.max()) >= n):
+                raise SnapshotUnusable(f"search snapshot {SNAPSHOT_NAME}: its salience order names no head")
+            return r
+
+        def approx(rows):
+            return np.broadcast_to(evaluate(rule, _Rows(self, rows), exact=False), (len(rows),))
+
+        group = np.arange(len(lo))
+        done, step = lo.copy(), np.full(len(lo), 2 * limit, dtype=np.int64)
+        seen = np.zeros(len(lo), dtype=np.int64)  # rows of the mask met in each group
+        found = []
+        active = group
+        while len(active):
+            end = np.minimum(done[active] + step[active], hi[active])
+            r = rows_at(spans(done[active], end))
+            ok = m[r]
+            found.append(r[ok])
+            seen[active] += np.bincount(np.repeat(np.arange(len(active)), end - done[active])[ok],
+                                        minlength=len(active))
+            done[active], step[active] = end, step[active] * 4
+            active = active[(seen[active] < limit) & (done[active] < hi[active])]
+        rows = np.concatenate(found)
+        got = approx(rows)
+        floor = _floor(got, limit, fall, hold)
+        keep = [rows[got >= floor]]
+        slack = 1e-12 * max(1.0, abs(floor))  # the vectorised power may step back by an ulp along the order
+        open_ = group[done < hi]
+        while len(open_):
+            open_ = open_[approx(rows_at(done[open_] - 1)) >= floor - slack]  # its last row looked at
+            if not len(open_):
+                break
+            end = np.minimum(done[open_] + step[open_], hi[open_])
+            r = rows_at(spans(done[open_], end))
+            r = r[m[r]]
+            keep.append(r[approx(r) >= floor])
+            done[open_], step[open_] = end, step[open_] * 4
+            open_ = open_[done[open_] < hi[open_]]
+        return np.sort(np.concatenate(keep))
 
     def result_rows(self, ids: Sequence[str], form: str) -> dict[str, dict]:
         rows, found = self._rows(ids)
