@@ -76,6 +76,25 @@ def test_document_frequencies_leave_out_what_the_actor_may_not_see(storage):
         assert tx.term_df([5], tx.hidden_docs("bob")) == {5: 2}  # alice's private one is hidden from bob
 
 
+def test_the_snapshots_hidden_docs_are_duckdbs_also_where_a_memory_holds_two_docs(storage):
+    """The snapshot finds a viewer's hidden docs by each head's doc; a damaged store where a memory
+    holds two docs (``verify`` names it) still gets both from it, as from DuckDB."""
+    put(storage, memory(1), memory(2, actor="bob"), memory(3, actor="bob", visibility="public"))
+    with storage.transaction() as tx:
+        tx.add_terms([(ident(1), [5]), (ident(2), [5]), (ident(3), [6])])
+    for damaged in (False, True):
+        if damaged:
+            with storage.transaction() as tx:
+                tx.add_terms([(ident(2), [6])])  # a second doc of bob's private memory
+        with storage.reading() as tx:
+            want = {who: sorted(tx.hidden_docs(who).tolist()) for who in ("alice", "bob", "carol")}
+        assert len(want["alice"]) == 1 + damaged
+        assert storage.refresh_snapshot()["action"] == "build"
+        assert storage.snapshot_state() == "current"
+        with storage.searching() as tx:
+            assert {who: sorted(tx.hidden_docs(who).tolist()) for who in want} == want
+
+
 def test_vectors_get_increasing_keys_and_come_back_by_key(storage):
     put(storage, memory(1), memory(2), memory(3))
     mat = unit_rows(3)

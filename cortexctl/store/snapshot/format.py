@@ -319,6 +319,17 @@ def salient_groups(arrays: dict):
     return order.astype(np.int64), np.concatenate(([0], starts, [n])).astype(np.int64)
 
 
+def one_doc_a_head(arrays: dict) -> bool:
+    """Every doc with a head row is that head's only doc, so ``head_doc`` names each of them (as in
+    every store but a damaged one, where a memory holds two docs): written in the header, for
+    ``query._Part``'s hidden docs."""
+    import numpy as np
+
+    rows, docs = arrays.get("doc_head_row"), arrays.get("head_doc")
+    return rows is not None and docs is not None and \
+        int(np.count_nonzero(rows >= 0)) == int(np.count_nonzero(docs >= 0))
+
+
 def _fill(a) -> int | bool | None:
     """The one value of an integer or boolean array that holds nothing else (the header then holds it
     instead of the file: no valid times set, no use counted, one model), else None."""
@@ -606,7 +617,7 @@ def _write_file(tmp: Path, arrays: dict, extras: dict, stamp: dict) -> int:
     data_bytes = off
     crcs = np.zeros(-(-data_bytes // BLOCK), dtype="<u4")
     header = {"format": FORMAT, "forms": RENDERING, "data_dictionary": data_dictionary()[1], "block": BLOCK,
-              **stamp, **extras, "arrays": specs, "data_bytes": data_bytes}
+              **stamp, **extras, "one_doc_a_head": one_doc_a_head(arrays), "arrays": specs, "data_bytes": data_bytes}
     with open(tmp, "wb") as fh:
         # the data first, after room for the header, then the header with the block CRCs
         probe = json.dumps({**header, "crcs": "00000000" * len(crcs)}, separators=(",", ":")).encode()

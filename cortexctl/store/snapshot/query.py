@@ -131,6 +131,7 @@ class _Part:
         self._sorted_times: dict = {}  # valid time column -> its non-NULL values, sorted (``_mask_key``)
         self._salient: dict = {}  # (mask key, half-life, weights, limit) -> _Salient (``top_salience``)
         self._hidden: dict = {}  # Viewer -> the doc numbers it may not see (``hidden_docs``)
+        self._one_doc = None  # each head has one doc at most (``_one_doc_a_head``), once asked
         self._spans: dict = {}  # term -> (lo, hi) in the by-term postings, or None (``_term_spans``)
         self._sessions = None  # (session codes sorted, their rows) (``session_around``), once asked again
         self._session_asks = 0
@@ -631,15 +632,35 @@ class _Part:
         return got
 
     def _hidden_docs(self, viewer: Viewer):
+        """The docs of the heads ``viewer`` may not see, by each head's doc (``head_doc``: one pass
+        over the heads), less those a delta overrides; in no particular order. Through the docs' head
+        rows instead where a head has more than one doc (a damaged store: ``verify`` names it)."""
         import numpy as np
 
         s = self.snap
-        row = s.whole("doc_head_row")
-        has = row >= 0
-        r = np.where(has, row, 0)
-        seen = self.seen(viewer)[r] if self.n else np.zeros(len(row), np.bool_)
-        docs = s.whole("doc_number")[has & ~seen].astype(np.uint64)
-        return docs[self._live_docs(docs)] if self.dead_docs is not None else docs
+        if not self._one_doc_a_head():
+            row = s.whole("doc_head_row")
+            has = row >= 0
+            seen = self.seen(viewer)[np.where(has, row, 0)] if self.n else np.zeros(len(row), np.bool_)
+            docs = s.whole("doc_number")[has & ~seen].astype(np.uint64)
+            return docs[self._live_docs(docs)] if self.dead_docs is not None else docs
+        out = ~self.seen(viewer)
+        dead = self.dead_rows()
+        if dead is not None:
+            out &= ~dead
+        docs = s.whole("head_doc")[out]
+        return docs[docs >= 0].astype(np.uint64)
+
+    def _one_doc_a_head(self) -> bool:
+        """Every doc with a head row is that head's only doc (``head_doc`` names each of them)."""
+        import numpy as np
+
+        if self._one_doc is None:
+            s = self.snap
+            self._one_doc = self.n > 0 and (self.h.get("one_doc_a_head") or (  # a file's header says so
+                "one_doc_a_head" not in self.h
+                and np.count_nonzero(s.whole("doc_head_row") >= 0) == np.count_nonzero(s.whole("head_doc") >= 0)))
+        return self._one_doc
 
     def term_df(self, terms: Sequence[int], hidden) -> dict[int, int]:
         out: dict[int, int] = {}
