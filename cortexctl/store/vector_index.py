@@ -515,7 +515,10 @@ def nearest(tx, store: DuckStorage, model: str, query_vec, filters: Filters, n: 
                 if s > found.get(i, -2.0):
                     found[i] = s
         unindexed = []
-        if len(found) >= n or want >= len(index):
+        # the search reached down to its last similarity: a memory it did not give may be nearer than
+        # any found below that (a pending one compared exactly), so only those at or above it count
+        reach = float(sims.min()) if len(keys) >= want else -2.0
+        if want >= len(index) or sum(s >= reach for s in found.values()) >= n:
             break
         if want >= WIDEST * base:
             # A filter that keeps few of the memories the index finds: compare them all exactly.

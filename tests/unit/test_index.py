@@ -101,6 +101,31 @@ def test_a_viewer_who_sees_a_tenth_of_the_store_gets_the_exact_nearest_through_t
     assert [i for i, _ in lane][:5] == _exact_nearest(cx, "item1230 kilo", 5)
 
 
+@pytest.mark.slow
+def test_memories_newer_than_the_index_file_do_not_stand_in_for_nearer_ones_the_search_did_not_reach(big, monkeypatch):
+    """The memories written since the index file (the pending tail) are compared exactly beside the
+    index's first answer. Many of them passing a filter, far from the query, must not end the search
+    as if they were the nearest: the filtered memories the search did not reach are nearer, so the
+    index gives up and the answer is the exact one."""
+    monkeypatch.setattr(semantic, "EXACT_MAX", 20)  # the rare tag's 10 plus the tail's 40 go through the index
+    monkeypatch.setattr(semantic, "WIDEST", 1)  # one search of the index before the exact one
+    monkeypatch.setenv("CORTEXCTL_FOLD", "inline")  # no background fold takes the tail into the file
+    cx = Cortex(store=big, actor="alice")
+    for i in range(40):
+        cx.write("fact", f"zz{i} qq{i} unrelated words {i}", tags=["rare"])
+    with cx.store.reading() as tx:
+        _count, _max_key, dim = tx.vector_stats(cx.embedder.model)
+        q = np.frombuffer(cx.embedder.embed_bytes("note item1500 alpha"), dtype="<f4")
+        f = Filters(actor="alice", tags=("rare",))
+        assert tx.count_heads(f) == 50
+        want, _ = semantic.nearest(tx, cx.store, cx.embedder.model, q, f, 20, exact=True)
+        got, note = semantic.nearest(tx, cx.store, cx.embedder.model, q, f, 20)
+        assert len(tx.vectors_after(cx.embedder.model, semantic.read_record(cx.store).max_key, dim)[0]) == 40
+    assert [i for i, _ in got] == [i for i, _ in want]  # the same memories (the index's f16 similarities aside)
+    assert {i for i, _ in want} >= {h.id for h in cx.find(FindQuery(tags=["rare"], k=50)) if h.text.startswith("note ")}
+    assert note is not None  # the index gave up: exact
+
+
 def test_the_first_search_asks_for_enough_that_the_share_the_filters_pass_keeps_n():
     assert semantic.first_want(10, 1000, 1000) == 64  # nothing filtered out: twice n, at least 64
     assert semantic.first_want(50, 1000, 1000) == 100
