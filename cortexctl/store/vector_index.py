@@ -515,10 +515,7 @@ def nearest(tx, store: DuckStorage, model: str, query_vec, filters: Filters, n: 
                 if s > found.get(i, -2.0):
                     found[i] = s
         unindexed = []
-        # the search reached down to its last similarity: a memory it did not give may be nearer than
-        # any found below that (a pending one compared exactly), so only those at or above it count
-        reach = float(sims.min()) if len(keys) >= want else -2.0
-        if want >= len(index) or sum(s >= reach for s in found.values()) >= n:
+        if want >= len(index) or _reached(found, sims, n):
             break
         if want >= WIDEST * base:
             # A filter that keeps few of the memories the index finds: compare them all exactly.
@@ -527,6 +524,16 @@ def nearest(tx, store: DuckStorage, model: str, query_vec, filters: Filters, n: 
         want = min(want * 4, WIDEST * base)
     ranked = sorted(((i, s) for i, s in found.items() if s > 0), key=lambda kv: (-kv[1], kv[0]))[:n]
     return ranked, None
+
+
+def _reached(found: dict[str, float], sims, n: int) -> bool:
+    """Whether ``n`` of the memories ``found`` (id -> similarity) are at least as near as the farthest
+    one the index search gave (``sims``, its similarities): a memory it did not give may be nearer
+    than any found below that (one newer than the file, compared exactly), so only those count. By
+    what it gave, not by how many were asked: a search may give fewer while the index holds more
+    (removed vectors' slots). A search that gave none reached nothing."""
+    reach = float(sims.min()) if len(sims) else float("inf")
+    return sum(s >= reach for s in found.values()) >= n
 
 
 def first_want(n: int, total: int, passing: int) -> int:

@@ -126,6 +126,15 @@ def test_memories_newer_than_the_index_file_do_not_stand_in_for_nearer_ones_the_
     assert note is not None  # the index gave up: exact
 
 
+def test_only_memories_as_near_as_the_search_reached_count_toward_the_n_found():
+    sims = np.array([0.9, 0.7, 0.5], dtype=np.float32)  # what the index search gave, whatever it was asked
+    found = {"a": 0.9, "b": 0.7, "pending-far": 0.1, "pending-near": 0.8}
+    assert semantic._reached(found, sims, 3)  # a, b and the near pending one
+    assert not semantic._reached(found, sims, 4)  # the far pending one may stand behind nearer memories
+    assert semantic._reached({"a": 0.5}, sims, 1)  # at the reach itself
+    assert not semantic._reached({"pending": 0.99}, np.zeros(0, dtype=np.float32), 1)  # a search that gave none
+
+
 def test_the_first_search_asks_for_enough_that_the_share_the_filters_pass_keeps_n():
     assert semantic.first_want(10, 1000, 1000) == 64  # nothing filtered out: twice n, at least 64
     assert semantic.first_want(50, 1000, 1000) == 100

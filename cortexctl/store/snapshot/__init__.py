@@ -80,10 +80,11 @@ by everyone when public, and when scoped by a sub-agent one of whose live grants
 filters are SQL only (the snapshot holds no frames: find asks DuckDB). The grants are carried in the
 header (``grants``: those not revoked, store-wide, with their expiry) like the learned weights, so a
 delta's header has them anew after every write, a grant or a revocation included (which touch no
-memory's rows). A written file also keeps the heads grouped by the columns salience reads other than
+memory's rows). A written file also keeps, where they help (``format.SALIENT_FROM`` heads or more,
+``SALIENT_GROUP_MIN`` a group on average), the heads grouped by the columns salience reads other than
 recency, most recent first in each group (``format.salient_groups``, derived from the heads as the
-file is written, by a build and by a merge alike): the salience lane looks at the start of each group
-rather than at every head (``query._Part._grouped_contenders``).
+file is written, by a build and by a merge alike): the salience lane then looks at the start of each
+group rather than at every head (``query._Part._grouped_contenders``).
 
 **A resident process** (``cortexctl mcp``: ``DuckStorage.maps``) keeps the snapshot's mapping while
 the file is the same (``format._map``), the delta's document while the file holds the same bytes
