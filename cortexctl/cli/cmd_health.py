@@ -10,7 +10,7 @@ def healthcheck(config, *, strict, store, actor, wait, json) -> None:
     from cortexctl import config as config_mod
     from cortexctl.cli.output import Output
     from cortexctl.engine import health
-    from cortexctl.engine.results import HealthReport
+    from cortexctl.engine.reports import HealthReport
     from cortexctl.errors import CortexError, IntegrityError
 
     out = Output(json=json)

@@ -29,7 +29,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Iterable
 
 from cortexctl.engine import salience
-from cortexctl.engine.results import AttestResult
+from cortexctl.engine.reports import AttestResult
 from cortexctl.errors import RateLimited, UsageError
 from cortexctl.memory import codec
 from cortexctl.memory.ids import parse_ref

@@ -15,7 +15,7 @@ from cortexctl.engine import when
 from cortexctl.engine.context import Context
 from cortexctl.engine.documents import ChangeLog
 from cortexctl.engine.refs import resolve
-from cortexctl.engine.results import Change, FieldChange, VersionDiff
+from cortexctl.engine.reports import Change, FieldChange, VersionDiff
 from cortexctl.errors import IntegrityError, NotFound, UsageError
 from cortexctl.memory import codec
 from cortexctl.memory.ids import parse_ref

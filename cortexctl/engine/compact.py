@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Iterable
 
 from cortexctl.engine import salience
-from cortexctl.engine.results import Checkpoint, CompactedItem, CompactResult, KeptItem
+from cortexctl.engine.reports import Checkpoint, CompactedItem, CompactResult, KeptItem
 from cortexctl.engine.refs import AMBIGUOUS, MISSING, look_up
 from cortexctl.engine.rows import micros
 from cortexctl.errors import (AmbiguousRef, BudgetUnreachable, IntegrityError, InvalidData, NotFound, UsageError,

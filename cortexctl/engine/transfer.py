@@ -52,7 +52,8 @@ from typing import IO, Any, Callable
 
 from cortexctl.engine.context import Context
 from cortexctl.engine.validtime import check_interval
-from cortexctl.engine.results import ImportReport, LineProblem, Tombstone, iso
+from cortexctl.engine.reports import ImportReport, LineProblem
+from cortexctl.engine.results import Tombstone, iso
 from cortexctl.engine.rows import (
     clean_frames,
     clean_tags,

@@ -41,7 +41,8 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
 from cortexctl.engine import replay, salience
-from cortexctl.engine.results import Problem, VerifyReport, iso
+from cortexctl.engine.reports import Problem, VerifyReport
+from cortexctl.engine.results import iso
 from cortexctl.errors import CortexError, IntegrityError, NotFound, UsageError
 from cortexctl.memory import codec
 from cortexctl.memory.ids import memory_uri

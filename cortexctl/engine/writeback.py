@@ -23,7 +23,7 @@ from typing import Iterable
 
 from cortexctl.engine import memories
 from cortexctl.engine.context import Context
-from cortexctl.engine.results import WriteBack
+from cortexctl.engine.reports import WriteBack
 from cortexctl.engine.rows import plain
 from cortexctl.errors import UsageError
 from cortexctl.memory import codec

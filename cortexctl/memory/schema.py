@@ -155,6 +155,13 @@ def format_time(dt: datetime) -> str:
     return text + "Z"
 
 
+def iso(dt: datetime | None) -> str | None:
+    """A stored time (naive UTC) as ISO 8601 text with a Z (``format_time``); None stays None."""
+    if dt is None:
+        return None
+    return format_time(dt if dt.tzinfo else dt.replace(tzinfo=timezone.utc))
+
+
 def now_text() -> str:
     return format_time(datetime.now(timezone.utc))
 

@@ -94,7 +94,7 @@ def _session_summarize(cx, *, session, pending):
 
 
 def _healthcheck(cx):
-    from cortexctl.engine.results import HealthReport
+    from cortexctl.engine.reports import HealthReport
 
     return HealthReport(cx.healthcheck())
 
@@ -137,7 +137,7 @@ def _session_add_many(cx, *, turns, reopen):
 
 def _consolidate(cx, *, transcripts, dry_run, again, jobs, on_done=None):
     """One (source, text): its result; several: the run's, each result passed to ``on_done`` as it is written."""
-    from cortexctl.engine.results import ConsolidateResult, ConsolidateRun
+    from cortexctl.engine.reports import ConsolidateResult, ConsolidateRun
 
     each = None if on_done is None else (lambda doc: on_done(ConsolidateResult.of(doc)))
     docs = cx.consolidate_many(transcripts, dry_run=dry_run, again=again, jobs=jobs, on_done=each)
@@ -147,13 +147,13 @@ def _consolidate(cx, *, transcripts, dry_run, again, jobs, on_done=None):
 
 
 def _reindex(cx, *, rebuild, progress=None):
-    from cortexctl.engine.results import ReindexResult
+    from cortexctl.engine.reports import ReindexResult
 
     return ReindexResult.of(cx.reindex(rebuild=rebuild, progress=progress))
 
 
 def _export(cx, *, sink):
-    from cortexctl.engine.results import Count
+    from cortexctl.engine.reports import Count
 
     return Count("memories", cx.export_jsonl(sink))
 
