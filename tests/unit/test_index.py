@@ -593,10 +593,15 @@ def test_an_exact_search_by_keys_answers_as_the_store_alone_with_writes_after_th
             assert semantic._exact(tx, filters, model, dim, q, 5, store=cx.store) == want
             assert semantic._exact(tx, filters, model, dim, q, 5, store=cx.store, opened=(rec, index)) == want
             assert semantic._exact(tx, filters, model, dim, q, 5, store=cx.store, opened=(rec, searching)) == want
+            # past BY_KEYS_MAX the candidates' rows are found among the file's own (an f16 file's)
+            slotted = semantic._by_slots(tx, cx.store, rec, ids, keys, model, dim, q, 5, None)
+            assert (slotted is None) == (dtype == "f32")
+            if slotted is not None:
+                assert {i for i, _ in want} <= set(slotted[0]) and len(slotted[0]) == len(slotted[1])
             with monkeypatch.context() as m:
                 m.setattr(semantic, "BY_KEYS_MAX", 3)
-                assert semantic._by_keys(tx, index, ids, keys, rec.max_key, model, dim, q, 5) is None
                 assert semantic._exact(tx, filters, model, dim, q, 5, store=cx.store) == want
+                assert semantic._exact(tx, filters, model, dim, q, 5, store=cx.store, opened=(rec, index)) == want
 
 
 def test_similarities_are_the_same_for_a_row_whatever_rows_come_with_it():
@@ -712,3 +717,147 @@ def test_a_directory_where_the_index_record_goes_is_one_line_naming_it(cli, stor
     (store / name).rmdir()
     assert cli("reindex", "--rebuild").code == 0
     assert_store_verifies(store)
+
+
+def test_the_rough_float16_comparison_keeps_every_exact_nearest_neighbour():
+    """``_rough`` judges float16 rows by usearch's similarities (the query rounded to float16 too)
+    and keeps those that can be among the exact n nearest: whatever the spread (near-ties that
+    rounding reorders), the rows' scale (unit, large, below float16's normal range) or ties, the
+    exact n nearest are always kept, with spread rows most are not, and a value float16 cannot
+    bound (infinite, NaN) gives no judgement."""
+    import numpy as np
+
+    from cortexctl.store import vector_index as vi
+
+    rng = np.random.default_rng(20261128)
+    pruned = 0
+    for trial in range(300):
+        d = int(rng.choice([8, 64, 384]))
+        m = int(rng.integers(2, 3000))
+        spread = float(rng.choice([0.0, 1e-5, 1e-4, 1e-3, 1e-2, 1.0]))
+        base = rng.standard_normal(d).astype(np.float32)
+        x = base + spread * rng.standard_normal((m, d))
+        if trial % 3:
+            x /= np.linalg.norm(x, axis=1, keepdims=True)
+        x *= float(rng.choice([1.0, 1.0, 300.0, 1e-5]))
+        rows = x.astype(np.float16)
+        q = (base + 0.1 * rng.standard_normal(d)).astype(np.float32)
+        q /= np.linalg.norm(q)
+        n = int(rng.integers(1, 12))
+        kept = vi._rough(rows, q, n)
+        assert kept is not None and np.all(np.diff(kept) > 0)
+        exact = vi._similarities(rows.astype(np.float32), q)
+        ids = np.asarray([f"m{i:05d}" for i in rng.permutation(m)])
+        top = np.lexsort((ids, -exact))[:n]
+        assert set(top.tolist()) <= set(kept.tolist()), (trial, d, m, spread, n)
+        pruned += len(kept) < m
+    assert pruned > 40
+    rows = rng.standard_normal((50, 8)).astype(np.float16)
+    for bad in (np.inf, -np.inf, np.nan):
+        spoilt = rows.copy()
+        spoilt[7, 3] = bad
+        assert vi._rough(spoilt, np.ones(8, dtype=np.float32), 3) is None
+    assert vi._rough(rows, np.full(8, 1e6, dtype=np.float32), 3) is None
+
+
+def test_ranking_many_float16_rows_roughly_first_gives_the_exact_answer(monkeypatch):
+    """``_ranked`` over many float16 rows (compared roughly first) gives the same ids and the same
+    similarities, bit for bit, as over the rows widened to float32 (compared one by one)."""
+    import numpy as np
+
+    from cortexctl.store import vector_index as vi
+
+    rng = np.random.default_rng(11)
+    x = rng.standard_normal((6000, 64)).astype(np.float32)
+    x[100:200] = x[5]  # ties, broken by id
+    x /= np.linalg.norm(x, axis=1, keepdims=True)
+    rows = x.astype(np.float16)
+    ids = [f"m{i:05d}" for i in rng.permutation(len(rows))]
+    for q in (x[5], x[17] + 0.3 * x[99], rng.standard_normal(64).astype(np.float32)):
+        q = (q / np.linalg.norm(q)).astype(np.float32)
+        for n in (1, 10, 150):
+            assert vi._ranked(ids, rows, q, n) == vi._ranked(ids, rows.astype(np.float32), q, n)
+
+
+def test_slot_rows_are_the_keys_and_vectors_usearch_holds_in_each_slot(tmp_path):
+    """``slot_rows`` reads an f16 file's own bytes: each slot's key (``FREE_KEY`` where a vector was
+    removed) with the very float16 row usearch hands for that key, whatever order a threaded build
+    gave the slots and after removals and a later add; a resident cache keeps it while the file is
+    the same. It refuses (None, no crash) a damaged file, an f32 file, and a layout that does not
+    account for the file's bytes."""
+    import numpy as np
+    from usearch.index import Index
+
+    from cortexctl.index import hnsw
+
+    rng = np.random.default_rng(4)
+    x = rng.standard_normal((5000, 32)).astype(np.float32)
+    built = Index(ndim=32, metric="cos", dtype="f16", connectivity=16)
+    built.add(np.arange(1, 5001, dtype=np.uint64), x, threads=2)
+    built.remove(np.arange(1, 5001, 9, dtype=np.uint64))
+    built.add(np.arange(9001, 9004, dtype=np.uint64), x[:3])
+    path = tmp_path / "ix"
+    fp = _saved(built, path)
+    cache: dict = {}
+    keys, rows = hnsw.slot_rows(path, fp, cache)
+    present = keys != hnsw.FREE_KEY
+    assert int(present.sum()) == len(built) == fp.count and rows.shape == (len(keys), 32)
+    want = set(range(1, 5001)) - set(range(1, 5001, 9)) | {9001, 9002, 9003}
+    assert set(keys[present].tolist()) == want
+    for slot in np.flatnonzero(present).tolist():
+        assert rows[slot].tobytes() == built.get(int(keys[slot]), dtype="f16").tobytes()
+    assert hnsw.slot_rows(path, fp, cache)[0] is keys  # kept while the file is the same
+
+    raw = np.frombuffer(bytearray(path.read_bytes()), dtype=np.uint8)
+    assert hnsw._slot_layout(raw, fp) is not None
+    rows_n = int(raw[:4].view("<u4")[0])
+    levels_at = 8 + rows_n * 64 + 64 + 40
+    for spoil in ("level", "tail", "magic"):
+        bad = raw.copy()
+        if spoil == "level":  # one node's level in the levels block, not in the node
+            first = int(np.flatnonzero(bad[levels_at:levels_at + 2 * rows_n].view("<i2") == 0)[0])
+            bad[levels_at + 2 * first] = 1
+        elif spoil == "magic":
+            bad[8 + rows_n * 64] ^= 0xFF
+        else:
+            bad = np.concatenate((bad, np.zeros(16, dtype=np.uint8)))
+        assert hnsw._slot_layout(bad, fp) is None, spoil
+
+    fresh = Index(ndim=32, metric="cos", dtype="f16", connectivity=16)
+    fresh.add(np.arange(1, 101, dtype=np.uint64), x[:100])
+    fp2 = _saved(fresh, path)
+    assert hnsw.slot_rows(path, fp, cache) is None  # the file the store recorded is gone
+    assert len(hnsw.slot_rows(path, fp2, cache)[0]) == 100
+    with open(path, "r+b") as fh:  # a byte flipped in place
+        fh.seek(8 + 50 * 64)
+        b = fh.read(1)
+        fh.seek(-1, os.SEEK_CUR)
+        fh.write(bytes([b[0] ^ 0x55]))
+    assert hnsw.slot_rows(path, fp2) is None
+    wide = Index(ndim=32, metric="cos", dtype="f32")
+    wide.add(np.arange(1, 101, dtype=np.uint64), x[:100])
+    assert hnsw.slot_rows(path, _saved(wide, path)) is None
+
+
+def test_rows_read_from_slots_that_are_not_the_store_s_are_not_used(big):
+    """``_by_slots`` checks each row it keeps against the store's row for the same key: a file read
+    with its keys in the wrong slots (a cache handing a misread table) gives None, and find reads
+    the store instead."""
+    import numpy as np
+
+    cx = Cortex(store=big, actor="alice")
+    cx.reindex()
+    model, filters = cx.embedder.model, Filters(actor="alice")
+    cache: dict = {}
+    with cx.store.searching() as tx:
+        count, max_key, dim = tx.vector_stats(model)
+        rec, why = semantic.index_state(tx, cx.store, model, dim)
+        assert why == "ok"
+        ids, keys = tx.vector_keys_for(filters, model)
+        q = np.frombuffer(cx.embedder.embed_bytes("note 2000 item2000 alpha"), dtype="<f4")
+        want = semantic._exact(tx, filters, model, dim, q, 5)
+        got = semantic._by_slots(tx, cx.store, rec, ids, keys, model, dim, q, 5, cache)
+        assert got is not None and {i for i, _ in want} <= set(got[0])
+        slot_keys, rows = cache[hnsw._SLOT_ROWS][1]
+        cache[hnsw._SLOT_ROWS] = (cache[hnsw._SLOT_ROWS][0], (np.roll(slot_keys, 1), rows))
+        assert semantic._by_slots(tx, cx.store, rec, ids, keys, model, dim, q, 5, cache) is None
