@@ -555,9 +555,10 @@ def _exact(tx, filters: Filters, model, dim, q, n, *, store=None, cache=None, op
 
     A backend that knows the candidates' vector keys cheaply (the search snapshot) gives
     those, and the trusted index file's vectors pick the candidates that can be among the ``n``
-    nearest: few candidates by key (``_by_keys``), many from the file's own rows
-    (``_by_slots``); the store then hands those few vectors by key. Otherwise, or when the file does
-    not cover the keys, the store hands every candidate's vector (``_ranked``).
+    nearest: an f16 file's from its own rows (``_by_slots``), an f32 file's (an earlier version's)
+    by key from usearch when they are few (``_by_keys``); the store then hands those few vectors by
+    key. Otherwise, or when the file does not cover the keys, the store hands every candidate's
+    vector (``_ranked``).
     Similarities are computed row by row (``_similarities``), so every way gives the same.
     ``opened``: (record, view) of the file when the caller has it open and checked already (a view
     opened for searching only is opened again to take vectors by key)."""
@@ -569,7 +570,8 @@ def _exact(tx, filters: Filters, model, dim, q, n, *, store=None, cache=None, op
             return []
         rec, why = (opened[0], "ok") if opened is not None else index_state(tx, store, model, dim)
         if why == "ok" and rec is not None:
-            if int((keys <= rec.max_key).sum()) <= BY_KEYS_MAX:
+            mat = _by_slots(tx, store, rec, ids, keys, model, dim, q, n, cache)
+            if mat is None and int((keys <= rec.max_key).sum()) <= BY_KEYS_MAX:  # an f32 file
                 from cortexctl.index import hnsw
 
                 index = opened[1] if opened is not None and hnsw.by_key(opened[1]) else None
@@ -577,8 +579,6 @@ def _exact(tx, filters: Filters, model, dim, q, n, *, store=None, cache=None, op
                     index = hnsw.open_view(index_path(store), fingerprint_of(rec), cache, by_key=True)
                 if index is not None:
                     mat = _by_keys(tx, index, ids, keys, rec.max_key, model, dim, q, n)
-            else:
-                mat = _by_slots(tx, store, rec, ids, keys, model, dim, q, n, cache)
             if mat is not None:
                 ids, mat = mat
     if mat is None:
@@ -602,8 +602,10 @@ def _ranked(ids: list[str], mat, q, n: int) -> list[tuple[str, float]]:
     return [(ids[i], float(sims[i])) for i in top if sims[i] > 0]
 
 
-# Candidates whose vectors are taken from the index file by key at most: usearch hands them one by one
-# (about 5 us each); more are read from the file's own rows (``_by_slots``).
+# Candidates whose vectors are taken from an f32 index file by key at most: usearch hands them one by
+# one (about 5 us each), where DuckDB reads a large set through the filter faster. (An f16 file's rows
+# are read from its bytes, ``_by_slots``: at a million vectors about 40 ms for the table of slots,
+# where opening a view that takes vectors by key costs 100.)
 BY_KEYS_MAX = 50_000
 # Float16 rows from which the exact similarities are computed only for those a rough comparison keeps:
 # numpy widens float16 at about 1.5 ns a value (0.15 s for 280k rows of 384), usearch compares them
@@ -634,7 +636,7 @@ def _by_keys(tx, index, ids, keys, max_key: int, model, dim, q, n):
 
 
 def _by_slots(tx, store, rec: IndexRecord, ids, keys, model, dim, q, n, cache):
-    """``_by_keys`` for many candidates: their rows found among the index file's own
+    """``_by_keys`` without usearch's table of keys: the candidates' rows found among the index file's own
     (``hnsw.slot_rows``, an f16 file) by the key of each slot, narrowed by ``_rough``, and those kept
     read from the store by key, where each must be the very row the file holds (else the file is
     not read as it was written). None when the file cannot be read so, lacks a key it should hold,
