@@ -295,6 +295,8 @@ def open_view(path: Path, expected: Fingerprint, cache: dict | None = None, *, b
     try:
         st = os.stat(path)
     except OSError:
+        for slot in _VIEW_SLOTS.values():  # a kept view of a file since removed is let go
+            cache.pop(slot, None)
         return None
     key = (str(path), *identity(st), expected)
     for other in (*_VIEW_SLOTS.values(), _SLOT_ROWS):  # a view of a file since replaced is let go, of any kind
@@ -354,13 +356,15 @@ def vectors(index, keys):
 
 # -- the file's own bytes -------------------------------------------------------------------------
 # usearch 2 writes a dense index as its vectors, a row a slot (two u32: rows and bytes a row, then the
-# rows), then a 64-byte head starting with the magic "usearch" and its version (three u16), then the
-# graph: five u64 (nodes, connectivity, base connectivity, top level, entry slot), every node's level
+# rows), then a 64-byte head (the magic "usearch", its version as three u16, one byte each for the
+# metric, the scalar kind, the key's and the slot's kinds, then u64 counts of present and removed
+# vectors and of dimensions, and a byte saying whether a key may hold many vectors), then the graph: five u64 (nodes, connectivity, base connectivity, top level, entry slot), every node's level
 # (i16), and the nodes in slot order, each its key (u64) and level (i16) followed by its neighbour
 # lists (a u32 count and ``connectivity`` u32 slots on each level, twice as many at the base). A
 # removed vector's slot keeps its row with the key ``FREE_KEY``.
 FREE_KEY = (1 << 64) - 1
 _NODE_HEAD = 10  # a node's key and level
+_KINDS = bytes([12, 14, 15])  # usearch's codes for f16 values, u64 keys and u32 slots
 _LEVEL_ECHO = 64  # every 64th node's own level is checked against the levels block
 
 
@@ -378,6 +382,8 @@ def slot_rows(path: Path, expected: Fingerprint, cache: dict | None = None):
     try:
         fd = os.open(path, os.O_RDONLY)
     except OSError:
+        if cache is not None:  # a kept table of a file since removed is let go
+            cache.pop(_SLOT_ROWS, None)
         return None
     try:
         st = os.fstat(fd)
@@ -408,17 +414,24 @@ def _slot_layout(raw, expected: Fingerprint):
     import numpy as np
 
     total, dim = len(raw), expected.dim
+    if total < 8:
+        return None
     rows, width = (int(x) for x in raw[:8].view("<u4"))
     head = 8 + rows * width
     core = head + 64
-    if width != 2 * dim or rows < expected.count or core + 40 > total or bytes(raw[head:head + 7]) != b"usearch":
+    if width != 2 * dim or rows < expected.count or core + 40 > total:
         return None
-    if int(raw[head + 7:head + 9].view("<u2")[0]) != 2:
+    magic, kinds = bytes(raw[head:head + 7]), bytes(raw[head + 14:head + 17])
+    version = int(raw[head + 7:head + 9].view("<u2")[0])
+    present, _, dims = (int(x) for x in raw[head + 17:head + 41].view("<u8"))
+    if (magic != b"usearch" or version != 2 or kinds != _KINDS or present != expected.count or dims != dim
+            or raw[head + 41]):
         return None
     size, connectivity, base, top, entry = (int(x) for x in raw[core:core + 40].view("<u8"))
     levels_at = core + 40
     nodes_at = levels_at + 2 * size
-    if size != rows or not connectivity or not base or (size and entry >= size) or nodes_at > total:
+    if (size != rows or not 0 < connectivity <= 1 << 16 or not 0 < base <= 1 << 17 or top >= 1 << 15
+            or (size and entry >= size) or nodes_at > total):
         return None
     levels = raw[levels_at:nodes_at].view("<i2")
     if size and (int(levels.min()) < 0 or int(levels.max()) > top):

@@ -658,8 +658,8 @@ def _by_slots(tx, store, rec: IndexRecord, ids, keys, model, dim, q, n, cache):
     ordered = keys_in[order]
     pos = np.minimum(np.searchsorted(ordered, slot_keys), len(ordered) - 1)
     slots = np.flatnonzero(ordered[pos] == slot_keys)
-    if len(slots) != len(keys_in):  # the file lacks a key (or a key is there twice)
-        return None
+    if len(slots) != len(keys_in) or np.bincount(pos[slots], minlength=len(ordered)).max() > 1:
+        return None  # the file lacks a key, or holds one twice
     which = inside_at[order[pos[slots]]]  # the candidate in each of those slots
     keep = _rough(rows[slots], q, n)  # the tail can only raise the n-th best
     if keep is None:

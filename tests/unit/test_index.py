@@ -811,14 +811,26 @@ def test_slot_rows_are_the_keys_and_vectors_usearch_holds_in_each_slot(tmp_path)
     raw = np.frombuffer(bytearray(path.read_bytes()), dtype=np.uint8)
     assert hnsw._slot_layout(raw, fp) is not None
     rows_n = int(raw[:4].view("<u4")[0])
-    levels_at = 8 + rows_n * 64 + 64 + 40
-    for spoil in ("level", "tail", "magic"):
+    head = 8 + rows_n * 64
+    levels_at = head + 64 + 40
+    for spoil in ("level", "tail", "magic", "scalar", "multi", "connectivity", "base", "rows", "short"):
         bad = raw.copy()
         if spoil == "level":  # one node's level in the levels block, not in the node
             first = int(np.flatnonzero(bad[levels_at:levels_at + 2 * rows_n].view("<i2") == 0)[0])
             bad[levels_at + 2 * first] = 1
         elif spoil == "magic":
-            bad[8 + rows_n * 64] ^= 0xFF
+            bad[head] ^= 0xFF
+        elif spoil == "scalar":  # bf16: rows as wide as f16's
+            bad[head + 14] = 4
+        elif spoil == "multi":
+            bad[head + 41] = 1
+        elif spoil in ("connectivity", "base"):  # beyond what numpy's integers hold
+            at = head + 64 + (8 if spoil == "connectivity" else 16)
+            bad[at:at + 8] = np.frombuffer((2 ** 64 - 3).to_bytes(8, "little"), dtype=np.uint8)
+        elif spoil == "rows":
+            bad[:4] = 0xFF
+        elif spoil == "short":
+            bad = bad[:5]
         else:
             bad = np.concatenate((bad, np.zeros(16, dtype=np.uint8)))
         assert hnsw._slot_layout(bad, fp) is None, spoil
@@ -834,9 +846,14 @@ def test_slot_rows_are_the_keys_and_vectors_usearch_holds_in_each_slot(tmp_path)
         fh.seek(-1, os.SEEK_CUR)
         fh.write(bytes([b[0] ^ 0x55]))
     assert hnsw.slot_rows(path, fp2) is None
-    wide = Index(ndim=32, metric="cos", dtype="f32")
-    wide.add(np.arange(1, 101, dtype=np.uint64), x[:100])
-    assert hnsw.slot_rows(path, _saved(wide, path)) is None
+    for dtype, multi in (("f32", False), ("bf16", False), ("f16", True)):
+        other = Index(ndim=32, metric="cos", dtype=dtype, multi=multi)
+        other.add(np.arange(1, 101, dtype=np.uint64) % (97 if multi else 101), x[:100])  # multi: keys 1-3 twice
+        assert hnsw.slot_rows(path, _saved(other, path)) is None, (dtype, multi)
+    fp3 = _saved(fresh, path)
+    assert hnsw.slot_rows(path, fp3, cache) is not None and hnsw._SLOT_ROWS in cache
+    path.unlink()
+    assert hnsw.slot_rows(path, fp3, cache) is None and hnsw._SLOT_ROWS not in cache  # the mapping let go
 
 
 def test_rows_read_from_slots_that_are_not_the_store_s_are_not_used(big):
@@ -858,6 +875,12 @@ def test_rows_read_from_slots_that_are_not_the_store_s_are_not_used(big):
         want = semantic._exact(tx, filters, model, dim, q, 5)
         got = semantic._by_slots(tx, cx.store, rec, ids, keys, model, dim, q, 5, cache)
         assert got is not None and {i for i, _ in want} <= set(got[0])
-        slot_keys, rows = cache[hnsw._SLOT_ROWS][1]
-        cache[hnsw._SLOT_ROWS] = (cache[hnsw._SLOT_ROWS][0], (np.roll(slot_keys, 1), rows))
+        kept = cache[hnsw._SLOT_ROWS]
+        slot_keys, rows = kept[1]
+        cache[hnsw._SLOT_ROWS] = (kept[0], (np.roll(slot_keys, 1), rows))
         assert semantic._by_slots(tx, cx.store, rec, ids, keys, model, dim, q, 5, cache) is None
+        twice = slot_keys.copy()  # one key in two slots, another in none: as many found as wanted
+        twice[1] = twice[0]
+        cache[hnsw._SLOT_ROWS] = (kept[0], (twice, rows))
+        assert semantic._by_slots(tx, cx.store, rec, ids, keys, model, dim, q, 5, cache) is None
+        assert semantic._exact(tx, filters, model, dim, q, 5, store=cx.store, cache=cache) == want
