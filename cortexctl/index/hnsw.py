@@ -28,6 +28,10 @@ file memory-mapped (SIGBUS). ``save_beside`` writes a file in the same
 directory (or a scratch one) and fsyncs it; ``install`` renames it over the old one and fsyncs the
 directory: a reader keeps its old mapping, the next one opens the new file. (The store puts a
 file and its record in place together: ``store/vector_index.install``.)
+
+An exact search over many candidates reads an f16 file's vectors from its own bytes
+(``slot_rows``: usearch hands vectors by key one call each) after the same checks, and only when
+the layout accounts for every byte of the file.
 """
 
 from __future__ import annotations
