@@ -359,13 +359,14 @@ def vectors(index, keys):
 
 
 # -- the file's own bytes -------------------------------------------------------------------------
-# usearch 2 writes a dense index as its vectors, a row a slot (two u32: rows and bytes a row, then the
-# rows), then a 64-byte head (the magic "usearch", its version as three u16, one byte each for the
-# metric, the scalar kind, the key's and the slot's kinds, then u64 counts of present and removed
-# vectors and of dimensions, and a byte saying whether a key may hold many vectors), then the graph: five u64 (nodes, connectivity, base connectivity, top level, entry slot), every node's level
-# (i16), and the nodes in slot order, each its key (u64) and level (i16) followed by its neighbour
-# lists (a u32 count and ``connectivity`` u32 slots on each level, twice as many at the base). A
-# removed vector's slot keeps its row with the key ``FREE_KEY``.
+# usearch 2 writes a dense index as its vectors, a row a slot (two u32: rows and bytes a row, then
+# the rows), then a 64-byte head (the magic "usearch", its version as three u16, one byte each for
+# the metric, the scalar kind, the key's and the slot's kinds, then u64 counts of present and
+# removed vectors and of dimensions, and a byte saying whether a key may hold many vectors), then
+# the graph: five u64 (nodes, connectivity, base connectivity, top level, entry slot), every node's
+# level (i16), and the nodes in slot order, each its key (u64) and level (i16) followed by its
+# neighbour lists (a u32 count and ``connectivity`` u32 slots on each level, twice as many at the
+# base). A removed vector's slot keeps its row with the key ``FREE_KEY``.
 FREE_KEY = (1 << 64) - 1
 _NODE_HEAD = 10  # a node's key and level
 _KINDS = bytes([12, 14, 15])  # usearch's codes for f16 values, u64 keys and u32 slots

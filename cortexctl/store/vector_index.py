@@ -636,11 +636,11 @@ def _by_keys(tx, index, ids, keys, max_key: int, model, dim, q, n):
 
 
 def _by_slots(tx, store, rec: IndexRecord, ids, keys, model, dim, q, n, cache):
-    """``_by_keys`` without usearch's table of keys: the candidates' rows found among the index file's own
-    (``hnsw.slot_rows``, an f16 file) by the key of each slot, narrowed by ``_rough``, and those kept
-    read from the store by key, where each must be the very row the file holds (else the file is
-    not read as it was written). None when the file cannot be read so, lacks a key it should hold,
-    or the store one it gave."""
+    """``_by_keys`` without usearch's table of keys: the candidates' rows found among the index
+    file's own (``hnsw.slot_rows``, an f16 file) by the key of each slot, narrowed by ``_rough``,
+    and those kept read from the store by key, where each must be the very row the file holds (else
+    the file is not read as it was written). None when the file cannot be read so, lacks a key it
+    should hold, or the store one it gave."""
     import numpy as np
 
     from cortexctl.index import hnsw
