@@ -625,7 +625,7 @@ def _by_keys(tx, index, ids, keys, max_key: int, model, dim, q, n):
 
     inside = keys <= max_key
     tail_ids = [i for i, x in zip(ids, inside.tolist()) if not x]
-    ids_in = ids if not tail_ids else [i for i, x in zip(ids, inside.tolist()) if x]
+    ids_in = list(ids) if not tail_ids else [i for i, x in zip(ids, inside.tolist()) if x]
     keys_in, keys_tail = keys[inside], keys[~inside]
     mat = hnsw.vectors(index, keys_in)  # None when the file lacks one
     if mat is None:

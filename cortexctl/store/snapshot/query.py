@@ -30,6 +30,22 @@ def _ids_bytes(ids: Sequence[str]):
     return np.array([i.encode("ascii", "replace") for i in ids], dtype="S26") if len(ids) else np.zeros(0, "S26")
 
 
+class _Ids(Sequence):
+    """Memory IDs held as the snapshot's fixed-width bytes, each decoded only when it is asked for:
+    an exact search's candidates can be hundreds of thousands, of which it names a few."""
+
+    def __init__(self, raw) -> None:
+        self.raw = raw
+
+    def __len__(self) -> int:
+        return len(self.raw)
+
+    def __getitem__(self, i):
+        if isinstance(i, slice):
+            return [b.decode() for b in self.raw[i].tolist()]
+        return self.raw[i].decode()
+
+
 # What the rules' columns (``store/predicate.py``) are in a snapshot's arrays.
 _ARRAYS = {"tombstoned": "head_forgotten", "type": "head_type", "importance": "head_importance",
            "access": "head_access_count", "citations": "head_citations", "confidence": "head_confidence",
@@ -723,7 +739,7 @@ class _Part:
         r = np.where(sel, row, 0)
         sel &= m[r] & (s.whole("vector_version") == s.whole("head_current_version")[r]) if self.n else sel
         pos = np.flatnonzero(sel)
-        return [b.decode() for b in s.take("vector_id", pos).tolist()], s.take("vector_key", pos)
+        return s.take("vector_id", pos), s.take("vector_key", pos)
 
     def vectors_after(self, model: str, after: int):
         """Positions in the vector arrays of ``model``'s vectors with a key above ``after``."""
@@ -979,8 +995,8 @@ class SnapshotTx(Lanes):
             return None
         got = [p.vector_keys_for(filters, model) for p in self.parts]
         if len(got) == 1:
-            return got[0]
-        return got[0][0] + got[1][0], np.concatenate([got[0][1], got[1][1]])
+            return _Ids(got[0][0]), got[0][1]
+        return _Ids(np.concatenate([got[0][0], got[1][0]])), np.concatenate([got[0][1], got[1][1]])
 
     def vectors_after(self, model: str, after: int, dim: int):
         import numpy as np
