@@ -64,7 +64,9 @@ STORE_TEXT = (
 FIND_TEXT = (
     "find --near TEXT merges three lanes over the memories that pass the filters and the visibility rule: "
     "lexical (BM25, k1 1.2, b 0, Porter-stemmed words, one pass of pseudo-relevance feedback), semantic "
-    "(cosine similarity of embeddings, through the HNSW index file or exactly for narrow filters) and "
+    "(cosine similarity of embeddings, through the HNSW index file, or exactly for narrow filters and for "
+    "filters the memories nearest the query all fail, the vectors then read from the index file and compared "
+    "in f16 first) and "
     "salience (see SALIENCE). A memory the lexical lane found lends 0.4 of its bm25/best bm25 to the memories "
     "just before and after it in its session and 0.2 to those two places away (creation order, among the "
     "memories that pass the filters): a memory borrows the most it is lent, as its context, and joins with the "
