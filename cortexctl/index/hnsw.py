@@ -32,12 +32,18 @@ file and its record in place together: ``store/vector_index.install``.)
 An exact search over many candidates reads an f16 file's vectors from its own bytes
 (``slot_rows``: usearch hands vectors by key one call each) after the same checks, and only when
 the layout accounts for every byte of the file.
+
+A find opens the file as a ``View`` through usearch's compiled module alone (``_compiled``), not
+through the package: importing ``usearch`` also imports urllib.request and ``usearch.index``
+imports tqdm, which no search uses (tens of milliseconds of every cold ``find``; bench/README.md).
+Building, adding and saving keep usearch's own ``Index``.
 """
 
 from __future__ import annotations
 
 import os
-import weakref
+import sys
+import threading
 import zlib
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
@@ -244,37 +250,143 @@ def trusted(path: Path, expected: Fingerprint) -> bool:
 
 def header_ok(path: Path, expected: Fingerprint) -> bool:
     """True when usearch reads the dimension and count recorded from the file's header."""
-    try:
-        from usearch.index import Index
-
-        meta = Index.metadata(str(path))
-    except Exception:
-        return False
+    meta = _metadata(path)
     if not meta:
         return False
     return meta.get("dimensions") == expected.dim and meta.get("count_present") == expected.count
 
 
-# Views opened for searching only: usearch built no table from key to slot for them (``open_view``).
-_SEARCH_ONLY: weakref.WeakSet = weakref.WeakSet()
+def _metadata(path: Path) -> dict | None:
+    try:
+        return _compiled().index_dense_metadata_from_path(os.fspath(path)) if os.path.exists(path) else None
+    except Exception:
+        return None
+
+
+def _compiled():
+    """usearch's compiled module. Loaded on its own where it can be: ``import usearch`` also imports
+    urllib.request (for the package's downloads of extra binaries) and ``usearch.index`` imports tqdm
+    (progress bars), about a tenth of a cold ``find``'s time at a million memories, none of which
+    a view, a search or an exact comparison uses. Should the package be laid out otherwise than
+    this loader knows (another usearch version), the package's own import loads it."""
+    module = sys.modules.get("usearch.compiled")
+    if module is None:
+        with _LOADING:  # one load, should two threads of a resident process come at once
+            module = sys.modules.get("usearch.compiled")
+            if module is None:
+                try:
+                    module = _load_compiled()
+                except Exception:  # noqa: BLE001 - any failure here means the package's own way
+                    module = None
+            if module is None:
+                from usearch import compiled as module
+    return module
+
+
+_LOADING = threading.Lock()
+
+
+def _load_compiled():
+    """The compiled module loaded as ``usearch/__init__.py`` loads it: NumKong's extension first,
+    its symbols made global (the compiled module resolves them as it loads), then the module itself
+    under its own name, so that a later ``import usearch`` finds it loaded. None when either file is
+    not where the package keeps it."""
+    import ctypes
+    import importlib.machinery
+    import importlib.util
+
+    def extension(package: str, stem: str) -> str | None:
+        spec = importlib.util.find_spec(package)  # a top-level package's spec: nothing is run
+        for where in (spec.submodule_search_locations or []) if spec is not None else []:
+            for suffix in importlib.machinery.EXTENSION_SUFFIXES:
+                candidate = os.path.join(where, stem + suffix)
+                if os.path.isfile(candidate):
+                    return candidate
+        return None
+
+    numkong, compiled = extension("numkong", "_numkong"), extension("usearch", "compiled")
+    if numkong is None or compiled is None or os.name != "posix":
+        return None
+    ctypes.CDLL(numkong, mode=ctypes.RTLD_GLOBAL)
+    loader = importlib.machinery.ExtensionFileLoader("usearch.compiled", compiled)
+    spec = importlib.util.spec_from_file_location("usearch.compiled", compiled, loader=loader)
+    module = importlib.util.module_from_spec(spec)
+    loader.exec_module(module)
+    return sys.modules.setdefault("usearch.compiled", module)
+
+
+class View:
+    """An index file memory-mapped read-only through usearch's compiled index (``open_view``): what a
+    find asks of a file (``search``, ``vectors``) without usearch's Python wrapper. ``by_key``:
+    usearch keeps a table from key to slot, so ``vectors`` can hand vectors by key."""
+
+    __slots__ = ("_index", "_dtype", "ndim", "connectivity", "by_key")
+
+    def __init__(self, index, dtype, by_key: bool) -> None:
+        self._index, self._dtype, self.by_key = index, dtype, by_key
+        self.ndim, self.connectivity = int(index.ndim), int(index.connectivity)
+
+    def __len__(self) -> int:
+        return len(self._index)
+
+    @property
+    def expansion_search(self) -> int:
+        return int(self._index.expansion_search)
+
+    @expansion_search.setter
+    def expansion_search(self, value: int) -> None:
+        self._index.expansion_search = value
+
+    def search(self, query, count: int):
+        """(keys, distances) of the ``count`` nearest to one query, nearest first."""
+        import numpy as np
+
+        query = np.asarray(query)
+        keys, distances, counts, _visited, _computed = self._index.search_many(
+            query.reshape(1, -1), count=count, exact=False, threads=0, dtype=_compiled().ScalarKind.Unknown)
+        n = int(counts[0])
+        return keys[0, :n], distances[0, :n]
+
+    def get(self, keys) -> tuple:
+        """Each key's vector as the file keeps it (None for a key it lacks)."""
+        import numpy as np
+
+        numpy_dtype = {"F16": np.float16, "F32": np.float32, "F64": np.float64}.get(self._dtype.name)
+        wanted = self._dtype if numpy_dtype is not None else _compiled().ScalarKind.F32
+        got = self._index.get_many(np.asarray(keys, dtype=np.uint64), wanted)
+        return tuple(None if row is None else row.view(numpy_dtype or np.float32) for row in got)
 
 
 def _restore(path: Path, expected: Fingerprint, *, view: bool, by_key: bool = True):
     if not trusted(path, expected):
         return None
-    from usearch.index import Index
-
     try:
-        index = Index.restore(str(path), view=view, enable_key_lookups=by_key)
+        if view:
+            index = _view(path, by_key)
+        else:
+            from usearch.index import Index
+
+            index = Index.restore(str(path), view=False)
     except Exception:
         return None
     if index is None or len(index) != expected.count or index.ndim != expected.dim:
         return None
-    index.expansion_add = build_settings(len(index))[1]
+    if not view:
+        index.expansion_add = build_settings(len(index))[1]
     index.expansion_search = expansion_for(len(index), int(index.connectivity))
-    if not by_key:
-        _SEARCH_ONLY.add(index)
     return index
+
+
+def _view(path: Path, by_key: bool) -> View | None:
+    meta = _metadata(path)
+    if not meta:
+        return None
+    c = _compiled()
+    index = c.Index(ndim=meta["dimensions"], dtype=meta["kind_scalar"], metric_kind=meta["kind_metric"],
+                    metric_signature=c.MetricSignature.ArrayArraySize, metric_pointer=0,
+                    enable_key_lookups=by_key)
+    index.view_index_from_path(os.fspath(path), None)
+    return View(index, meta["kind_scalar"], by_key)
 
 
 _VIEW_SLOTS = {False: "index_view", True: "index_view_by_key"}  # a resident cache's kept views
@@ -318,7 +430,7 @@ def open_view(path: Path, expected: Fingerprint, cache: dict | None = None, *, b
 
 def by_key(index) -> bool:
     """Whether ``vectors`` can take this index's vectors by key (not a view opened for searching)."""
-    return index not in _SEARCH_ONLY
+    return not isinstance(index, View) or index.by_key
 
 
 def open_mutable(path: Path, expected: Fingerprint):
@@ -335,8 +447,12 @@ def search(index, query, count: int):
         return np.zeros(0, dtype=np.uint64), np.zeros(0, dtype=np.float32)
     if count > index.expansion_search:
         index.expansion_search = count
-    m = index.search(query, count)
-    return np.asarray(m.keys, dtype=np.uint64), 1.0 - np.asarray(m.distances, dtype=np.float32)
+    if isinstance(index, View):
+        keys, distances = index.search(query, count)
+    else:
+        m = index.search(query, count)
+        keys, distances = m.keys, m.distances
+    return np.asarray(keys, dtype=np.uint64), 1.0 - np.asarray(distances, dtype=np.float32)
 
 
 def vectors(index, keys):
@@ -463,12 +579,14 @@ def nearest_rows(rows, query, count: int):
     (its exact search: products of float16 values summed in float32, about a tenth of the time
     numpy takes only to widen the rows to float32)."""
     import numpy as np
-    from usearch.index import MetricKind
-    from usearch.index import search as exact_search
 
-    got = exact_search(np.ascontiguousarray(rows), np.asarray(query, dtype=np.float16), min(count, len(rows)),
-                       MetricKind.IP, exact=True)
-    return np.asarray(got.keys, dtype=np.int64), 1.0 - np.asarray(got.distances, dtype=np.float64)
+    c = _compiled()
+    rows = np.ascontiguousarray(rows)
+    keys, distances, counts, _visited, _computed = c.exact_search(
+        rows, np.asarray(query, dtype=rows.dtype).reshape(1, -1), min(count, len(rows)),
+        metric_kind=c.MetricKind.IP, metric_signature=c.MetricSignature.ArrayArraySize, metric_pointer=0)
+    n = int(counts[0])
+    return np.asarray(keys[0, :n], dtype=np.int64), 1.0 - np.asarray(distances[0, :n], dtype=np.float64)
 
 
 def remove(index, keys) -> None:

@@ -884,3 +884,66 @@ def test_rows_read_from_slots_that_are_not_the_store_s_are_not_used(big):
         cache[hnsw._SLOT_ROWS] = (kept[0], (twice, rows))
         assert semantic._by_slots(tx, cx.store, rec, ids, keys, model, dim, q, 5, cache) is None
         assert semantic._exact(tx, filters, model, dim, q, 5, store=cx.store, cache=cache) == want
+
+
+_FRESH_READER = """
+import json, sys
+from pathlib import Path
+import numpy as np
+from cortexctl.index import hnsw
+if sys.argv[2] == "package":  # the compiled module loaded by usearch's own package instead
+    hnsw._load_compiled = lambda: None
+fp = hnsw.Fingerprint(**{k: tuple(v) if isinstance(v, list) else v for k, v in json.loads(sys.argv[3]).items()})
+x = np.load(sys.argv[4])
+searching = hnsw.open_view(Path(sys.argv[1]), fp)
+keyed = hnsw.open_view(Path(sys.argv[1]), fp, by_key=True)
+found = [hnsw.search(searching, q, 7) for q in x[:20]]
+rows = hnsw.vectors(keyed, [3, 11, 40])
+near = hnsw.nearest_rows(x[:300].astype(np.float16), x[7], 9)
+loaded = sorted(m for m in sys.modules if m.split(".")[0] in ("usearch", "tqdm") or m == "urllib.request")
+from usearch.index import Index  # the package imported after the compiled module was: still usable
+later = Index(ndim=x.shape[1], metric="cos", dtype="f16")
+later.add(np.arange(50, dtype=np.uint64), x[:50])
+print(json.dumps({"found": [[k.tolist(), s.tolist()] for k, s in found], "rows": rows.tolist(),
+                  "near": [near[0].tolist(), near[1].tolist()], "loaded": loaded,
+                  "later": later.search(x[3], 1).keys.tolist()}))
+"""
+
+
+@pytest.mark.parametrize("how", ["alone", "package"])
+def test_a_view_searches_without_usearchs_package_start_up_and_answers_as_its_wrapper(tmp_path, how):
+    """A fresh process viewing, searching and comparing exactly loads usearch's compiled module on its
+    own (not the package, whose start-up imports urllib.request, nor ``usearch.index``, which imports
+    tqdm) and gets the keys, similarities and rows usearch's own wrapper gives; should that load not
+    be possible, the package's own import serves the same answers; and the package imported later in
+    the same process works beside it."""
+    from usearch.index import Index
+    from usearch.index import search as exact_search
+
+    rng = np.random.default_rng(11)
+    x = rng.standard_normal((3000, 24)).astype(np.float32)
+    built = hnsw.new(24, len(x))
+    hnsw.add(built, np.arange(1, 3001), x)
+    built.remove(np.arange(1, 3001, 9, dtype=np.uint64))
+    fp = _saved(built, tmp_path / "ix")
+    np.save(tmp_path / "x.npy", x)
+    fields = {k: list(v) if isinstance(v, tuple) else v for k, v in vars(fp).items()}
+    run = subprocess.run([sys.executable, "-c", _FRESH_READER, str(tmp_path / "ix"), how, json.dumps(fields),
+                          str(tmp_path / "x.npy")], capture_output=True, text=True, check=True)
+    got = json.loads(run.stdout)
+
+    wrapper = Index.restore(str(tmp_path / "ix"), view=True)
+    wrapper.expansion_search = hnsw.expansion_for(len(wrapper), int(wrapper.connectivity))
+    for q, (keys, sims) in zip(x[:20], got["found"]):
+        m = wrapper.search(q, 7)
+        assert keys == m.keys.tolist() and sims == (1.0 - m.distances.astype(np.float32)).tolist()
+        assert not set(keys) & set(range(1, 3001, 9))
+    want_rows = np.vstack(wrapper.get(np.array([3, 11, 40], dtype=np.uint64))).astype(np.float32)
+    assert np.asarray(got["rows"], dtype=np.float32).tobytes() == want_rows.tobytes()
+    m = exact_search(x[:300].astype(np.float16), x[7].astype(np.float16), 9, "ip", exact=True)
+    assert got["near"] == [m.keys.astype(np.int64).tolist(), (1.0 - m.distances.astype(np.float64)).tolist()]
+    assert got["later"] == [3]
+    if how == "alone":
+        assert got["loaded"] == ["usearch.compiled"]
+    else:
+        assert "usearch.index" not in got["loaded"] and "usearch" in got["loaded"]
