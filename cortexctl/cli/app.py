@@ -91,7 +91,19 @@ def _report(err: CortexError, as_json: bool, argv: list[str] | None = None) -> N
 
 def main(argv: list[str] | None = None) -> int:
     """Run one command; its exit code. Called with no ``argv`` (the console script), a command that
-    asked for it (``common.end_without_teardown``) ends the process here once all is printed."""
+    asked for it (``common.end_without_teardown``) ends the process here once all is printed; given
+    ``argv`` (the process goes on), what that asked is undone once the command is over."""
+    if argv is None:
+        return _main(None)
+    try:
+        return _main(argv)
+    finally:
+        common = sys.modules.get("cortexctl.cli.common")
+        if common is not None:
+            common.command_done()
+
+
+def _main(argv: list[str] | None) -> int:
     process = argv is None
     argv = list(sys.argv[1:] if argv is None else argv)
     as_json = _wants_json(argv)

@@ -153,19 +153,32 @@ def test_the_commands_an_agent_runs_every_turn_end_their_process_with_everything
     assert r.code == 3 and r.out == "" and len(_lines(r.err)) == 1, r
 
 
-def test_a_command_that_ends_without_teardown_runs_on_without_the_cyclic_collector():
+def test_a_command_that_ends_without_teardown_runs_on_without_the_cyclic_collector(store):
     """Once a read-only command asks to end without teardown, the cyclic garbage collector is off
-    (its passes over every imported object cost a cold find about 3%; the process ends soon)."""
+    (its passes over every imported object cost a cold find about 3%; the process ends soon). Run
+    by ``app.main`` given its arguments (the process goes on), the collector is back on after."""
     import gc
 
     from cortexctl.cli import common
+    from cortexctl.cli.app import main
+
+    seen = []
+    real = common.end_without_teardown
+
+    def spy():
+        real()
+        seen.append(gc.isenabled())
 
     was = gc.isenabled()
     try:
         gc.enable()
-        common.end_without_teardown()
-        assert not gc.isenabled() and common._quick_exit
+        common.end_without_teardown = spy
+        assert main(["write", "fact", "walrus deploy note", "--store", str(store)]) == 0
+        assert main(["find", "--near", "walrus deploy", "--store", str(store)]) == 0
+        assert main(["show", "cortex://m/01ARZ3NDEKTSV4RRFFQ69G5FAV", "--store", str(store)]) == 3
+        assert seen == [False, False] and gc.isenabled() and not common._quick_exit
     finally:
+        common.end_without_teardown = real
         common._quick_exit = False
         if was:
             gc.enable()
