@@ -289,7 +289,8 @@ _LOADING = threading.Lock()
 def _load_compiled():
     """The compiled module loaded as ``usearch/__init__.py`` loads it: NumKong's extension first,
     its symbols made global (the compiled module resolves them as it loads), then the module itself
-    under its own name, so that a later ``import usearch`` finds it loaded. None when either file is
+    under its own name, so that a later ``import usearch.index`` (or ``from usearch.compiled import``)
+    finds it loaded; the package imported later lacks it as an attribute. None when either file is
     not where the package keeps it."""
     import ctypes
     import importlib.machinery
@@ -583,7 +584,7 @@ def nearest_rows(rows, query, count: int):
     c = _compiled()
     rows = np.ascontiguousarray(rows)
     keys, distances, counts, _visited, _computed = c.exact_search(
-        rows, np.asarray(query, dtype=rows.dtype).reshape(1, -1), min(count, len(rows)),
+        rows, np.asarray(query, dtype=np.float16).astype(rows.dtype).reshape(1, -1), min(count, len(rows)),
         metric_kind=c.MetricKind.IP, metric_signature=c.MetricSignature.ArrayArraySize, metric_pointer=0)
     n = int(counts[0])
     return np.asarray(keys[0, :n], dtype=np.int64), 1.0 - np.asarray(distances[0, :n], dtype=np.float64)
