@@ -81,14 +81,10 @@ def write_entry(doc: dict) -> tuple[dict, list[dict]]:
     (``rows.write_implied``, ``rows.version_implied``), times still as integer microseconds.
     Raises KeyError or TypeError for an entry that lacks what cannot be left out."""
     head, versions = doc["head"], doc["versions"]
-    for v in versions:
-        if len(v) < _VERSION_FIELDS:
-            for k, value in version_implied(head, v).items():
-                v.setdefault(k, value)
+    # the entry's own fields over what is implied (a field the entry has is never replaced)
+    versions = [{**version_implied(head, v), **v} if len(v) < _VERSION_FIELDS else v for v in versions]
     top = {v["version"]: v for v in versions}[head["current_version"]]
-    for k, value in write_implied(top).items():
-        head.setdefault(k, value)
-    return head, versions
+    return {**write_implied(top), **head}, versions
 
 
 def _doc(seq: int, payload: bytes) -> dict:

@@ -37,7 +37,7 @@ import bisect
 import gc
 import operator
 import os
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from typing import TYPE_CHECKING
 
 from cortexctl.engine import replay, salience
@@ -280,15 +280,43 @@ def check_range(address: str, after: str | None, upto: str | None, attested: Att
                 wait: float) -> _RangeResult:
     """A worker process's share: the per-memory checks over IDs in ``(after, upto]``, on a
     read-only connection of its own (many processes may read a store at once)."""
+    try:
+        with _collector_paused():
+            return _check_range(_worker_tx(address, wait), after, upto, attested, batch)
+    except BaseException as exc:
+        _let_go()
+        if isinstance(exc, CortexError) or not isinstance(exc, Exception):
+            raise
+        raise CortexError(f"verify worker: {exc!r}") from None
+
+
+_KEPT: tuple[tuple[str, float], ExitStack, Tx] | None = None  # a worker's reading view, kept between its ranges
+
+
+def _worker_tx(address: str, wait: float) -> Tx:
+    """The worker's reading view of the store at ``address``, opened by its first range and kept for
+    the next ones (a worker process serves one verify, and ends with it): each range reads the tables
+    it reads through the same connection and its cache of the file, not a new one's."""
+    global _KEPT
+    if _KEPT is not None and _KEPT[0] == (address, wait):
+        return _KEPT[2]
+    _let_go()
     from cortexctl.store import open_storage
 
-    try:
-        with _collector_paused(), open_storage(address, wait=wait).reading() as tx:
-            return _check_range(tx, after, upto, attested, batch)
-    except CortexError:
-        raise
-    except Exception as exc:  # noqa: BLE001 - raised in the parent, which may not know its type
-        raise CortexError(f"verify worker: {exc!r}") from None
+    with ExitStack() as stack:
+        tx = stack.enter_context(open_storage(address, wait=wait).reading())
+        _KEPT = ((address, wait), stack.pop_all(), tx)
+    return tx
+
+
+def _let_go() -> None:
+    global _KEPT
+    kept, _KEPT = _KEPT, None
+    if kept is not None:
+        try:
+            kept[1].close()
+        except Exception:  # noqa: BLE001 - a view that cannot close cleanly is let go all the same
+            pass
 
 
 def _check_range(tx: Tx, after: str | None, upto: str | None, attested: Attests, batch: int) -> _RangeResult:

@@ -359,3 +359,26 @@ def test_grants_replay_from_the_journal_and_a_disagreement_is_found(store, state
     report = cx.verify()
     assert not report.ok
     assert any(message in p.message for p in report.problems), report.problems
+
+
+def test_a_worker_reads_its_ranges_through_one_view_and_lets_it_go_after_an_error(many):
+    from cortexctl.engine import verify as v
+    from cortexctl.errors import CortexError
+
+    cx, ids, _started = many
+    address = cx.store.address
+    try:
+        first = v.check_range(address, None, ids[6], {}, 2, 5.0)
+        kept = v._KEPT
+        assert kept is not None
+        second = v.check_range(address, ids[6], None, {}, 2, 5.0)
+        assert v._KEPT is kept  # the second range read through the first one's view
+        assert first.versions + second.versions == 17
+        with pytest.raises(CortexError, match="verify worker"):
+            v.check_range(address, None, None, {ids[0]: [("not an event",)]}, 2, 5.0)
+        assert v._KEPT is None  # let go after the error
+        again = v.check_range(address, None, ids[6], {}, 2, 5.0)
+        assert v._KEPT is not kept and again.versions == first.versions
+    finally:
+        v._let_go()
+    assert v._KEPT is None
