@@ -12,9 +12,10 @@ _collector_was = True  # whether the cyclic collector ran before ``end_without_t
 
 def end_without_teardown() -> None:
     """Let this process end without the interpreter's teardown once the command has printed
-    (``app.main``): a read-only command whose objects hold nothing to finish. Freeing a large
-    index file's view and unmapping the search snapshot cost a cold ``find`` at a million
-    memories about as much as its lexical lane (20-60 ms). The cyclic garbage collector is off
+    (``app.main``): a read-only command whose objects hold nothing to finish. Freeing what it
+    built (the search snapshot's mapping, its arrays and rows, every module's objects) costs a cold
+    ``find`` at a million memories tens of milliseconds (the index file's view is let go earlier,
+    when the semantic lane returns: ``vector_index.nearest``). The cyclic garbage collector is off
     from here on too: such a command's few cycles die with the process, and the collector's passes
     over every object the imports made cost a cold ``find`` about 3% of its time. In a process
     that goes on, ``command_done`` puts both back."""
