@@ -279,7 +279,8 @@ class _RangeResult:
 def check_range(address: str, after: str | None, upto: str | None, attested: Attests, batch: int,
                 wait: float) -> _RangeResult:
     """A worker process's share: the per-memory checks over IDs in ``(after, upto]``, on a
-    read-only connection of its own (many processes may read a store at once)."""
+    read-only connection of its own (many processes may read a store at once), kept for the
+    worker's next ranges of the same verify (``_worker_tx``) and let go after an error."""
     try:
         with _collector_paused():
             return _check_range(_worker_tx(address, wait), after, upto, attested, batch)
