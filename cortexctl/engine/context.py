@@ -87,16 +87,16 @@ class Context:
             raise self.no_store()
 
     @contextmanager
-    def transaction(self, *, existing: bool = False, bulk: bool = False) -> Iterator[Tx]:
+    def transaction(self, *, existing: bool = False, bulk: bool = False, tidy: bool = True) -> Iterator[Tx]:
         """A write transaction; with ``existing``, NotFound when there is no store yet (none is made).
-        ``bulk``: one of a bulk load's transactions (``Storage.transaction``)."""
+        ``bulk``, ``tidy``: one of a bulk load's transactions, and whether it tidies (``Storage.transaction``)."""
         if self._group is not None:  # joins the group: committed with it
             with self._seeing(self._group) as tx:
                 yield tx
             return
         if existing:
             self.require_store()
-        with self.storage.transaction(bulk=bulk) as tx, self._seeing(tx):
+        with self.storage.transaction(bulk=bulk, tidy=tidy) as tx, self._seeing(tx):
             yield tx
 
     @contextmanager

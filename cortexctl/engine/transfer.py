@@ -779,13 +779,13 @@ def _commit_batch(ctx: Context, batch: list[Prepared], ready: _Ready,
     """One batch in one transaction; returns (first seq, memories left pending, stored vectors).
 
     The stored vectors are (last key, ids, versions, matrix), or None when none were stored.
-    IDs are checked again inside the transaction (another import may have won). Unless
-    ``compact``, the transaction is a bulk one (``Storage.transaction(bulk=True)``).
+    IDs are checked again inside the transaction (another import may have won). The transaction
+    is one of a bulk load's, tidying when ``compact`` (``Storage.transaction(bulk=True, tidy=...)``).
     """
     from cortexctl.engine import semantic
 
     vectors = ready.vectors
-    with ctx.transaction(bulk=not compact) as tx:
+    with ctx.transaction(bulk=True, tidy=compact) as tx:
         taken = tx.existing_ids([p.head["id"] for p in batch])
         if taken:
             clash = [LineProblem(p.line, f"memory {p.head['id']} {ALREADY_STORED}")

@@ -39,6 +39,9 @@ DB_NAME = "cortex.duckdb"
 LOCK_NAME = ".lock"
 # Files of the store that cortexctl creates (the database, its WAL, the lock, later the index).
 OWN_FILE_PREFIXES = ("cortex.", LOCK_NAME)
+# DuckDB's memory in a bulk load's transactions (``transaction(bulk=True)``): at a million memories
+# an import's compacting commits took it to about 1.3 GB unbounded (bench/README.md).
+LOAD_MEMORY = "512MB"
 SETTLE = 0.5  # seconds a reader looks again at a file that reads as damaged (``_open_reader``)
 START_TRIES = 20  # attempts, 5 ms apart, to start a background fold while another process looks at its lock
 
@@ -389,10 +392,12 @@ class DuckStorage:
                     _fold_when_grown(self, got)
 
     @contextmanager
-    def transaction(self, *, bulk: bool = False) -> Iterator[DuckTx]:
+    def transaction(self, *, bulk: bool = False, tidy: bool = True) -> Iterator[DuckTx]:
         """A ``DuckTx`` in one transaction: committed at the end, rolled back when the block raises.
-        ``bulk``: storage left as written, not compacted at close (``DuckTx.defer_compaction``)."""
-        from cortexctl.store import snapshot
+        ``bulk``: DuckDB held to ``LOAD_MEMORY`` (spilling into the scratch area), unless inside
+        ``holding``; and unless ``tidy``, storage left as written, not compacted at close
+        (``DuckTx.defer_compaction``)."""
+        from cortexctl.store import scratch, snapshot
         from cortexctl.store.duck import DuckTx
 
         deadline = self._deadline()
@@ -401,10 +406,14 @@ class DuckStorage:
                 start = self._last_delta[0]  # inside ``holding``: the delta builds on where it began
             else:
                 start = snapshot.delta_start(self.path) if self.db_path.is_file() else None
-            with self.write(deadline=deadline) as con:
+            held = bulk and self._kept is None  # a connection of its own: the limit ends with it
+            with (scratch.space(scratch.areas(self)[:1], "load") if held else _nothing()) as spill, \
+                    self.write(deadline=deadline) as con:
+                if held:
+                    scratch.limit_memory(con, LOAD_MEMORY, spill)
                 con.execute("BEGIN")
                 tx = DuckTx(con, self)
-                if bulk:
+                if bulk and not tidy:
                     tx.defer_compaction()
                 try:
                     yield tx

@@ -51,7 +51,7 @@ class DuckTx(Lanes):
 
     def defer_compaction(self) -> None:
         """Leave what this transaction writes unmerged with earlier writes' at close (a bulk
-        load's transactions but its last: ``Storage.transaction(bulk=True)``)."""
+        load's transactions that do not tidy: ``Storage.transaction(bulk=True, tidy=False)``)."""
         # DuckDB's checkpoint at close merges small row groups into bigger ones ("vacuum"). Batch
         # after batch, that rewrites the tables' last row groups again and again (closes cost 2, 4,
         # 8, 16 batches' worth in turn). The setting lives until this connection closes.

@@ -573,11 +573,12 @@ class Storage(Protocol):
         """What ``open_storage`` takes, in a worker process, for a reading view that sees exactly
         what ``tx`` (a view from ``reading``, held open meanwhile) sees; never printed."""
 
-    def transaction(self, *, bulk: bool = False) -> ContextManager[Tx]:
+    def transaction(self, *, bulk: bool = False, tidy: bool = True) -> ContextManager[Tx]:
         """A write transaction, creating the store when needed: committed when the block ends,
         rolled back (nothing written) when it raises. Writers take turns. ``bulk``: one of many
-        transactions of a bulk load; the backend may leave its housekeeping (merging what
-        earlier writes left) to the load's last, non-bulk one."""
+        transactions of a bulk load; the backend may hold the memory it uses to a bound, and
+        unless ``tidy``, leave its housekeeping (merging what earlier writes left) to a later
+        transaction of the load that tidies (the last one does)."""
 
     def searching(self, *, as_actor: str | None = None) -> ContextManager[Tx]:
         """A read-only view for find: like ``reading``, but it may be answered from a cache of

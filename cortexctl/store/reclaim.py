@@ -67,8 +67,7 @@ def run(storage) -> dict:
         new = work / db.name
         con = duckdb.connect()
         try:
-            con.execute(f"SET memory_limit = '{COPY_MEMORY}'")
-            con.execute(f"SET temp_directory = '{_sql_text(str(work / 'spill'))}'")
+            scratch.limit_memory(con, COPY_MEMORY, work / "spill")
             con.execute(f"ATTACH '{_sql_text(str(db))}' AS old_store (READ_ONLY)")
             con.execute(f"ATTACH '{_sql_text(str(new))}' AS new_store")
             con.execute("COPY FROM DATABASE old_store TO new_store")

@@ -1,7 +1,8 @@
 """A store's scratch space: where work that must not outlive its command goes.
 
 Decrypted bundle members, a restore's staged store, merge's and the drill's throwaway
-stores and an import's spilled batches are made here, never in a shared temp directory:
+stores, an import's spilled batches and what DuckDB spills past a memory budget
+(``limit_memory``) are made here, never in a shared temp directory:
 
 - the area is a private directory (0700; what is written in it 0600) that belongs to the store
   (``areas``): for a store directory, ``.<name>.scratch`` beside it, on the same
@@ -206,6 +207,20 @@ def space(areas: Sequence[Path], kind: str) -> Iterator[Path]:
             yield path
     finally:
         remove(path)
+
+
+def limit_memory(con, limit: str, spill: Path) -> None:
+    """Hold the DuckDB of ``con`` to ``limit``, what does not fit spilled into ``spill`` (a scratch
+    directory: a killed command's spill is swept with it, never left in the store). Unbounded,
+    DuckDB keeps every block it has read or written cached, up to most of the machine's memory.
+    When this process's DuckDB has spilled elsewhere already, it is left unbounded."""
+    import duckdb
+
+    try:
+        con.execute("SET temp_directory = ?", [str(spill)])
+    except duckdb.Error:
+        return
+    con.execute(f"SET memory_limit = '{limit}'")
 
 
 def sweep(areas: Sequence[Path], *, store_dir: Path | None = None) -> list[str]:

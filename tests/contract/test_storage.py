@@ -221,7 +221,7 @@ def test_writers_take_turns(storage, backend, tmp_path):
 
 def test_bulk_transactions_change_nothing_that_is_stored(storage):
     for n in range(1, 4):
-        with storage.transaction(bulk=True) as tx:
+        with storage.transaction(bulk=True, tidy=n == 3) as tx:
             tx.insert_memories(*(lambda h, vs: ([h], vs))(*memory(n)))
     with storage.transaction() as tx:
         tx.insert_memories(*(lambda h, vs: ([h], vs))(*memory(4)))

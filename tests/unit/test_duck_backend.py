@@ -38,6 +38,34 @@ def test_the_exclusive_lock_can_be_taken_again_by_its_holder_for_a_transaction(s
         assert tx.count_heads() == 1
 
 
+def test_a_bulk_loads_transactions_hold_duckdb_to_a_memory_limit_spilling_into_the_scratch_area(storage):
+    """``transaction(bulk=True)``: DuckDB held to ``LOAD_MEMORY`` with its spill in a scratch
+    directory (swept should the load be killed), gone with the transaction; other transactions as
+    DuckDB sets them; tidy or not, what is stored is the same."""
+    import duckdb
+
+    from cortexctl.store import db, scratch
+
+    probe = duckdb.connect()
+    probe.execute(f"SET memory_limit = '{db.LOAD_MEMORY}'")
+    load_limit = probe.execute("SELECT current_setting('memory_limit')").fetchone()[0]
+    area = scratch.areas(storage)[0]
+    seen = {}
+    for n, (bulk, tidy) in enumerate(((False, True), (True, False), (True, True)), start=1):
+        with storage.transaction(bulk=bulk, tidy=tidy) as tx:
+            tx.insert_memories(*(lambda h, vs: ([h], vs))(*memory(n)))
+            seen[bulk, tidy] = tx.con.execute(
+                "SELECT current_setting('memory_limit'), current_setting('temp_directory')").fetchone()
+    assert seen[False, True][0] != load_limit and not seen[False, True][1].startswith(str(area))
+    for key in ((True, False), (True, True)):
+        limit, spill = seen[key]
+        assert limit == load_limit and spill.startswith(str(area) + "/load-")
+    assert seen[True, False][1] != seen[True, True][1]  # a directory for each transaction
+    assert not area.exists() or not any(area.iterdir())
+    with storage.reading() as tx:
+        assert tx.existing_ids([ident(n) for n in range(1, 4)]) == {ident(n) for n in range(1, 4)}
+
+
 def test_postings_hold_each_memorys_term_frequencies_and_length(storage):
     put(storage, memory(1), memory(2))
     with storage.transaction() as tx:

@@ -402,6 +402,29 @@ def test_a_snapshot_leaves_out_the_forms_its_data_renders_and_keeps_a_memorys_ow
         assert _answer(cx, near="deploy key staging database", form=form) == want
 
 
+def test_a_builds_posting_lists_hold_every_stored_posting_once_by_term_and_by_doc(tmp_path):
+    """A full build's lexical arrays: each term's postings in doc order, each doc's in term order,
+    every posting the store holds exactly once in each, a run starting where its key changes."""
+    cx = _cx(tmp_path / "store")
+    uris = _fill(cx, 30)
+    for uri in uris[::5]:  # edited: their old docs go, new ones come
+        cx.update(uri, f"rotation of the bastion credentials after {uri[-4:]}")
+    with cx.context.storage.reading() as tx:
+        stored = [tuple(int(v) for v in r) for r in tx.con.execute("SELECT term, doc, tf FROM lex_postings").fetchall()]
+        a, _ = snapshot.collect(tx.con)
+    terms, term_start = a["by_term_term"].tolist(), a["by_term_start"].tolist()
+    by_term = [(terms[i], int(d), int(f)) for i in range(len(terms))
+               for d, f in zip(a["by_term_doc"][term_start[i]:term_start[i + 1]],
+                               a["by_term_tf"][term_start[i]:term_start[i + 1]])]
+    assert len(set(terms)) == len(terms) and by_term == sorted(stored)
+    docs, doc_start = a["by_doc_doc"].tolist(), a["by_doc_start"].tolist()
+    by_doc = [(docs[i], terms[int(at)], int(f)) for i in range(len(docs))
+              for at, f in zip(a["by_doc_term_at"][doc_start[i]:doc_start[i + 1]],
+                               a["by_doc_tf"][doc_start[i]:doc_start[i + 1]])]
+    assert len(set(docs)) == len(docs) and by_doc == sorted((d, t, f) for t, d, f in stored)
+    assert len(stored) > 100
+
+
 def _rebuilt(cx: Cortex) -> bytes:
     """The snapshot file a full build of ``cx``'s store writes now."""
     path = cx.store.path / snapshot.SNAPSHOT_NAME

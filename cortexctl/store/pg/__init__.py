@@ -321,8 +321,9 @@ class PgStorage:
         yield
 
     @contextmanager
-    def transaction(self, *, bulk: bool = False) -> Iterator[object]:
-        """A ``PgTx`` in one transaction under the store's writer lock, the schema made current."""
+    def transaction(self, *, bulk: bool = False, tidy: bool = True) -> Iterator[object]:
+        """A ``PgTx`` in one transaction under the store's writer lock, the schema made current
+        (``bulk`` and ``tidy`` change nothing: the server's memory and housekeeping are its own)."""
         from cortexctl.store.pg.tx import PgTx
 
         with self._connection() as con:

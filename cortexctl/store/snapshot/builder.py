@@ -51,6 +51,9 @@ def rendered(type_code: int, data: bytes) -> tuple[str, str] | None:
         return None
 
 
+# DuckDB's memory while a whole snapshot is built (``scratch.limit_memory``): unbounded, it kept the store's
+# blocks cached, about a gigabyte beside the build's arrays at a million memories (bench/README.md).
+BUILD_MEMORY = "256MB"
 SLIM_HELPER_FROM = 50_000  # heads: from this many, a full build slims its rows in a helper process (2+ cores)
 
 
@@ -160,8 +163,11 @@ class _StoreRows:
     def lex_docs(self) -> dict:
         return self.con.execute("SELECT doc, id, len FROM lex_docs ORDER BY doc").fetchnumpy()
 
-    def postings(self) -> dict:
-        return self.con.execute("SELECT term, doc, tf FROM lex_postings").fetchnumpy()
+    def postings(self, by: str) -> dict:
+        """The postings' columns sorted by term then doc (``by="term"``) or by doc then term (``"doc"``):
+        sorted by DuckDB, within the connection's memory limit, where numpy would hold them twice."""
+        order = "term, doc, tf" if by == "term" else "doc, term, tf"
+        return self.con.execute(f"SELECT term, doc, tf FROM lex_postings ORDER BY {order}").fetchnumpy()
 
     def vectors(self) -> dict:
         return self.con.execute("SELECT key, id, version, model, dim FROM vectors ORDER BY key").fetchnumpy()
@@ -297,22 +303,17 @@ def _arrays(src, *, slim: bool = True) -> tuple[dict, dict]:
     has = a["doc_head_row"] >= 0
     a["head_doc"][a["doc_head_row"][has]] = a["doc_number"][has].astype(np.int64)
 
-    p = src.postings()
+    p = src.postings("term")
     term = np.asarray(p["term"], dtype=np.int64)
-    doc = np.asarray(p["doc"], dtype=np.uint64)
-    tf = np.asarray(p["tf"], dtype=np.uint16)
-    order = np.lexsort((doc, term))
-    terms_sorted = term[order]
-    a["by_term_term"], first = np.unique(terms_sorted, return_index=True)
-    a["by_term_start"] = np.append(first, len(order)).astype(np.int64)
-    a["by_term_doc"], a["by_term_tf"] = doc[order], tf[order]
-    order = np.lexsort((term, doc))
-    docs_sorted = doc[order]
-    a["by_doc_doc"], first = np.unique(docs_sorted, return_index=True)
-    a["by_doc_start"] = np.append(first, len(order)).astype(np.int64)
+    a["by_term_term"], a["by_term_start"] = _runs(term)
+    a["by_term_doc"], a["by_term_tf"] = np.asarray(p["doc"], dtype=np.uint64), np.asarray(p["tf"], dtype=np.uint16)
+    del p, term
+    p = src.postings("doc")
+    a["by_doc_doc"], a["by_doc_start"] = _runs(np.asarray(p["doc"], dtype=np.uint64))
     # a posting's term as its place in by_term_term (a few bytes, where the term is eight)
-    a["by_doc_term_at"], a["by_doc_tf"] = np.searchsorted(a["by_term_term"], term[order]).astype(np.int64), tf[order]
-    del p, term, doc, tf, order
+    a["by_doc_term_at"] = np.searchsorted(a["by_term_term"], np.asarray(p["term"], dtype=np.int64)).astype(np.int64)
+    a["by_doc_tf"] = np.asarray(p["tf"], dtype=np.uint16)
+    del p
 
     v = src.vectors()
     models: dict = {}
@@ -352,6 +353,14 @@ def _arrays(src, *, slim: bool = True) -> tuple[dict, dict]:
     return a, extras
 
 
+def _runs(keys):
+    """A sorted column's distinct values and where each one's run starts, the column's length last."""
+    import numpy as np
+
+    starts = np.flatnonzero(np.concatenate(([True], keys[1:] != keys[:-1]))) if len(keys) else np.zeros(0, np.int64)
+    return keys[starts], np.append(starts, len(keys)).astype(np.int64)
+
+
 def _grants_extra(con) -> list[list]:
     """The grants not revoked, store-wide, as the header carries them (like the learned weights:
     a delta's header has them anew after every write, grants and revocations included):
@@ -378,7 +387,10 @@ def build(store) -> dict:
     current = _header_of(path / SNAPSHOT_NAME)
     if current is not None and _stamp_ok(path, current[0]):
         return {"action": "none", "memories": int(current[0]["arrays"]["head_id"]["shape"][0])}
-    with store.read() as con:
+    from cortexctl.store import scratch
+
+    with scratch.space(scratch.areas(store)[:1], "snapshot") as spill, store.read() as con:
+        scratch.limit_memory(con, BUILD_MEMORY, spill)
         arrays, extras = collect(con)
     stamp = {"token": gen[0], "counter": gen[1], "schema_version": _schema_version(), "db": db_identity(path)}
     write(path / SNAPSHOT_NAME, arrays, extras, stamp)
