@@ -780,12 +780,25 @@ def _commit_batch(ctx: Context, batch: list[Prepared], ready: _Ready,
 
     The stored vectors are (last key, ids, versions, matrix), or None when none were stored.
     IDs are checked again inside the transaction (another import may have won). The transaction
-    is one of a bulk load's, tidying when ``compact`` (``Storage.transaction(bulk=True, tidy=...)``).
+    is one of a bulk load's, tidying when ``compact`` (``Storage.transaction(bulk=True, tidy=...)``);
+    a batch too big for the memory the store holds those to is committed again in an ordinary one.
     """
+    from cortexctl.store.interface import OverBudget
+
+    said = len(warnings)
+    try:
+        return _commit_in(ctx, batch, ready, warnings, bulk=True, tidy=compact)
+    except OverBudget:
+        del warnings[said:]  # said again by the second try, if still so
+        return _commit_in(ctx, batch, ready, warnings, bulk=False, tidy=True)
+
+
+def _commit_in(ctx: Context, batch: list[Prepared], ready: _Ready, warnings: list[str], *,
+               bulk: bool, tidy: bool) -> tuple[int, int, tuple | None]:
     from cortexctl.engine import semantic
 
     vectors = ready.vectors
-    with ctx.transaction(bulk=True, tidy=compact) as tx:
+    with ctx.transaction(bulk=bulk, tidy=tidy) as tx:
         taken = tx.existing_ids([p.head["id"] for p in batch])
         if taken:
             clash = [LineProblem(p.line, f"memory {p.head['id']} {ALREADY_STORED}")

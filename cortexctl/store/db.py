@@ -395,8 +395,9 @@ class DuckStorage:
     def transaction(self, *, bulk: bool = False, tidy: bool = True) -> Iterator[DuckTx]:
         """A ``DuckTx`` in one transaction: committed at the end, rolled back when the block raises.
         ``bulk``: DuckDB held to ``LOAD_MEMORY`` (spilling into the scratch area), unless inside
-        ``holding``; and unless ``tidy``, storage left as written, not compacted at close
-        (``DuckTx.defer_compaction``)."""
+        ``holding``; ``OverBudget`` when the transaction does not fit (a big batch: DuckDB keeps a
+        transaction's appends and its commit's work in memory). Unless ``tidy``, storage left as
+        written, not compacted at close (``DuckTx.defer_compaction``)."""
         from cortexctl.store import scratch, snapshot
         from cortexctl.store.duck import DuckTx
 
@@ -407,7 +408,7 @@ class DuckStorage:
             else:
                 start = snapshot.delta_start(self.path) if self.db_path.is_file() else None
             held = bulk and self._kept is None  # a connection of its own: the limit ends with it
-            with (scratch.space(scratch.areas(self)[:1], "load") if held else _nothing()) as spill, \
+            with _over_budget(held), (scratch.space(scratch.areas(self)[:1], "load") if held else _nothing()) as spill, \
                     self.write(deadline=deadline) as con:
                 if held:
                     scratch.limit_memory(con, LOAD_MEMORY, spill)
@@ -654,6 +655,19 @@ def _fold_when_grown(store: DuckStorage, delta: dict | None) -> None:
 @contextmanager
 def _nothing() -> Iterator[None]:
     yield
+
+
+@contextmanager
+def _over_budget(held: bool) -> Iterator[None]:
+    """DuckDB out of memory in a transaction held to a budget: ``OverBudget`` (it was rolled back)."""
+    try:
+        yield
+    except Exception as exc:
+        if held and (type(exc).__name__ == "OutOfMemoryException" or "could not allocate block" in str(exc)):
+            from cortexctl.store.interface import OverBudget
+
+            raise OverBudget(f"a bulk transaction did not fit in {LOAD_MEMORY} of memory") from None
+        raise
 
 
 def _swap(new: Path, target: Path) -> None:

@@ -79,6 +79,11 @@ class NoStore(CortexError):
     kind = "not_found"
 
 
+class OverBudget(CortexError):
+    """A bulk load's transaction (``Storage.transaction(bulk=True)``) did not fit the memory the
+    backend held it to; nothing of it was written. Run it again as a transaction that is not bulk."""
+
+
 class CacheUnusable(CortexError):
     """A backend's read cache (behind ``Storage.searching``) turned out damaged, or the store moved
     on while it answered: the caller asks again through ``Storage.reading`` (the ground truth)."""

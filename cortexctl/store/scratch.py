@@ -213,14 +213,15 @@ def limit_memory(con, limit: str, spill: Path) -> None:
     """Hold the DuckDB of ``con`` to ``limit``, what does not fit spilled into ``spill`` (a scratch
     directory: a killed command's spill is swept with it, never left in the store). Unbounded,
     DuckDB keeps every block it has read or written cached, up to most of the machine's memory.
-    When this process's DuckDB has spilled elsewhere already, it is left unbounded."""
+    When this process's DuckDB has spilled elsewhere already, or holds more than ``limit`` already,
+    it is left unbounded."""
     import duckdb
 
     try:
         con.execute("SET temp_directory = ?", [str(spill)])
+        con.execute(f"SET memory_limit = '{limit}'")
     except duckdb.Error:
-        return
-    con.execute(f"SET memory_limit = '{limit}'")
+        pass
 
 
 def sweep(areas: Sequence[Path], *, store_dir: Path | None = None) -> list[str]:

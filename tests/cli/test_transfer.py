@@ -114,3 +114,21 @@ def test_import_refuses_lines_owned_by_another_actor_unless_keep_actors(cli, sto
     assert not tamper.db_file(store).exists()  # nothing written, not even an empty store
     assert cli("import", "-", "--actor", "bob", "--keep-actors", input=line).code == 0
     assert cli("find", "--json").json()["count"] == 1
+
+
+def test_an_import_whose_batches_do_not_fit_the_stores_memory_budget_imports_them_all(tmp_path, monkeypatch):
+    """Each batch a bulk transaction held to ``LOAD_MEMORY``; one that does not fit is committed
+    again without it: every memory in once, the journal whole, the store verifies."""
+    from cortexctl.store import db
+
+    monkeypatch.setattr(db, "LOAD_MEMORY", "4MB")
+    src = tmp_path / "in.jsonl"
+    src.write_bytes(b"".join(orjson.dumps({"type": "fact", "text": f"note {i} on service s{i % 31}"}) + b"\n"
+                             for i in range(600)))
+    cx = Cortex(store=tmp_path / "store", actor="alice")
+    with open(src, "rb") as fh:
+        report = cx.import_jsonl(fh, batch_size=200)
+    assert report.imported == 600 and report.batches == 3 and not report.warnings
+    report = cx.verify()
+    assert report.ok and report.memories == 600, [str(p) for p in report.problems]
+

@@ -66,6 +66,35 @@ def test_a_bulk_loads_transactions_hold_duckdb_to_a_memory_limit_spilling_into_t
         assert tx.existing_ids([ident(n) for n in range(1, 4)]) == {ident(n) for n in range(1, 4)}
 
 
+def test_a_bulk_transaction_that_does_not_fit_its_budget_is_over_budget_and_writes_nothing(storage, monkeypatch):
+    """Out of memory under ``LOAD_MEMORY``: ``OverBudget`` (the caller runs it again unbounded), the
+    transaction rolled back and its spill gone; the same rows then commit in an ordinary one."""
+    from cortexctl.store import db, scratch
+    from cortexctl.store.interface import OverBudget
+
+    with storage.transaction() as tx:  # the store made, and its schema, before the budget is small
+        tx.insert_memories(*(lambda h, vs: ([h], vs))(*memory(1)))
+    monkeypatch.setattr(db, "LOAD_MEMORY", "4MB")
+    rows = [memory(n) for n in range(2, 3002)]
+    vectors = unit_rows(3000, dim=384, seed=7)  # 4.6 MB of vectors
+
+    def load(tx) -> None:
+        tx.insert_memories([h for h, _ in rows], [v for _, vs in rows for v in vs])
+        tx.insert_vectors([h["id"] for h, _ in rows], [1] * len(rows), "m", vectors)
+
+    with pytest.raises(OverBudget):
+        with storage.transaction(bulk=True) as tx:
+            load(tx)
+    with storage.reading() as tx:
+        assert tx.count_heads() == 1
+    area = scratch.areas(storage)[0]
+    assert not area.exists() or not any(area.iterdir())
+    with storage.transaction() as tx:
+        load(tx)
+    with storage.reading() as tx:
+        assert tx.count_heads() == 3001
+
+
 def test_postings_hold_each_memorys_term_frequencies_and_length(storage):
     put(storage, memory(1), memory(2))
     with storage.transaction() as tx:
