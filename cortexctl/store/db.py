@@ -663,7 +663,9 @@ def _over_budget(held: bool) -> Iterator[None]:
     try:
         yield
     except Exception as exc:
-        if held and (type(exc).__name__ == "OutOfMemoryException" or "could not allocate block" in str(exc)):
+        from cortexctl.store import scratch
+
+        if held and scratch.out_of_memory(exc):
             from cortexctl.store.interface import OverBudget
 
             raise OverBudget(f"a bulk transaction did not fit in {LOAD_MEMORY} of memory") from None

@@ -224,6 +224,11 @@ def limit_memory(con, limit: str, spill: Path) -> None:
         pass
 
 
+def out_of_memory(exc: BaseException) -> bool:
+    """DuckDB ran out of the memory ``limit_memory`` gave it (the work may be tried again unbounded)."""
+    return type(exc).__name__ == "OutOfMemoryException" or "could not allocate block" in str(exc)
+
+
 def sweep(areas: Sequence[Path], *, store_dir: Path | None = None) -> list[str]:
     """Remove what dead processes left in ``areas`` (and, for a store directory, what older
     versions left beside and inside it); returns the names removed. Never raises."""

@@ -459,6 +459,27 @@ def test_a_big_builds_helper_process_writes_the_very_snapshot_a_build_alone_writ
         assert list(pool) == [builder.slim_rows(b) for b in batches]
 
 
+def test_a_build_that_does_not_fit_its_memory_budget_is_built_again_without_it(tmp_path, monkeypatch):
+    """A full build holds DuckDB to ``BUILD_MEMORY``; a store whose build runs out of it (3,000
+    memories in 4 MB) is built again unbounded: the very file an unbounded build writes, and nothing
+    left in the scratch area."""
+    import io
+
+    import orjson
+
+    from cortexctl.store import scratch
+    from cortexctl.store.snapshot import builder
+
+    cx = _cx(tmp_path / "store")
+    cx.import_jsonl(io.BytesIO(b"".join(orjson.dumps({"type": "fact", "text": f"note {i} on service s{i % 31}"}) + b"\n"
+                                        for i in range(3000))))
+    unbounded = _rebuilt(cx)
+    monkeypatch.setattr(builder, "BUILD_MEMORY", "4MB")
+    assert _rebuilt(cx) == unbounded
+    area = scratch.areas(cx.context.storage)[0]
+    assert not area.exists() or not any(area.iterdir())
+
+
 def test_a_helper_process_killed_mid_build_leaves_its_batches_to_the_build(tmp_path, monkeypatch):
     """kill -9 the helper after its first batch came back: the build slims the rest itself and
     writes the same file."""

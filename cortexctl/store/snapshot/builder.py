@@ -389,9 +389,16 @@ def build(store) -> dict:
         return {"action": "none", "memories": int(current[0]["arrays"]["head_id"]["shape"][0])}
     from cortexctl.store import scratch
 
-    with scratch.space(scratch.areas(store)[:1], "snapshot") as spill, store.read() as con:
-        scratch.limit_memory(con, BUILD_MEMORY, spill)
-        arrays, extras = collect(con)
+    with scratch.space(scratch.areas(store)[:1], "snapshot") as spill:
+        try:
+            with store.read() as con:
+                scratch.limit_memory(con, BUILD_MEMORY, spill)
+                arrays, extras = collect(con)
+        except Exception as exc:  # noqa: BLE001 - only running out of the budget is tried again
+            if not scratch.out_of_memory(exc):
+                raise
+            with store.read() as con:  # a store whose build needs more: built unbounded
+                arrays, extras = collect(con)
     stamp = {"token": gen[0], "counter": gen[1], "schema_version": _schema_version(), "db": db_identity(path)}
     write(path / SNAPSHOT_NAME, arrays, extras, stamp)
     _unlink(path / DELTA_NAME)

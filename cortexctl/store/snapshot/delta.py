@@ -273,8 +273,7 @@ class _DeltaRows:
 
     def postings(self, by: str) -> dict:
         """As ``_StoreRows.postings``: sorted by term then doc, or by doc then term."""
-        rows = sorted(self.doc["postings"], key=(lambda r: (r[0], r[1], r[2])) if by == "term"
-                      else (lambda r: (r[1], r[0], r[2])))
+        rows = sorted(self.doc["postings"], key=None if by == "term" else (lambda r: (r[1], r[0], r[2])))
         return {"term": [r[0] for r in rows], "doc": [r[1] for r in rows], "tf": [r[2] for r in rows]}
 
     def vectors(self) -> dict:
