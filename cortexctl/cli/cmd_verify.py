@@ -35,7 +35,9 @@ journal and compares every memory, the lexical postings and the vectors.
 Reports every problem and exits 7 if there is one. On a large store the
 per-memory checks are split by memory ID across --jobs worker processes (like
 make -j; default: the setting verify.jobs, else one per CPU); the report is
-the same whatever the number.""",
+the same whatever the number. Each process holds DuckDB to 512 MB, spilling
+into the store's scratch area; work that does not fit is checked again
+without the limit.""",
         examples=("cortexctl verify", "cortexctl verify --json --store /var/lib/agent/brain",
                   "cortexctl verify --jobs 1"),
         exits=(0, 3, 4, 7), exit_notes={3: "no store", 7: "problems found"},

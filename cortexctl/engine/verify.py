@@ -46,7 +46,8 @@ from cortexctl.engine.results import iso
 from cortexctl.errors import CortexError, IntegrityError, NotFound, UsageError
 from cortexctl.memory import codec
 from cortexctl.memory.ids import memory_uri
-from cortexctl.store.interface import HEAD_FIELDS, INFINITE_MICROS, TIME_FIELDS, VERSION_FIELDS, NoStore, Tx
+from cortexctl.store.interface import (HEAD_FIELDS, INFINITE_MICROS, TIME_FIELDS, VERSION_FIELDS, NoStore,
+                                      OverBudget, Tx)
 
 if TYPE_CHECKING:
     from cortexctl.engine.context import Context
@@ -69,15 +70,22 @@ def default_jobs() -> int:
 def verify(ctx: Context, jobs: int | None = None) -> VerifyReport:
     """Prove the store sound. The per-memory checks (hashes, replay, postings) run over ID
     ranges in up to ``jobs`` processes (None or 0: the setting ``verify.jobs``, else one per
-    CPU); findings are merged in ID order, so the report is the same for any ``jobs``."""
+    CPU); findings are merged in ID order, so the report is the same for any ``jobs``. Every
+    view is bounded (``Storage.reading(bounded=True)``); what does not fit is checked again
+    through a view that is not."""
     store = ctx.storage
     if jobs is not None and (isinstance(jobs, bool) or not isinstance(jobs, int) or not 0 <= jobs <= 256):
         raise UsageError(f"jobs must be a whole number from 0 (one per CPU) to 256, not {jobs!r}", field="jobs")
     if not jobs:
         jobs = ctx.settings.values.get("verify.jobs") or default_jobs()
     try:
-        with _collector_paused(), store.reading() as tx:
-            return _verify(tx, store, ctx.embedder.model, int(jobs))
+        with _collector_paused():
+            try:  # bounded: DuckDB would otherwise cache all it read (1.1 GB of a 1M store's verify)
+                with store.reading(bounded=True) as tx:
+                    return _verify(tx, store, ctx.embedder.model, int(jobs))
+            except OverBudget:  # a store whose whole-store checks need more: verified unbounded
+                with store.reading() as tx:
+                    return _verify(tx, store, ctx.embedder.model, int(jobs))
     except NoStore:
         raise NotFound(f"no store at {store.location}") from None
 
@@ -280,44 +288,66 @@ def check_range(address: str, after: str | None, upto: str | None, attested: Att
                 wait: float) -> _RangeResult:
     """A worker process's share: the per-memory checks over IDs in ``(after, upto]``, on a
     read-only connection of its own (many processes may read a store at once), kept for the
-    worker's next ranges of the same verify (``_worker_tx``) and let go after an error."""
-    try:
-        with _collector_paused():
-            return _check_range(_worker_tx(address, wait), after, upto, attested, batch)
-    except BaseException as exc:
-        _let_go()
-        if isinstance(exc, CortexError) or not isinstance(exc, Exception):
-            raise
-        raise CortexError(f"verify worker: {exc!r}") from None
+    worker's next ranges of the same verify (``_worker_tx``) and let go after an error. The view is
+    bounded (``Storage.reading(bounded=True)``: each worker's database would otherwise cache what it
+    read); a range that does not fit is checked again, and the worker's later ranges, through a
+    view that is not. An error is what the view makes of it (a damaged file names the file), said
+    in one line."""
+    global _BOUNDED
+    with _collector_paused():
+        while True:
+            try:
+                return _check_range(_worker_tx(address, wait, _BOUNDED), after, upto, attested, batch)
+            except BaseException as exc:
+                try:
+                    _let_go(exc)
+                except OverBudget:
+                    if _BOUNDED:
+                        _BOUNDED = False
+                        continue
+                    raise CortexError("verify worker: an unbounded view was over its budget") from None
+                except BaseException as seen:  # noqa: BLE001 - what the view made of ``exc``
+                    exc = seen
+                if isinstance(exc, CortexError) or not isinstance(exc, Exception):
+                    raise exc from None
+                first = (str(exc).strip().splitlines() or [""])[0]
+                raise CortexError(f"verify worker: {type(exc).__name__}: {first}") from None
 
 
-_KEPT: tuple[tuple[str, float], ExitStack, Tx] | None = None  # a worker's reading view, kept between its ranges
+_KEPT: tuple[tuple[str, float, bool], ExitStack, Tx] | None = None  # a worker's reading view, kept between its ranges
+_BOUNDED = True  # a worker's views are bounded until a range does not fit
 
 
-def _worker_tx(address: str, wait: float) -> Tx:
+def _worker_tx(address: str, wait: float, bounded: bool) -> Tx:
     """The worker's reading view of the store at ``address``, opened by its first range and kept for
     the next ones (a worker process serves one verify, and ends with it): each range reads the tables
     it reads through the same connection and its cache of the file, not a new one's."""
     global _KEPT
-    if _KEPT is not None and _KEPT[0] == (address, wait):
+    if _KEPT is not None and _KEPT[0] == (address, wait, bounded):
         return _KEPT[2]
     _let_go()
     from cortexctl.store import open_storage
 
     with ExitStack() as stack:
-        tx = stack.enter_context(open_storage(address, wait=wait).reading())
-        _KEPT = ((address, wait), stack.pop_all(), tx)
+        tx = stack.enter_context(open_storage(address, wait=wait).reading(bounded=bounded))
+        _KEPT = ((address, wait, bounded), stack.pop_all(), tx)
     return tx
 
 
-def _let_go() -> None:
+def _let_go(exc: BaseException | None = None) -> None:
+    """Close the kept view. After ``exc``, the view is closed with it: what the view makes of it
+    (``IntegrityError`` naming a damaged file, ``OverBudget``) is raised here; else nothing is."""
     global _KEPT
     kept, _KEPT = _KEPT, None
-    if kept is not None:
-        try:
-            kept[1].close()
-        except Exception:  # noqa: BLE001 - a view that cannot close cleanly is let go all the same
-            pass
+    if kept is None:
+        return
+    if exc is not None:
+        kept[1].__exit__(type(exc), exc, exc.__traceback__)
+        return
+    try:
+        kept[1].close()
+    except Exception:  # noqa: BLE001 - a view that cannot close cleanly is let go all the same
+        pass
 
 
 def _check_range(tx: Tx, after: str | None, upto: str | None, attested: Attests, batch: int) -> _RangeResult:

@@ -42,6 +42,9 @@ OWN_FILE_PREFIXES = ("cortex.", LOCK_NAME)
 # DuckDB's memory in a bulk load's transactions (``transaction(bulk=True)``): at a million memories
 # an import's compacting commits took it to about 1.3 GB unbounded (bench/README.md).
 LOAD_MEMORY = "512MB"
+# DuckDB's memory in a bounded reading view (``reading(bounded=True)``: verify's workers): unbounded,
+# each worker cached what its view read, about 1.6 GB apiece at a million memories.
+READ_MEMORY = "512MB"
 SETTLE = 0.5  # seconds a reader looks again at a file that reads as damaged (``_open_reader``)
 START_TRIES = 20  # attempts, 5 ms apart, to start a background fold while another process looks at its lock
 
@@ -358,13 +361,42 @@ class DuckStorage:
 
     # -- the Storage protocol -----------------------------------------------------------
     @contextmanager
-    def reading(self, *, as_actor: str | None = None) -> Iterator[DuckTx]:
+    def reading(self, *, as_actor: str | None = None, bounded: bool = False) -> Iterator[DuckTx]:
         """A read-only ``DuckTx``. Raises ``NoStore`` when there is no store yet. ``as_actor``: no
-        holding here (whoever opens the file reads all of it; the engine's rule decides)."""
+        holding here (whoever opens the file reads all of it; the engine's rule decides).
+        ``bounded``: DuckDB held to ``READ_MEMORY``, spilling into a scratch directory of its own
+        (not bounded when no scratch directory can be made: a store on a read-only filesystem); a
+        read that does not fit is ``OverBudget`` as it leaves the view."""
+        from cortexctl.store import scratch
         from cortexctl.store.duck import DuckTx
 
-        with self.read() as con:
+        with self._spill("read", bounded) as spill, _over_budget(spill is not None, "a read", READ_MEMORY), \
+                self.read() as con:
+            if spill is not None:
+                scratch.limit_memory(con, READ_MEMORY, spill)
             yield DuckTx(con, self)
+
+    @contextmanager
+    def _spill(self, kind: str, wanted: bool) -> Iterator[Path | None]:
+        """A scratch directory of ``kind`` for DuckDB's spill when ``wanted`` and one can be made
+        (else None), removed afterwards. What killed commands left is swept first: a store that is
+        only ever read (verified) has no writer to sweep it."""
+        from cortexctl.store import scratch
+
+        try:
+            if wanted:
+                scratch.sweep(scratch.areas(self))
+            path = scratch.make(scratch.areas(self), kind) if wanted else None
+        except (CortexError, OSError):
+            path = None
+        if path is None:
+            yield None
+            return
+        try:
+            with scratch.private():
+                yield path
+        finally:
+            scratch.remove(path)
 
     @contextmanager
     def holding(self) -> Iterator[None]:
@@ -408,7 +440,7 @@ class DuckStorage:
             else:
                 start = snapshot.delta_start(self.path) if self.db_path.is_file() else None
             held = bulk and self._kept is None  # a connection of its own: the limit ends with it
-            with _over_budget(held), (scratch.space(scratch.areas(self)[:1], "load") if held else _nothing()) as spill, \
+            with _over_budget(held, "a bulk transaction", LOAD_MEMORY), (scratch.space(scratch.areas(self)[:1], "load") if held else _nothing()) as spill, \
                     self.write(deadline=deadline) as con:
                 if held:
                     scratch.limit_memory(con, LOAD_MEMORY, spill)
@@ -658,8 +690,9 @@ def _nothing() -> Iterator[None]:
 
 
 @contextmanager
-def _over_budget(held: bool) -> Iterator[None]:
-    """DuckDB out of memory in a transaction held to a budget: ``OverBudget`` (it was rolled back)."""
+def _over_budget(held: bool, what: str, limit: str) -> Iterator[None]:
+    """DuckDB out of memory in ``what`` (a transaction, rolled back; a read) held to a budget:
+    ``OverBudget``."""
     try:
         yield
     except Exception as exc:
@@ -668,7 +701,7 @@ def _over_budget(held: bool) -> Iterator[None]:
         if held and scratch.out_of_memory(exc):
             from cortexctl.store.interface import OverBudget
 
-            raise OverBudget(f"a bulk transaction did not fit in {LOAD_MEMORY} of memory") from None
+            raise OverBudget(f"{what} did not fit in {limit} of memory") from None
         raise
 
 

@@ -80,8 +80,10 @@ class NoStore(CortexError):
 
 
 class OverBudget(CortexError):
-    """A bulk load's transaction (``Storage.transaction(bulk=True)``) did not fit the memory the
-    backend held it to; nothing of it was written. Run it again as a transaction that is not bulk."""
+    """A bulk load's transaction (``Storage.transaction(bulk=True)``) or a bounded view's read
+    (``Storage.reading(bounded=True)``) did not fit the memory the backend held it to; nothing of
+    the transaction was written. Run it again as a transaction that is not bulk, or read again
+    through a view that is not bounded."""
 
 
 class CacheUnusable(CortexError):
@@ -568,11 +570,14 @@ class Storage(Protocol):
     def size_bytes(self) -> int:
         """How many bytes the store takes (0 when that cannot be told)."""
 
-    def reading(self, *, as_actor: str | None = None) -> ContextManager[Tx]:
+    def reading(self, *, as_actor: str | None = None, bounded: bool = False) -> ContextManager[Tx]:
         """A read-only view; NoStore when there is no store yet. ``as_actor``: the view answers that
         actor, and a backend that can holds it, in the database, to what the actor may see (never
         more than ``rules.visibility`` allows, with any grant the actor was ever given: PostgreSQL's
-        row security, ``pg/isolation.py``); the engine's own rule still applies on top."""
+        row security, ``pg/isolation.py``); the engine's own rule still applies on top.
+        ``bounded``: the backend may hold the memory the view uses in this process to a bound; a
+        read that does not fit raises ``OverBudget`` out of the view (the caller reads again
+        through a view that is not bounded)."""
 
     def worker_address(self, tx: Tx) -> str:
         """What ``open_storage`` takes, in a worker process, for a reading view that sees exactly

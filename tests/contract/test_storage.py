@@ -219,16 +219,17 @@ def test_writers_take_turns(storage, backend, tmp_path):
         assert tx.heads_of([ident(1)])[ident(1)]["importance"] == 3
 
 
-def test_bulk_transactions_change_nothing_that_is_stored(storage):
+def test_bulk_transactions_change_nothing_that_is_stored_and_bounded_views_read_it(storage):
     for n in range(1, 4):
         with storage.transaction(bulk=True, tidy=n == 3) as tx:
             tx.insert_memories(*(lambda h, vs: ([h], vs))(*memory(n)))
     with storage.transaction() as tx:
         tx.insert_memories(*(lambda h, vs: ([h], vs))(*memory(4)))
-    with storage.reading() as tx:
-        assert tx.existing_ids([ident(n) for n in range(1, 6)]) == {ident(n) for n in range(1, 5)}
-        assert sorted(h["id"] for h in tx.heads_by_ids([ident(n) for n in range(1, 5)], "alice")) == [
-            ident(n) for n in range(1, 5)]
+    for bounded in (False, True):  # a bounded view reads what any view does
+        with storage.reading(bounded=bounded) as tx:
+            assert tx.existing_ids([ident(n) for n in range(1, 6)]) == {ident(n) for n in range(1, 5)}
+            assert sorted(h["id"] for h in tx.heads_by_ids([ident(n) for n in range(1, 5)], "alice")) == [
+                ident(n) for n in range(1, 5)]
 
 
 def test_reclaim_space_after_many_transactions_changes_nothing_that_is_stored(storage):

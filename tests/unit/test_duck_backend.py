@@ -95,6 +95,63 @@ def test_a_bulk_transaction_that_does_not_fit_its_budget_is_over_budget_and_writ
         assert tx.count_heads() == 3001
 
 
+def test_a_bounded_reading_view_is_held_to_its_budget_and_spills_into_a_scratch_directory_of_its_own(storage):
+    """``reading(bounded=True)``: DuckDB held to ``READ_MEMORY``, its spill in a ``read-`` scratch
+    directory gone with the view, and what a killed reader left swept first (a store only ever
+    verified has no writer to sweep it); a plain reading view is left as DuckDB sets it."""
+    import subprocess
+    import sys
+
+    import duckdb
+
+    from cortexctl.store import db, scratch
+
+    put(storage, memory(1))
+    done = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    dead = scratch.areas(storage)[0] / scratch.name("read", int(done.stdout), 1)
+    dead.mkdir(parents=True)
+    (dead / "duckdb_temp_storage_DEFAULT-0.tmp").write_bytes(b"spilled rows")
+    probe = duckdb.connect()
+    probe.execute(f"SET memory_limit = '{db.READ_MEMORY}'")
+    read_limit = probe.execute("SELECT current_setting('memory_limit')").fetchone()[0]
+    area = scratch.areas(storage)[0]
+    seen = {}
+    for bounded in (False, True):
+        with storage.reading(bounded=bounded) as tx:
+            seen[bounded] = tx.con.execute(
+                "SELECT current_setting('memory_limit'), current_setting('temp_directory')").fetchone()
+            assert tx.existing_ids([ident(1)]) == {ident(1)}
+            if bounded:
+                assert sorted(p.name.split("-")[0] for p in area.iterdir()) == ["read"]
+    assert seen[True][0] == read_limit and seen[True][1].startswith(str(area) + "/read-")
+    assert seen[False][0] != read_limit and not seen[False][1].startswith(str(area))
+    assert not area.exists() or not any(area.iterdir())
+
+
+def test_a_bounded_read_that_does_not_fit_is_over_budget_and_one_without_a_scratch_area_is_not_bounded(
+        storage, monkeypatch):
+    """Out of memory under ``READ_MEMORY``: ``OverBudget`` out of the view, its spill gone; where no
+    scratch directory can be made (a read-only place) the view reads unbounded rather than fail."""
+    from cortexctl.store import db, scratch
+    from cortexctl.store.interface import OverBudget
+
+    put(storage, *mixed_memories(200))
+    monkeypatch.setattr(db, "READ_MEMORY", "1MB")
+    query = "SELECT string_agg(data::VARCHAR, ',' ORDER BY id DESC) FROM versions, range(40)"
+    with pytest.raises(OverBudget, match="a read did not fit"):
+        with storage.reading(bounded=True) as tx:
+            tx.con.execute(query).fetchone()
+    area = scratch.areas(storage)[0]
+    assert not area.exists() or not any(area.iterdir())
+
+    for place in scratch.areas(storage):  # files where the scratch areas would be: none can be made
+        place.write_text("not a directory")
+    with storage.reading(bounded=True) as tx:
+        assert tx.con.execute("SELECT current_setting('memory_limit')").fetchone()[0] != "976.5 KiB"
+        assert len(tx.con.execute(query).fetchone()[0]) > 0
+    assert all(place.read_text() == "not a directory" for place in scratch.areas(storage))
+
+
 def test_postings_hold_each_memorys_term_frequencies_and_length(storage):
     put(storage, memory(1), memory(2))
     with storage.transaction() as tx:

@@ -249,6 +249,89 @@ def test_findings_do_not_depend_on_the_number_of_workers_when_the_journal_is_dam
     assert r.code == 7 and "failed verification" in r.err
 
 
+def _damaged(store, ids) -> None:
+    tamper.set_field(store, ids[8], "access_count", 40)
+    tamper.sql(store, "DELETE FROM lex_postings WHERE doc = (SELECT doc FROM lex_docs WHERE id = ?)", [ids[9]])
+    tamper.sql(store, "UPDATE vectors SET vec = vec[1:10] WHERE id = ?", [ids[10]])
+
+
+def _range_found(r) -> tuple:
+    return (r.versions, [(p.check, p.message, p.ref) for part in (r.hashes, r.replay, r.lexical) for p in part.close()],
+            r.factors, r.unwritten)
+
+
+def test_a_workers_range_that_does_not_fit_its_budget_is_checked_again_unbounded_and_so_are_its_next(
+        many, store, monkeypatch):
+    """A worker's bounded view out of memory: the range is checked again, and the worker's next ranges,
+    through a view that is not bounded; the findings are those of an unbounded check, and nothing of the
+    bounded view's spill is left."""
+    from cortexctl.engine import verify as v
+    from cortexctl.store import db, scratch
+
+    cx, ids, _started = many
+    _damaged(store, ids)
+    address = cx.store.address
+    try:
+        monkeypatch.setattr(v, "_BOUNDED", False)
+        want = [_range_found(v.check_range(address, None, ids[6], {}, 2, 5.0)),
+                _range_found(v.check_range(address, ids[6], None, {}, 2, 5.0))]
+        v._let_go()
+        monkeypatch.setattr(v, "_BOUNDED", True)
+        monkeypatch.setattr(db, "READ_MEMORY", "4MB")
+        got = [_range_found(v.check_range(address, None, ids[6], {}, 2, 5.0))]
+        assert v._BOUNDED is False and v._KEPT[0][2] is False  # the view kept is the unbounded one
+        kept = v._KEPT
+        got.append(_range_found(v.check_range(address, ids[6], None, {}, 2, 5.0)))
+        assert v._KEPT is kept
+    finally:
+        v._let_go()
+    assert got == want and any(found for _n, found, _f, _u in want)
+    area = scratch.areas(cx.store)[0]
+    assert not area.exists() or not any(area.iterdir())
+
+
+def test_a_verify_whose_whole_store_checks_do_not_fit_the_budget_is_verified_again_unbounded(many, store, monkeypatch):
+    from cortexctl.store import db, scratch
+
+    cx, ids, _started = many
+    _damaged(store, ids)
+    want = {jobs: _found(cx.verify(jobs=jobs)) for jobs in (1, 2)}
+    assert want[1] == want[2] and {check for check, _m, _r in want[1]} == {"replay", "lexical", "vectors"}
+    monkeypatch.setattr(db, "READ_MEMORY", "4MB")  # this process's views; the workers keep theirs
+    for jobs in (1, 2):
+        assert _found(cx.verify(jobs=jobs)) == want[jobs]
+    area = scratch.areas(cx.store)[0]
+    assert not area.exists() or not any(area.iterdir())
+
+
+def test_a_workers_error_is_what_its_view_makes_of_it_in_one_line(many):
+    """An error met through a worker's kept view is closed into it: DuckDB saying the file is damaged
+    is exit 7 naming the file (as in one process), anything else one line naming the worker."""
+    import duckdb
+
+    from cortexctl.engine import verify as v
+    from cortexctl.errors import CortexError, IntegrityError
+
+    cx, ids, _started = many
+    address = cx.store.address
+    v.check_range(address, None, None, {}, 2, 5.0)
+    with pytest.raises(IntegrityError) as err:
+        v._let_go(duckdb.SerializationException("Failed to deserialize: field id mismatch"))
+    assert err.value.exit_code == 7 and str(tamper.db_file(cx.store.location)) in err.value.message
+    assert v._KEPT is None
+
+    class Unordered:  # an attest event's sequence number that cannot be sorted, in two lines
+        def __lt__(self, other):
+            raise ValueError("first line\nsecond line")
+
+        __gt__ = __lt__
+
+    with pytest.raises(CortexError) as err:
+        v.check_range(address, None, None, {ids[0]: [(Unordered(), 0, None)]}, 2, 5.0)
+    assert err.value.message == "verify worker: ValueError: first line"
+    assert v._KEPT is None
+
+
 def test_problems_merged_from_ranges_are_summarized_as_if_found_in_one_pass(monkeypatch):
     from cortexctl.engine import verify as v
 

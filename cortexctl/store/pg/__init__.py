@@ -251,9 +251,10 @@ class PgStorage:
 
     # -- transactions ----------------------------------------------------------------------
     @contextmanager
-    def reading(self, *, as_actor: str | None = None) -> Iterator[object]:
+    def reading(self, *, as_actor: str | None = None, bounded: bool = False) -> Iterator[object]:
         """A REPEATABLE READ, READ ONLY ``PgTx``; ``NoStore`` when the schema holds no store.
-        ``as_actor``: the database holds the view to what that actor may see (``pg/isolation.py``)."""
+        ``as_actor``: the database holds the view to what that actor may see (``pg/isolation.py``).
+        ``bounded``: no bound here (the server holds its own memory; this process streams)."""
         from cortexctl.store.pg import isolation, schema
         from cortexctl.store.pg.tx import PgTx
 
