@@ -33,6 +33,7 @@ from urllib.parse import urlsplit
 
 from cortexctl.dsn import redact_text
 from cortexctl.errors import CortexError, IntegrityError
+from cortexctl.store.interface import OverBudget
 
 HEALTHY, DEGRADED, UNHEALTHY = "healthy", "degraded", "unhealthy"
 PROBE_TIMEOUT = 2.0  # seconds: a dead endpoint must not stall monitoring
@@ -167,6 +168,14 @@ def _embedding(ctx, doc: dict, f: _Findings, probe: bool):
     return embedder
 
 
+def _counts(storage, model: str | None, *, bounded: bool) -> tuple[dict, int, int | None]:
+    """The store's counts (every block read: a damaged one raises), its journal's length and the
+    memories waiting for ``model``'s embedding."""
+    with storage.reading(bounded=bounded) as tx:
+        counts = tx.health_counts()
+        return counts, tx.journal_bounds()[0], None if model is None else tx.count_pending(model)
+
+
 def _store(ctx, doc: dict, f: _Findings, embedder) -> None:
     from cortexctl.memory.types import TYPE_NAMES
 
@@ -180,16 +189,16 @@ def _store(ctx, doc: dict, f: _Findings, embedder) -> None:
         f.add(UNHEALTHY, f"no store at {path} (a write creates one; check --store, CORTEXCTL_STORE and the config)")
         return
     try:
-        with storage.reading() as tx:
-            counts = tx.health_counts()
-            block.update(schema_version=counts["schema_version"],
-                         memories=sum(counts["by_type"].values()),
-                         by_type={TYPE_NAMES.get(code, str(code)): n for code, n in sorted(counts["by_type"].items())},
-                         tombstoned=counts["tombstoned"], versions=counts["versions"],
-                         journal_entries=tx.journal_bounds()[0], pending_embeddings=None,
-                         isolation=counts.get("isolation", "engine"))
-            if model is not None:
-                block["pending_embeddings"] = tx.count_pending(model)
+        try:  # bounded: reading every block, DuckDB would otherwise cache the whole file (1.7 GB at 1M)
+            counts, journal, pending = _counts(storage, model, bounded=True)
+        except OverBudget:
+            counts, journal, pending = _counts(storage, model, bounded=False)
+        block.update(schema_version=counts["schema_version"],
+                     memories=sum(counts["by_type"].values()),
+                     by_type={TYPE_NAMES.get(code, str(code)): n for code, n in sorted(counts["by_type"].items())},
+                     tombstoned=counts["tombstoned"], versions=counts["versions"],
+                     journal_entries=journal, pending_embeddings=pending,
+                     isolation=counts.get("isolation", "engine"))
         if model is not None:
             doc["index"] = storage.index_health(model)
     except IntegrityError as exc:

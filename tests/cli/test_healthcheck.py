@@ -77,6 +77,21 @@ def test_a_corrupted_store_is_unhealthy_and_exits_7_naming_the_file(cli, store):
     assert doc["damaged"] == [str(tamper.db_file(store))] and str(tamper.db_file(store)) in run.err
 
 
+def test_a_store_whose_blocks_do_not_fit_the_read_budget_is_read_again_unbounded_and_is_healthy(cli, store, monkeypatch):
+    """healthcheck reads every block through a bounded view; one that runs out of its budget is read
+    again unbounded rather than called unhealthy, and leaves nothing in the scratch area."""
+    from cortexctl.store import db, scratch
+
+    for n in range(3):
+        assert cli("write", "fact", f"memory {n} of a store read under a small budget").code == 0
+    monkeypatch.setattr(db, "READ_MEMORY", "1MB")
+    run, doc = _check(cli)
+    assert run.code == 0 and doc["status"] == "healthy", run
+    assert doc["store"]["memories"] == 3 and doc["store"]["journal_entries"] == 3
+    area = scratch.for_store_dir(Path(store))[0]
+    assert not area.exists() or not any(area.iterdir())
+
+
 def test_a_missing_store_is_unhealthy_and_is_not_created(cli, tmp_path):
     run, doc = _check(cli, "--store", str(tmp_path / "typo"), use_store=False)
     assert run.code == 1 and doc["status"] == "unhealthy" and "no store" in doc["details"][0], run
