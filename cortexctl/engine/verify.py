@@ -301,11 +301,9 @@ def check_range(address: str, after: str | None, upto: str | None, attested: Att
             except BaseException as exc:
                 try:
                     _let_go(exc)
-                except OverBudget:
-                    if _BOUNDED:
-                        _BOUNDED = False
-                        continue
-                    raise CortexError("verify worker: an unbounded view was over its budget") from None
+                except OverBudget:  # only a bounded view says so
+                    _BOUNDED = False
+                    continue
                 except BaseException as seen:  # noqa: BLE001 - what the view made of ``exc``
                     exc = seen
                 if isinstance(exc, CortexError) or not isinstance(exc, Exception):
@@ -331,7 +329,22 @@ def _worker_tx(address: str, wait: float, bounded: bool) -> Tx:
     with ExitStack() as stack:
         tx = stack.enter_context(open_storage(address, wait=wait).reading(bounded=bounded))
         _KEPT = ((address, wait, bounded), stack.pop_all(), tx)
+    _let_go_at_exit()
     return tx
+
+
+def _let_go_at_exit() -> None:
+    """The kept view closed as the worker process ends (its spill directory removed then), not left
+    to the interpreter's teardown."""
+    global _AT_EXIT
+    if not _AT_EXIT:
+        import atexit
+
+        atexit.register(_let_go)
+        _AT_EXIT = True
+
+
+_AT_EXIT = False
 
 
 def _let_go(exc: BaseException | None = None) -> None:

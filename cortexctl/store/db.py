@@ -370,22 +370,29 @@ class DuckStorage:
         from cortexctl.store import scratch
         from cortexctl.store.duck import DuckTx
 
+        bounded = bounded and self.exists()  # no store: NoStore from ``read``, and no scratch area made
         with self._spill("read", bounded) as spill, _over_budget(spill is not None, "a read", READ_MEMORY), \
                 self.read() as con:
-            if spill is not None:
-                scratch.limit_memory(con, READ_MEMORY, spill)
-            yield DuckTx(con, self)
+            if spill is None:
+                yield DuckTx(con, self)
+                return
+            scratch.limit_memory(con, READ_MEMORY, spill)
+            try:
+                yield DuckTx(con, self)
+            finally:  # the settings are the process's DuckDB's for this file: another view of it keeps them
+                scratch.unlimit_memory(con)
 
     @contextmanager
     def _spill(self, kind: str, wanted: bool) -> Iterator[Path | None]:
         """A scratch directory of ``kind`` for DuckDB's spill when ``wanted`` and one can be made
-        (else None), removed afterwards. What killed commands left is swept first: a store that is
-        only ever read (verified) has no writer to sweep it."""
+        (else None), removed afterwards. What killed readers left (their entries of ``kind`` alone:
+        a reader holds no lock, and a writer's work beside them may be live) is swept first: a store
+        that is only ever read (verified) has no writer to sweep it."""
         from cortexctl.store import scratch
 
         try:
             if wanted:
-                scratch.sweep(scratch.areas(self))
+                scratch.sweep(scratch.areas(self), kinds=(kind,))
             path = scratch.make(scratch.areas(self), kind) if wanted else None
         except (CortexError, OSError):
             path = None
@@ -709,7 +716,10 @@ def _swap(new: Path, target: Path) -> None:
     """Put ``new`` at ``target`` in one step; the old store (if any) ends up at ``new``."""
     if not target.exists():
         os.rename(new, target)
-        new.mkdir(mode=0o700)  # so the caller's cleanup finds a directory
+        try:
+            new.mkdir(mode=0o700)  # so the caller's cleanup finds a directory
+        except FileNotFoundError:  # a reader removed the scratch area, left empty: nothing to clean up
+            pass
     else:
         _exchange(new, target)
     fsync_path(target.parent)

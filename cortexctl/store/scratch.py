@@ -224,18 +224,30 @@ def limit_memory(con, limit: str, spill: Path) -> None:
         pass
 
 
+def unlimit_memory(con) -> None:
+    """Put back DuckDB's own memory limit and spill directory on ``con`` (``limit_memory`` undone):
+    they are the settings of every connection this process has to the same file."""
+    import duckdb
+
+    for setting in ("memory_limit", "temp_directory"):
+        try:
+            con.execute(f"RESET {setting}")
+        except duckdb.Error:  # a connection broken by the error that ends its view
+            pass
+
+
 def out_of_memory(exc: BaseException) -> bool:
     """DuckDB ran out of the memory ``limit_memory`` gave it (the work may be tried again unbounded)."""
-    from cortexctl.errors import CortexError
-
-    if isinstance(exc, CortexError):  # already said (a verify worker's error names what it met)
+    module = type(exc).__module__ or ""
+    if not module.startswith(("duckdb", "_duckdb")):  # ours, or another library's, whatever it says
         return False
     return type(exc).__name__ == "OutOfMemoryException" or "could not allocate block" in str(exc)
 
 
-def sweep(areas: Sequence[Path], *, store_dir: Path | None = None) -> list[str]:
+def sweep(areas: Sequence[Path], *, store_dir: Path | None = None, kinds: Sequence[str] | None = None) -> list[str]:
     """Remove what dead processes left in ``areas`` (and, for a store directory, what older
-    versions left beside and inside it); returns the names removed. Never raises."""
+    versions left beside and inside it); returns the names removed. Never raises. ``kinds``: only
+    entries of these kinds, and the area left where it is (a sweep without the writer lock)."""
     removed: list[str] = []
     for area in areas:
         try:
@@ -243,10 +255,14 @@ def sweep(areas: Sequence[Path], *, store_dir: Path | None = None) -> list[str]:
         except OSError:
             continue
         for entry in names:
+            if kinds is not None and ((m := ENTRY.match(entry)) is None or m.group(1) not in kinds):
+                continue
             if _keep(Path(area) / entry):
                 continue
             _remove_any(Path(area) / entry)
             removed.append(entry)
+        if kinds is not None:
+            continue
         # emptied now, or left empty by a command killed between making the area and its entry (or
         # between removing its entry and the area): ``make`` makes it again should one be starting
         _drop_if_empty(Path(area))

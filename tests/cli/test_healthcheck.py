@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from tests import tamper
 from tests.embed_server import dead_url
 
@@ -85,6 +87,12 @@ def test_a_store_whose_blocks_do_not_fit_the_read_budget_is_read_again_unbounded
     for n in range(3):
         assert cli("write", "fact", f"memory {n} of a store read under a small budget").code == 0
     monkeypatch.setattr(db, "READ_MEMORY", "1MB")
+    from cortexctl.store import open_storage
+    from cortexctl.store.interface import OverBudget
+
+    with pytest.raises(OverBudget):  # every block does not fit: what follows is the fall-back
+        with open_storage(store).reading(bounded=True) as tx:
+            tx.health_counts()
     run, doc = _check(cli)
     assert run.code == 0 and doc["status"] == "healthy", run
     assert doc["store"]["memories"] == 3 and doc["store"]["journal_entries"] == 3

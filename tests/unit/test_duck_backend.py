@@ -107,33 +107,43 @@ def test_a_bounded_reading_view_is_held_to_its_budget_and_spills_into_a_scratch_
     from cortexctl.store import db, scratch
 
     put(storage, memory(1))
+    area = scratch.areas(storage)[0]
     done = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
-    dead = scratch.areas(storage)[0] / scratch.name("read", int(done.stdout), 1)
+    dead = area / scratch.name("read", int(done.stdout), 1)
     dead.mkdir(parents=True)
     (dead / "duckdb_temp_storage_DEFAULT-0.tmp").write_bytes(b"spilled rows")
+    # a reader holds no lock: a dead writer's work, and a staged store's own area, are the writers' to sweep
+    others = [area / scratch.name("restore", int(done.stdout), 1), area / f".{scratch.name('restore', 1, 1)}.scratch"]
+    for other in others:
+        other.mkdir()
     probe = duckdb.connect()
+    default = probe.execute("SELECT current_setting('memory_limit')").fetchone()[0]
     probe.execute(f"SET memory_limit = '{db.READ_MEMORY}'")
     read_limit = probe.execute("SELECT current_setting('memory_limit')").fetchone()[0]
-    area = scratch.areas(storage)[0]
+    settings = "SELECT current_setting('memory_limit'), current_setting('temp_directory')"
     seen = {}
-    for bounded in (False, True):
-        with storage.reading(bounded=bounded) as tx:
-            seen[bounded] = tx.con.execute(
-                "SELECT current_setting('memory_limit'), current_setting('temp_directory')").fetchone()
-            assert tx.existing_ids([ident(1)]) == {ident(1)}
-            if bounded:
-                assert sorted(p.name.split("-")[0] for p in area.iterdir()) == ["read"]
+    with storage.reading() as plain:  # another view of the same file in this process: it shares the settings
+        before = plain.con.execute(settings).fetchone()
+        for bounded in (False, True):
+            with storage.reading(bounded=bounded) as tx:
+                seen[bounded] = tx.con.execute(settings).fetchone()
+                assert tx.existing_ids([ident(1)]) == {ident(1)}
+                if bounded:
+                    assert sorted(p.name.split("-")[0] for p in area.iterdir() if not p.name.startswith(".")) == [
+                        "read", "restore"]
+        assert plain.con.execute(settings).fetchone() == before  # put back as the bounded view closed
     assert seen[True][0] == read_limit and seen[True][1].startswith(str(area) + "/read-")
-    assert seen[False][0] != read_limit and not seen[False][1].startswith(str(area))
-    assert not area.exists() or not any(area.iterdir())
+    assert seen[False] == before and before[0] == default and not before[1].startswith(str(area))
+    assert sorted(area.iterdir()) == sorted(others)
 
 
 def test_a_bounded_read_that_does_not_fit_is_over_budget_and_one_without_a_scratch_area_is_not_bounded(
         storage, monkeypatch):
     """Out of memory under ``READ_MEMORY``: ``OverBudget`` out of the view, its spill gone; where no
-    scratch directory can be made (a read-only place) the view reads unbounded rather than fail."""
+    scratch directory can be made (a read-only place) the view reads unbounded rather than fail; of no
+    store, NoStore and nothing made."""
     from cortexctl.store import db, scratch
-    from cortexctl.store.interface import OverBudget
+    from cortexctl.store.interface import NoStore, OverBudget
 
     put(storage, *mixed_memories(200))
     monkeypatch.setattr(db, "READ_MEMORY", "1MB")
@@ -144,6 +154,11 @@ def test_a_bounded_read_that_does_not_fit_is_over_budget_and_one_without_a_scrat
     area = scratch.areas(storage)[0]
     assert not area.exists() or not any(area.iterdir())
 
+    missing = open_storage(storage.path.parent / "no" / "such" / "store")
+    with pytest.raises(NoStore):
+        with missing.reading(bounded=True):
+            pass
+    assert not (storage.path.parent / "no").exists()  # a bounded view of no store makes no scratch area
     for place in scratch.areas(storage):  # files where the scratch areas would be: none can be made
         place.write_text("not a directory")
     with storage.reading(bounded=True) as tx:

@@ -298,6 +298,12 @@ def test_a_verify_whose_whole_store_checks_do_not_fit_the_budget_is_verified_aga
     want = {jobs: _found(cx.verify(jobs=jobs)) for jobs in (1, 2)}
     assert want[1] == want[2] and {check for check, _m, _r in want[1]} == {"replay", "lexical", "vectors"}
     monkeypatch.setattr(db, "READ_MEMORY", "4MB")  # this process's views; the workers keep theirs
+    from cortexctl.engine import verify as v
+    from cortexctl.store.interface import OverBudget
+
+    with pytest.raises(OverBudget):  # the whole-store checks do not fit: what follows is the fall-back
+        with cx.store.reading(bounded=True) as tx:
+            v._verify(tx, cx.store, cx.embedder.model, 1)
     for jobs in (1, 2):
         assert _found(cx.verify(jobs=jobs)) == want[jobs]
     area = scratch.areas(cx.store)[0]
@@ -314,22 +320,25 @@ def test_a_workers_error_is_what_its_view_makes_of_it_in_one_line(many):
 
     cx, ids, _started = many
     address = cx.store.address
-    v.check_range(address, None, None, {}, 2, 5.0)
-    with pytest.raises(IntegrityError) as err:
-        v._let_go(duckdb.SerializationException("Failed to deserialize: field id mismatch"))
-    assert err.value.exit_code == 7 and str(tamper.db_file(cx.store.location)) in err.value.message
-    assert v._KEPT is None
 
     class Unordered:  # an attest event's sequence number that cannot be sorted, in two lines
         def __lt__(self, other):
-            raise ValueError("first line\nsecond line")
+            raise ValueError("first line\ncould not allocate block")
 
         __gt__ = __lt__
 
-    with pytest.raises(CortexError) as err:
-        v.check_range(address, None, None, {ids[0]: [(Unordered(), 0, None)]}, 2, 5.0)
-    assert err.value.message == "verify worker: ValueError: first line"
-    assert v._KEPT is None
+    try:
+        v.check_range(address, None, None, {}, 2, 5.0)
+        with pytest.raises(IntegrityError) as err:
+            v._let_go(duckdb.SerializationException("Failed to deserialize: field id mismatch"))
+        assert err.value.exit_code == 7 and str(tamper.db_file(cx.store.location)) in err.value.message
+        assert v._KEPT is None
+        with pytest.raises(CortexError) as err:
+            v.check_range(address, None, None, {ids[0]: [(Unordered(), 0, None)]}, 2, 5.0)
+        assert err.value.message == "verify worker: ValueError: first line"
+        assert v._KEPT is None and v._BOUNDED is True  # not taken for DuckDB out of memory
+    finally:
+        v._let_go()
 
 
 def test_problems_merged_from_ranges_are_summarized_as_if_found_in_one_pass(monkeypatch):
