@@ -373,14 +373,9 @@ class DuckStorage:
         bounded = bounded and self.exists()  # no store: NoStore from ``read``, and no scratch area made
         with self._spill("read", bounded) as spill, _over_budget(spill is not None, "a read", READ_MEMORY), \
                 self.read() as con:
-            if spill is None:
+            # put back as the view closes: the settings are those of every connection this process has to the file
+            with scratch.limited(con, READ_MEMORY, spill) if spill is not None else _nothing():
                 yield DuckTx(con, self)
-                return
-            scratch.limit_memory(con, READ_MEMORY, spill)
-            try:
-                yield DuckTx(con, self)
-            finally:  # the settings are the process's DuckDB's for this file: another view of it keeps them
-                scratch.unlimit_memory(con)
 
     @contextmanager
     def _spill(self, kind: str, wanted: bool) -> Iterator[Path | None]:
@@ -449,7 +444,7 @@ class DuckStorage:
             held = bulk and self._kept is None  # a connection of its own: the limit ends with it
             with _over_budget(held, "a bulk transaction", LOAD_MEMORY), (scratch.space(scratch.areas(self)[:1], "load") if held else _nothing()) as spill, \
                     self.write(deadline=deadline) as con:
-                if held:
+                if held:  # left in place until the connection closes: its checkpoint at close is held too
                     scratch.limit_memory(con, LOAD_MEMORY, spill)
                 con.execute("BEGIN")
                 tx = DuckTx(con, self)

@@ -224,6 +224,16 @@ def limit_memory(con, limit: str, spill: Path) -> None:
         pass
 
 
+@contextmanager
+def limited(con, limit: str, spill: Path) -> Iterator[None]:
+    """``limit_memory`` for the block, undone after it (``unlimit_memory``)."""
+    limit_memory(con, limit, spill)
+    try:
+        yield
+    finally:
+        unlimit_memory(con)
+
+
 def unlimit_memory(con) -> None:
     """Put back DuckDB's own memory limit and spill directory on ``con`` (``limit_memory`` undone):
     they are the settings of every connection this process has to the same file."""

@@ -391,8 +391,7 @@ def build(store) -> dict:
 
     with scratch.space(scratch.areas(store)[:1], "snapshot") as spill:
         try:
-            with store.read() as con:
-                scratch.limit_memory(con, BUILD_MEMORY, spill)
+            with store.read() as con, scratch.limited(con, BUILD_MEMORY, spill):
                 arrays, extras = collect(con)
         except Exception as exc:  # noqa: BLE001 - only running out of the budget is tried again
             if not scratch.out_of_memory(exc):
