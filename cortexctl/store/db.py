@@ -367,38 +367,18 @@ class DuckStorage:
         ``bounded``: DuckDB held to ``READ_MEMORY``, spilling into a scratch directory of its own
         (not bounded when no scratch directory can be made: a store on a read-only filesystem); a
         read that does not fit is ``OverBudget`` as it leaves the view."""
-        from cortexctl.store import scratch
         from cortexctl.store.duck import DuckTx
 
-        bounded = bounded and self.exists()  # no store: NoStore from ``read``, and no scratch area made
-        with self._spill("read", bounded) as spill, _over_budget(spill is not None, "a read", READ_MEMORY), \
-                self.read() as con:
-            # put back as the view closes: the settings are those of every connection this process has to the file
-            with scratch.limited(con, READ_MEMORY, spill) if spill is not None else _nothing():
+        if not (bounded and self.exists()):  # no store: NoStore from ``read``, and no scratch area made
+            with self.read() as con:
                 yield DuckTx(con, self)
-
-    @contextmanager
-    def _spill(self, kind: str, wanted: bool) -> Iterator[Path | None]:
-        """A scratch directory of ``kind`` for DuckDB's spill when ``wanted`` and one can be made
-        (else None), removed afterwards. What killed readers left (their entries of ``kind`` alone:
-        a reader holds no lock, and a writer's work beside them may be live) is swept first: a store
-        that is only ever read (verified) has no writer to sweep it."""
+            return
         from cortexctl.store import scratch
 
-        try:
-            if wanted:
-                scratch.sweep(scratch.areas(self), kinds=(kind,))
-            path = scratch.make(scratch.areas(self), kind) if wanted else None
-        except (CortexError, OSError):
-            path = None
-        if path is None:
-            yield None
-            return
-        try:
-            with scratch.private():
-                yield path
-        finally:
-            scratch.remove(path)
+        with scratch.spill_space(scratch.areas(self), "read", sweep_kind=True) as spill, \
+                _over_budget(spill is not None, "a read", READ_MEMORY), self.read() as con, \
+                scratch.limited(con, READ_MEMORY, spill):  # put back as it ends: the process's settings for the file
+            yield DuckTx(con, self)
 
     @contextmanager
     def holding(self) -> Iterator[None]:
@@ -429,7 +409,7 @@ class DuckStorage:
     def transaction(self, *, bulk: bool = False, tidy: bool = True) -> Iterator[DuckTx]:
         """A ``DuckTx`` in one transaction: committed at the end, rolled back when the block raises.
         ``bulk``: DuckDB held to ``LOAD_MEMORY`` (spilling into the scratch area), unless inside
-        ``holding``; ``OverBudget`` when the transaction does not fit (a big batch: DuckDB keeps a
+        ``holding`` or where no scratch directory can be made; ``OverBudget`` when the transaction does not fit (a big batch: DuckDB keeps a
         transaction's appends and its commit's work in memory). Unless ``tidy``, storage left as
         written, not compacted at close (``DuckTx.defer_compaction``)."""
         from cortexctl.store import scratch, snapshot
@@ -442,9 +422,10 @@ class DuckStorage:
             else:
                 start = snapshot.delta_start(self.path) if self.db_path.is_file() else None
             held = bulk and self._kept is None  # a connection of its own: the limit ends with it
-            with _over_budget(held, "a bulk transaction", LOAD_MEMORY), (scratch.space(scratch.areas(self)[:1], "load") if held else _nothing()) as spill, \
+            with (scratch.spill_space(scratch.areas(self), "load") if held else _nothing()) as spill, \
+                    _over_budget(spill is not None, "a bulk transaction", LOAD_MEMORY), \
                     self.write(deadline=deadline) as con:
-                if held:  # left in place until the connection closes: its checkpoint at close is held too
+                if spill is not None:  # left in place until the connection closes: its checkpoint at close is held too
                     scratch.limit_memory(con, LOAD_MEMORY, spill)
                 con.execute("BEGIN")
                 tx = DuckTx(con, self)

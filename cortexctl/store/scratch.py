@@ -225,8 +225,35 @@ def limit_memory(con, limit: str, spill: Path) -> None:
 
 
 @contextmanager
-def limited(con, limit: str, spill: Path) -> Iterator[None]:
-    """``limit_memory`` for the block, undone after it (``unlimit_memory``)."""
+def spill_space(areas: Sequence[Path], kind: str, *, sweep_kind: bool = False) -> Iterator[Path | None]:
+    """A private directory of ``kind`` for what DuckDB spills past a memory budget (``limit_memory``),
+    made in the first of ``areas`` that can hold one and removed afterwards; None when none can (a
+    store in a read-only place): the work then goes unbounded rather than fail. ``sweep_kind``: what
+    dead processes left of ``kind`` is removed first (for a reader, which holds no writer lock and so
+    sweeps nothing else: a store that is only ever read has no writer to sweep it)."""
+    from cortexctl.errors import CortexError
+
+    try:
+        if sweep_kind:
+            sweep(areas, kinds=(kind,))
+        path = make(areas, kind)
+    except (CortexError, OSError):
+        yield None
+        return
+    try:
+        with private():
+            yield path
+    finally:
+        remove(path)
+
+
+@contextmanager
+def limited(con, limit: str, spill: Path | None) -> Iterator[None]:
+    """``limit_memory`` for the block, undone after it (``unlimit_memory``); nothing without a
+    ``spill`` directory."""
+    if spill is None:
+        yield
+        return
     limit_memory(con, limit, spill)
     try:
         yield

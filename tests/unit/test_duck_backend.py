@@ -66,6 +66,34 @@ def test_a_bulk_loads_transactions_hold_duckdb_to_a_memory_limit_spilling_into_t
         assert tx.existing_ids([ident(n) for n in range(1, 4)]) == {ident(n) for n in range(1, 4)}
 
 
+def test_a_bulk_load_and_a_snapshot_build_spill_wherever_a_scratch_area_can_be_made_else_go_unbounded(storage):
+    """The scratch area beside the store cannot be made (its parent not writable; here a file where it
+    belongs): a bulk transaction and a snapshot build spill into the one inside the store; with neither,
+    they run unbounded rather than fail."""
+    from cortexctl.store import scratch, snapshot
+
+    put(storage, memory(1))
+    beside, inside = scratch.areas(storage)
+    beside.write_text("not a directory")
+    settings = "SELECT current_setting('memory_limit'), current_setting('temp_directory')"
+    with storage.transaction(bulk=True) as tx:
+        tx.insert_memories(*(lambda h, vs: ([h], vs))(*memory(2)))
+        spilled = tx.con.execute(settings).fetchone()[1]
+    assert spilled.startswith(str(inside) + "/load-")
+    assert snapshot.build(storage)["action"] == "build"
+    assert not inside.exists()  # each spill removed, and the area with its last one
+    inside.write_text("not a directory")
+    with storage.transaction(bulk=True) as tx:
+        tx.insert_memories(*(lambda h, vs: ([h], vs))(*memory(3)))
+        limit, spill_dir = tx.con.execute(settings).fetchone()
+    assert not spill_dir.startswith((str(beside), str(inside)))
+    (storage.path / snapshot.SNAPSHOT_NAME).unlink()
+    assert snapshot.build(storage)["action"] == "build"
+    with storage.reading() as tx:
+        assert tx.count_heads() == 3
+    assert beside.read_text() == inside.read_text() == "not a directory"
+
+
 def test_a_bulk_transaction_that_does_not_fit_its_budget_is_over_budget_and_writes_nothing(storage, monkeypatch):
     """Out of memory under ``LOAD_MEMORY``: ``OverBudget`` (the caller runs it again unbounded), the
     transaction rolled back and its spill gone; the same rows then commit in an ordinary one."""

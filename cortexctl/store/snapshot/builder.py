@@ -389,7 +389,7 @@ def build(store) -> dict:
         return {"action": "none", "memories": int(current[0]["arrays"]["head_id"]["shape"][0])}
     from cortexctl.store import scratch
 
-    with scratch.space(scratch.areas(store)[:1], "snapshot") as spill:
+    with scratch.spill_space(scratch.areas(store), "snapshot") as spill:
         try:
             with store.read() as con, scratch.limited(con, BUILD_MEMORY, spill):
                 arrays, extras = collect(con)
