@@ -33,6 +33,33 @@ EXIT_INTERNAL = 70
 EXIT_INTERRUPTED = 130
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM (what ``kill``, ``timeout``, systemd and docker send), raised where the program is
+    so that a command unwinds as from Ctrl-C: its transaction rolled back, its workers and scratch
+    files let go, exit 130."""
+
+
+def interrupt_on_sigterm() -> None:
+    """From now on the first SIGTERM raises ``Terminated`` in the main thread (a second one ends
+    the process at once, as before). Left alone where SIGTERM is ignored: whoever started this
+    process meant it to be."""
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        return
+    if signal.getsignal(signal.SIGTERM) is signal.SIG_IGN:
+        return
+    signal.signal(signal.SIGTERM, _terminated)
+
+
+def _terminated(signum, frame) -> None:
+    import signal
+
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    raise Terminated
+
+
 class CortexError(Exception):
     """Base of every error a user can cause; ``str(err)`` is the one-line message."""
 

@@ -6,7 +6,7 @@ worker finished first; at most ``ahead`` tasks per worker are handed out at a ti
 stream of tasks (an import's chunks of lines) is never held in memory all at once.
 
 Workers die with the process that started them (Linux: ``PR_SET_PDEATHSIG``), so a killed
-command leaves no worker behind, and they leave Ctrl-C to it. ``fresh`` workers are new
+command leaves no worker behind, and they leave Ctrl-C and SIGTERM to it. ``fresh`` workers are new
 interpreters, never forks of the caller: a process that holds an open database connection must
 not fork. They do not import the program's main module (``_fresh_context``), so a program that uses
 cortexctl as a library is never run again by them, guarded by ``if __name__ == "__main__":`` or not.
@@ -88,13 +88,15 @@ def cores() -> int:
 
 
 def _worker_start(init: Callable[[], None] | None, parent: int) -> None:  # pragma: no cover - in the workers
-    """A worker dies with its parent and leaves Ctrl-C to it.
+    """A worker dies with its parent and leaves Ctrl-C and SIGTERM to it (the parent lets the
+    running tasks end and the workers go, then unwinds).
 
     Linux: ``PR_SET_PDEATHSIG``, then a check that the parent did not die before it was set.
     Elsewhere: a thread that ends the worker once it has been handed to another parent."""
     import signal
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
     armed = False
     try:
         import ctypes

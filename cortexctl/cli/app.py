@@ -11,7 +11,16 @@ from __future__ import annotations
 import os
 import sys
 
-from cortexctl.errors import EXIT_INTERNAL, EXIT_INTERRUPTED, CortexError, bad_path, blocked_path, no_space
+from cortexctl.errors import (
+    EXIT_INTERNAL,
+    EXIT_INTERRUPTED,
+    CortexError,
+    Terminated,
+    bad_path,
+    blocked_path,
+    interrupt_on_sigterm,
+    no_space,
+)
 
 def _wants_json(argv: list[str]) -> bool:
     args = argv[: argv.index("--")] if "--" in argv else argv
@@ -108,6 +117,8 @@ def _main(argv: list[str] | None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     as_json = _wants_json(argv)
     try:
+        if process:
+            interrupt_on_sigterm()  # a command stopped by kill or a service manager cleans up as on ^C
         _check_utf8(argv)
         from cortexctl.cli import parser
 
@@ -122,8 +133,8 @@ def _main(argv: list[str] | None) -> int:
     except CortexError as err:
         _report(err, as_json, argv)
         code = err.exit_code
-    except KeyboardInterrupt:
-        sys.stderr.write("cortexctl: interrupted\n")
+    except KeyboardInterrupt as exc:
+        sys.stderr.write("cortexctl: terminated\n" if isinstance(exc, Terminated) else "cortexctl: interrupted\n")
         code = EXIT_INTERRUPTED
     except BrokenPipeError:
         # The reader went away (e.g. `| head`): stop quietly, like other Unix tools.

@@ -23,7 +23,7 @@ EXIT_CODES = [
     ("9", "provider unreachable (an embedding or chat endpoint, or a store's PostgreSQL server)"),
     ("10", "invalid input data: a value that breaks a type's schema, bad JSON, bad UTF-8, an import with bad lines"),
     ("70", "internal error (a bug: please report it; CORTEXCTL_DEBUG=1 shows the traceback)"),
-    ("130", "interrupted"),
+    ("130", "interrupted: Ctrl-C, or SIGTERM (kill, timeout, systemd, docker); the command unwinds first"),
 ]
 
 ENVIRONMENT = [

@@ -13,7 +13,7 @@ import pytest
 
 from cortexctl import Cortex, FindQuery
 from tests import tamper
-from tests.conftest import assert_clean_error, assert_store_verifies, cortexctl_argv, run_process
+from tests.conftest import Run, assert_clean_error, assert_store_verifies, cortexctl_argv, run_process
 
 def _hold(store) -> subprocess.Popen:
     """A process holding the store's database open for writing until its stdin gets a line."""
@@ -87,6 +87,43 @@ def test_busy_error_under_json_is_a_json_object_on_stderr(cx, cli_proc, store):
     assert r.code == 4
     doc = orjson.loads(r.err)
     assert doc["error"] == "busy" and doc["exit_code"] == 4
+
+
+def _catches(pid: int, signum: int) -> bool:
+    """The process has a handler of its own for ``signum`` (the SigCgt mask of its /proc status)."""
+    try:
+        with open(f"/proc/{pid}/status") as fh:
+            mask = next(int(line.split()[1], 16) for line in fh if line.startswith("SigCgt:"))
+    except (FileNotFoundError, ProcessLookupError):
+        return False
+    return bool(mask >> (signum - 1) & 1)
+
+
+@pytest.mark.parametrize("signum, said", [(signal.SIGTERM, "terminated"), (signal.SIGINT, "interrupted")])
+def test_a_write_stopped_by_sigterm_or_ctrl_c_while_it_waits_unwinds_exit_130_and_writes_nothing(
+        cx, store, signum, said):
+    """What `kill`, `timeout`, systemd and docker send is taken as ^C is: the command unwinds (its
+    transaction rolled back, its files let go), says so in one line and exits 130; it is not the
+    default death by the signal."""
+    cx.write("fact", "the only memory")
+    holder = _hold(store)
+    env = dict(os.environ, CORTEXCTL_STORE=str(store))
+    proc = subprocess.Popen(cortexctl_argv() + ["write", "fact", "never written", "--wait", "60"], env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        while not _catches(proc.pid, signal.SIGTERM) and proc.poll() is None:
+            time.sleep(0.01)  # until the command has taken SIGTERM over
+        proc.send_signal(signum)
+        out, err = proc.communicate(timeout=120)
+    finally:
+        _stop(holder)
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert_clean_error(Run(["write"], proc.returncode, out, err), 130)
+    assert err == f"cortexctl: {said}\n"
+    assert [h.text for h in Cortex(store=store, actor="alice").find(FindQuery())] == ["the only memory"]
+    assert_store_verifies(store)
 
 
 def _lines(n: int) -> bytes:

@@ -102,3 +102,65 @@ def test_a_program_using_cortexctl_is_never_run_again_by_a_fresh_worker(tmp_path
 
     written = Cortex(store=tmp_path / "store", actor="alice").find(FindQuery(k=50))
     assert len(written) == 12 + ("writing" in form)
+
+
+def _held(where: str, i: int) -> int:
+    """A task that says it started and ends once told to (a file ``go`` appears)."""
+    import time
+    from pathlib import Path
+
+    Path(where, f"started-{i}").touch()
+    while not Path(where, "go").exists():
+        time.sleep(0.01)
+    Path(where, f"done-{i}").touch()
+    return i
+
+
+_STOPPED = """\
+import sys
+from cortexctl.errors import Terminated, interrupt_on_sigterm
+from cortexctl.parallel import ordered_map
+from tests.unit.test_parallel import _held
+
+interrupt_on_sigterm()
+try:
+    with ordered_map(_held, [(sys.argv[1], i) for i in range(2)], workers=2, fresh=sys.argv[2] == "fresh") as pool:
+        print(list(pool), flush=True)
+except Terminated:
+    print("terminated", flush=True)
+    sys.exit(130)
+"""
+
+
+@pytest.mark.parametrize("start", ["fresh", "forked"])
+def test_sigterm_to_the_whole_group_is_left_to_the_parent_which_lets_the_running_tasks_end(tmp_path, start):
+    """kill, timeout and systemd signal every process of the group: the workers leave it to the
+    parent (as ^C), so a running task ends as it would (a verify's view closed, its spill removed),
+    the parent unwinds with ``Terminated`` and nothing is left or said (no worker traceback, no
+    "leaked semaphore" warning from multiprocessing's tracker)."""
+    import subprocess
+    import sys
+    import time
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    proc = subprocess.Popen([sys.executable, "-c", _STOPPED, str(tmp_path), start], cwd=root, text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+    try:
+        while not all((tmp_path / f"started-{i}").exists() for i in range(2)) and proc.poll() is None:
+            time.sleep(0.01)
+        os.killpg(proc.pid, signal.SIGTERM)
+        (tmp_path / "go").touch()
+        out, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert (proc.returncode, out, err) == (130, "terminated\n", "")
+    assert all((tmp_path / f"done-{i}").exists() for i in range(2))  # neither worker died mid-task
+    while True:  # the group's last process (the tracker) goes once the parent has
+        try:
+            os.killpg(proc.pid, 0)
+        except ProcessLookupError:
+            break
+        time.sleep(0.01)
