@@ -213,12 +213,12 @@ class DuckTx(Lanes):
     def iter_vectors(self, model: str, dim: int, *, after: int = 0, batch: int = 50_000):
         return sq.iter_vectors(self.con, model, dim, after=after, batch=batch)
 
-    def vectors_for(self, filters: Filters, model: str, dim: int):
+    def vector_chunks(self, filters: Filters, model: str, dim: int):
         where, params = self._sql(filters)
-        return sq.vectors_for(self.con, where, params, model, dim)
+        return sq.vector_chunks(self.con, where, params, model, dim)
 
     def vector_keys_for(self, filters: Filters, model: str):
-        return None  # the vectors come with the same query (vectors_for)
+        return None  # the vectors come with the same query (vector_chunks)
 
     def vectors_of_keys(self, keys: Sequence[int], model: str) -> list[tuple[int, str, int]]:
         return sq.vectors_of_keys(self.con, keys, model)

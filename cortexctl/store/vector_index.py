@@ -558,7 +558,7 @@ def _exact(tx, filters: Filters, model, dim, q, n, *, store=None, cache=None, op
     nearest: an f16 file's from its own rows (``_by_slots``), an f32 file's (an earlier version's)
     by key from usearch when they are few (``_by_keys``); the store then hands those few vectors by
     key. Otherwise, or when the file does not cover the keys, the store hands every candidate's
-    vector (``_ranked``).
+    vector, a range of keys at a time (``vector_chunks``: each range's nearest are kept).
     Similarities are computed row by row (``_similarities``), so every way gives the same.
     ``opened``: (record, view) of the file when the caller has it open and checked already (a view
     opened for searching only is opened again to take vectors by key)."""
@@ -581,9 +581,17 @@ def _exact(tx, filters: Filters, model, dim, q, n, *, store=None, cache=None, op
                     mat = _by_keys(tx, index, ids, keys, rec.max_key, model, dim, q, n)
             if mat is not None:
                 ids, mat = mat
-    if mat is None:
-        ids, mat = tx.vectors_for(filters, model, dim)
-    return _ranked(ids, mat, q, n)
+    if mat is not None:
+        return _ranked(ids, mat, q, n)
+    best: list[tuple[str, float]] = []
+    for ids, mat in tx.vector_chunks(filters, model, dim):  # the n nearest of each chunk's, and of theirs
+        best = sorted(best + _ranked(ids, mat, q, n), key=_nearest_first)[:n]
+    return best
+
+
+def _nearest_first(hit: tuple[str, float]) -> tuple[float, str]:
+    """The order of ``_ranked``'s answer: similarity, high first, ties by ID."""
+    return -hit[1], hit[0]
 
 
 def _ranked(ids: list[str], mat, q, n: int) -> list[tuple[str, float]]:

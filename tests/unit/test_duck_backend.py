@@ -294,16 +294,16 @@ def test_dropped_vectors_leave_service_but_stay_counted_until_cleared(storage):
         assert tx.dropped_keys("n") == []
 
 
-def test_vectors_for_returns_the_current_version_vectors_of_memories_passing_the_filters(storage):
+def test_vector_chunks_are_the_current_version_vectors_of_memories_passing_the_filters(storage):
     put(storage, memory(1, tags=["a"], versions=2), memory(2), memory(3, actor="bob", tags=["a"]))
     mat = unit_rows(4)
     with storage.transaction() as tx:
         tx.insert_vectors([ident(1), ident(1), ident(2), ident(3)], [1, 2, 1, 1], "m", mat)
     with storage.reading() as tx:
-        ids, got = tx.vectors_for(Filters("alice", tags=("a",)), "m", 4)
+        [(ids, got)] = tx.vector_chunks(Filters("alice", tags=("a",)), "m", 4)
         assert ids == [ident(1)] and np.array_equal(got, as_stored(storage, mat[1:2]))
-        ids, got = tx.vectors_for(Filters("carol"), "m", 4)
-        assert ids == [] and got.shape == (0, 4)
+        assert list(tx.vector_chunks(Filters("carol"), "m", 4)) == []
+        assert list(tx.vector_chunks(Filters("alice"), "no such model", 4)) == []
 
 
 def test_searching_answers_as_reading_does_from_a_current_snapshot_and_after_a_change(storage):
@@ -348,12 +348,12 @@ def test_searching_answers_as_reading_does_from_a_current_snapshot_and_after_a_c
     assert storage.refresh_snapshot()["action"] == "build"
     assert storage.snapshot_state() == "current"
     assert answers(storage.searching) == want
-    # vector_keys_for may be None (the backend hands the vectors with vectors_for instead)
+    # vector_keys_for may be None (the backend hands the vectors with vector_chunks instead)
     with storage.searching() as tx:
         got = tx.vector_keys_for(Filters(actor="alice"), "m")
     ids_, keys = got if got is not None else ([], np.zeros(0, np.uint64))
     with storage.reading() as tx:
-        ids2, _ = tx.vectors_for(Filters(actor="alice"), "m", 4)
+        ids2 = [i for ids, _ in tx.vector_chunks(Filters(actor="alice"), "m", 4) for i in ids]
         key_of = {i: k for k, i, v in tx.vectors_of_keys(list(range(1, 21)), "m")}
     if got is not None:
         assert sorted(ids_) == sorted(ids2) and all(key_of[i] == k for i, k in zip(ids_, keys.tolist()))

@@ -62,6 +62,12 @@ def _state(cx) -> str:
         return semantic.index_state(tx, cx.store, cx.embedder.model, dim)[1]
 
 
+def _all_vectors(tx, filters, model, dim):
+    """Every candidate's (ids, float16 rows), the store's chunks put together."""
+    chunks = list(tx.vector_chunks(filters, model, dim))
+    return [i for ids, _ in chunks for i in ids], np.concatenate([m for _, m in chunks] or [np.zeros((0, dim), "<f2")])
+
+
 def _exact_best(cx, text: str) -> str:
     return _exact_nearest(cx, text, 1)[0]
 
@@ -69,7 +75,7 @@ def _exact_best(cx, text: str) -> str:
 def _exact_nearest(cx, text: str, n: int) -> list[str]:
     q = np.frombuffer(cx.embedder.embed_bytes(text), dtype="<f4")
     with cx.store.reading() as tx:
-        ids, mat = tx.vectors_for(Filters(actor=cx.actor), cx.embedder.model, q.shape[0])
+        ids, mat = _all_vectors(tx, Filters(actor=cx.actor), cx.embedder.model, q.shape[0])
     sims = mat @ q
     return [ids[i] for i in np.lexsort((np.asarray(ids), -sims))[:n]]
 
@@ -758,6 +764,34 @@ def test_the_rough_float16_comparison_keeps_every_exact_nearest_neighbour():
         spoilt[7, 3] = bad
         assert vi._rough(spoilt, np.ones(8, dtype=np.float32), 3) is None
     assert vi._rough(rows, np.full(8, 1e6, dtype=np.float32), 3) is None
+
+
+@pytest.mark.parametrize("viewer", ["alice", "bob"])
+def test_an_exact_search_reading_the_vectors_a_span_at_a_time_answers_as_reading_them_all(
+        big, monkeypatch, viewer):
+    """The store hands the candidates' vectors a span of them at a time in key order (a whole store's
+    would be 0.8 GB of rows at a million), and the nearest of each span's give the very answer of
+    all the rows ranked at once: ids, order (ties by ID) and similarities; with a viewer who sees a
+    tenth."""
+    from cortexctl.store import search
+
+    cx = Cortex(store=big, actor="alice")
+    model, filters = cx.embedder.model, Filters(actor=viewer)
+    with cx.store.reading() as tx:
+        dim = tx.vector_stats(model)[2]
+        monkeypatch.setattr(search, "CHUNK_KEYS", 97)
+        ids, mat = _all_vectors(tx, filters, model, dim)
+        assert len(ids) == len(set(ids)) == (N if viewer == "alice" else len(range(0, N, 10)))
+        assert [len(c) for c, _ in tx.vector_chunks(filters, model, dim)] == [97] * (len(ids) // 97) + [len(ids) % 97]
+        for text in ("item1500 alpha", "note 2000 item2000", "quebec romeo", "zulu"):
+            q = np.frombuffer(cx.embedder.embed_bytes(text), dtype="<f4")
+            for n in (1, 10, 150):
+                want = semantic._ranked(ids, mat, q, n)
+                assert want  # those of positive similarity, n at most
+                assert semantic._exact(tx, filters, model, dim, q, n) == want
+                monkeypatch.setattr(search, "CHUNK_KEYS", 1 << 30)
+                assert semantic._exact(tx, filters, model, dim, q, n) == want
+                monkeypatch.setattr(search, "CHUNK_KEYS", 97)
 
 
 def test_ranking_many_float16_rows_roughly_first_gives_the_exact_answer(monkeypatch):

@@ -50,7 +50,7 @@ def _nearest_are_exact(cx) -> None:
     for text in QUERIES:
         q = np.frombuffer(cx.embedder.embed_bytes(text), dtype="<f4")
         with cx.store.reading() as tx:
-            ids, mat = tx.vectors_for(Filters(actor="alice"), model, q.shape[0])
+            ids, mat = _all_vectors(tx, Filters(actor="alice"), model, q.shape[0])
             found, note = tx.nearest(q, model, Filters(actor="alice"), 10)
         exact = dict(zip(ids, (mat @ q).tolist()))
         tenth = sorted(exact.values(), reverse=True)[9]
@@ -121,3 +121,9 @@ def test_a_record_that_does_not_name_its_connectivity_is_trusted_as_the_sparse_g
     assert (health["state"], health["connectivity"], health["denser_on_rebuild"]) == ("ok", hnsw.CONNECTIVITY, True)
     _nearest_are_exact(cx)
     assert semantic.read_record(cx.store).connectivity == hnsw.CONNECTIVITY  # used as it is, not rebuilt
+
+
+def _all_vectors(tx, filters, model, dim):
+    """Every candidate's (ids, float16 rows), the store's chunks put together."""
+    chunks = list(tx.vector_chunks(filters, model, dim))
+    return [i for ids, _ in chunks for i in ids], np.concatenate([m for _, m in chunks] or [np.zeros((0, dim), "<f2")])

@@ -1039,7 +1039,7 @@ FROM_DUCKDB = (
     "table_counts", "version_digest", "attach_bundle", "bundle_plan", "bundle_memories", "heads_of",
     "bundle_missing_checkpoints", "bundle_grants", "bundle_links",
     # the DuckDB backend's own reads (store/vector_index.py)
-    "vectors_for", "vectors_at_keys", "iter_vectors", "vectors_between", "count_vectors", "dropped_keys", "clear_dropped",
+    "vector_chunks", "vectors_at_keys", "iter_vectors", "vectors_between", "count_vectors", "dropped_keys", "clear_dropped",
 )
 
 
