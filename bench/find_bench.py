@@ -22,8 +22,12 @@ bench/cold_start.py, each made distinct by a few words of detail) with
 attest, tag, one command each) with the snapshot moved aside, then N more with
 it in place after a `reindex` (so that they leave its delta), and reports the
 median time of each kind of command both ways; the finds then run against the
-snapshot and its delta. --million uses 1,000,000 memories. Nothing is asserted:
-it is a report.
+snapshot and its delta. --exact also times `find --near` with the index file set
+aside, as after a restore while the background build runs (an exact search of
+every candidate's vector): median wall time and the median of each process's
+peak resident memory, against the same find with the index in the same run (the
+fold lock is held meanwhile, so that no find starts the build). --million uses
+1,000,000 memories. Nothing is asserted: it is a report.
 """
 
 from __future__ import annotations
@@ -81,6 +85,57 @@ def checked(cortexctl: str, store: Path, env: dict) -> None:
 
     subprocess.run([cortexctl, "healthcheck", "--store", str(store)], env=env,
                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
+def _peak_once(cmd: list[str], env: dict) -> tuple[float, float]:
+    """(wall seconds, peak resident MB) of one fresh process: its own ``ru_maxrss`` from ``os.wait4``."""
+    import subprocess
+
+    t0 = time.perf_counter()
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            stdin=subprocess.DEVNULL)
+    _, status, usage = os.wait4(proc.pid, 0)
+    dt = time.perf_counter() - t0
+    if os.waitstatus_to_exitcode(status) not in FIND_OK:
+        raise SystemExit(f"bench: exit {os.waitstatus_to_exitcode(status)}: {' '.join(cmd)}")
+    return dt, usage.ru_maxrss / 1024
+
+
+def exact_search(cortexctl: str, env: dict, store: Path, runs: int) -> dict:
+    """``find --near`` with the index file and without it (set aside, and put back after: the same
+    bytes, which its record still names), interleaved, the fold lock held throughout so that a find
+    that meets no index file starts no build. Medians of wall time and of peak RSS."""
+    import fcntl
+
+    index = store / "cortex.usearch"
+    aside = store.parent / "cortex.usearch.aside"
+    if not index.exists():
+        raise SystemExit(f"bench: --exact needs the store's index file ({index})")
+    got: dict[bool, list[tuple[float, float]]] = {True: [], False: []}
+    lock = os.open(store / "cortex.fold.lock", os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # waits for a fold under way
+        try:
+            for i in range(runs):
+                q = QUERIES[i % len(QUERIES)]
+                cmd = [cortexctl, "find", "--near", q, "--store", str(store), "-k", "10"]
+                got[True].append(_peak_once(cmd, env))
+                os.rename(index, aside)
+                try:
+                    got[False].append(_peak_once(cmd, env))
+                finally:
+                    os.rename(aside, index)
+        finally:
+            if aside.exists():
+                os.rename(aside, index)
+    finally:
+        os.close(lock)
+
+    def median(indexed: bool, at: int) -> float:
+        return statistics.median(r[at] for r in got[indexed])
+
+    return {"indexed_ms": 1000 * median(True, 0), "indexed_rss_mb": median(True, 1),
+            "exact_ms": 1000 * median(False, 0), "exact_rss_mb": median(False, 1)}
 
 
 def hnsw_recall(store: Path, samples: int = 200, k: int = 10) -> dict:
@@ -194,6 +249,8 @@ def main() -> int:
     ap.add_argument("--store", type=Path, help="reuse a store built by an earlier --keep run (skips the import)")
     ap.add_argument("--no-ab", action="store_true",
                     help="time find only as the store is (by default, with and without its search snapshot)")
+    ap.add_argument("--exact", action="store_true",
+                    help="also time find --near with the index file set aside (an exact search), with peak memory")
     ap.add_argument("--writes", type=int, default=0,
                     help="make this many changes (write, update, attest, tag) without and then with the snapshot "
                          "before timing find, so that find reads the snapshot's delta")
@@ -269,6 +326,9 @@ def main() -> int:
     main_row = result["find"][0]
     result["find_near_ms"] = main_row["median_ms"]
     result["find_near_ratio"] = main_row["ratio"]
+    if args.exact:
+        log("timing find --near without its index file ...")
+        result["exact"] = exact_search(cortexctl, env, store, args.runs)
     result["loadavg"] = os.getloadavg()
     log("measuring HNSW recall ...")
     result["hnsw"] = hnsw_recall(store)
@@ -298,6 +358,11 @@ def main() -> int:
             how = "snapshot" if row["snapshot"] else "DuckDB"
             print(f"{label + ' (' + how + ')':<42} {row['median_ms']:8.1f} ms  = {row['ratio']:.2f}x the floor")
         print("target <= 1.3x at 100k, <= 1.5x at 1M; load average %.2f %.2f %.2f" % result["loadavg"])
+        if "exact" in result:
+            e = result["exact"]
+            print(f"find --near, index set aside (exact): {e['exact_ms']:8.1f} ms, peak RSS {e['exact_rss_mb']:.0f} MB; "
+                  f"with the index {e['indexed_ms']:.1f} ms, {e['indexed_rss_mb']:.0f} MB "
+                  f"= {e['exact_ms'] / e['indexed_ms']:.2f}x the time, {e['exact_rss_mb'] / e['indexed_rss_mb']:.2f}x the memory")
         h = result["hnsw"]
         print(f"HNSW recall@10:   {h['recall_at_10']:8.4f}     over {h['samples']} queries "
               f"({h['hnsw_search_ms']:.2f} ms each)   target >= 0.99")
