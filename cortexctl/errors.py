@@ -39,25 +39,69 @@ class Terminated(KeyboardInterrupt):
     files let go, exit 130."""
 
 
-def interrupt_on_sigterm() -> None:
-    """From now on the first SIGTERM raises ``Terminated`` in the main thread (a second one ends
-    the process at once, as before). Left alone where SIGTERM is ignored: whoever started this
-    process meant it to be."""
+_SIGNALLED: list[int] = []  # the signals taken over by ``interrupt_on_signals`` that arrived
+
+
+def interrupt_on_signals() -> None:
+    """From now on Ctrl-C raises KeyboardInterrupt and the first SIGTERM ``Terminated`` in the main
+    thread (a second SIGTERM ends the process at once, as before), and each is remembered
+    (``signalled``): DuckDB turns an exception raised in a signal handler while one of its
+    queries runs into ``RuntimeError("Query interrupted")``, which the command then meets instead.
+    A signal ignored by whoever started this process is left ignored."""
     import signal
     import threading
 
     if threading.current_thread() is not threading.main_thread():
         return
-    if signal.getsignal(signal.SIGTERM) is signal.SIG_IGN:
-        return
-    signal.signal(signal.SIGTERM, _terminated)
+    if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+        signal.signal(signal.SIGINT, _interrupted)
+    if signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
+        signal.signal(signal.SIGTERM, _terminated)
+
+
+def signalled() -> int | None:
+    """The last of the signals ``interrupt_on_signals`` took over that arrived, or None."""
+    return _SIGNALLED[-1] if _SIGNALLED else None
+
+
+def _interrupted(signum, frame) -> None:
+    if _importing(frame):
+        return _again(signum)
+    _SIGNALLED.append(signum)
+    raise KeyboardInterrupt
 
 
 def _terminated(signum, frame) -> None:
     import signal
 
+    if _importing(frame):
+        return _again(signum)
+    _SIGNALLED.append(signum)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     raise Terminated
+
+
+def _importing(frame) -> bool:
+    """A module is being imported where the signal landed. An exception raised inside a compiled
+    module's initialisation (DuckDB's makes its enums through Python code) aborts the process
+    ("Critical nanobind error"), so the signal waits for the import to end."""
+    while frame is not None:
+        if frame.f_code.co_filename.startswith("<frozen importlib"):
+            return True
+        frame = frame.f_back
+    return False
+
+
+def _again(signum: int) -> None:
+    """The signal sent again in a moment, from a thread of its own."""
+    import os
+    import threading
+
+    def send() -> None:
+        threading.Event().wait(0.01)
+        os.kill(os.getpid(), signum)
+
+    threading.Thread(target=send, daemon=True).start()
 
 
 class CortexError(Exception):

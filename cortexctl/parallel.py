@@ -6,7 +6,9 @@ worker finished first; at most ``ahead`` tasks per worker are handed out at a ti
 stream of tasks (an import's chunks of lines) is never held in memory all at once.
 
 Workers die with the process that started them (Linux: ``PR_SET_PDEATHSIG``), so a killed
-command leaves no worker behind, and they leave Ctrl-C and SIGTERM to it. ``fresh`` workers are new
+command leaves no worker behind, and they leave Ctrl-C and SIGTERM to it: when the caller leaves
+early (an interrupt, an error), the tasks running are stopped, not waited for (``KeyboardInterrupt``
+raised in them, so that they let go of what they hold), and those not started never start. ``fresh`` workers are new
 interpreters, never forks of the caller: a process that holds an open database connection must
 not fork. They do not import the program's main module (``_fresh_context``), so a program that uses
 cortexctl as a library is never run again by them, guarded by ``if __name__ == "__main__":`` or not.
@@ -20,6 +22,7 @@ keeps its one thread (``store/vector_index.py``).
 from __future__ import annotations
 
 import os
+import signal
 import sys
 from typing import Any, Callable, Iterable, Iterator
 
@@ -79,6 +82,9 @@ else:
         Process = _FreshProcess
 
 
+STOP = signal.SIGUSR1 if hasattr(signal, "SIGUSR1") else None  # the parent's word to a worker: stop the task
+
+
 def cores() -> int:
     """The cores this process may run on."""
     try:
@@ -87,16 +93,22 @@ def cores() -> int:
         return os.cpu_count() or 1
 
 
-def _worker_start(init: Callable[[], None] | None, parent: int) -> None:  # pragma: no cover - in the workers
-    """A worker dies with its parent and leaves Ctrl-C and SIGTERM to it (the parent lets the
-    running tasks end and the workers go, then unwinds).
+_STOPPED = None  # in a worker: the pool's event, set once the caller left early
+_RUNNING = False  # in a worker: a task is running (a stop raises KeyboardInterrupt in it)
+
+
+def _worker_start(init: Callable[[], None] | None, parent: int, stopped) -> None:  # pragma: no cover - in the workers
+    """A worker dies with its parent and leaves Ctrl-C and SIGTERM to it (the parent stops the
+    tasks: ``_stop_task``, then unwinds).
 
     Linux: ``PR_SET_PDEATHSIG``, then a check that the parent did not die before it was set.
     Elsewhere: a thread that ends the worker once it has been handed to another parent."""
-    import signal
-
+    global _STOPPED
+    _STOPPED = stopped
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    if STOP is not None:
+        signal.signal(STOP, _stop_task)
     armed = False
     try:
         import ctypes
@@ -121,6 +133,23 @@ def _worker_start(init: Callable[[], None] | None, parent: int) -> None:  # prag
         init()
 
 
+def _stop_task(signum, frame) -> None:  # pragma: no cover - in the workers
+    if _RUNNING:
+        raise KeyboardInterrupt
+
+
+def _run(fn: Callable[..., Any], *args: Any) -> Any:  # pragma: no cover - in the workers
+    """One task in a worker: not started once the pool is stopped; stoppable while it runs."""
+    global _RUNNING
+    if _STOPPED is not None and _STOPPED.is_set():
+        raise KeyboardInterrupt
+    _RUNNING = True
+    try:
+        return fn(*args)
+    finally:
+        _RUNNING = False
+
+
 class ordered_map:  # noqa: N801 - used like the builtin map
     """``fn(*task)`` for each task, in ``workers`` processes; iterate for the results in task order.
 
@@ -141,13 +170,14 @@ class ordered_map:  # noqa: N801 - used like the builtin map
         self._tasks = iter(tasks)
         self._limit = max(1, workers) * max(1, ahead)
         start = multiprocessing.get_context("fork") if fork else _fresh_context()
+        self._stopped = start.Event()
         self._pool = ProcessPoolExecutor(max_workers=max(1, workers), mp_context=start,
-                                         initializer=_worker_start, initargs=(init, os.getpid()))
+                                         initializer=_worker_start, initargs=(init, os.getpid(), self._stopped))
         self._queue: list = []
         try:
             self._fill()
         except BaseException:
-            self.close()
+            self.close(stop=True)
             raise
 
     def _fill(self) -> None:
@@ -155,7 +185,7 @@ class ordered_map:  # noqa: N801 - used like the builtin map
             task = next(self._tasks, None)
             if task is None:
                 return
-            self._queue.append(self._pool.submit(self._fn, *task))
+            self._queue.append(self._pool.submit(_run, self._fn, *task))
 
     def __iter__(self) -> Iterator[Any]:
         from concurrent.futures import BrokenExecutor
@@ -170,15 +200,25 @@ class ordered_map:  # noqa: N801 - used like the builtin map
             self._fill()
             yield result
 
-    def close(self) -> None:
+    def close(self, *, stop: bool = False) -> None:
+        """End the pool once the running tasks have; ``stop``: stop them first (each worker that
+        runs one gets ``STOP``, which raises KeyboardInterrupt in the task) and start no other."""
+        if stop and STOP is not None:
+            self._stopped.set()
+            # the executor's own table of its worker processes: it has no call to signal them
+            for proc in list((getattr(self._pool, "_processes", None) or {}).values()):
+                try:
+                    os.kill(proc.pid, STOP)
+                except (OSError, AttributeError, TypeError):
+                    pass
         self._pool.shutdown(wait=True, cancel_futures=True)
         self._queue = []
 
     def __enter__(self) -> ordered_map:
         return self
 
-    def __exit__(self, *exc) -> None:
-        self.close()
+    def __exit__(self, exc_type, exc, tb) -> None:
+        self.close(stop=exc_type is not None)
 
 
 __all__ = ["ordered_map", "cores"]

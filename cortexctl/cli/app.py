@@ -18,8 +18,9 @@ from cortexctl.errors import (
     Terminated,
     bad_path,
     blocked_path,
-    interrupt_on_sigterm,
+    interrupt_on_signals,
     no_space,
+    signalled,
 )
 
 def _wants_json(argv: list[str]) -> bool:
@@ -98,6 +99,16 @@ def _report(err: CortexError, as_json: bool, argv: list[str] | None = None) -> N
     sys.stderr.write(line + "\n")
 
 
+def _stopped(terminated: bool | None = None) -> int:
+    """Say that the command was stopped by ^C or SIGTERM; exit 130."""
+    import signal
+
+    if terminated is None:
+        terminated = signalled() == signal.SIGTERM
+    sys.stderr.write("cortexctl: terminated\n" if terminated else "cortexctl: interrupted\n")
+    return EXIT_INTERRUPTED
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run one command; its exit code. Called with no ``argv`` (the console script), a command that
     asked for it (``common.end_without_teardown``) ends the process here once all is printed; given
@@ -118,7 +129,7 @@ def _main(argv: list[str] | None) -> int:
     as_json = _wants_json(argv)
     try:
         if process:
-            interrupt_on_sigterm()  # a command stopped by kill or a service manager cleans up as on ^C
+            interrupt_on_signals()  # a command stopped by kill or a service manager cleans up as on ^C
         _check_utf8(argv)
         from cortexctl.cli import parser
 
@@ -130,18 +141,22 @@ def _main(argv: list[str] | None) -> int:
 
             rv = app(args=argv, prog_name="cortexctl", standalone_mode=False)
             code = rv if isinstance(rv, int) and not isinstance(rv, bool) else 0
-    except CortexError as err:
-        _report(err, as_json, argv)
-        code = err.exit_code
     except KeyboardInterrupt as exc:
-        sys.stderr.write("cortexctl: terminated\n" if isinstance(exc, Terminated) else "cortexctl: interrupted\n")
-        code = EXIT_INTERRUPTED
+        code = _stopped(isinstance(exc, Terminated))
+    except CortexError as err:
+        if signalled() is not None:  # what an interrupt became on its way out (a worker's, a query's)
+            code = _stopped()
+        else:
+            _report(err, as_json, argv)
+            code = err.exit_code
     except BrokenPipeError:
         # The reader went away (e.g. `| head`): stop quietly, like other Unix tools.
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
         code = 0
     except Exception as exc:  # noqa: BLE001 - the one boundary
+        if signalled() is not None:  # DuckDB's RuntimeError("Query interrupted"), click's Abort, ...
+            return _stopped()
         full = no_space(exc) or bad_path(exc) or blocked_path(exc)
         if full is not None:
             _report(full, as_json, argv)

@@ -196,6 +196,11 @@ def _verify(tx: Tx, store, model: str, jobs: int) -> VerifyReport:
             for seq, rows in r.factors.items():
                 factors.setdefault(seq, {}).update(rows)
             unwritten.extend(r.unwritten)
+    except BaseException:
+        if pool is not None:  # an interrupt, a worker's error: the workers' ranges are stopped, not waited for
+            pool.close(stop=True)
+            pool = None
+        raise
     finally:
         if pool is not None:
             pool.close()

@@ -126,6 +126,38 @@ def test_a_write_stopped_by_sigterm_or_ctrl_c_while_it_waits_unwinds_exit_130_an
     assert_store_verifies(store)
 
 
+@pytest.mark.slow
+def test_ctrl_c_or_sigterm_that_lands_inside_a_database_query_is_still_exit_130_in_one_line(tmp_path):
+    """DuckDB turns an exception raised by a signal handler while its query runs into
+    RuntimeError("Query interrupted"): the command still says it was interrupted (exit 130), not
+    that it met a bug (exit 70). A healthcheck reads every block of the store, mostly inside
+    DuckDB's queries; signals are sent at moments spread over its run, so that some land there."""
+    store = tmp_path / "store"
+    report = Cortex(store=store, actor="alice").import_jsonl(iter(_lines(20_000).splitlines(keepends=True)))
+    assert report.imported == 20_000
+    env = dict(os.environ, CORTEXCTL_STORE=str(store))
+    outcomes = []
+    for i in range(30):
+        signum = (signal.SIGINT, signal.SIGTERM)[i % 2]
+        proc = subprocess.Popen(cortexctl_argv() + ["healthcheck"], env=env, text=True,
+                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        try:
+            while not _catches(proc.pid, signal.SIGTERM) and proc.poll() is None:
+                time.sleep(0.001)
+            time.sleep(0.015 * i)  # a pause, not a measure: a moment further into the run each time
+            proc.send_signal(signum)
+            _, err = proc.communicate(timeout=120)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.communicate()
+        said = "terminated" if signum == signal.SIGTERM else "interrupted"
+        # done before it (0), stopped by it (130), or met by it as the interpreter exited (its default death)
+        assert (proc.returncode, err) in ((0, ""), (130, f"cortexctl: {said}\n"), (-signum, "")), (i, proc.returncode, err)
+        outcomes.append(proc.returncode)
+    assert 130 in outcomes
+
+
 def _lines(n: int) -> bytes:
     return b"".join(
         orjson.dumps({"type": "fact", "text": f"memory number {i} about the deploy pipeline", "tags": [f"t{i % 7}"]})

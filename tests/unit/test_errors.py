@@ -5,6 +5,8 @@ from __future__ import annotations
 import inspect
 import os
 
+import pytest
+
 import cortexctl.errors as errors
 
 DOCUMENTED = {
@@ -87,3 +89,44 @@ def test_a_file_in_the_way_is_one_line_naming_it_the_rename_by_its_destination()
     assert len(long.message) < 200 and "..." in long.message
     assert errors.blocked_path(OSError(errno.EACCES, "Permission denied")) is None  # no path to name
     assert errors.blocked_path(OSError(errno.EIO, "Input/output error", "/s/f")) is None
+
+
+_SIGNAL_IN_IMPORT = """\
+import signal, sys, time
+from cortexctl.errors import interrupt_on_signals, signalled
+
+interrupt_on_signals()
+sys.path.insert(0, sys.argv[1])
+try:
+    import sends_itself_a_signal
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:  # the signal, sent again once the import is over, lands here
+        time.sleep(0.001)
+    print("never interrupted")
+except KeyboardInterrupt as exc:
+    print(type(exc).__name__, "sends_itself_a_signal" in sys.modules, signalled() == int(sys.argv[2]))
+"""
+
+_MODULE = """\
+import os, time
+os.kill(os.getpid(), {signum})
+for _ in range(20):
+    time.sleep(0.005)  # Python code of the import, where the handler would otherwise raise
+DONE = True
+"""
+
+
+@pytest.mark.parametrize("signum, raised", [(2, "KeyboardInterrupt"), (15, "Terminated")])
+def test_a_signal_that_lands_while_a_module_is_imported_is_raised_once_the_import_is_over(tmp_path, signum, raised):
+    """Ctrl-C or SIGTERM raised inside a compiled module's initialisation aborts the process (DuckDB's
+    makes enums through Python code: "Critical nanobind error"); so a signal that lands during any
+    import waits for it to end, and is raised after, as the command's interrupt."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    (tmp_path / "sends_itself_a_signal.py").write_text(_MODULE.format(signum=signum))
+    root = Path(__file__).resolve().parents[2]
+    done = subprocess.run([sys.executable, "-c", _SIGNAL_IN_IMPORT, str(tmp_path), str(signum)], cwd=root,
+                          capture_output=True, text=True, timeout=120)
+    assert (done.returncode, done.stdout, done.stderr) == (0, f"{raised} True True\n", "")

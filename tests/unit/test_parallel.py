@@ -105,26 +105,30 @@ def test_a_program_using_cortexctl_is_never_run_again_by_a_fresh_worker(tmp_path
 
 
 def _held(where: str, i: int) -> int:
-    """A task that says it started and ends once told to (a file ``go`` appears)."""
+    """A task that says it started, runs until told to end (a file ``go`` appears) and says, as
+    it is left, whether it ended or was stopped."""
     import time
     from pathlib import Path
 
     Path(where, f"started-{i}").touch()
-    while not Path(where, "go").exists():
-        time.sleep(0.01)
-    Path(where, f"done-{i}").touch()
-    return i
+    try:
+        while not Path(where, "go").exists():
+            time.sleep(0.01)
+        Path(where, f"done-{i}").touch()
+        return i
+    finally:
+        Path(where, f"left-{i}").touch()
 
 
 _STOPPED = """\
 import sys
-from cortexctl.errors import Terminated, interrupt_on_sigterm
+from cortexctl.errors import Terminated, interrupt_on_signals
 from cortexctl.parallel import ordered_map
 from tests.unit.test_parallel import _held
 
-interrupt_on_sigterm()
+interrupt_on_signals()
 try:
-    with ordered_map(_held, [(sys.argv[1], i) for i in range(2)], workers=2, fresh=sys.argv[2] == "fresh") as pool:
+    with ordered_map(_held, [(sys.argv[1], i) for i in range(4)], workers=2, fresh=sys.argv[2] == "fresh") as pool:
         print(list(pool), flush=True)
 except Terminated:
     print("terminated", flush=True)
@@ -133,11 +137,13 @@ except Terminated:
 
 
 @pytest.mark.parametrize("start", ["fresh", "forked"])
-def test_sigterm_to_the_whole_group_is_left_to_the_parent_which_lets_the_running_tasks_end(tmp_path, start):
+def test_sigterm_to_the_whole_group_stops_the_running_tasks_which_unwind_and_starts_no_other(tmp_path, start):
     """kill, timeout and systemd signal every process of the group: the workers leave it to the
-    parent (as ^C), so a running task ends as it would (a verify's view closed, its spill removed),
-    the parent unwinds with ``Terminated`` and nothing is left or said (no worker traceback, no
-    "leaked semaphore" warning from multiprocessing's tracker)."""
+    parent (as ^C), which unwinds with ``Terminated`` and stops the running tasks rather than wait
+    for them (they would never end here): each is interrupted where it is and leaves through its
+    ``finally`` (a verify's view closed, its spill removed), the tasks not started never start, and
+    nothing is said (no worker traceback, no "leaked semaphore" warning from multiprocessing's
+    tracker) or left running."""
     import subprocess
     import sys
     import time
@@ -150,17 +156,51 @@ def test_sigterm_to_the_whole_group_is_left_to_the_parent_which_lets_the_running
         while not all((tmp_path / f"started-{i}").exists() for i in range(2)) and proc.poll() is None:
             time.sleep(0.01)
         os.killpg(proc.pid, signal.SIGTERM)
-        (tmp_path / "go").touch()
         out, err = proc.communicate(timeout=120)
     finally:
         if proc.poll() is None:
             proc.kill()
             proc.communicate()
     assert (proc.returncode, out, err) == (130, "terminated\n", "")
-    assert all((tmp_path / f"done-{i}").exists() for i in range(2))  # neither worker died mid-task
+    assert _said(tmp_path) == ["left-0", "left-1", "started-0", "started-1"]
     while True:  # the group's last process (the tracker) goes once the parent has
         try:
             os.killpg(proc.pid, 0)
         except ProcessLookupError:
             break
         time.sleep(0.01)
+
+
+def _said(where) -> list[str]:
+    """What the tasks said, as the files they made."""
+    return sorted(p.name for p in where.iterdir() if p.name.startswith(("started-", "left-", "done-")))
+
+
+def _fails_once_both_run(where: str, i: int) -> int:
+    """Task 0 fails once task 1 has started; task 1 runs until stopped (says so as it is left)."""
+    import time
+    from pathlib import Path
+
+    Path(where, f"started-{i}").touch()
+    try:
+        if i == 0:
+            while not Path(where, "started-1").exists():
+                time.sleep(0.01)
+            raise NotFound("no 0")
+        while True:
+            time.sleep(0.01)
+    finally:
+        Path(where, f"left-{i}").touch()
+
+
+def test_a_task_error_stops_the_tasks_still_running_instead_of_waiting_for_them(tmp_path):
+    """Leaving the ``with`` block on an error (here a task's, at its turn) stops the tasks running
+    (they would never end) and starts none of the rest."""
+    with pytest.raises(NotFound, match="no 0"):
+        with ordered_map(_fails_once_both_run, [(str(tmp_path), i) for i in range(5)], workers=2) as pool:
+            list(pool)
+    said = _said(tmp_path)
+    started = {n.split("-")[1] for n in said if n.startswith("started-")}
+    # task 2 may have been taken by the first worker as task 0 failed: it is stopped too
+    assert started in ({"0", "1"}, {"0", "1", "2"})
+    assert said == sorted([f"left-{i}" for i in started] + [f"started-{i}" for i in started])
