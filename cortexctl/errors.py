@@ -59,6 +59,18 @@ def interrupt_on_signals() -> None:
         signal.signal(signal.SIGTERM, _terminated)
 
 
+def default_signals() -> None:
+    """The signals ``interrupt_on_signals`` took over back to their default action: once a command
+    is done nothing is left to unwind, and a flush to a pipe that no one reads must not turn a
+    SIGTERM into a traceback (or a wait for ever, the one SIGTERM spent)."""
+    import signal
+
+    if signal.getsignal(signal.SIGINT) is _interrupted:
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+    if signal.getsignal(signal.SIGTERM) is _terminated:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+
 def signalled() -> int | None:
     """The last of the signals ``interrupt_on_signals`` took over that arrived, or None."""
     return _SIGNALLED[-1] if _SIGNALLED else None

@@ -18,6 +18,7 @@ from cortexctl.errors import (
     Terminated,
     bad_path,
     blocked_path,
+    default_signals,
     interrupt_on_signals,
     no_space,
     signalled,
@@ -114,7 +115,10 @@ def main(argv: list[str] | None = None) -> int:
     asked for it (``common.end_without_teardown``) ends the process here once all is printed; given
     ``argv`` (the process goes on), what that asked is undone once the command is over."""
     if argv is None:
-        return _main(None)
+        try:
+            return _main(None)
+        finally:
+            default_signals()  # as it returns early, too
     try:
         return _main(argv)
     finally:
@@ -190,6 +194,8 @@ def _main(argv: list[str] | None) -> int:
             "(this is a bug, please report it; CORTEXCTL_DEBUG=1 shows the traceback)\n"
         )
         code = EXIT_INTERNAL
+    if process:
+        default_signals()
     try:
         sys.stdout.flush()
     except BrokenPipeError:

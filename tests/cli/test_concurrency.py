@@ -126,6 +126,44 @@ def test_a_write_stopped_by_sigterm_or_ctrl_c_while_it_waits_unwinds_exit_130_an
     assert_store_verifies(store)
 
 
+def _wchan(pid: int) -> str:
+    try:
+        with open(f"/proc/{pid}/wchan") as fh:
+            return fh.read()
+    except OSError:
+        return ""
+
+
+def test_sigterm_once_the_command_is_done_and_stuck_writing_to_an_unread_pipe_ends_it_quietly(cx, store):
+    """A command that has done its work and waits to flush its answer to a pipe no one reads: a
+    SIGTERM then has its default action (nothing is left to unwind), not a traceback, and the
+    process does not stay blocked with the one SIGTERM spent."""
+    import fcntl
+
+    for i in range(30):
+        cx.write("fact", f"memory {i} about the deploy pipeline " + "with many more words " * 20)
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"}
+    env["CORTEXCTL_STORE"] = str(store)
+    proc = subprocess.Popen(cortexctl_argv() + ["find", "--near", "deploy pipeline", "-k", "12", "--form", "full"],
+                            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        # F_SETPIPE_SZ: the answer (6.4 KB, within Python's 8 KB buffer, written as the command ends) no
+        # longer fits the pipe
+        fcntl.fcntl(proc.stdout.fileno(), 1031, 4096)
+        while "pipe_write" not in _wchan(proc.pid) and proc.poll() is None:
+            time.sleep(0.01)  # until it is blocked writing its answer
+        proc.send_signal(signal.SIGTERM)
+        code = proc.wait(timeout=60)
+        err = proc.stderr.read()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        proc.stdout.close()
+        proc.stderr.close()
+    assert (code, err) == (-signal.SIGTERM, b"")
+
+
 @pytest.mark.slow
 def test_ctrl_c_or_sigterm_that_lands_inside_a_database_query_is_still_exit_130_in_one_line(tmp_path):
     """DuckDB turns an exception raised by a signal handler while its query runs into
