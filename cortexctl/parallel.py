@@ -7,8 +7,10 @@ stream of tasks (an import's chunks of lines) is never held in memory all at onc
 
 Workers die with the process that started them (Linux: ``PR_SET_PDEATHSIG``), so a killed
 command leaves no worker behind, and they leave Ctrl-C and SIGTERM to it: when the caller leaves
-early (an interrupt, an error), the tasks running are stopped, not waited for (``KeyboardInterrupt``
-raised in them, so that they let go of what they hold), and those not started never start. ``fresh`` workers are new
+early (an interrupt, an error), a worker running a task ends at once, as a killed one would (what
+it leaves in the scratch area is swept by the next command), and tasks not started never start.
+(An exception raised in a task from a signal handler could land inside a compiled module's
+initialisation, which aborts the process, or inside C code that can only print it and go on.) ``fresh`` workers are new
 interpreters, never forks of the caller: a process that holds an open database connection must
 not fork. They do not import the program's main module (``_fresh_context``), so a program that uses
 cortexctl as a library is never run again by them, guarded by ``if __name__ == "__main__":`` or not.
@@ -99,7 +101,7 @@ _RUNNING = False  # in a worker: a task is running (a stop raises KeyboardInterr
 
 def _worker_start(init: Callable[[], None] | None, parent: int, stopped) -> None:  # pragma: no cover - in the workers
     """A worker dies with its parent and leaves Ctrl-C and SIGTERM to it (the parent stops the
-    tasks: ``_stop_task``, then unwinds).
+    tasks, ``_stop_task``, and unwinds).
 
     Linux: ``PR_SET_PDEATHSIG``, then a check that the parent did not die before it was set.
     Elsewhere: a thread that ends the worker once it has been handed to another parent."""
@@ -135,16 +137,20 @@ def _worker_start(init: Callable[[], None] | None, parent: int, stopped) -> None
 
 def _stop_task(signum, frame) -> None:  # pragma: no cover - in the workers
     if _RUNNING:
-        raise KeyboardInterrupt
+        os._exit(STOPPED_EXIT)
+
+
+STOPPED_EXIT = 130  # a worker's exit status when its task was stopped
 
 
 def _run(fn: Callable[..., Any], *args: Any) -> Any:  # pragma: no cover - in the workers
-    """One task in a worker: not started once the pool is stopped; stoppable while it runs."""
+    """One task in a worker: not started once the pool is stopped; the worker ends if it is
+    stopped while the task runs."""
     global _RUNNING
-    if _STOPPED is not None and _STOPPED.is_set():
-        raise KeyboardInterrupt
-    _RUNNING = True
+    _RUNNING = True  # before the look at the event: a stop between the two still ends the task
     try:
+        if _STOPPED is not None and _STOPPED.is_set():
+            raise KeyboardInterrupt
         return fn(*args)
     finally:
         _RUNNING = False
@@ -202,14 +208,15 @@ class ordered_map:  # noqa: N801 - used like the builtin map
 
     def close(self, *, stop: bool = False) -> None:
         """End the pool once the running tasks have; ``stop``: stop them first (each worker that
-        runs one gets ``STOP``, which raises KeyboardInterrupt in the task) and start no other."""
+        runs one gets ``STOP`` and ends) and start no other."""
         if stop and STOP is not None:
             self._stopped.set()
             # the executor's own table of its worker processes: it has no call to signal them
             for proc in list((getattr(self._pool, "_processes", None) or {}).values()):
                 try:
-                    os.kill(proc.pid, STOP)
-                except (OSError, AttributeError, TypeError):
+                    if proc.exitcode is None:  # not one already ended (its pid may be another's now)
+                        os.kill(proc.pid, STOP)
+                except (OSError, AttributeError, TypeError, ValueError):
                     pass
         self._pool.shutdown(wait=True, cancel_futures=True)
         self._queue = []

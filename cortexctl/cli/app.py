@@ -159,41 +159,7 @@ def _main(argv: list[str] | None) -> int:
         os.dup2(devnull, sys.stdout.fileno())
         code = 0
     except Exception as exc:  # noqa: BLE001 - the one boundary
-        if signalled() is not None:  # DuckDB's RuntimeError("Query interrupted"), click's Abort, ...
-            return _stopped()
-        full = no_space(exc) or bad_path(exc) or blocked_path(exc)
-        if full is not None:
-            _report(full, as_json, argv)
-            return full.exit_code
-        if hasattr(exc, "exit_code") and hasattr(exc, "format_message"):
-            # An argument-parsing error from Typer: one line, exit 2.
-            from cortexctl.errors import UsageError
-
-            ctx = getattr(exc, "ctx", None)
-            where = ctx.command_path if ctx is not None else "cortexctl"
-            message = exc.format_message()
-            if type(exc).__name__ == "NoArgsIsHelpError" and ctx is not None:
-                names = ", ".join(n for n, c in getattr(ctx.command, "commands", {}).items() if not c.hidden)
-                message = f"missing command: one of {names}"
-            err = UsageError(message, hint=f"see '{where} --help'")
-            if exc.exit_code == 0:
-                return 0
-            _report(err, as_json)
-            return int(exc.exit_code) or 2
-        if type(exc).__name__ == "Abort":
-            sys.stderr.write("cortexctl: aborted\n")
-            return 1
-        if os.environ.get("CORTEXCTL_DEBUG") == "1":
-            import traceback
-
-            traceback.print_exc()
-        from cortexctl.dsn import redact_text
-
-        sys.stderr.write(
-            f"cortexctl: internal error: {type(exc).__name__}: {redact_text(str(exc))} "
-            "(this is a bug, please report it; CORTEXCTL_DEBUG=1 shows the traceback)\n"
-        )
-        code = EXIT_INTERNAL
+        code = _stopped() if signalled() is not None else _failed(exc, as_json, argv)
     if process:
         default_signals()
     try:
@@ -211,6 +177,44 @@ def _main(argv: list[str] | None) -> int:
                 pass
             os._exit(code)
     return code
+
+
+def _failed(exc: Exception, as_json: bool, argv: list[str]) -> int:
+    """Say an error that is not a ``CortexError`` and follows no ^C or SIGTERM (after one, DuckDB's
+    RuntimeError("Query interrupted") or click's Abort is said as the interrupt); its exit code."""
+    full = no_space(exc) or bad_path(exc) or blocked_path(exc)
+    if full is not None:
+        _report(full, as_json, argv)
+        return full.exit_code
+    if hasattr(exc, "exit_code") and hasattr(exc, "format_message"):
+        # An argument-parsing error from Typer: one line, exit 2.
+        from cortexctl.errors import UsageError
+
+        ctx = getattr(exc, "ctx", None)
+        where = ctx.command_path if ctx is not None else "cortexctl"
+        message = exc.format_message()
+        if type(exc).__name__ == "NoArgsIsHelpError" and ctx is not None:
+            names = ", ".join(n for n, c in getattr(ctx.command, "commands", {}).items() if not c.hidden)
+            message = f"missing command: one of {names}"
+        err = UsageError(message, hint=f"see '{where} --help'")
+        if exc.exit_code == 0:
+            return 0
+        _report(err, as_json)
+        return int(exc.exit_code) or 2
+    if type(exc).__name__ == "Abort":
+        sys.stderr.write("cortexctl: aborted\n")
+        return 1
+    if os.environ.get("CORTEXCTL_DEBUG") == "1":
+        import traceback
+
+        traceback.print_exc()
+    from cortexctl.dsn import redact_text
+
+    sys.stderr.write(
+        f"cortexctl: internal error: {type(exc).__name__}: {redact_text(str(exc))} "
+        "(this is a bug, please report it; CORTEXCTL_DEBUG=1 shows the traceback)\n"
+    )
+    return EXIT_INTERNAL
 
 
 if __name__ == "__main__":
