@@ -26,6 +26,7 @@ from __future__ import annotations
 import os
 import signal
 import sys
+from contextlib import contextmanager
 from typing import Any, Callable, Iterable, Iterator
 
 
@@ -87,6 +88,26 @@ else:
 STOP = signal.SIGUSR1 if hasattr(signal, "SIGUSR1") else None  # the parent's word to a worker: stop the task
 
 
+# Held while the parent starts a worker, and by the worker until its handlers are in place: a ^C to
+# the whole group (the terminal's) could otherwise land in a fresh interpreter's start-up ("Fatal
+# Python error: init_import_site") or kill a worker before it ignores it.
+_WORKER_SIGNALS = ({signal.SIGINT, signal.SIGTERM} | ({STOP} if STOP is not None else set())
+                   if hasattr(signal, "pthread_sigmask") else set())
+
+
+@contextmanager
+def _held(signals: set) -> Iterator[None]:
+    """``signals`` blocked in this thread for the block (delivered after it, if they came)."""
+    if not signals:
+        yield
+        return
+    before = signal.pthread_sigmask(signal.SIG_BLOCK, signals)
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, before)
+
+
 def cores() -> int:
     """The cores this process may run on."""
     try:
@@ -111,6 +132,8 @@ def _worker_start(init: Callable[[], None] | None, parent: int, stopped) -> None
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
     if STOP is not None:
         signal.signal(STOP, _stop_task)
+    if _WORKER_SIGNALS:  # held since the parent started this process (``_held``): a signal that came
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, _WORKER_SIGNALS)  # meanwhile meets the handlers above
     armed = False
     try:
         import ctypes
@@ -191,7 +214,9 @@ class ordered_map:  # noqa: N801 - used like the builtin map
             task = next(self._tasks, None)
             if task is None:
                 return
-            self._queue.append(self._pool.submit(_run, self._fn, *task))
+            with _held(_WORKER_SIGNALS):  # submitting may start a worker: it starts with them held
+                future = self._pool.submit(_run, self._fn, *task)
+            self._queue.append(future)
 
     def __iter__(self) -> Iterator[Any]:
         from concurrent.futures import BrokenExecutor

@@ -204,3 +204,62 @@ def test_a_task_error_stops_the_tasks_still_running_instead_of_waiting_for_them(
     # task 2 may have been taken by the first worker as task 0 failed: it is stopped too
     assert started in ({"0", "1"}, {"0", "1", "2"})
     assert said == sorted(["left-0"] + [f"started-{i}" for i in started])  # only the failed task left by itself
+
+
+_STARTING = """\
+import sys
+from cortexctl.errors import interrupt_on_signals
+from cortexctl.parallel import ordered_map
+
+interrupt_on_signals()
+try:
+    with ordered_map(abs, [(-i,) for i in range(8)], workers=2, fresh=True) as pool:
+        print(sum(pool), flush=True)
+except KeyboardInterrupt:
+    print("interrupted", flush=True)
+    sys.exit(130)
+"""
+
+
+def _children(pid: int) -> list[int]:
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as fh:
+                    stat = fh.read()
+            except OSError:
+                continue
+            if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
+                found.append(int(entry))
+    return found
+
+
+def test_ctrl_c_to_the_group_as_fresh_workers_start_says_nothing_from_them():
+    """The terminal's ^C reaches every process of the group, workers still starting too: their
+    signals are held from the moment the parent starts them until their own handlers are in place,
+    so none dies in its interpreter's start-up ("Fatal Python error: init_import_site") or prints a
+    traceback; the parent unwinds. Ten times, the signal sent as soon as a worker exists."""
+    import subprocess
+    import sys
+    import time
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    for _ in range(10):
+        proc = subprocess.Popen([sys.executable, "-c", _STARTING], cwd=root, text=True, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, start_new_session=True)
+        try:
+            while not [c for c in _children(proc.pid) if "resource_tracker" not in open(f"/proc/{c}/cmdline").read()] \
+                    and proc.poll() is None:
+                time.sleep(0.001)
+            try:
+                os.killpg(proc.pid, signal.SIGINT)
+            except ProcessLookupError:
+                pass
+            out, err = proc.communicate(timeout=120)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.communicate()
+        assert (proc.returncode, out, err) in ((130, "interrupted\n", ""), (0, "28\n", "")), (proc.returncode, out, err)
