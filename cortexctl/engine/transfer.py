@@ -48,7 +48,7 @@ import os
 from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import IO, Any, Callable
+from typing import IO, Any, Callable, Iterable, Iterator
 
 from cortexctl.engine.context import Context
 from cortexctl.engine.validtime import check_interval
@@ -368,6 +368,23 @@ def _dump_chunk(chunk: list[Prepared], directory: str, number: int) -> str:
     return name
 
 
+def _bounded_lines(source: Iterable[bytes]) -> Iterator[bytes]:
+    """The lines of ``source``, none held past ``MAX_LINE_BYTES`` + 1 bytes: a longer line is cut
+    there (so that it fails ``_parse_line``'s length check, with its number) and the rest of it is
+    read and dropped. Iterating a stream line by line would hold a line whole: one without an end
+    (``import - < /dev/zero``, a binary file) took every byte of memory until the kernel killed
+    the process. A source without ``readline`` (an iterable of lines) is taken as it comes."""
+    readline = getattr(source, "readline", None)
+    if readline is None:
+        yield from source
+        return
+    while raw := readline(MAX_LINE_BYTES + 1):
+        if len(raw) > MAX_LINE_BYTES and not raw.endswith(b"\n"):
+            while (rest := readline(MAX_LINE_BYTES)) and not rest.endswith(b"\n"):
+                pass
+        yield raw
+
+
 def _parse_line(raw: bytes) -> Any:
     import orjson
 
@@ -533,7 +550,7 @@ def read_prepared(
 
     def numbered():
         nonlocal total
-        for n, raw in enumerate(source, 1):
+        for n, raw in enumerate(_bounded_lines(source), 1):
             if not raw.strip():
                 continue
             total += 1

@@ -609,3 +609,55 @@ def test_import_line_with_a_created_at_before_year_1000_is_reported_not_a_crash(
 
     assert_import_rejected(run, {2: ""}, total=2)
     assert store_state(store) == before
+
+
+class _LongLine(io.RawIOBase):
+    """A stream of a good line, a line of ``size`` zero bytes (made as it is read, never held), and
+    another good line."""
+
+    def __init__(self, size: int) -> None:
+        self.parts = [b'{"type": "fact", "text": "before"}\n', size, b'\n{"type": "fact", "text": "after"}\n']
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buf) -> int:
+        while self.parts:
+            part = self.parts[0]
+            if isinstance(part, int):
+                n = min(part, len(buf))
+                buf[:n] = bytes(n)
+                self.parts[0] = part - n
+                if not self.parts[0]:
+                    self.parts.pop(0)
+                return n
+            n = min(len(part), len(buf))
+            buf[:n] = part[:n]
+            self.parts[0] = part[n:]
+            if not self.parts[0]:
+                self.parts.pop(0)
+            return n
+        return 0
+
+
+def test_an_overlong_line_is_refused_by_its_number_without_being_held_whole(tmp_path):
+    """A line past the 1 MiB limit is reported as too long (skipped with --skip-invalid, the lines
+    after it imported), and is never held whole: a line with no end (`import - < /dev/zero`) took
+    every byte of memory until the kernel killed the process. Here 64 MiB of it: the import's
+    Python allocations stay under a few MiB."""
+    import tracemalloc
+
+    from cortexctl.errors import InvalidData
+
+    cx = Cortex(store=tmp_path / "store", actor="alice")
+    with pytest.raises(InvalidData, match="import rejected"):
+        cx.import_jsonl(io.BufferedReader(_LongLine(3 << 20)))
+    tracemalloc.start()
+    try:
+        report = cx.import_jsonl(io.BufferedReader(_LongLine(64 << 20)), skip_invalid=True)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert report.imported == 2
+    assert [(p.line, p.message) for p in report.problems] == [(2, "line is longer than 1048576 bytes")]
+    assert peak < 16 << 20, peak
