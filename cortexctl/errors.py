@@ -47,32 +47,28 @@ def interrupt_on_signals() -> None:
     thread (a second SIGTERM ends the process at once, as before), and each is remembered
     (``signalled``): DuckDB turns an exception raised in a signal handler while one of its
     queries runs into ``RuntimeError("Query interrupted")``, which the command then meets instead.
-    A signal ignored by whoever started this process is left ignored. (Through ``_signal``, the C
-    module: ``signal``'s enums would cost every command, a cold find too, half a millisecond.)"""
-    import _signal
+    A signal ignored by whoever started this process is left ignored."""
+    import signal
+    import threading
 
-    try:
-        if _signal.getsignal(_signal.SIGINT) is _signal.default_int_handler:
-            _signal.signal(_signal.SIGINT, _interrupted)
-        if _signal.getsignal(_signal.SIGTERM) == _signal.SIG_DFL:
-            _signal.signal(_signal.SIGTERM, _terminated)
-    except ValueError:  # not the main thread: signals are the main thread's
-        pass
+    if threading.current_thread() is not threading.main_thread():
+        return
+    if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+        signal.signal(signal.SIGINT, _interrupted)
+    if signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
+        signal.signal(signal.SIGTERM, _terminated)
 
 
 def default_signals() -> None:
     """The signals ``interrupt_on_signals`` took over back to their default action: once a command
     is done nothing is left to unwind, and a flush to a pipe that no one reads must not turn a
     SIGTERM into a traceback (or a wait for ever, the one SIGTERM spent)."""
-    import _signal
+    import signal
 
-    try:
-        if _signal.getsignal(_signal.SIGINT) is _interrupted:
-            _signal.signal(_signal.SIGINT, _signal.SIG_DFL)
-        if _signal.getsignal(_signal.SIGTERM) is _terminated:
-            _signal.signal(_signal.SIGTERM, _signal.SIG_DFL)
-    except ValueError:  # not the main thread
-        pass
+    if signal.getsignal(signal.SIGINT) is _interrupted:
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+    if signal.getsignal(signal.SIGTERM) is _terminated:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
 
 
 def signalled() -> int | None:
@@ -88,12 +84,12 @@ def _interrupted(signum, frame) -> None:
 
 
 def _terminated(signum, frame) -> None:
-    import _signal
+    import signal
 
     if _importing(frame):
         return _again(signum)
     _SIGNALLED.append(signum)
-    _signal.signal(_signal.SIGTERM, _signal.SIG_DFL)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
     raise Terminated
 
 
