@@ -47,28 +47,32 @@ def interrupt_on_signals() -> None:
     thread (a second SIGTERM ends the process at once, as before), and each is remembered
     (``signalled``): DuckDB turns an exception raised in a signal handler while one of its
     queries runs into ``RuntimeError("Query interrupted")``, which the command then meets instead.
-    A signal ignored by whoever started this process is left ignored."""
-    import signal
-    import threading
+    A signal ignored by whoever started this process is left ignored. (Through ``_signal``, the C
+    module: ``signal``'s enums would cost every command, a cold find too, half a millisecond.)"""
+    import _signal
 
-    if threading.current_thread() is not threading.main_thread():
-        return
-    if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
-        signal.signal(signal.SIGINT, _interrupted)
-    if signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
-        signal.signal(signal.SIGTERM, _terminated)
+    try:
+        if _signal.getsignal(_signal.SIGINT) is _signal.default_int_handler:
+            _signal.signal(_signal.SIGINT, _interrupted)
+        if _signal.getsignal(_signal.SIGTERM) == _signal.SIG_DFL:
+            _signal.signal(_signal.SIGTERM, _terminated)
+    except ValueError:  # not the main thread: signals are the main thread's
+        pass
 
 
 def default_signals() -> None:
     """The signals ``interrupt_on_signals`` took over back to their default action: once a command
     is done nothing is left to unwind, and a flush to a pipe that no one reads must not turn a
     SIGTERM into a traceback (or a wait for ever, the one SIGTERM spent)."""
-    import signal
+    import _signal
 
-    if signal.getsignal(signal.SIGINT) is _interrupted:
-        signal.signal(signal.SIGINT, signal.SIG_DFL)
-    if signal.getsignal(signal.SIGTERM) is _terminated:
-        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    try:
+        if _signal.getsignal(_signal.SIGINT) is _interrupted:
+            _signal.signal(_signal.SIGINT, _signal.SIG_DFL)
+        if _signal.getsignal(_signal.SIGTERM) is _terminated:
+            _signal.signal(_signal.SIGTERM, _signal.SIG_DFL)
+    except ValueError:  # not the main thread
+        pass
 
 
 def signalled() -> int | None:
@@ -84,12 +88,12 @@ def _interrupted(signum, frame) -> None:
 
 
 def _terminated(signum, frame) -> None:
-    import signal
+    import _signal
 
     if _importing(frame):
         return _again(signum)
     _SIGNALLED.append(signum)
-    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    _signal.signal(_signal.SIGTERM, _signal.SIG_DFL)
     raise Terminated
 
 
@@ -105,15 +109,19 @@ def _importing(frame) -> bool:
 
 
 def _again(signum: int) -> None:
-    """The signal sent again in a moment, from a thread of its own."""
+    """The signal sent again in a moment, from a thread of its own. Only modules every interpreter
+    has loaded before any code runs (``_thread``, ``os``): an import here would start inside the
+    import the signal landed in, and could find a module of it half made."""
+    import _thread
     import os
-    import threading
 
     def send() -> None:
-        threading.Event().wait(0.01)
+        pause = _thread.allocate_lock()
+        pause.acquire()
+        pause.acquire(timeout=0.01)
         os.kill(os.getpid(), signum)
 
-    threading.Thread(target=send, daemon=True).start()
+    _thread.start_new_thread(send, ())
 
 
 class CortexError(Exception):

@@ -117,7 +117,7 @@ def cores() -> int:
 
 
 _STOPPED = None  # in a worker: the pool's event, set once the caller left early
-_RUNNING = False  # in a worker: a task is running (a stop raises KeyboardInterrupt in it)
+_RUNNING = False  # in a worker: a task is running (a stop then ends the worker)
 
 
 def _worker_start(init: Callable[[], None] | None, parent: int, stopped) -> None:  # pragma: no cover - in the workers

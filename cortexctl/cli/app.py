@@ -105,7 +105,7 @@ def _stopped(terminated: bool | None = None) -> int:
     import signal
 
     if terminated is None:
-        terminated = signalled() == signal.SIGTERM
+        terminated = signalled() == signal.SIGTERM  # imported only once stopped
     sys.stderr.write("cortexctl: terminated\n" if terminated else "cortexctl: interrupted\n")
     return EXIT_INTERRUPTED
 

@@ -558,7 +558,8 @@ def _exact(tx, filters: Filters, model, dim, q, n, *, store=None, cache=None, op
     nearest: an f16 file's from its own rows (``_by_slots``), an f32 file's (an earlier version's)
     by key from usearch when they are few (``_by_keys``); the store then hands those few vectors by
     key. Otherwise, or when the file does not cover the keys, the store hands every candidate's
-    vector, a range of keys at a time (``vector_chunks``: each range's nearest are kept).
+    vector, a span of candidates at a time in key order (``vector_chunks``: each span's nearest
+    are kept).
     Similarities are computed row by row (``_similarities``), so every way gives the same.
     ``opened``: (record, view) of the file when the caller has it open and checked already (a view
     opened for searching only is opened again to take vectors by key)."""
