@@ -32,7 +32,7 @@ from typing import Callable
 from urllib.parse import urlsplit
 
 from cortexctl.dsn import redact_text
-from cortexctl.errors import CortexError, IntegrityError
+from cortexctl.errors import CortexError, IntegrityError, signalled
 from cortexctl.store.interface import OverBudget
 
 HEALTHY, DEGRADED, UNHEALTHY = "healthy", "degraded", "unhealthy"
@@ -201,15 +201,14 @@ def _store(ctx, doc: dict, f: _Findings, embedder) -> None:
                      isolation=counts.get("isolation", "engine"))
         if model is not None:
             doc["index"] = storage.index_health(model)
-    except IntegrityError as exc:
-        doc["damaged"].append(exc.path or path)
-        f.add(UNHEALTHY, f"the store cannot be read: {exc.message}")
-        return
-    except CortexError as exc:
-        f.add(UNHEALTHY, f"the store cannot be read: {exc.message}")
-        return
-    except Exception as exc:  # a damaged file can fail in ways DuckDB does not classify
-        f.add(UNHEALTHY, f"the store cannot be read: {str(exc).splitlines()[0][:200]}")
+    except Exception as exc:
+        if signalled() is not None:  # an interrupt that DuckDB made an error of: the command's end, not the store's
+            raise
+        if isinstance(exc, IntegrityError):
+            doc["damaged"].append(exc.path or path)
+        # a damaged file can fail in ways DuckDB does not classify
+        said = exc.message if isinstance(exc, CortexError) else (str(exc).strip().splitlines() or [""])[0][:200]
+        f.add(UNHEALTHY, f"the store cannot be read: {said}")
         return
     doc["snapshot"] = storage.cache_health()
     if doc["topology"] and doc["topology"]["mode"] == "external" and block["isolation"] != "database":

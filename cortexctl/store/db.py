@@ -26,7 +26,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Iterator
 
-from cortexctl.errors import CortexError, IntegrityError, StoreBusy, UsageError, no_space
+from cortexctl.errors import CortexError, IntegrityError, StoreBusy, UsageError, no_space, signalled
 from cortexctl.files import fsync_path
 from cortexctl.store import DEFAULT_WAIT
 from cortexctl.store.interface import NoStore
@@ -628,9 +628,11 @@ class DuckStorage:
         try:
             with self._private_turn():
                 return reclaim.run(self)
-        except (CortexError, OSError) as exc:
-            return {"action": "none", "reason": f"failed: {exc}"}
         except Exception as exc:  # noqa: BLE001 - DuckDB's own errors; the store is as it was
+            if signalled() is not None:  # an interrupt that DuckDB made an error of: the command stops
+                raise
+            if isinstance(exc, (CortexError, OSError)):
+                return {"action": "none", "reason": f"failed: {exc}"}
             if not type(exc).__module__.lstrip("_").startswith("duckdb"):
                 raise
             return {"action": "none", "reason": f"failed: {str(exc).splitlines()[0]}"}

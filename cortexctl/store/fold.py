@@ -296,6 +296,10 @@ def _take(store, model: str | None, work: Path, whole_from: int = 0, taken: dict
             try:
                 taken["doc"] = snapshot.collect_delta(tx.con, start)
             except Exception:  # noqa: BLE001 - a cache: built whole instead
+                from cortexctl.errors import signalled
+
+                if signalled() is not None:  # an interrupt that DuckDB made an error of: the fold stops
+                    raise
                 taken["doc"] = None
     if taken["doc"] is not None:
         got = sf._header_of(store.path / sf.SNAPSHOT_NAME)

@@ -163,3 +163,18 @@ def test_an_index_file_out_of_step_is_degraded(cli, store):
     index.write_bytes(index.read_bytes()[:-64])
     doc = json.loads(cli("healthcheck", "--json").out)
     assert doc["status"] == "degraded" and doc["index"]["consistent"] is False, doc
+
+
+def test_a_store_read_that_fails_after_a_ctrl_c_is_the_interrupt_not_an_unhealthy_store(cli, store, monkeypatch):
+    """DuckDB turns a ^C or SIGTERM that lands in its query into an error of its own: once one has
+    arrived, healthcheck stops as interrupted (130, nothing on stdout) instead of calling the store
+    unhealthy. The read's error here is a damaged file's, with a ^C recorded as arrived."""
+    import signal
+
+    from cortexctl import errors
+
+    assert cli("write", "fact", "x").code == 0
+    tamper.flip_every(tamper.db_file(store), 97)
+    monkeypatch.setattr(errors, "_SIGNALLED", [signal.SIGINT])
+    run = cli("healthcheck", "--json")
+    assert (run.code, run.out, run.err) == (130, "", "cortexctl: interrupted\n"), run
