@@ -178,13 +178,13 @@ def test_ctrl_c_or_sigterm_that_lands_inside_a_database_query_is_still_exit_130_
     for i in range(30):
         signum = (signal.SIGINT, signal.SIGTERM)[i % 2]
         proc = subprocess.Popen(cortexctl_argv() + ["healthcheck"], env=env, text=True,
-                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         try:
             while not _catches(proc.pid, signal.SIGTERM) and proc.poll() is None:
                 time.sleep(0.001)
             time.sleep(0.015 * i)  # a pause, not a measure: a moment further into the run each time
             proc.send_signal(signum)
-            _, err = proc.communicate(timeout=120)
+            out, err = proc.communicate(timeout=120)
         finally:
             if proc.poll() is None:
                 proc.kill()
@@ -192,6 +192,7 @@ def test_ctrl_c_or_sigterm_that_lands_inside_a_database_query_is_still_exit_130_
         said = "terminated" if signum == signal.SIGTERM else "interrupted"
         # done before it (0), stopped by it (130), or met by it as the interpreter exited (its default death)
         assert (proc.returncode, err) in ((0, ""), (130, f"cortexctl: {said}\n"), (-signum, "")), (i, proc.returncode, err)
+        assert proc.returncode != 130 or "unhealthy" not in out, (i, out)  # a stopped check says nothing of the store
         outcomes.append(proc.returncode)
     assert 130 in outcomes
 
