@@ -101,6 +101,23 @@ def _peak_once(cmd: list[str], env: dict) -> tuple[float, float]:
     return dt, usage.ru_maxrss / 1024
 
 
+def _holders(path: Path) -> str:
+    """The processes that hold a lock on ``path`` (from /proc/locks), as "pid 123 (python3)"."""
+    try:
+        inode = path.stat().st_ino
+        pids = sorted({int(f[4]) for f in (line.split() for line in open("/proc/locks"))
+                       if len(f) > 5 and f[1] != "->" and f[5].rsplit(":", 1)[-1] == str(inode)})
+    except (OSError, ValueError):
+        return "another process"
+    said = []
+    for pid in pids:
+        try:
+            said.append(f"pid {pid} ({Path(f'/proc/{pid}/comm').read_text().strip()})")
+        except OSError:
+            said.append(f"pid {pid}")
+    return ", ".join(said) or "another process"
+
+
 def exact_search(cortexctl: str, env: dict, store: Path, runs: int) -> dict:
     """``find --near`` with the index file and without it (set aside, and put back after: the same
     bytes, which its record still names), interleaved, the fold lock held throughout so that a find
@@ -114,7 +131,12 @@ def exact_search(cortexctl: str, env: dict, store: Path, runs: int) -> dict:
     got: dict[bool, list[tuple[float, float]]] = {True: [], False: []}
     lock = os.open(store / "cortex.fold.lock", os.O_RDWR | os.O_CREAT, 0o600)
     try:
-        fcntl.flock(lock, fcntl.LOCK_EX)  # waits for a fold under way
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:  # a fold under way, or a process that holds the lock and never ends
+            print(f"bench: waiting for {store / 'cortex.fold.lock'} (held by {_holders(store / 'cortex.fold.lock')})",
+                  file=sys.stderr, flush=True)
+            fcntl.flock(lock, fcntl.LOCK_EX)
         try:
             for i in range(runs):
                 q = QUERIES[i % len(QUERIES)]
