@@ -200,6 +200,11 @@ def _verify(tx: Tx, store, model: str, jobs: int) -> VerifyReport:
         if pool is not None:  # an interrupt, a worker's error: the workers' ranges are stopped, not waited for
             pool.close(stop=True)
             pool = None
+            from cortexctl.store import scratch
+
+            # a worker stopped mid-range ended at once, its view's spill directory left: removed now
+            # that the pool has ended (a reader's sweep: only dead processes' entries)
+            scratch.sweep(scratch.areas(store), kinds=("read",))
         raise
     finally:
         if pool is not None:

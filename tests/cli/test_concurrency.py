@@ -197,6 +197,39 @@ def test_ctrl_c_or_sigterm_that_lands_inside_a_database_query_is_still_exit_130_
     assert 130 in outcomes
 
 
+@pytest.mark.slow
+def test_a_verify_stopped_mid_range_leaves_none_of_its_workers_spill_directories(tmp_path):
+    """A worker stopped mid-range ends at once, without closing its view: once the pool has ended,
+    verify removes what the workers' views left in the scratch area (their `read-` directories)."""
+    from cortexctl.store import scratch
+
+    store = tmp_path / "store"
+    report = Cortex(store=store, actor="alice").import_jsonl(iter(_lines(20_000).splitlines(keepends=True)))
+    assert report.imported == 20_000
+    area = scratch.for_store_dir(store)[0]
+    env = dict(os.environ, CORTEXCTL_STORE=str(store))
+    proc = subprocess.Popen(cortexctl_argv() + ["verify", "--jobs", "2"], env=env, text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        def readers() -> list[str]:
+            try:
+                return [e for e in os.listdir(area) if e.startswith("read-") and f"-{proc.pid}-" not in e]
+            except FileNotFoundError:
+                return []
+
+        while len(readers()) < 2 and proc.poll() is None:  # both workers are in their first range
+            time.sleep(0.005)
+        assert proc.poll() is None, proc.communicate()
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert (proc.returncode, out, err) == (130, "", "cortexctl: interrupted\n")
+    assert readers() == []
+
+
 def _lines(n: int) -> bytes:
     return b"".join(
         orjson.dumps({"type": "fact", "text": f"memory number {i} about the deploy pipeline", "tags": [f"t{i % 7}"]})
