@@ -82,7 +82,7 @@ def signalled() -> int | None:
 
 def _interrupted(signum, frame) -> None:
     if _importing(frame):
-        return _again(signum)
+        return _after_import(signum)
     _SIGNALLED.append(signum)
     raise KeyboardInterrupt
 
@@ -90,10 +90,14 @@ def _interrupted(signum, frame) -> None:
 def _terminated(signum, frame) -> None:
     import _signal
 
-    if _importing(frame):
-        return _again(signum)
+    if _importing(frame) and signum not in _PUT_OFF:  # a second SIGTERM meanwhile ends the process now
+        return _after_import(signum)
     _SIGNALLED.append(signum)
     _signal.signal(_signal.SIGTERM, _signal.SIG_DFL)
+    if signum in _PUT_OFF:
+        import os
+
+        os.kill(os.getpid(), signum)
     raise Terminated
 
 
@@ -108,17 +112,29 @@ def _importing(frame) -> bool:
     return False
 
 
-def _again(signum: int) -> None:
-    """The signal sent again in a moment, from a thread of its own. Only modules every interpreter
-    has loaded before any code runs (``_thread``, ``os``): an import here would start inside the
-    import the signal landed in, and could find a module of it half made."""
+_PUT_OFF: list[int] = []  # signals that landed in an import, to be sent again once it is over
+
+
+def _after_import(signum: int) -> None:
+    """The signal sent again once the main thread is out of the import it landed in, from a thread
+    of its own that looks every 10 ms. Only modules every interpreter has loaded before any code
+    runs (``_thread``, ``os``, ``sys``): an import here would start inside the import the signal
+    landed in, and could find a module of it half made."""
     import _thread
     import os
+    import sys
+
+    if signum in _PUT_OFF:
+        return
+    _PUT_OFF.append(signum)
+    main = _thread.get_ident()  # a handler runs in the main thread
 
     def send() -> None:
         pause = _thread.allocate_lock()
         pause.acquire()
-        pause.acquire(timeout=0.01)
+        while _importing(sys._current_frames().get(main)):
+            pause.acquire(timeout=0.01)
+        _PUT_OFF.remove(signum)
         os.kill(os.getpid(), signum)
 
     _thread.start_new_thread(send, ())

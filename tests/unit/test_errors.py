@@ -122,6 +122,32 @@ DONE = True
 """
 
 
+_TWICE = """\
+import os, time
+os.kill(os.getpid(), 15)
+time.sleep(0.05)  # in the import still: the first is put off
+os.kill(os.getpid(), 15)
+for _ in range(200):
+    time.sleep(0.005)
+print("the import went on", flush=True)
+DONE = True
+"""
+
+
+def test_a_second_sigterm_while_the_first_waits_for_an_import_ends_the_process_at_once(tmp_path):
+    """SIGTERM put off until an import is over is still the first: a second one ends the process by
+    its default action, as a second SIGTERM does anywhere else."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    (tmp_path / "sends_itself_a_signal.py").write_text(_TWICE)
+    root = Path(__file__).resolve().parents[2]
+    done = subprocess.run([sys.executable, "-c", _SIGNAL_IN_IMPORT, str(tmp_path), "15"], cwd=root,
+                          capture_output=True, text=True, timeout=120)
+    assert (done.returncode, done.stdout, done.stderr) == (-15, "", "")
+
+
 @pytest.mark.parametrize("signum, raised", [(2, "KeyboardInterrupt"), (15, "Terminated")])
 def test_a_signal_that_lands_while_a_module_is_imported_is_raised_once_the_import_is_over(tmp_path, signum, raised):
     """Ctrl-C or SIGTERM raised inside a compiled module's initialisation aborts the process (DuckDB's
