@@ -80,9 +80,33 @@ def signalled() -> int | None:
     return _SIGNALLED[-1] if _SIGNALLED else None
 
 
+class _Held:
+    """``interrupts_held``'s block: entered and left any number of times, by any thread."""
+
+    __slots__ = ()
+
+    def __enter__(self) -> None:
+        _HELD[0] += 1
+
+    def __exit__(self, *exc) -> None:
+        _HELD[0] -= 1
+
+
+_HELD = [0]  # blocks under way that the signals taken over wait for
+_HOLDING = _Held()
+
+
+def interrupts_held() -> _Held:
+    """A block that Ctrl-C and SIGTERM (as ``interrupt_on_signals`` takes them over) wait for: a
+    signal that lands in it is raised once it is over (a second SIGTERM still ends the process at
+    once). For a few milliseconds of work that must not be left half done, such as starting a worker
+    process, whose start-up data would be half written."""
+    return _HOLDING
+
+
 def _interrupted(signum, frame) -> None:
-    if _importing(frame):
-        return _after_import(signum)
+    if _waits(frame):
+        return _put_off(signum)
     _SIGNALLED.append(signum)
     raise KeyboardInterrupt
 
@@ -90,8 +114,8 @@ def _interrupted(signum, frame) -> None:
 def _terminated(signum, frame) -> None:
     import _signal
 
-    if _importing(frame) and signum not in _PUT_OFF:  # a second SIGTERM meanwhile ends the process now
-        return _after_import(signum)
+    if _waits(frame) and signum not in _PUT_OFF:  # a second SIGTERM meanwhile ends the process now
+        return _put_off(signum)
     _SIGNALLED.append(signum)
     _signal.signal(_signal.SIGTERM, _signal.SIG_DFL)
     if signum in _PUT_OFF:
@@ -101,10 +125,12 @@ def _terminated(signum, frame) -> None:
     raise Terminated
 
 
-def _importing(frame) -> bool:
-    """A module is being imported where the signal landed. An exception raised inside a compiled
-    module's initialisation (DuckDB's makes its enums through Python code) aborts the process
-    ("Critical nanobind error"), so the signal waits for the import to end."""
+def _waits(frame) -> bool:
+    """A signal that lands at ``frame`` waits: a block holds interrupts (``interrupts_held``), or a
+    module is being imported. An exception raised inside a compiled module's initialisation
+    (DuckDB's makes its enums through Python code) aborts the process ("Critical nanobind error")."""
+    if _HELD[0] > 0:
+        return True
     while frame is not None:
         if frame.f_code.co_filename.startswith("<frozen importlib"):
             return True
@@ -112,13 +138,13 @@ def _importing(frame) -> bool:
     return False
 
 
-_PUT_OFF: list[int] = []  # signals that landed in an import, to be sent again once it is over
+_PUT_OFF: list[int] = []  # signals that landed where they wait, to be sent again once they need not
 
 
-def _after_import(signum: int) -> None:
-    """The signal sent again once the main thread is out of the import it landed in, from a thread
-    of its own that looks every 10 ms. Only modules every interpreter has loaded before any code
-    runs (``_thread``, ``os``, ``sys``): an import here would start inside the import the signal
+def _put_off(signum: int) -> None:
+    """The signal sent again once the main thread is where it need not wait (``_waits``), from a
+    thread of its own that looks every 10 ms. Only modules every interpreter has loaded before any
+    code runs (``_thread``, ``os``, ``sys``): an import here would start inside the import the signal
     landed in, and could find a module of it half made."""
     import _thread
     import os
@@ -132,7 +158,7 @@ def _after_import(signum: int) -> None:
     def send() -> None:
         pause = _thread.allocate_lock()
         pause.acquire()
-        while _importing(sys._current_frames().get(main)):
+        while _waits(sys._current_frames().get(main)):
             pause.acquire(timeout=0.01)
         _PUT_OFF.remove(signum)
         os.kill(os.getpid(), signum)

@@ -29,6 +29,8 @@ import sys
 from contextlib import contextmanager
 from typing import Any, Callable, Iterable, Iterator
 
+from cortexctl.errors import interrupts_held
+
 
 def _fresh_context():
     """A context that starts fresh interpreters which do not import the program's main module.
@@ -199,9 +201,10 @@ class ordered_map:  # noqa: N801 - used like the builtin map
         self._tasks = iter(tasks)
         self._limit = max(1, workers) * max(1, ahead)
         start = multiprocessing.get_context("fork") if fork else _fresh_context()
-        self._stopped = start.Event()
-        self._pool = ProcessPoolExecutor(max_workers=max(1, workers), mp_context=start,
-                                         initializer=_worker_start, initargs=(init, os.getpid(), self._stopped))
+        with interrupts_held():  # the pool whole, or none of it
+            self._stopped = start.Event()
+            self._pool = ProcessPoolExecutor(max_workers=max(1, workers), mp_context=start,
+                                             initializer=_worker_start, initargs=(init, os.getpid(), self._stopped))
         self._queue: list = []
         try:
             self._fill()
@@ -214,7 +217,9 @@ class ordered_map:  # noqa: N801 - used like the builtin map
             task = next(self._tasks, None)
             if task is None:
                 return
-            with _held(_WORKER_SIGNALS):  # submitting may start a worker: it starts with them held
+            # submitting may start a worker: it starts with the signals blocked, and a signal that
+            # another thread takes is raised here only once the worker has its start-up data
+            with _held(_WORKER_SIGNALS), interrupts_held():
                 future = self._pool.submit(_run, self._fn, *task)
             self._queue.append(future)
 

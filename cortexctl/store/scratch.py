@@ -231,12 +231,13 @@ def spill_space(areas: Sequence[Path], kind: str, *, sweep_kind: bool = False) -
     store in a read-only place): the work then goes unbounded rather than fail. ``sweep_kind``: what
     dead processes left of ``kind`` is removed first (for a reader, which holds no writer lock and so
     sweeps nothing else: a store that is only ever read has no writer to sweep it)."""
-    from cortexctl.errors import CortexError
+    from cortexctl.errors import CortexError, interrupts_held
 
     try:
         if sweep_kind:
             sweep(areas, kinds=(kind,))
-        path = make(areas, kind)
+        with interrupts_held():  # a ^C waits until the directory is made and in the hands of the block below
+            path = make(areas, kind)
     except (CortexError, OSError):
         yield None
         return

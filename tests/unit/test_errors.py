@@ -122,6 +122,41 @@ DONE = True
 """
 
 
+_SIGNAL_IN_HELD_BLOCK = """\
+import os, sys, time
+from cortexctl.errors import interrupt_on_signals, interrupts_held, signalled
+
+interrupt_on_signals()
+said = []
+try:
+    with interrupts_held():
+        os.kill(os.getpid(), int(sys.argv[1]))
+        for _ in range(20):
+            time.sleep(0.005)  # Python code, where the handler would otherwise raise
+        said.append("the block ran to its end")
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:  # the signal, sent again once the block is over, lands here
+        time.sleep(0.001)
+    print("never interrupted")
+except KeyboardInterrupt as exc:
+    print(*said, type(exc).__name__, signalled() == int(sys.argv[1]), sep="; ")
+"""
+
+
+@pytest.mark.parametrize("signum, raised", [(2, "KeyboardInterrupt"), (15, "Terminated")])
+def test_a_signal_that_lands_in_a_block_holding_interrupts_is_raised_once_the_block_is_over(signum, raised):
+    """Starting a worker process must not be left half done (its start-up data half written): a
+    signal that lands in ``interrupts_held`` waits for the block, then stops the command."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    done = subprocess.run([sys.executable, "-c", _SIGNAL_IN_HELD_BLOCK, str(signum)], cwd=root,
+                          capture_output=True, text=True, timeout=120)
+    assert (done.returncode, done.stdout, done.stderr) == (0, f"the block ran to its end; {raised}; True\n", "")
+
+
 _TWICE = """\
 import os, time
 os.kill(os.getpid(), 15)
