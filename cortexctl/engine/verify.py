@@ -140,18 +140,18 @@ def _verify(tx: Tx, store, model: str, jobs: int) -> VerifyReport:
         ranges = _ranges(ends, max(-(-(len(ends) + 1) // RANGE_RUNS), jobs * CHUNKS_PER_JOB if parallel else 1))
     parts = _split(attested, ranges)
     pool = None
-    if not parallel or len(ranges) == 1:
-        results = (_check_range(tx, after, upto, part, BATCH) for (after, upto), part in zip(ranges, parts))
-    else:
-        from cortexctl.parallel import ordered_map
-
-        # fresh interpreters: this process holds the store open, and must not fork
-        address = store.worker_address(tx)  # the workers read what ``tx`` reads
-        pool = ordered_map(check_range, [(address, after, upto, part, BATCH, store.wait)
-                                         for (after, upto), part in zip(ranges, parts)],
-                           workers=min(jobs, len(ranges)), ahead=len(ranges), fresh=True)
-        results = iter(pool)
     try:
+        if not parallel or len(ranges) == 1:
+            results = (_check_range(tx, after, upto, part, BATCH) for (after, upto), part in zip(ranges, parts))
+        else:
+            from cortexctl.parallel import ordered_map
+
+            # fresh interpreters: this process holds the store open, and must not fork
+            address = store.worker_address(tx)  # the workers read what ``tx`` reads
+            pool = ordered_map(check_range, [(address, after, upto, part, BATCH, store.wait)
+                                             for (after, upto), part in zip(ranges, parts)],
+                               workers=min(jobs, len(ranges)), ahead=len(ranges), fresh=True)
+            results = iter(pool)
         # the checks over the whole store, while the workers go through their ranges
         whole = _Problems()
         for id_, current, n, top, why in tx.head_version_mismatches():
@@ -200,6 +200,7 @@ def _verify(tx: Tx, store, model: str, jobs: int) -> VerifyReport:
         if pool is not None:  # an interrupt, a worker's error: the workers' ranges are stopped, not waited for
             pool.close(stop=True)
             pool = None
+        if parallel:
             from cortexctl.store import scratch
 
             # a worker stopped mid-range ended at once, its view's spill directory left: removed now
