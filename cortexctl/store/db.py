@@ -442,16 +442,23 @@ class DuckStorage:
                 token, counter = snapshot.mark_dirty(self.path)  # on disk before the commit is
                 con.execute("COMMIT")
                 snapshot.mark_clean(self.path, token, counter)
+                stopped = None  # an interrupt DuckDB made an error of: raised once the delta is seen to
                 try:  # what changed, as the search snapshot's delta; a cache: never fails the write
                     got = snapshot.collect_delta(con, start, wide=tx.wide)
-                except Exception:  # noqa: BLE001
+                except Exception as exc:  # noqa: BLE001
                     got = None
+                    if signalled() is not None:
+                        stopped = exc
                 if self._kept is not None and self._last_delta is not None and self._last_delta[1] is None:
                     got = None  # an earlier transaction of the holding left the snapshot to the next fold
             if self._kept is not None:  # inside ``holding``: written once its connection is closed
                 self._last_delta = (start, got, token, counter)
+                if stopped is not None:
+                    raise stopped
                 return
             snapshot.write_delta(self, start, got, token, counter)  # the file's identity is final once closed
+            if stopped is not None:
+                raise stopped
         _fold_when_grown(self, got)
 
     # -- the search snapshot (store/snapshot/) ---------------------------------------------
