@@ -81,15 +81,23 @@ def signalled() -> int | None:
 
 
 class _Held:
-    """``interrupts_held``'s block: entered and left any number of times, by any thread."""
+    """``interrupts_held``'s block: entered and left any number of times, by any thread (the count
+    changed under a lock: ``+=`` on it is three steps another thread could come between)."""
 
-    __slots__ = ()
+    __slots__ = ("_lock",)
+
+    def __init__(self) -> None:
+        import _thread
+
+        self._lock = _thread.allocate_lock()
 
     def __enter__(self) -> None:
-        _HELD[0] += 1
+        with self._lock:
+            _HELD[0] += 1
 
     def __exit__(self, *exc) -> None:
-        _HELD[0] -= 1
+        with self._lock:
+            _HELD[0] -= 1
 
 
 _HELD = [0]  # blocks under way that the signals taken over wait for
