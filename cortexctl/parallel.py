@@ -239,23 +239,38 @@ class ordered_map:  # noqa: N801 - used like the builtin map
     def close(self, *, stop: bool = False) -> None:
         """End the pool once the running tasks have; ``stop``: stop them first (each worker that
         runs one gets ``STOP`` and ends) and start no other."""
+        # the executor's own table of its worker processes: it has no call to signal them
+        procs = list((getattr(self._pool, "_processes", None) or {}).values())
         if stop and STOP is not None:
             self._stopped.set()
-            # the executor's own table of its worker processes: it has no call to signal them
-            for proc in list((getattr(self._pool, "_processes", None) or {}).values()):
-                try:
-                    if proc.exitcode is None:  # not one already ended (its pid may be another's now)
-                        os.kill(proc.pid, STOP)
-                except (OSError, AttributeError, TypeError, ValueError):
-                    pass
-        self._pool.shutdown(wait=True, cancel_futures=True)
-        self._queue = []
+            _signal_all(procs, STOP)
+        try:
+            self._pool.shutdown(wait=True, cancel_futures=True)
+        except BaseException:
+            # a second ^C while the pool shuts down leaves it half shut (its manager thread gone, idle
+            # workers waiting for a word that never comes, and the process's exit waiting for them)
+            _signal_all(procs, signal.SIGKILL)
+            for proc in procs:  # ended and reaped, so that a sweep of what they left sees them gone
+                proc.join(timeout=5)
+            raise
+        finally:
+            self._queue = []
 
     def __enter__(self) -> ordered_map:
         return self
 
     def __exit__(self, exc_type, exc, tb) -> None:
         self.close(stop=exc_type is not None)
+
+
+def _signal_all(procs: list, signum: int) -> None:
+    """``signum`` to each of the pool's worker processes ``procs`` still running."""
+    for proc in procs:
+        try:
+            if proc.exitcode is None:  # not one already ended (its pid may be another's now)
+                os.kill(proc.pid, signum)
+        except (OSError, AttributeError, TypeError, ValueError):
+            pass
 
 
 __all__ = ["ordered_map", "cores"]

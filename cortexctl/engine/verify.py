@@ -197,15 +197,17 @@ def _verify(tx: Tx, store, model: str, jobs: int) -> VerifyReport:
                 factors.setdefault(seq, {}).update(rows)
             unwritten.extend(r.unwritten)
     except BaseException:
-        if pool is not None:  # an interrupt, a worker's error: the workers' ranges are stopped, not waited for
-            pool.close(stop=True)
-            pool = None
-        if parallel:
-            from cortexctl.store import scratch
+        try:
+            if pool is not None:  # an interrupt, a worker's error: the workers' ranges are stopped, not waited for
+                stopping, pool = pool, None
+                stopping.close(stop=True)
+        finally:
+            if parallel:
+                from cortexctl.store import scratch
 
-            # a worker stopped mid-range ended at once, its view's spill directory left: removed now
-            # that the pool has ended (a reader's sweep: only dead processes' entries)
-            scratch.sweep(scratch.areas(store), kinds=("read",))
+                # a worker stopped mid-range ended at once, its view's spill directory left: removed
+                # now that the pool has ended (a reader's sweep: only dead processes' entries)
+                scratch.sweep(scratch.areas(store), kinds=("read",))
         raise
     finally:
         if pool is not None:

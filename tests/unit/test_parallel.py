@@ -263,3 +263,40 @@ def test_ctrl_c_to_the_group_as_fresh_workers_start_says_nothing_from_them():
                 proc.kill()
                 proc.communicate()
         assert (proc.returncode, out, err) in ((130, "interrupted\n", ""), (0, "28\n", "")), (proc.returncode, out, err)
+
+
+_INTERRUPTED_CLOSE = """\
+import os, signal, sys, threading, time
+from cortexctl.parallel import ordered_map
+
+pool = ordered_map(time.sleep, [(600,), (600,)], workers=2, fresh=True)
+while len([p for p in pool._pool._processes.values() if p.is_alive()]) < 2:
+    time.sleep(0.01)
+threading.Timer(0.5, os.kill, (os.getpid(), signal.SIGINT)).start()  # lands as close waits for the tasks
+try:
+    pool.close()
+except KeyboardInterrupt:
+    print("interrupted", flush=True)
+"""
+
+
+def test_a_pool_whose_close_is_interrupted_ends_its_workers_and_the_process_can_exit():
+    """A ^C (a second one, say) while the pool waits for its running tasks leaves the executor half
+    shut: idle workers would wait for ever, and the process's exit for them. The workers are ended."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    proc = subprocess.Popen([sys.executable, "-c", _INTERRUPTED_CLOSE], cwd=root, text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        out, err = proc.communicate(timeout=120)  # the tasks would take 600 s
+    finally:
+        if proc.poll() is None:
+            for child in _children(proc.pid):
+                os.kill(child, signal.SIGKILL)
+            proc.kill()
+            proc.communicate()
+    assert (proc.returncode, out) == (0, "interrupted\n"), err
+    assert _children(proc.pid) == []
