@@ -233,15 +233,18 @@ def spill_space(areas: Sequence[Path], kind: str, *, sweep_kind: bool = False) -
     sweeps nothing else: a store that is only ever read has no writer to sweep it)."""
     from cortexctl.errors import CortexError, interrupts_held
 
-    try:
-        if sweep_kind:
-            sweep(areas, kinds=(kind,))
-        with interrupts_held():  # a ^C waits until the directory is made and in the hands of the block below
-            path = make(areas, kind)
-    except (CortexError, OSError):
-        yield None
-        return
-    try:
+    path = None
+    try:  # removed whatever happens once it is made, a ^C as the held block ends too
+        try:
+            if sweep_kind:
+                sweep(areas, kinds=(kind,))
+            with interrupts_held():  # a ^C waits until the directory is made and named
+                path = make(areas, kind)
+        except (CortexError, OSError):
+            path = None
+        if path is None:
+            yield None
+            return
         with private():
             yield path
     finally:
