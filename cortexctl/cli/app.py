@@ -106,8 +106,13 @@ def _stopped(terminated: bool | None = None) -> int:
 
     if terminated is None:
         terminated = signalled() == signal.SIGTERM  # imported only once stopped
-    sys.stderr.write("cortexctl: terminated\n" if terminated else "cortexctl: interrupted\n")
+    if not _SAID_STOPPED:
+        _SAID_STOPPED.append(terminated)
+        sys.stderr.write("cortexctl: terminated\n" if terminated else "cortexctl: interrupted\n")
     return EXIT_INTERRUPTED
+
+
+_SAID_STOPPED: list[bool] = []  # the command said it was stopped (once, however many signals came)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -117,6 +122,8 @@ def main(argv: list[str] | None = None) -> int:
     if argv is None:
         try:
             return _main(None)
+        except KeyboardInterrupt as exc:  # a second ^C while the first was said: one line still
+            return _stopped(isinstance(exc, Terminated) or None)
         finally:
             default_signals()  # as it returns early, too
     try:
@@ -129,6 +136,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def _main(argv: list[str] | None) -> int:
     process = argv is None
+    _SAID_STOPPED.clear()  # a command of its own (in-process callers run many)
     argv = list(sys.argv[1:] if argv is None else argv)
     as_json = _wants_json(argv)
     try:
