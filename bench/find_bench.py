@@ -104,9 +104,10 @@ def _peak_once(cmd: list[str], env: dict) -> tuple[float, float]:
 def _holders(path: Path) -> str:
     """The processes that hold a lock on ``path`` (from /proc/locks), as "pid 123 (python3)"."""
     try:
-        inode = path.stat().st_ino
+        st = path.stat()
+        where = f"{os.major(st.st_dev):02x}:{os.minor(st.st_dev):02x}:{st.st_ino}"  # as /proc/locks says it
         pids = sorted({int(f[4]) for f in (line.split() for line in open("/proc/locks"))
-                       if len(f) > 5 and f[1] != "->" and f[5].rsplit(":", 1)[-1] == str(inode)})
+                       if len(f) > 5 and f[1] != "->" and f[5] == where})
     except (OSError, ValueError):
         return "another process"
     said = []

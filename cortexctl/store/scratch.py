@@ -240,8 +240,8 @@ def spill_space(areas: Sequence[Path], kind: str, *, sweep_kind: bool = False) -
                 sweep(areas, kinds=(kind,))
             with interrupts_held():  # a ^C waits until the directory is made and named
                 path = make(areas, kind)
-        except (CortexError, OSError):
-            path = None
+        except (CortexError, OSError):  # nowhere to make one: unbounded
+            pass
         if path is None:
             yield None
             return

@@ -267,12 +267,31 @@ def test_ctrl_c_to_the_group_as_fresh_workers_start_says_nothing_from_them():
 
 _INTERRUPTED_CLOSE = """\
 import os, signal, sys, threading, time
+from pathlib import Path
 from cortexctl.parallel import ordered_map
+from tests.unit.test_parallel import _held
 
-pool = ordered_map(time.sleep, [(600,), (600,)], workers=2, fresh=True)
-while len([p for p in pool._pool._processes.values() if p.is_alive()]) < 2:
+pool = ordered_map(_held, [(sys.argv[1], 0), (sys.argv[1], 1)], workers=2, fresh=True)
+while not all(Path(sys.argv[1], f"started-{i}").exists() for i in (0, 1)):  # both tasks run (for ever)
     time.sleep(0.01)
-threading.Timer(0.5, os.kill, (os.getpid(), signal.SIGINT)).start()  # lands as close waits for the tasks
+main = threading.get_ident()
+
+
+def closing() -> bool:  # the main thread waits inside the pool's shutdown for its manager thread
+    frame, names = sys._current_frames().get(main), set()
+    while frame is not None:
+        names.add(frame.f_code.co_name)
+        frame = frame.f_back
+    return {"shutdown", "join"} <= names
+
+
+def interrupt() -> None:
+    while not closing():
+        time.sleep(0.01)
+    os.kill(os.getpid(), signal.SIGINT)
+
+
+threading.Thread(target=interrupt, daemon=True).start()
 try:
     pool.close()
 except KeyboardInterrupt:
@@ -280,7 +299,7 @@ except KeyboardInterrupt:
 """
 
 
-def test_a_pool_whose_close_is_interrupted_ends_its_workers_and_the_process_can_exit():
+def test_a_pool_whose_close_is_interrupted_ends_its_workers_and_the_process_can_exit(tmp_path):
     """A ^C (a second one, say) while the pool waits for its running tasks leaves the executor half
     shut: idle workers would wait for ever, and the process's exit for them. The workers are ended."""
     import subprocess
@@ -288,10 +307,10 @@ def test_a_pool_whose_close_is_interrupted_ends_its_workers_and_the_process_can_
     from pathlib import Path
 
     root = Path(__file__).resolve().parents[2]
-    proc = subprocess.Popen([sys.executable, "-c", _INTERRUPTED_CLOSE], cwd=root, text=True,
+    proc = subprocess.Popen([sys.executable, "-c", _INTERRUPTED_CLOSE, str(tmp_path)], cwd=root, text=True,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     try:
-        out, err = proc.communicate(timeout=120)  # the tasks would take 600 s
+        out, err = proc.communicate(timeout=120)  # the tasks never end
     finally:
         if proc.poll() is None:
             for child in _children(proc.pid):
