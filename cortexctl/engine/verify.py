@@ -378,11 +378,9 @@ def _let_go(exc: BaseException | None = None) -> None:
 
 def _check_range(tx: Tx, after: str | None, upto: str | None, attested: Attests, batch: int) -> _RangeResult:
     r = _RangeResult()
-    for rows in tx.version_hashes(after=after, upto=upto):
-        for id_, version, type_code, data, stored in rows:
-            r.versions += 1
-            if codec.version_hash(type_code, data) != stored:
-                r.hashes.add("hash", "hash does not match the stored data (corrupt or tampered)", memory_uri(id_, version))
+    r.versions, mismatched = tx.hash_mismatches(codec.HASH_DOMAIN, after=after, upto=upto)
+    for id_, version in mismatched:
+        r.hashes.add("hash", "hash does not match the stored data (corrupt or tampered)", memory_uri(id_, version))
     attested = dict(attested)
     _replay(tx, r.replay, attested, r.factors, batch, after, upto)
     r.unwritten = [(id_, events[0][0]) for id_, events in attested.items()]

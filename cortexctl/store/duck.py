@@ -300,10 +300,10 @@ class DuckTx(Lanes):
         return grants.all_grants(self.con)
 
     # -- integrity (verify) ---------------------------------------------------------------------
-    def version_hashes(self, batch: int = 10000, after: str | None = None, upto: str | None = None):
+    def hash_mismatches(self, domain: bytes, after: str | None = None, upto: str | None = None):
         from cortexctl.store import integrity
 
-        return integrity.version_hash_rows(self.con, batch, after, upto)
+        return integrity.hash_mismatches(self.con, domain, after, upto)
 
     def head_version_mismatches(self) -> list[tuple]:
         from cortexctl.store import integrity

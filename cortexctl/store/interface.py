@@ -423,10 +423,12 @@ class Grants(Protocol):
 class Integrity(Protocol):
     """What verify and healthcheck read to prove the store whole."""
 
-    def version_hashes(self, batch: int = 10000, after: str | None = None,
-                       upto: str | None = None) -> Iterator[list[tuple]]:
-        """(id, version, type code, data, hash) of every version, in batches, in (id, version) order;
-        ``after``/``upto`` keep the IDs in ``(after, upto]`` (None: that end is open)."""
+    def hash_mismatches(self, domain: bytes, after: str | None = None,
+                        upto: str | None = None) -> tuple[int, list[tuple[str, int]]]:
+        """(how many versions, (id, version) of those whose stored hash is not SHA-256 of ``domain``,
+        the version's type code as one byte, and its data, in (id, version) order), over the IDs in
+        ``(after, upto]`` (None: that end is open). The database recomputes the hashes: the bytes
+        are not fetched."""
 
     def head_version_mismatches(self) -> list[tuple]:
         """(id, current version, version count, latest, why) of heads that disagree with their versions."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 
 from cortexctl.engine import replay
+from cortexctl.memory import codec
 from cortexctl.store.interface import HEAD_FIELDS, TIME_FIELDS
 from tests.contract.conftest import FACT, GOAL, embedded, entry, ident, memory, put, unit_rows
 
@@ -20,11 +21,8 @@ def test_a_sound_store_gives_the_integrity_queries_nothing_to_report(storage):
         assert tx.frame_mismatches() == [] and tx.journal_gaps() == []
         assert list(tx.vector_problems()) == [] and list(tx.stray_terms()) == []
         assert tx.index_problems("m") == [] and tx.index_problems("other") == []
-        terms = {ident(1): [5], ident(2): [6]}
-        hashes = [r for batch in tx.version_hashes(batch=2) for r in batch]
-        data_of = {r[3]: r[0] for r in hashes}
-        assert list(tx.lexical_mismatches(lambda t, d: terms[data_of[d]])) == []
-        assert [(r[0], r[1]) for r in hashes] == [(ident(1), 1), (ident(1), 2), (ident(2), 1)]
+        terms = {b"data 1 v2": [5], b"data 2 v1": [6]}  # each memory's current data
+        assert list(tx.lexical_mismatches(lambda t, d: terms[d])) == []
 
 
 def test_integrity_queries_name_heads_versions_postings_and_vectors_that_disagree(storage):
@@ -70,18 +68,39 @@ def test_lexical_mismatches_name_only_the_memories_of_the_range_asked_for(storag
         assert list(tx.lexical_mismatches(lambda t, d: [5], after=ident(3), upto=ident(4), strays=False)) == []
 
 
-def test_version_hashes_keep_the_ids_of_the_range_asked_for(storage):
-    put(storage, memory(1, versions=2), memory(2), memory(3, actor="bob"))
-    with storage.reading() as tx:
-        def rows(**kw):
-            return [(r[0], r[1]) for batch in tx.version_hashes(batch=1, **kw) for r in batch]
+def hashed(mem, *, tamper: int | None = None):
+    """``mem`` with every version's true hash (``codec.version_hash``), but version ``tamper``'s."""
+    head, versions = mem
+    for v in versions:
+        v["hash"] = codec.version_hash(v["type"], v["data"])
+        if v["version"] == tamper:
+            v["hash"] = bytes(32)
+    return head, versions
 
-        assert rows() == [(ident(1), 1), (ident(1), 2), (ident(2), 1), (ident(3), 1)]
-        assert rows(after=ident(1)) == [(ident(2), 1), (ident(3), 1)]
-        assert rows(upto=ident(2)) == [(ident(1), 1), (ident(1), 2), (ident(2), 1)]
-        assert rows(after=ident(1), upto=ident(2)) == [(ident(2), 1)]
-        (row,) = [r for batch in tx.version_hashes(after=ident(2)) for r in batch]
-    assert row == (ident(3), 1, FACT, b"data 3 v1", bytes([3, 1]) * 16)
+
+def test_hash_mismatches_name_each_version_whose_hash_is_not_of_its_type_and_data(storage):
+    put(storage, hashed(memory(1, versions=2), tamper=2), hashed(memory(2)), hashed(memory(3, versions=3), tamper=1),
+        hashed(memory(4, type_=GOAL)))
+    with storage.transaction() as tx:
+        tx.insert_version(dict(hashed(memory(5))[1][0], data=b"changed after hashing"))  # no head: still hashed
+    with storage.reading() as tx:
+        assert tx.hash_mismatches(codec.HASH_DOMAIN) == (8, [(ident(1), 2), (ident(3), 1), (ident(5), 1)])
+        # another domain: nothing hashes the same
+        assert tx.hash_mismatches(b"other")[1] == [(ident(n), v) for n, v in ((1, 1), (1, 2), (2, 1), (3, 1), (3, 2),
+                                                                              (3, 3), (4, 1), (5, 1))]
+
+
+def test_hash_mismatches_keep_the_ids_of_the_range_asked_for(storage):
+    put(storage, hashed(memory(1, versions=2), tamper=1), hashed(memory(2), tamper=1), hashed(memory(3), tamper=1))
+    with storage.reading() as tx:
+        def found(**kw):
+            return tx.hash_mismatches(codec.HASH_DOMAIN, **kw)
+
+        assert found() == (4, [(ident(1), 1), (ident(2), 1), (ident(3), 1)])
+        assert found(after=ident(1)) == (2, [(ident(2), 1), (ident(3), 1)])
+        assert found(upto=ident(2)) == (3, [(ident(1), 1), (ident(2), 1)])
+        assert found(after=ident(1), upto=ident(2)) == (1, [(ident(2), 1)])
+        assert found(after=ident(3)) == (0, [])
 
 
 def test_unknown_kinds_and_unpaired_attests_are_reported(storage):

@@ -9,7 +9,7 @@ from tests.contract.conftest import _open, entry, ident, memory, put
 def walks(storage) -> list:
     with storage.reading() as tx:
         return [tx.memory_batch_ends(2), list(tx.by_memory(2)), list(tx.by_memory(2, ident(2), ident(7))),
-                [r for b in tx.version_hashes(2, after=ident(1)) for r in b], tx.orphan_versions(),
+                tx.hash_mismatches(b"d", after=ident(1)), tx.orphan_versions(),
                 tx.head_version_mismatches()]
 
 

@@ -68,21 +68,17 @@ class IntegrityReads:
     def _c(self) -> str:
         return bytewise(self._con, self.store.conninfo)
 
-    def version_hashes(self, batch: int = 10000, after: str | None = None,
-                       upto: str | None = None) -> Iterator[list[tuple]]:
+    def hash_mismatches(self, domain: bytes, after: str | None = None,
+                        upto: str | None = None) -> tuple[int, list[tuple[str, int]]]:
         c = self._c()
         where, params = id_range("id", after, upto, "postgres", c)
-        cur = _server_cursor(self._con)
-        try:
-            cur.execute(f"SELECT id, version, type, data, hash FROM versions WHERE {where}"
-                        f" ORDER BY id{c}, version", params)
-            while True:
-                rows = cur.fetchmany(batch)
-                if not rows:
-                    return
-                yield [(r[0], int(r[1]), int(r[2]), bytes(r[3]), bytes(r[4])) for r in rows]
-        finally:
-            _close(cur)
+        (n,) = self._con.execute(f"SELECT count(*) FROM versions WHERE {where}", params).fetchone()
+        # a type code that is not one byte hashes to nothing, which no stored hash equals
+        bad = self._con.execute(
+            f"SELECT id, version FROM versions WHERE {where} AND hash IS DISTINCT FROM"
+            " CASE WHEN type BETWEEN 0 AND 255 THEN sha256(%s::bytea || set_byte('\\x00'::bytea, 0, type)"
+            f" || data) END ORDER BY id{c}, version", [*params, domain]).fetchall()
+        return int(n), [(r[0], int(r[1])) for r in bad]
 
     def head_version_mismatches(self) -> list[tuple]:
         from cortexctl.store.integrity import HEAD_VERSION_MISMATCHES

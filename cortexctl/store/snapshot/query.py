@@ -1031,7 +1031,7 @@ FROM_DUCKDB = (
     "set_weights", "all_weights", "take_token", "put_checkpoint", "checkpoint", "all_checkpoints", "grants_of",
     "insert_grant", "revoke_grant", "all_grants",
     # Integrity
-    "version_hashes", "head_version_mismatches", "orphan_versions", "frame_mismatches", "valid_links", "journal_bounds",
+    "hash_mismatches", "head_version_mismatches", "orphan_versions", "frame_mismatches", "valid_links", "journal_bounds",
     "journal_gaps", "unknown_kinds", "unpaired_attests", "journal_entries", "seq_at", "journal_window", "memory_batch_ends",
     "by_memory",
     "lexical_mismatches", "stray_terms", "vector_problems", "ref_counts", "health_counts",
