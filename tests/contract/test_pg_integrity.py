@@ -32,3 +32,16 @@ def test_the_walks_are_the_same_with_and_without_an_explicit_bytewise_collation(
         integrity._collations.pop(storage.conninfo, None)
     assert as_found[0] == [ident(2), ident(4), ident(7)]
     assert as_found[4] == [ident(9)] and [r[0] for r in as_found[5]] == [ident(3)]
+
+
+def test_a_type_code_that_is_not_one_byte_hashes_to_nothing(tmp_path):
+    from cortexctl.memory import codec
+    from tests.contract.test_integrity import hashed
+
+    storage = _open("postgres", tmp_path)
+    put(storage, hashed(memory(1)), hashed(memory(2)))
+    with storage._connection() as con:  # the schema allows it (smallint); SHA-256 over one type byte cannot
+        con.execute(f"UPDATE {storage.schema}.versions SET type = 258 WHERE id = %s", [ident(2)])
+        con.commit()
+    with storage.reading() as tx:
+        assert tx.hash_mismatches(codec.HASH_DOMAIN) == (2, [(ident(2), 1)])
