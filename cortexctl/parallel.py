@@ -59,11 +59,22 @@ else:
 
     _LAUNCH = threading.Lock()
 
+    # What a fresh worker runs: Python's own start (``spawn_main``), but a start-up that finds what its
+    # parent handed it already gone ends quietly. A parent that ends while a worker is still starting
+    # (a second ^C) lets go of the pool's semaphores, and the worker, rebuilding them from their
+    # names, met FileNotFoundError (or the pipe closed: EOFError) and printed a traceback after the
+    # command's last line. A parent still there learns of it as of any worker that died.
+    _QUIET_START = ("import os\n"
+                    "try:\n"
+                    "    {}\n"
+                    "except (FileNotFoundError, EOFError):\n"
+                    "    os._exit(1)\n")
+
     class _FreshPopen(popen_spawn_posix.Popen):
         def _launch(self, process_obj) -> None:
             me = threading.get_ident()
             with _LAUNCH:
-                prepare = spawn.get_preparation_data
+                prepare, command = spawn.get_preparation_data, spawn.get_command_line
 
                 def without_main(name):  # only for the process this thread starts
                     data = prepare(name)
@@ -72,11 +83,18 @@ else:
                         data.pop("init_main_from_path", None)
                     return data
 
-                spawn.get_preparation_data = without_main
+                def quiet_start(**kwds):
+                    cmd = command(**kwds)
+                    if threading.get_ident() == me and "-c" in cmd:
+                        at = cmd.index("-c") + 1
+                        cmd[at] = _QUIET_START.format(cmd[at])
+                    return cmd
+
+                spawn.get_preparation_data, spawn.get_command_line = without_main, quiet_start
                 try:
                     super()._launch(process_obj)
                 finally:
-                    spawn.get_preparation_data = prepare
+                    spawn.get_preparation_data, spawn.get_command_line = prepare, command
 
     class _FreshProcess(context.SpawnProcess):
         @staticmethod

@@ -48,6 +48,30 @@ def test_a_worker_killed_mid_task_is_a_cortex_error_not_a_crash():
             list(pool)
 
 
+class _Gone:
+    """Start-up data that a fresh worker cannot rebuild: as a semaphore whose parent has let it go."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+
+    def __call__(self) -> None:
+        pass
+
+    def __reduce__(self):
+        return open, (self.path,)  # FileNotFoundError in the worker, as it rebuilds what it was handed
+
+
+def test_a_fresh_worker_that_cannot_rebuild_its_start_up_data_ends_quietly(tmp_path, capfd):
+    """A parent that ends while a fresh worker starts lets go of the pool's semaphores; the worker's
+    start-up then meets FileNotFoundError. It ends without a traceback (it printed one after the
+    command's last line), and a parent still there says a worker died."""
+    with ordered_map(_square, [(i,) for i in range(4)], workers=2, fresh=True,
+                     init=_Gone(str(tmp_path / "gone"))) as pool:
+        with pytest.raises(CortexError, match="worker process ended unexpectedly"):
+            list(pool)
+    assert "Traceback" not in capfd.readouterr().err
+
+
 _SCRIPT = """\
 import sys
 print("TOP", flush=True)
