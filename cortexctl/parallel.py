@@ -63,11 +63,19 @@ else:
     # parent handed it already gone ends quietly. A parent that ends while a worker is still starting
     # (a second ^C) lets go of the pool's semaphores, and the worker, rebuilding them from their
     # names, met FileNotFoundError (or the pipe closed: EOFError) and printed a traceback after the
-    # command's last line. A parent still there learns of it as of any worker that died.
+    # command's last line. A parent still there learns of it as of any worker that died. Any other
+    # error of the start-up is printed as before.
     _QUIET_START = ("import os\n"
                     "try:\n"
                     "    {}\n"
-                    "except (FileNotFoundError, EOFError):\n"
+                    "except EOFError:\n"  # the pipe closed before the start-up data was whole
+                    "    os._exit(1)\n"
+                    "except FileNotFoundError as e:\n"  # only a semaphore rebuilt by its name
+                    "    t = e.__traceback__\n"
+                    "    while t.tb_next is not None:\n"
+                    "        t = t.tb_next\n"
+                    "    if not t.tb_frame.f_code.co_filename.endswith('synchronize.py'):\n"
+                    "        raise\n"
                     "    os._exit(1)\n")
 
     class _FreshPopen(popen_spawn_posix.Popen):
@@ -85,9 +93,10 @@ else:
 
                 def quiet_start(**kwds):
                     cmd = command(**kwds)
-                    if threading.get_ident() == me and "-c" in cmd:
-                        at = cmd.index("-c") + 1
-                        cmd[at] = _QUIET_START.format(cmd[at])
+                    # the executable may be bytes: found by type and value, not compared with a str
+                    at = next((i for i, a in enumerate(cmd) if isinstance(a, str) and a == "-c"), None)
+                    if threading.get_ident() == me and at is not None:
+                        cmd[at + 1] = _QUIET_START.format(cmd[at + 1])
                     return cmd
 
                 spawn.get_preparation_data, spawn.get_command_line = without_main, quiet_start

@@ -154,11 +154,12 @@ def _verify(tx: Tx, store, model: str, jobs: int) -> VerifyReport:
             results = iter(pool)
         # the checks over the whole store, while the workers go through their ranges
         whole = _Problems()
-        for id_, current, n, top, why in tx.head_version_mismatches():
+        # in ID order whatever order the backend gives them: the report is the same from run to run
+        for id_, current, n, top, why in sorted(tx.head_version_mismatches(), key=operator.itemgetter(0)):
             whole.add("heads", f"{why} (head says {current}, versions {n}, latest {top})", memory_uri(id_))
-        for id_ in tx.orphan_versions():
+        for id_ in sorted(tx.orphan_versions()):
             whole.add("heads", "versions without a head", memory_uri(id_))
-        for id_, frame, side in tx.frame_mismatches():
+        for id_, frame, side in sorted(tx.frame_mismatches()):
             whole.add("frames", f"frame {frame} {side}", memory_uri(id_))
         for id_, message in valid_problems(tx.valid_links()):
             whole.add("valid", message, memory_uri(id_))

@@ -49,27 +49,42 @@ def test_a_worker_killed_mid_task_is_a_cortex_error_not_a_crash():
 
 
 class _Gone:
-    """Start-up data that a fresh worker cannot rebuild: as a semaphore whose parent has let it go."""
+    """Start-up data that a fresh worker cannot rebuild: a lock whose semaphore (``gone``: another
+    file) its parent has let go, or another file that is not there."""
 
-    def __init__(self, path: str) -> None:
-        self.path = path
+    def __init__(self, name: str, semaphore: bool = True) -> None:
+        self.name, self.semaphore = name, semaphore
 
     def __call__(self) -> None:
         pass
 
     def __reduce__(self):
-        return open, (self.path,)  # FileNotFoundError in the worker, as it rebuilds what it was handed
+        if not self.semaphore:
+            return open, (self.name,)
+        from multiprocessing import synchronize
+
+        # as a pickled Lock is rebuilt in the worker: by its semaphore's name (FileNotFoundError)
+        return object.__new__, (synchronize.Lock,), (0, 1, 1, self.name)
 
 
-def test_a_fresh_worker_that_cannot_rebuild_its_start_up_data_ends_quietly(tmp_path, capfd):
+def test_a_fresh_worker_whose_semaphore_is_gone_as_it_starts_ends_quietly(capfd):
     """A parent that ends while a fresh worker starts lets go of the pool's semaphores; the worker's
-    start-up then meets FileNotFoundError. It ends without a traceback (it printed one after the
-    command's last line), and a parent still there says a worker died."""
+    start-up then meets FileNotFoundError as it rebuilds one. It ends without a traceback (it printed
+    one after the command's last line), and a parent still there says a worker died."""
     with ordered_map(_square, [(i,) for i in range(4)], workers=2, fresh=True,
-                     init=_Gone(str(tmp_path / "gone"))) as pool:
+                     init=_Gone(f"/cortexctl-test-gone-{os.getpid()}")) as pool:
         with pytest.raises(CortexError, match="worker process ended unexpectedly"):
             list(pool)
     assert "Traceback" not in capfd.readouterr().err
+
+
+def test_any_other_start_up_error_of_a_fresh_worker_is_still_printed(tmp_path, capfd):
+    with ordered_map(_square, [(i,) for i in range(2)], workers=1, fresh=True,
+                     init=_Gone(str(tmp_path / "not-there"), semaphore=False)) as pool:
+        with pytest.raises(CortexError, match="worker process ended unexpectedly"):
+            list(pool)
+    err = capfd.readouterr().err
+    assert "Traceback" in err and "FileNotFoundError" in err and "not-there" in err
 
 
 _SCRIPT = """\

@@ -76,7 +76,7 @@ class IntegrityReads:
         # a type code that is not one byte hashes to nothing, which no stored hash equals
         bad = self._con.execute(
             f"SELECT id, version FROM versions WHERE {where} AND hash IS DISTINCT FROM"
-            " CASE WHEN type BETWEEN 0 AND 255 THEN sha256(%s::bytea || set_byte('\\x00'::bytea, 0, type)"
+            " CASE WHEN type BETWEEN 0 AND 255 THEN sha256(%s::bytea || set_byte(decode('00', 'hex'), 0, type)"
             f" || data) END ORDER BY id{c}, version", [*params, domain]).fetchall()
         return int(n), [(r[0], int(r[1])) for r in bad]
 
