@@ -538,7 +538,6 @@ def _check_content(meta: dict, members: list[dict], files: dict[str, Path], work
                              + (f": unexpected {', '.join(extra)[:200]}" if extra else ""))
     if set(meta["counts"]) != tables:
         raise IntegrityError("bundle-meta.json counts do not name the bundle's tables")
-    records = 0
     with sb.Members(files, work) as bundle:
         for m in members:
             cols, rows = bundle.facts(m["table"])
@@ -554,11 +553,9 @@ def _check_content(meta: dict, members: list[dict], files: dict[str, Path], work
                 if size > limit:
                     raise IntegrityError(f"bundle member {m['name']}: a value of {column} is {size} bytes, "
                                          f"over the {limit}-byte limit")
-        for batch in bundle.rows("versions", ("id", "version", "type", "data", "hash"), batch=1000):
-            for id_, version, type_code, data, stored in batch:
-                records += 1
-                if data is None or type_code is None or codec.version_hash(type_code, data) != stored:
-                    raise IntegrityError(f"bundle record {id_} version {version}: hash does not match its data")
+        records, bad = bundle.hash_mismatch(codec.HASH_DOMAIN)
+        if bad is not None:
+            raise IntegrityError(f"bundle record {bad[0]} version {bad[1]}: hash does not match its data")
         top = bundle.journal_end()
         if top != meta["journal_position"]:
             raise IntegrityError(f"bundle journal ends at {top}; the meta says {meta['journal_position']}")

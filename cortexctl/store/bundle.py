@@ -231,6 +231,9 @@ def expected_schema(schema_version: int) -> dict[str, list[tuple[str, str]]]:
         con.close()
 
 
+_INTEGER_TYPES = ("TINYINT", "SMALLINT", "INTEGER", "BIGINT", "UTINYINT", "USMALLINT", "UINTEGER", "UBIGINT")
+
+
 class Members:
     """A bundle's Parquet members, read (never written) through an in-memory connection,
     memory-limited and spilling to ``temp_dir``. ``files`` maps each table to its member's file.
@@ -283,6 +286,27 @@ class Members:
             raise
         except Exception as exc:
             raise _fail(f"member {self.files[table].name} cannot be read", exc) from None
+
+    def hash_mismatch(self, domain: bytes) -> tuple[int, tuple[str, str] | None]:
+        """(the versions member's records, the first by ID whose hash is not SHA-256 of ``domain``, its
+        type code as one byte and its data, or None), recomputed by DuckDB over the member. A record
+        missing any of them, or with a type code that is not one byte, matches nothing; so does every
+        record of a member whose type codes are not integers or whose data or hashes are not bytes."""
+        source = self._source("versions")
+        try:
+            types = dict((r[0], r[1]) for r in self._con.execute(f"DESCRIBE SELECT * FROM {source}").fetchall())
+            if types.get("type") in _INTEGER_TYPES and types.get("data") == types.get("hash") == "BLOB":
+                bad = ("data IS NULL OR hash IS NULL OR hash IS DISTINCT FROM CASE WHEN type BETWEEN 0 AND 255 THEN"
+                       " unhex(sha256($domain::BLOB || from_hex(printf('%02x', type)) || data)) END")
+                params: dict = {"domain": domain}
+            else:
+                bad, params = "true", {}
+            (n,), = self._con.execute(f"SELECT count(*) FROM {source}").fetchall()
+            first = self._con.execute(f"SELECT CAST(id AS VARCHAR), CAST(version AS VARCHAR) FROM {source}"
+                                      f" WHERE {bad} ORDER BY 1, 2 LIMIT 1", params).fetchone()
+        except Exception as exc:
+            raise _fail(f"member {self.files['versions'].name} cannot be read", exc) from None
+        return int(n), (None if first is None else (first[0], first[1]))
 
     def journal_end(self) -> int:
         """The last journal position the bundle holds (0 for none)."""

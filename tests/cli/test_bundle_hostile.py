@@ -503,3 +503,18 @@ def test_a_sealed_bundle_whose_meta_names_hostile_key_derivation_parameters_is_r
     _dump(sealed / META, meta)
     _all_refuse(cli, sealed, target, code=7, env={"CORTEXCTL_BACKUP_KEY": PASSPHRASE})
     assert message in cli("bundle", "verify", sealed, env={"CORTEXCTL_BACKUP_KEY": PASSPHRASE}).err
+
+
+@pytest.mark.parametrize("sql", [
+    "ALTER TABLE t ALTER type TYPE VARCHAR; UPDATE t SET type = 'fact'",  # a type code that is not a number
+    "ALTER TABLE t ALTER type TYPE INTEGER; UPDATE t SET type = 258",  # nor one byte
+    "ALTER TABLE t ALTER data TYPE VARCHAR; UPDATE t SET data = 'text'",  # data that is not bytes
+    "ALTER TABLE t ALTER hash TYPE VARCHAR",  # a hash as text
+    "ALTER TABLE t ALTER type TYPE INTEGER; UPDATE t SET type = 300, hash = NULL",  # nothing to compare
+    "UPDATE t SET hash = NULL, type = NULL",
+])
+def test_record_columns_of_another_type_are_a_hash_finding_not_a_crash(cli, case, sql):
+    bundle, _target = case
+    _forge(bundle, "versions.parquet", sql)
+    r = cli("bundle", "verify", bundle)
+    assert r.code == 7 and r.err.count("\n") == 1 and "Traceback" not in r.err, r
