@@ -17,6 +17,9 @@ process and interleaved run by run with the same queries (stored vectors of that
 - the visibility's own file: view, a search for `first_want(n, size, size)` (nothing to filter
   out), and letting it go.
 
+Each view searches at the expansion `find` gives it (`hnsw.expansion_for`, or the count asked for
+when that is wider), and the small file holds only the vectors of the store's index model.
+
 It prints the median of each phase and of the whole, and the ratio of the small file's whole to the
 reference's. The page cache is warm for both (as for a find run a second time); nothing about
 permissions or deltas is modelled: it measures only the index's part. Nothing is asserted.
@@ -45,6 +48,7 @@ path, want, queries, i = sys.argv[1], int(sys.argv[2]), sys.argv[3], int(sys.arg
 q = np.load(queries)[i]
 t0 = time.perf_counter()
 view = hnsw._view(Path(path), False)
+view.expansion_search = hnsw.expansion_for(len(view), int(view.connectivity))  # as find's open_view sets it
 t1 = time.perf_counter()
 hnsw.search(view, q, want)
 t2 = time.perf_counter()
@@ -54,9 +58,10 @@ print((t1 - t0) * 1000, (t2 - t1) * 1000, (t3 - t2) * 1000)
 """
 
 
-def build(store: Path, visibility: str, tmp: Path, n_queries: int) -> tuple[Path, Path, int, int, float]:
-    """The visibility's index file and a file of queries; (file, queries, its size, the store's live
-    memories, build seconds)."""
+def build(store: Path, visibility: str, model: str, tmp: Path,
+          n_queries: int) -> tuple[Path, Path, int, int, float]:
+    """The index file of the visibility's vectors of ``model`` and a file of queries; (file, queries,
+    its size, the store's live memories, build seconds)."""
     import duckdb
     import numpy as np
 
@@ -68,7 +73,8 @@ def build(store: Path, visibility: str, tmp: Path, n_queries: int) -> tuple[Path
         total = con.execute("SELECT count(*) FROM heads WHERE tombstoned_at IS NULL").fetchone()[0]
         rows = con.execute(
             "SELECT x.key, x.vec FROM vectors x JOIN heads h ON h.id = x.id AND h.current_version = x.version"
-            " WHERE h.visibility = ? AND h.tombstoned_at IS NULL ORDER BY x.key", [visibility]).fetchall()
+            " WHERE h.visibility = ? AND h.tombstoned_at IS NULL AND x.model = ? ORDER BY x.key",
+            [visibility, model]).fetchall()
     finally:
         con.close()
     if not rows:
@@ -104,11 +110,14 @@ def main() -> int:
     sys.path.insert(0, str(ROOT))
     from cortexctl.store.vector_index import first_want
 
+    if args.runs < 1:
+        raise SystemExit("--runs must be at least 1")
     whole = args.store / "cortex.usearch"
     if not whole.is_file():
         raise SystemExit(f"{whole}: no index file (run `cortexctl reindex` first)")
+    model = json.loads((args.store / "cortex.usearch.json").read_text())["model"]
     with tempfile.TemporaryDirectory() as tmp:
-        small, queries, size, total, built = build(args.store, args.visibility, Path(tmp), args.runs)
+        small, queries, size, total, built = build(args.store, args.visibility, model, Path(tmp), args.runs)
         wide, narrow = first_want(args.n, total, size), first_want(args.n, size, size)
         runs = {"whole": [], "small": []}
         for i in range(min(args.runs, size)):

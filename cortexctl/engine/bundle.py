@@ -477,15 +477,43 @@ def opened(path: str | os.PathLike, areas: Sequence[Path], *, passphrase: str | 
     if enc and key is None:
         _key(enc, meta, members, root, passphrase)  # no passphrase: says so (the hashes were sound)
     work = scratch.make(areas, "bundle")
+    held: list[int] = []
     try:
         with scratch.private():
             files = {m["table"]: root / m["name"] for m in members}
             if key is not None:
                 files = _unseal(key, members, root, work)
+            files = _glob_free(files, held)
             records = _check_content(meta, members, files, work)
         yield Opened(root=root, meta=meta, members=members, files=files, records=records)
     finally:
+        for fd in held:
+            os.close(fd)
         scratch.remove(work)
+
+
+_GLOB = frozenset("*?[]{}")  # what DuckDB's file readers take a path's characters for
+
+
+def _glob_free(files: dict[str, Path], held: list[int]) -> dict[str, Path]:
+    """``files`` named so that DuckDB reads each one and no other. It takes the path it is given to
+    ``read_parquet`` as a pattern: a member under a directory whose name holds ``[1]`` was read
+    from ``1/`` beside it, a file other than the one whose hash was checked. Such members are named
+    through a descriptor of their directory (``/proc/self/fd/N/<member>``), held open in ``held``
+    until the bundle is let go; member names themselves hold no such character."""
+    if not any(_GLOB & set(str(path)) for path in files.values()):
+        return files
+    if not os.path.isdir("/proc/self/fd"):
+        raise UsageError("a bundle whose path holds any of * ? [ ] { } cannot be read here (DuckDB takes "
+                         "them for a pattern): move or link it to a plain path", field="path")
+    fds: dict[Path, int] = {}
+    out = {}
+    for table, path in files.items():
+        if path.parent not in fds:
+            fds[path.parent] = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY)
+            held.append(fds[path.parent])
+        out[table] = Path(f"/proc/self/fd/{fds[path.parent]}") / path.name
+    return out
 
 
 def _key(enc: dict, meta: dict, members: list[dict], root: Path, key_pass: str | None) -> bytes:

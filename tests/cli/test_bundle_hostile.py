@@ -518,3 +518,20 @@ def test_record_columns_of_another_type_are_a_hash_finding_not_a_crash(cli, case
     _forge(bundle, "versions.parquet", sql)
     r = cli("bundle", "verify", bundle)
     assert r.code == 7 and r.err.count("\n") == 1 and "Traceback" not in r.err, r
+
+
+def test_a_bundle_under_a_path_duckdb_would_take_for_a_pattern_is_read_from_itself(cli, case, tmp_path):
+    """DuckDB takes ``g[1]/...`` for a pattern matching ``g1/...``: a forged copy there was read in
+    place of the bundle whose hashes were checked. The bundle is read from its own directory."""
+    bundle, target = case
+    real = tmp_path / "g[1]" / bundle.name
+    shutil.copytree(bundle, real)
+    forged = tmp_path / "g1" / bundle.name
+    shutil.copytree(bundle, forged)
+    _forge(forged, "versions.parquet", "UPDATE t SET data = 'forged'::BLOB")
+    r = cli("bundle", "verify", real, "--json")
+    assert r.code == 0, r
+    assert cli("bundle", "drill", real).code == 0
+    r = cli("restore", real, "--mode", "replace", "--force", env={"CORTEXCTL_STORE": str(target)})
+    assert r.code == 0, r
+    assert_store_verifies(target)
