@@ -303,7 +303,7 @@ class Members:
                 bad, params = "true", {}
             (n,), = self._con.execute(f"SELECT count(*) FROM {source}").fetchall()
             first = self._con.execute(f"SELECT CAST(id AS VARCHAR), CAST(version AS VARCHAR) FROM {source}"
-                                      f" WHERE {bad} ORDER BY 1, 2 LIMIT 1", params).fetchone()
+                                      f" WHERE {bad} ORDER BY id, version LIMIT 1", params).fetchone()
         except Exception as exc:
             raise _fail(f"member {self.files['versions'].name} cannot be read", exc) from None
         return int(n), (None if first is None else (first[0], first[1]))
