@@ -532,6 +532,8 @@ def test_a_bundle_under_a_path_duckdb_would_take_for_a_pattern_is_read_from_itse
     r = cli("bundle", "verify", real, "--json")
     assert r.code == 0, r
     assert cli("bundle", "drill", real).code == 0
+    r = cli("restore", real, "--mode", "merge", env={"CORTEXCTL_STORE": str(target)})  # the members as views
+    assert r.code == 0, r
     r = cli("restore", real, "--mode", "replace", "--force", env={"CORTEXCTL_STORE": str(target)})
     assert r.code == 0, r
     assert_store_verifies(target)
