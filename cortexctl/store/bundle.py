@@ -296,11 +296,11 @@ class Members:
         try:
             types = dict((r[0], r[1]) for r in self._con.execute(f"DESCRIBE SELECT * FROM {source}").fetchall())
             if types.get("type") in _INTEGER_TYPES and types.get("data") == types.get("hash") == "BLOB":
-                bad = ("data IS NULL OR hash IS NULL OR hash IS DISTINCT FROM CASE WHEN type BETWEEN 0 AND 255 THEN"
-                       " unhex(sha256($domain::BLOB || from_hex(printf('%02x', type)) || data)) END")
-                params: dict = {"domain": domain}
+                from cortexctl.store.integrity import HASH_DIFFERS
+
+                bad, params = HASH_DIFFERS, [domain]
             else:
-                bad, params = "true", {}
+                bad, params = "true", []
             (n,), = self._con.execute(f"SELECT count(*) FROM {source}").fetchall()
             first = self._con.execute(f"SELECT CAST(id AS VARCHAR), CAST(version AS VARCHAR) FROM {source}"
                                       f" WHERE {bad} ORDER BY id, version LIMIT 1", params).fetchone()

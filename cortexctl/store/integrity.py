@@ -11,6 +11,13 @@ from cortexctl.store.records import HEAD_COLUMNS, VERSION_COLUMNS
 from cortexctl.store.predicate import id_range
 
 
+# DuckDB: true for a version row (type, data, hash) whose hash is not SHA-256 of the domain (the one
+# parameter), its type code as one byte and its data. A row missing any of them, or whose type code
+# is not one byte, matches nothing. The store's rows (verify) and a bundle's member (its check) alike.
+HASH_DIFFERS = ("(data IS NULL OR hash IS NULL OR hash IS DISTINCT FROM CASE WHEN type BETWEEN 0 AND 255 THEN"
+                " unhex(sha256(?::BLOB || from_hex(printf('%02x', type)) || data)) END)")
+
+
 def hash_mismatches(con, domain: bytes, after: str | None = None,
                     upto: str | None = None) -> tuple[int, list[tuple[str, int]]]:
     """(versions counted, (id, version) of each whose hash is not SHA-256 of ``domain``, its type
@@ -18,10 +25,8 @@ def hash_mismatches(con, domain: bytes, after: str | None = None,
     column on its threads, instead of each version's bytes fetched into Python and hashed there."""
     where, params = id_range("id", after, upto)
     (n,), = con.execute(f"SELECT count(*) FROM versions WHERE {where}", params).fetchall()
-    bad = con.execute(
-        f"SELECT id, version FROM versions WHERE {where} AND hash IS DISTINCT FROM"
-        " unhex(sha256(?::BLOB || from_hex(printf('%02x', type)) || data)) ORDER BY id, version",
-        [*params, domain]).fetchall()
+    bad = con.execute(f"SELECT id, version FROM versions WHERE {where} AND {HASH_DIFFERS} ORDER BY id, version",
+                      [*params, domain]).fetchall()
     return int(n), [(r[0], int(r[1])) for r in bad]
 
 
