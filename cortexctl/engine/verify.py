@@ -504,9 +504,7 @@ def _replay(tx: Tx, p: _Problems, attested: Attests, factors: dict[int, dict[int
             if ref in broken:
                 continue
             try:
-                mem = rebuilt.get(ref)
-                if mem is None:
-                    mem = rebuilt[ref] = replay.Memory(micros=True)
+                mem = rebuilt.setdefault(ref, replay.Memory(micros=True))
                 if kind == "attest":
                     place, event = payload
                     factors.setdefault(seq, {})[place] = mem.attested(seq, event)
@@ -517,33 +515,30 @@ def _replay(tx: Tx, p: _Problems, attested: Attests, factors: dict[int, dict[int
                 broken.add(ref)
         stored_versions: dict[str, dict[int, tuple]] = {}
         for v in versions:
-            got = stored_versions.get(v[0])
-            if got is None:
-                stored_versions[v[0]] = {v[1]: v}
-            else:
-                got[v[1]] = v
+            stored_versions.setdefault(v[0], {})[v[1]] = v
         stored_heads = {h[0]: h for h in heads}
         for id_ in sorted(set(stored_heads) | set(rebuilt) - broken):
             if id_ in broken:
                 continue
             mem = rebuilt.get(id_)
+            uri = memory_uri(id_)
             if mem is None or mem.head is None:
-                p.add("replay", "memory is in the store but the journal never wrote it", memory_uri(id_))
+                p.add("replay", "memory is in the store but the journal never wrote it", uri)
                 continue
             head = stored_heads.get(id_)
             if head is None:
-                p.add("replay", "the journal wrote this memory but its head is missing", memory_uri(id_))
+                p.add("replay", "the journal wrote this memory but its head is missing", uri)
                 continue
             # a memory equal to its rows as a whole needs no field-by-field comparison
             if _in_order(_HEAD_ROW, mem.head) != head:
                 for field, value in zip(HEAD_FIELDS, head):
                     if mem.head.get(field) != value:
                         p.add("replay", f"head field {field} is {_show(field, value)} but the journal says "
-                                        f"{_show(field, mem.head.get(field))}", memory_uri(id_))
+                                        f"{_show(field, mem.head.get(field))}", uri)
             have = stored_versions.get(id_, {})
-            if have.keys() == mem.versions.keys() and _versions_equal(mem.versions, have):
+            if have.keys() == mem.versions.keys() and all(
+                    _in_order(_VERSION_ROW, mem.versions[n]) == row for n, row in have.items()):
                 continue
-            uri = memory_uri(id_)
             for n in sorted(set(have) | set(mem.versions)):
                 if n not in have:
                     p.add("replay", f"version {n} is in the journal but missing from the store", uri)
@@ -558,14 +553,6 @@ def _replay(tx: Tx, p: _Problems, attested: Attests, factors: dict[int, dict[int
 _REF_SEQ = operator.itemgetter(0, 1)
 _HEAD_ROW = operator.itemgetter(*HEAD_FIELDS)
 _VERSION_ROW = operator.itemgetter(*VERSION_FIELDS)
-
-
-def _versions_equal(replayed: dict[int, dict], have: dict[int, tuple]) -> bool:
-    """Whether each replayed version equals its row (the same version numbers on both sides)."""
-    for n, row in have.items():
-        if _in_order(_VERSION_ROW, replayed[n]) != row:
-            return False
-    return True
 
 
 def _in_order(get, record) -> tuple | None:
