@@ -493,6 +493,7 @@ def opened(path: str | os.PathLike, areas: Sequence[Path], *, passphrase: str | 
 
 
 _GLOB = frozenset("*?[]{}")  # what DuckDB's file readers take a path's characters for
+_FD_DIR = "/proc/self/fd"  # a directory named by a descriptor of it (Linux)
 
 
 def _glob_free(files: dict[str, Path], held: list[int]) -> dict[str, Path]:
@@ -503,7 +504,7 @@ def _glob_free(files: dict[str, Path], held: list[int]) -> dict[str, Path]:
     until the bundle is let go; member names themselves hold no such character."""
     if not any(_GLOB & set(str(path)) for path in files.values()):
         return files
-    if not os.path.isdir("/proc/self/fd"):
+    if not os.path.isdir(_FD_DIR):
         raise UsageError("a bundle whose path holds any of * ? [ ] { } cannot be read here (DuckDB takes "
                          "them for a pattern): move or link it to a plain path", field="path")
     fds: dict[Path, int] = {}
@@ -512,7 +513,7 @@ def _glob_free(files: dict[str, Path], held: list[int]) -> dict[str, Path]:
         if path.parent not in fds:
             fds[path.parent] = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY)
             held.append(fds[path.parent])
-        out[table] = Path(f"/proc/self/fd/{fds[path.parent]}") / path.name
+        out[table] = Path(_FD_DIR, str(fds[path.parent]), path.name)
     return out
 
 

@@ -537,3 +537,18 @@ def test_a_bundle_under_a_path_duckdb_would_take_for_a_pattern_is_read_from_itse
     r = cli("restore", real, "--mode", "replace", "--force", env={"CORTEXCTL_STORE": str(target)})
     assert r.code == 0, r
     assert_store_verifies(target)
+
+
+def test_a_pattern_path_where_a_directory_cannot_be_named_by_descriptor_is_refused_in_one_line(
+        cli, case, tmp_path, monkeypatch):
+    from cortexctl.engine import bundle as eb
+
+    bundle, target = case
+    real = tmp_path / "g[1]" / bundle.name
+    shutil.copytree(bundle, real)
+    monkeypatch.setattr(eb, "_FD_DIR", str(tmp_path / "no-such-dir"))  # a system without /proc/self/fd
+    for args in (("bundle", "verify", real), ("bundle", "drill", real), ("restore", real, "--mode", "merge")):
+        r = cli(*args, env={"CORTEXCTL_STORE": str(target)})
+        assert_clean_error(r, 2)
+        assert "pattern" in r.err and "move or link it" in r.err
+    assert cli("bundle", "verify", bundle).code == 0  # a plain path needs no descriptor
