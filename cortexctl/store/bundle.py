@@ -360,19 +360,20 @@ def build_store(db_path: Path, members: dict[str, Path], schema_version: int, *,
         con.close()
 
 
-# Columns added to a table by a later schema version: a bundle of an older one reads them as NULL.
-ADDED_COLUMNS = {"heads": (("valid_from", "TIMESTAMP"), ("valid_to", "TIMESTAMP"), ("supersedes", "VARCHAR"),
-                           ("superseded_by", "VARCHAR"))}
-
-
-def attach_members(con, members: dict[str, Path]) -> None:
-    """Each member as a view ``bundle_<table>`` on ``con`` (for merge's comparisons), in the layout
-    of this cortexctl's schema (columns a bundle of an older schema lacks read as NULL)."""
+def attach_members(con, members: dict[str, Path], schema: dict[str, list[tuple[str, str]]] | None = None) -> None:
+    """Each member as a view ``bundle_<table>`` on ``con`` (for merge's comparisons and the rows it
+    copies), in the layout and column types of this cortexctl's schema (``schema``: table -> (name,
+    type) of each column; the tables of ``con`` when not given), as a restore's build reads them:
+    a column of another type is cast (a text version compares as a number; a value that does not cast
+    stops the query, as the build's insert stopped), a column a bundle of an older schema lacks
+    reads as NULL."""
     for table, path in members.items():
         source = f"read_parquet('{_sql_text(str(path))}')"
-        have = {r[0] for r in con.execute(f"DESCRIBE SELECT * FROM {source}").fetchall()}
-        extra = "".join(f", NULL::{t} AS {_quote(c)}" for c, t in ADDED_COLUMNS.get(table, ()) if c not in have)
-        con.execute(f"CREATE OR REPLACE TEMP VIEW {_quote('bundle_' + table)} AS SELECT *{extra} FROM {source}")
+        have = dict((r[0], r[1]) for r in con.execute(f"DESCRIBE SELECT * FROM {source}").fetchall())
+        want = schema[table] if schema is not None else columns(con, table)
+        cols = ", ".join(_quote(c) if have.get(c) == t else f"CAST({_quote(c)} AS {t}) AS {_quote(c)}" if c in have
+                         else f"NULL::{t} AS {_quote(c)}" for c, t in want)
+        con.execute(f"CREATE OR REPLACE TEMP VIEW {_quote('bundle_' + table)} AS SELECT {cols or '*'} FROM {source}")
 
 
 def fsync_tree(root: Path) -> None:
@@ -396,7 +397,10 @@ __all__ = ["NOT_BUNDLED", "state_tables", "copy_database", "open_copy", "export_
 
 # -- comparing and merging (through DuckTx) -------------------------------------------------------
 # An order-free digest of every (id, version, hash): a restored store and its bundle must agree.
-DIGEST = "count(*)::VARCHAR || ':' || coalesce(bit_xor(hash(id, version, hash)), 0)::VARCHAR"
+# The columns are cast to the store's types: DuckDB's hash() of a value depends on its type, and a
+# bundle member may hold a sound version as text or as a wider integer (a restore's build casts it).
+DIGEST = ("count(*)::VARCHAR || ':' || coalesce(bit_xor(hash(CAST(id AS VARCHAR), CAST(version AS UINTEGER),"
+          " CAST(hash AS BLOB))), 0)::VARCHAR")
 
 
 def table_counts(con, tables: Sequence[str]) -> dict[str, int]:

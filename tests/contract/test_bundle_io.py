@@ -169,6 +169,39 @@ def test_an_attached_bundle_is_planned_against_the_store_and_read_for_a_merge(st
         assert tx.heads_of([ident(60)])[ident(60)]["id"] == ident(60)  # the store itself reads on as before
 
 
+def test_a_bundle_whose_columns_hold_sound_values_as_other_types_reads_in_the_stores_types(
+        storage, other_storage, tmp_path):
+    """A member may hold a version as text, or a time as text, that a restore's build casts into the
+    store's table: merge's reads see them in the store's types too (a text version is compared with
+    the store's as a number, the rows handed back are those of the untouched bundle), and the
+    bundle's version digest is the store's."""
+    from tests import tamper
+
+    filled(storage)
+    four, four_versions = memory(4, versions=3)
+    with storage.transaction() as tx:
+        tx.insert_memories([four], four_versions)
+    _, _, files = exported(storage, tmp_path)
+    put(other_storage, memory(60), ({**four, "current_version": 2}, four_versions[:2]))  # two versions behind
+    with other_storage.transaction() as tx:
+        tx.attach_bundle(files)
+        plain = tx.bundle_plan(), tx.bundle_memories([ident(1), ident(2), ident(4)], {ident(4): 2})
+        plain_grants = tx.bundle_grants()
+    for table, statement in (("heads", "ALTER TABLE t ALTER current_version TYPE VARCHAR;"
+                                       " ALTER TABLE t ALTER importance TYPE VARCHAR"),
+                             ("versions", "ALTER TABLE t ALTER version TYPE VARCHAR"),
+                             ("grants", "ALTER TABLE t ALTER created_at TYPE VARCHAR")):
+        tamper.rewrite_member(files[table], statement)
+    with other_storage.transaction() as tx:
+        tx.attach_bundle(files)
+        assert (tx.bundle_plan(), tx.bundle_memories([ident(1), ident(2), ident(4)], {ident(4): 2})) == plain
+        assert tx.bundle_grants() == plain_grants
+    from cortexctl.store.bundle import Members
+
+    with Members(files) as members, storage.reading() as tx:
+        assert members.version_digest() == tx.version_digest()
+
+
 def test_a_bundle_from_before_grants_has_no_grants(storage, other_storage, tmp_path):
     filled(storage)
     _, _, files = exported(storage, tmp_path)

@@ -178,7 +178,9 @@ class _Attached:
         self.dir = scratch.make(areas, "merge")
         try:
             self.duck = _duck_connection(self.dir)
-            sb.attach_members(self.duck, {t: Path(p) for t, p in members.items()})
+            from cortexctl.store.migrations import latest
+
+            sb.attach_members(self.duck, {t: Path(p) for t, p in members.items()}, sb.expected_schema(latest()))
         except BaseException:
             scratch.remove(self.dir)
             raise
