@@ -370,7 +370,7 @@ def attach_members(con, members: dict[str, Path], schema: dict[str, list[tuple[s
     for table, path in members.items():
         source = f"read_parquet('{_sql_text(str(path))}')"
         have = dict((r[0], r[1]) for r in con.execute(f"DESCRIBE SELECT * FROM {source}").fetchall())
-        want = schema[table] if schema is not None else columns(con, table)
+        want = schema.get(table, []) if schema is not None else columns(con, table)  # none known: as it is
         cols = ", ".join(_quote(c) if have.get(c) == t else f"CAST({_quote(c)} AS {t}) AS {_quote(c)}" if c in have
                          else f"NULL::{t} AS {_quote(c)}" for c, t in want)
         con.execute(f"CREATE OR REPLACE TEMP VIEW {_quote('bundle_' + table)} AS SELECT {cols or '*'} FROM {source}")
