@@ -14,6 +14,10 @@
   on either side stays.
 - Learned weights stay this store's: they are learned from its own journal of
   attests (restore --mode replace takes the bundle's).
+- Supersede links and valid times this store lacks are taken from the bundle. When
+  the union would not hold together (each side superseded the same memory by one
+  of its own, or linked two memories the other way round), the merge is refused
+  (exit 7) before it commits, with nothing written.
 
 Before anything is written the bundle is restored into a throwaway store and
 verified there, so a bundle whose rows hash correctly but do not agree with each
@@ -127,8 +131,22 @@ def _merge(ctx: Context, b: Opened, result: RestoreResult, *, dry_run: bool) -> 
                                           f"{row['intent']}/{row['step']}", row["record"])])
                 tx.put_checkpoint({**row, "seq": seq})
             _merge_grants(tx, new_grants, revoked_there)
+            _check_links(tx)
         if dry_run:
             raise _DryRun()
+
+
+def _check_links(tx) -> None:
+    """The merged supersede links and valid times, checked before the transaction commits: each side
+    may have superseded the same memory by a memory of its own (or linked two memories the other way
+    round), and the union of both is not a store that verifies. Refused with nothing written."""
+    from cortexctl.engine.verify import valid_problems
+
+    problems = valid_problems(tx.valid_links())
+    if problems:
+        id_, message = problems[0]
+        raise IntegrityError(f"the bundle's valid times or supersede links clash with this store's"
+                             f" (memory {id_}: {message}); nothing written")
 
 
 def _merge_links(tx, ctx: Context, now) -> None:

@@ -365,15 +365,34 @@ def attach_members(con, members: dict[str, Path], schema: dict[str, list[tuple[s
     copies), in the layout and column types of this cortexctl's schema (``schema``: table -> (name,
     type) of each column; the tables of ``con`` when not given), as a restore's build reads them:
     a column of another type is cast (a text version compares as a number; a value that does not cast
-    stops the query, as the build's insert stopped), a column a bundle of an older schema lacks
-    reads as NULL."""
+    stops the query, as the build's insert stopped). What a bundle of an older schema lacks reads as
+    the migrations that added it fill a restored store: a column as ``_added_column`` says, a table
+    as an empty view."""
+    if schema is None:
+        schema = {t: columns(con, t) for t in state_tables(con)}
+    for table, want in schema.items():
+        if table not in members:  # a table the bundle's schema version did not have yet: no rows
+            cols = ", ".join(f"NULL::{t} AS {_quote(c)}" for c, t in want)
+            con.execute(f"CREATE OR REPLACE TEMP VIEW {_quote('bundle_' + table)} AS SELECT {cols} WHERE false")
     for table, path in members.items():
         source = f"read_parquet('{_sql_text(str(path))}')"
         have = dict((r[0], r[1]) for r in con.execute(f"DESCRIBE SELECT * FROM {source}").fetchall())
-        want = schema.get(table, []) if schema is not None else columns(con, table)  # none known: as it is
+        want = schema.get(table, [])  # none known: as it is
         cols = ", ".join(_quote(c) if have.get(c) == t else f"CAST({_quote(c)} AS {t}) AS {_quote(c)}" if c in have
-                         else f"NULL::{t} AS {_quote(c)}" for c, t in want)
-        con.execute(f"CREATE OR REPLACE TEMP VIEW {_quote('bundle_' + table)} AS SELECT {cols or '*'} FROM {source}")
+                         else _added_column(table, c, t, members) for c, t in want)
+        con.execute(f"CREATE OR REPLACE TEMP VIEW {_quote('bundle_' + table)} AS SELECT {cols or '*'}"
+                    f" FROM {source} AS m")
+
+
+def _added_column(table: str, column: str, type_: str, members: dict[str, Path]) -> str:
+    """A column a bundle of an older schema lacks, filled as the migration that added it fills a
+    restored store (m003: a head's confidence is its current version's, else 1.0); else NULL."""
+    if (table, column) == ("heads", "confidence") and "versions" in members:
+        versions = f"read_parquet('{_sql_text(str(members['versions']))}')"
+        return (f"coalesce((SELECT CAST(v.confidence AS DOUBLE) FROM {versions} v"
+                f" WHERE CAST(v.id AS VARCHAR) = CAST(m.id AS VARCHAR)"
+                f" AND CAST(v.version AS UINTEGER) = CAST(m.current_version AS UINTEGER)), 1.0) AS {_quote(column)}")
+    return f"NULL::{type_} AS {_quote(column)}"
 
 
 def fsync_tree(root: Path) -> None:

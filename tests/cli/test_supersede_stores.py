@@ -9,8 +9,11 @@ import json
 import shutil
 from pathlib import Path
 
+import pytest
+
 from cortexctl import Cortex
 from cortexctl.engine.results import FindQuery
+from cortexctl.errors import IntegrityError
 from cortexctl.store import migrations, snapshot
 from tests import tamper
 from tests.conftest import assert_store_verifies
@@ -33,20 +36,31 @@ def _sha(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
-def _as_schema_4(bundle: Path) -> None:
-    """Make a bundle what a cortexctl of schema version 4 wrote: heads without the valid time columns
-    (the manifest and meta sealed again over the changed member)."""
-    heads = bundle / "heads.parquet"
-    tmp = heads.with_name("heads.tmp")
-    tamper.rewrite_member(heads, "; ".join(f"ALTER TABLE t DROP COLUMN {c}" for c in VALID_COLUMNS), to=tmp)
-    tmp.replace(heads)
+# What each schema version added to a bundle, newest first: a bundle of an older one lacks them.
+_ADDED = {5: ((), ("heads", VALID_COLUMNS)), 4: (("grants",), None),
+          3: (("checkpoints", "learned_weights"), ("heads", ("confidence",)))}
+
+
+def _as_schema(bundle: Path, version: int) -> None:
+    """Make a bundle what a cortexctl of schema ``version`` wrote: without the tables and columns later
+    versions added (the manifest and meta sealed again over the changed members)."""
     manifest = json.loads((bundle / MANIFEST).read_bytes())
-    for m in manifest["members"]:
-        if m["name"] == "heads.parquet":
-            m["bytes"], m["sha256"] = heads.stat().st_size, _sha(heads)
-    (bundle / MANIFEST).write_bytes(json.dumps(manifest, indent=2, sort_keys=True).encode() + b"\n")
     meta = json.loads((bundle / META).read_bytes())
-    meta["schema_version"], meta["manifest_sha256"] = 4, _sha(bundle / MANIFEST)
+    for later in (v for v in _ADDED if v > version):
+        tables, cols = _ADDED[later]
+        for table in tables:
+            (bundle / f"{table}.parquet").unlink()
+            manifest["members"] = [m for m in manifest["members"] if m["table"] != table]
+            meta["counts"].pop(table)
+        if cols is not None:
+            member = bundle / f"{cols[0]}.parquet"
+            tmp = member.with_name("member.tmp")
+            tamper.rewrite_member(member, "; ".join(f"ALTER TABLE t DROP COLUMN {c}" for c in cols[1]), to=tmp)
+            tmp.replace(member)
+    for m in manifest["members"]:
+        m["bytes"], m["sha256"] = (bundle / m["name"]).stat().st_size, _sha(bundle / m["name"])
+    (bundle / MANIFEST).write_bytes(json.dumps(manifest, indent=2, sort_keys=True).encode() + b"\n")
+    meta["schema_version"], meta["manifest_sha256"] = version, _sha(bundle / MANIFEST)
     (bundle / META).write_bytes(json.dumps(meta, indent=2, sort_keys=True).encode() + b"\n")
 
 
@@ -67,7 +81,7 @@ def test_a_bundle_of_schema_4_still_restores_and_merges(tmp_path):
     kept = cx.write("fact", "Staging is db-stg-2").id
     cx.update(kept, "Staging is db-stg-3")
     bundle = Path(cx.backup(dest=tmp_path / "bundles").path)
-    _as_schema_4(bundle)
+    _as_schema(bundle, 4)
     cx.verify_bundle(bundle)  # raises when the bundle does not hold together
 
     replaced = Cortex(store=tmp_path / "replaced", actor="alice")
@@ -82,6 +96,25 @@ def test_a_bundle_of_schema_4_still_restores_and_merges(tmp_path):
     assert merged.show(kept).data["statement"] == "Staging is db-stg-3"
     assert merged.show(old).superseded_by == new  # this store's links stay
     assert _found(merged) == {kept, new}
+    assert_store_verifies(tmp_path / "merged")
+
+
+def test_a_bundle_of_schema_2_merges_as_it_restores(tmp_path):
+    """A bundle from before checkpoints, learned weights, grants and a head's confidence: merge read
+    tables it lacks (exit 70: bundle_checkpoints does not exist); it merges now, and a head's
+    confidence is its current version's, as the migration that added it fills a restored store."""
+    cx = Cortex(store=tmp_path / "source", actor="alice")
+    kept = cx.write("fact", "Staging is db-stg-2", confidence=0.7).id
+    bundle = Path(cx.backup(dest=tmp_path / "bundles").path)
+    _as_schema(bundle, 2)
+    cx.verify_bundle(bundle)
+    assert cx.drill_bundle(bundle).problems == []
+    replaced = Cortex(store=tmp_path / "replaced", actor="alice")
+    replaced.restore(bundle, mode="replace", force=True)
+    merged = Cortex(store=tmp_path / "merged", actor="alice")
+    merged.write("fact", "the target store's own")
+    assert merged.restore(bundle, mode="merge").added["memories"] == 1
+    assert merged.show(kept).confidence == replaced.show(kept).confidence == 0.7
     assert_store_verifies(tmp_path / "merged")
 
 
@@ -162,3 +195,44 @@ def test_being_superseded_does_not_make_the_old_memory_recent(tmp_path):
     assert cx.show(old).updated_at == t0 and cx.show(old).valid_to == t0 + timedelta(days=30)
     assert cx.show(new).valid_from == t0 + timedelta(days=30)
     assert_store_verifies(tmp_path / "store")
+
+
+
+def _diverged(tmp_path) -> tuple[Cortex, Cortex, str]:
+    """Two copies of one store holding one memory: (here, there, its ID)."""
+    here = Cortex(store=tmp_path / "here", actor="alice")
+    old = here.write("fact", "The deploy key rotates monthly").id
+    shutil.copytree(tmp_path / "here", tmp_path / "there")
+    return here, Cortex(store=tmp_path / "there", actor="alice"), old
+
+
+def test_a_merge_whose_supersede_clashes_with_this_stores_is_refused_with_nothing_written(tmp_path):
+    """Each side superseded the same memory by a memory of its own: the union of both links is not a
+    store that verifies (the old memory can link back to one of them only). The merge committed and
+    then its own verify refused the store it had left (exit 7 after the write): now nothing is written."""
+    here, there, old = _diverged(tmp_path)
+    mine = here.write("fact", "The deploy key rotates weekly", supersedes=old).id
+    there.write("fact", "The deploy key rotates daily", supersedes=old)
+    bundle = Path(there.backup(dest=tmp_path / "bundles").path)
+    before = tamper.every_table(tmp_path / "here")
+    with pytest.raises(IntegrityError, match="clash with this store's .*nothing written"):
+        here.restore(bundle, mode="merge")
+    assert tamper.every_table(tmp_path / "here") == before
+    assert here.show(old).superseded_by == mine
+    assert_store_verifies(tmp_path / "here")
+
+
+def test_a_merge_that_would_close_a_cycle_of_supersedes_is_refused_with_nothing_written(tmp_path):
+    here = Cortex(store=tmp_path / "here", actor="alice")
+    a = here.write("fact", "Staging is db-stg-2").id
+    b = here.write("fact", "Staging is db-stg-3").id
+    shutil.copytree(tmp_path / "here", tmp_path / "there")
+    there = Cortex(store=tmp_path / "there", actor="alice")
+    here.supersede(a, by=b)
+    there.supersede(b, by=a)  # the other way round
+    bundle = Path(there.backup(dest=tmp_path / "bundles").path)
+    before = tamper.every_table(tmp_path / "here")
+    with pytest.raises(IntegrityError, match="nothing written"):
+        here.restore(bundle, mode="merge")
+    assert tamper.every_table(tmp_path / "here") == before
+    assert_store_verifies(tmp_path / "here")
