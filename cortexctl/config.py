@@ -244,9 +244,15 @@ def _check_store(path: str, value: str, source: str, rule: str) -> None:
         raise ConfigError(f"{where}: {rule} (postgresql://USER@HOST:PORT/DATABASE)")
 
 
+MAX_FILE_BYTES = 16 * 1024 * 1024  # a config file is read at most this far
+
+
 def _read_file(path: Path) -> dict:
     try:
-        raw = path.read_bytes()
+        with open(path, "rb") as fh:
+            raw = fh.read(MAX_FILE_BYTES + 1)  # a config file, not /dev/zero
+        if len(raw) > MAX_FILE_BYTES:
+            raise ConfigError(f"config {path}: larger than {MAX_FILE_BYTES >> 20} MiB")
     except IsADirectoryError:
         raise ConfigError(f"config {path}: is a directory, not a file") from None
     except FileNotFoundError:
@@ -315,6 +321,8 @@ def load(
     sources = {k: "default" for k in values}
 
     if config_path is not None:
+        if not str(config_path).strip():
+            raise ConfigError("-c/--config must not be empty")
         cfg_file: Path | None = Path(config_path).expanduser()
     elif env.get(ENV_CONFIG):
         cfg_file = Path(env[ENV_CONFIG]).expanduser()

@@ -130,7 +130,7 @@ def parts(dsn: str, env: dict[str, str] | None = None) -> dict:
     host = params.get("host") or ",".join(h for h in hosts if h) or env.get("PGHOST") or None
     port_text = params.get("port") or next((p for p in ports if p), "") or env.get("PGPORT") or str(DEFAULT_PORT)
     port_text = port_text.split(",")[0]
-    if not port_text.isdigit() or not 1 <= int(port_text) <= 65535:
+    if not (port_text.isascii() and port_text.isdigit()) or not 1 <= int(port_text) <= 65535:
         raise ValueError(f"port {port_text!r} is not a number from 1 to 65535")
     user = params.get("user") or user or env.get("PGUSER") or _os_user()
     database = params.get("dbname") or database or env.get("PGDATABASE") or user

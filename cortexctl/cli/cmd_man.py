@@ -237,11 +237,18 @@ def render_all() -> dict[str, str]:
 def generate_man(config, *, directory) -> None:
     from pathlib import Path
 
+    from cortexctl.errors import UsageError
+
     target = Path(directory or "man")
-    target.mkdir(parents=True, exist_ok=True)
-    for name, text in render_all().items():
-        (target / name).write_text(text, encoding="utf-8")
-        print(target / name)
+    try:
+        target.mkdir(parents=True, exist_ok=True)
+        for name, text in render_all().items():
+            (target / name).write_text(text, encoding="utf-8")
+            print(target / name)
+    except (FileExistsError, NotADirectoryError):
+        raise UsageError(f"DIR {target}: is not a directory") from None
+    except OSError as exc:
+        raise UsageError(f"DIR {target}: cannot be written ({exc.strerror})") from None
 
 
 COMMANDS = [

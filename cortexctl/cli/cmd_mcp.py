@@ -16,7 +16,7 @@ def parse_listen(value: str, allow_remote: bool) -> tuple[str, int]:
     host, sep, port_text = value.rpartition(":")
     if host.startswith("[") and host.endswith("]"):
         host = host[1:-1]
-    if not sep or not host or not port_text.isdigit() or not 1 <= int(port_text) <= 65535:
+    if not sep or not host or not (port_text.isascii() and port_text.isdigit()) or not 1 <= int(port_text) <= 65535:
         raise UsageError(f"--listen must be HOST:PORT with a port from 1 to 65535, not {value!r}")
     try:
         loopback = ipaddress.ip_address(host).is_loopback

@@ -18,6 +18,8 @@ def import_(config, *, file, skip_invalid, skip_existing, keep_actors, batch_siz
     if file == "-":
         report = _run(cx, readable_stdin("import"), out, skip_invalid, skip_existing, keep_actors, batch_size)
     else:
+        if not file.strip():
+            raise UsageError("FILE must not be empty")
         path = Path(file)
         if path.is_dir():
             raise UsageError(f"{path}: is a directory, not a file")
@@ -60,7 +62,7 @@ def export(config, *, out, store, actor, wait, jsonl) -> None:
         lookup("export").run(cx, sink=sys.stdout.buffer)
         sys.stdout.buffer.flush()
     else:
-        written = lookup("export").run(cx, sink=Path(out))
+        written = lookup("export").run(cx, sink=out)  # a str: Path("") would be "."
         sys.stderr.write(f"exported {written.n} memories to {Path(out)}\n")
 
 

@@ -70,14 +70,27 @@ def readable_stdin(option: str):
     return sys.stdin.buffer
 
 
+MAX_INPUT_BYTES = 256 * 1024 * 1024  # an option's file or stdin: far above any real input, below a runaway one
+
+
+def _bounded(fh, option: str, where: str) -> bytes:
+    from cortexctl.errors import InvalidData
+
+    raw = fh.read(MAX_INPUT_BYTES + 1)
+    if len(raw) > MAX_INPUT_BYTES:
+        raise InvalidData(f"{option} {where}: larger than {MAX_INPUT_BYTES // (1024 * 1024)} MiB")
+    return raw
+
+
 def read_input(value: str, option: str) -> tuple[bytes, str]:
-    """The bytes of an option's file, or of stdin for ``-``, and where they came from."""
+    """The bytes of an option's file, or of stdin for ``-``, and where they came from (at most
+    MAX_INPUT_BYTES: /dev/zero or a runaway pipe is refused, not read until memory runs out)."""
     from cortexctl.errors import UsageError
 
     if value == "-":
         stdin = readable_stdin(option)
         try:
-            return stdin.read(), "stdin"
+            return _bounded(stdin, option, "-"), "stdin"
         except OSError as exc:
             raise UsageError(f"{option} -: stdin cannot be read ({exc.strerror})") from None
     if not value:
@@ -86,7 +99,8 @@ def read_input(value: str, option: str) -> tuple[bytes, str]:
     if path.is_dir():
         raise UsageError(f"{option} {path}: is a directory, not a file")
     try:
-        return path.read_bytes(), str(path)
+        with open(path, "rb") as fh:
+            return _bounded(fh, option, str(path)), str(path)
     except FileNotFoundError:
         raise UsageError(f"{option} {path}: no such file") from None
     except OSError as exc:
@@ -111,8 +125,10 @@ def read_data(value: Optional[str], option: str = "--data",
         doc = json.loads(raw.decode("utf-8"))
     except UnicodeDecodeError:
         raise InvalidData(f"{where}: not valid UTF-8") from None
-    except ValueError as exc:
+    except json.JSONDecodeError as exc:
         raise InvalidData(f"{where}: not valid JSON ({exc.msg} at line {exc.lineno} column {exc.colno})") from None
+    except ValueError:  # an integer longer than Python's int_max_str_digits (4300)
+        raise InvalidData(f"{where}: not valid JSON (a number has too many digits)") from None
     except RecursionError:
         raise too_deep(where) from None
     check_nesting(doc, where)
@@ -138,7 +154,8 @@ def read_jsonl(value: str, option: str) -> list:
             try:
                 out.append(check_nesting(json.loads(line), f"{where}: line {n}"))
             except ValueError as exc:
-                raise InvalidData(f"{where}: line {n}: not valid JSON ({exc.msg})") from None
+                why = exc.msg if isinstance(exc, json.JSONDecodeError) else "a number has too many digits"
+                raise InvalidData(f"{where}: line {n}: not valid JSON ({why})") from None
             except RecursionError:
                 raise too_deep(f"{where}: line {n}") from None
     return out

@@ -223,6 +223,8 @@ def backup(ctx: Context, *, dest: str | os.PathLike | None = None, keep: int | N
         if key_pass is None:
             raise UsageError(f"backup --encrypt needs a passphrase in ${settings.get('backup.key_env')}",
                              field="encrypt")
+    if dest is not None and not str(dest).strip():  # an unset shell variable: not the current directory
+        raise UsageError("dest must not be empty", field="dest")
     ctx.require_store()
     dest = Path(dest).expanduser() if dest is not None else default_dest(settings)
     if dest.exists() and not dest.is_dir():
@@ -460,6 +462,8 @@ def opened(path: str | os.PathLike, areas: Sequence[Path], *, passphrase: str | 
     removed afterwards."""
     from cortexctl.store import scratch
 
+    if not str(path).strip():  # Path("") is ".": the current directory is no bundle a user named
+        raise UsageError("path must not be empty", field="path")
     root = Path(path).expanduser()
     if not root.exists():
         raise NotFound(f"no bundle at {root}")

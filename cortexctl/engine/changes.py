@@ -29,7 +29,7 @@ def version_number(value: Any, field: str) -> int | None:
     when not given; UsageError naming ``field`` otherwise."""
     if value is None:
         return None
-    if isinstance(value, str) and value.strip().isdigit():
+    if isinstance(value, str) and value.strip().isascii() and value.strip().isdigit():  # not '²': int() refuses it
         value = int(value.strip())
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         raise UsageError(f"{field} must be a version number, a whole number from 1 (got {value!r})", field=field)

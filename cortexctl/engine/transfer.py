@@ -869,16 +869,36 @@ def export_record(head: dict, versions: list[dict]) -> dict:
     }
 
 
+def _special(path) -> bool:
+    """Whether ``path`` is there and is neither a regular file nor a directory (a FIFO, a device)."""
+    import stat
+
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return False
+    return not (stat.S_ISREG(mode) or stat.S_ISDIR(mode))
+
+
 def export_jsonl(ctx: Context, sink: IO[bytes] | str | os.PathLike) -> int:
     """Write every memory the actor can see, in ID order; returns how many.
 
     A path is written atomically (a temp file beside it, then rename), so a
-    failed export never leaves a partial file under the name asked for.
+    failed export never leaves a partial file under the name asked for; a FIFO
+    or a device is written into as it is.
     """
     import orjson
 
     if isinstance(sink, (str, os.PathLike)):
+        if not str(sink).strip():
+            raise UsageError("out must not be empty", field="out")
         shown = Path(sink)
+        if _special(sink):  # a FIFO or a device (/dev/null, /dev/stdout on a pipe): written into, never renamed over
+            try:
+                with open(sink, "wb") as fh:
+                    return export_jsonl(ctx, fh)
+            except OSError as exc:
+                raise UsageError(f"out {shown}: cannot be written ({exc.strerror})", field="out") from None
         path = Path(os.path.realpath(sink))  # through a symlink, the file it points to is replaced
         if path.is_dir():
             raise UsageError(f"out {shown} is a directory; give a file name", field="out")

@@ -358,6 +358,27 @@ CASES = [
     bad("config-store-flag-empty", ("config", "show", "--store", ""), 2, "store"),
     bad("config-bad-file-blocks-write", "-c <in>/bad.toml write fact x", 2, "TOML"),
     bad("config-missing-subcommand", "config", 2),
+    # an integer past Python's 4300 digits: a ValueError that is not a JSONDecodeError (exit 70 before)
+    bad("write-data-number-too-long", ("write", "fact", "--data", '{"statement": "a", "confidence": ' + "9" * 5000 + "}"),
+        10, "--data", "too many digits"),
+    bad("session-turns-number-too-long", "session add --turns -", 10, "stdin", "line 1", "too many digits",
+        stdin=b'{"session": "s", "prompt": ' + b"9" * 5000 + b"}\n"),
+    # digits int() does not take ('²'.isdigit() is true: exit 70 before; '٣' was read as 3)
+    bad("diff-superscript-version", ("diff", "<fact>", "\u00b2"), 2, "version"),
+    bad("diff-arabic-indic-version", ("diff", "<fact>", "1", "\u0663"), 2, "version"),
+    bad("mcp-listen-superscript-port", ("mcp", "--transport", "http", "--listen", "127.0.0.1:\u00b2"), 2, "--listen",
+        env={"CORTEXCTL_MCP_TOKEN": "t0ken-for-the-test"}),
+    # an empty path (an unset shell variable) is not the current directory
+    bad("backup-dest-empty", ("backup", "--dest", ""), 2, "dest", "empty"),
+    bad("restore-path-empty", ("restore", "", "--mode", "merge"), 2, "path", "empty"),
+    bad("bundle-verify-path-empty", ("bundle", "verify", ""), 2, "path", "empty"),
+    bad("bundle-drill-path-empty", ("bundle", "drill", ""), 2, "path", "empty"),
+    bad("export-out-empty", ("export", "--out", ""), 2, "out", "empty"),
+    bad("import-file-empty", ("import", ""), 2, "FILE", "empty"),
+    bad("config-flag-empty", ("-c", "", "config", "show"), 2, "config", "empty"),
+    bad("generate-man-into-a-file", "generate-man <in>/afile", 2, "not a directory"),
+    # an endless file read whole (exit 70 once memory ran out, or the machine's memory taken)
+    bad("config-endless-file", "-c /dev/zero config show", 2, "/dev/zero", "larger than 16 MiB"),
     # the command line itself
     bad("unknown-command", "bogus", 2, "bogus"),
     bad("unknown-global-option", "--bogus write fact x", 2, "--bogus"),
@@ -661,3 +682,38 @@ def test_an_overlong_line_is_refused_by_its_number_without_being_held_whole(tmp_
     assert report.imported == 2
     assert [(p.line, p.message) for p in report.problems] == [(2, "line is longer than 1048576 bytes")]
     assert peak < 16 << 20, peak
+
+
+@pytest.mark.parametrize("source", ["stdin", "/dev/zero"])
+def test_an_input_larger_than_the_limit_is_refused_without_being_read_whole(source, cli, store, world, before,
+                                                                            monkeypatch):
+    """``--data``, ``--spec``, ``--turns`` and the other options that read a file or stdin read at most
+    ``MAX_INPUT_BYTES`` (256 MiB; 2 MiB here): /dev/zero or a runaway pipe was read until memory ran out."""
+    from cortexctl.cli import common
+
+    monkeypatch.setattr(common, "MAX_INPUT_BYTES", 2 * 1024 * 1024)
+    if source == "stdin":
+        run = cli("write", "fact", "--data", "-", input=b" " * (2 * 1024 * 1024 + 1))
+    else:
+        run = cli("write", "fact", "--data", "@/dev/zero")
+    assert_clean_error(run, 10)
+    assert "larger than 2 MiB" in run.err
+    assert store_state(store) == before
+
+
+def test_export_into_a_fifo_writes_into_it_and_leaves_it_a_fifo(cli, store, world, tmp_path):
+    """A FIFO (or a device, or /dev/stdout on a pipe) is written into, never replaced by a renamed
+    file: export made the FIFO a regular file (and as root would have replaced /dev/null)."""
+    import stat
+    import threading
+
+    fifo = tmp_path / "out.fifo"
+    os.mkfifo(fifo)
+    got: list[bytes] = []
+    reader = threading.Thread(target=lambda: got.append(fifo.read_bytes()), daemon=True)
+    reader.start()
+    run = cli("export", "--out", str(fifo))
+    reader.join(timeout=30)
+    assert run.code == 0, run
+    assert stat.S_ISFIFO(fifo.lstat().st_mode)
+    assert got and got[0] == cli("export").out.encode()
