@@ -126,7 +126,8 @@ def read_data(value: Optional[str], option: str = "--data",
     except UnicodeDecodeError:
         raise InvalidData(f"{where}: not valid UTF-8") from None
     except json.JSONDecodeError as exc:
-        raise InvalidData(f"{where}: not valid JSON ({exc.msg} at line {exc.lineno} column {exc.colno})") from None
+        why = exc.msg.removesuffix(" at")  # json's "Invalid control character at"
+        raise InvalidData(f"{where}: not valid JSON ({why} at line {exc.lineno} column {exc.colno})") from None
     except ValueError:  # an integer longer than Python's int_max_str_digits (4300)
         raise InvalidData(f"{where}: not valid JSON (a number has too many digits)") from None
     except RecursionError:

@@ -219,6 +219,8 @@ CASES = [
     bad("write-data-directory", "write fact --data @<in>/adir", 2, "directory"),
     bad("write-data-bad-json", ("write", "fact", "--data", '{"statement": '), 10, "JSON"),
     bad("write-data-json-array", ("write", "fact", "--data", '["x"]'), 10, "object"),
+    bad("write-data-control-character", ("write", "fact", "--data", '{"statement": "a\tb"}'), 10,
+        "invalid control character at line 1 column"),
     # write: data that breaks the type's schema (invalid data, 10)
     bad("write-preference-polarity", "write preference x --set polarity=sideways", 10, "polarity", "sideways"),
     bad("write-constraint-strength", "write constraint x --set strength=extreme", 10, "strength", "extreme"),
