@@ -50,6 +50,31 @@ def atomic_path(path: str | os.PathLike, *, mode: int = 0o600, sync: bool = True
         fsync_path(path.parent)
 
 
+def open_regular(path: str | os.PathLike, flags: int = os.O_RDONLY) -> int:
+    """A descriptor of ``path`` when it is a regular file, else OSError. A store's own file that was
+    replaced by a FIFO (opening it would block until someone writes to it), a device (``/dev/zero``
+    never ends), a directory or a symlink (a write would go through it, outside the store) is
+    never opened as the file it stands for: a cache is bypassed, a marker rewritten."""
+    import errno
+    import stat
+
+    fd = os.open(path, flags | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC)
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError(errno.EINVAL, "not a regular file", str(path))
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def read_regular(path: str | os.PathLike, limit: int | None = None) -> bytes:
+    """The bytes of ``path`` (at most ``limit``) when it is a regular file (``open_regular``)."""
+    fd = open_regular(path)
+    with os.fdopen(fd, "rb") as fh:
+        return fh.read() if limit is None else fh.read(limit)
+
+
 def fsync_path(path: str | os.PathLike) -> None:
     """fsync a file or a directory (a directory: so that a rename in it survives a crash)."""
     fd = os.open(path, os.O_RDONLY)
@@ -87,7 +112,7 @@ def checked_value(path: str | os.PathLike, st: os.stat_result) -> int | None:
     import json
 
     try:
-        doc = json.loads(checked_path(path).read_bytes())
+        doc = json.loads(read_regular(checked_path(path), 1 << 16))
         return int(doc["crc"]) if doc["file"] == identity(st) else None
     except (OSError, ValueError, KeyError, TypeError):
         return None

@@ -48,7 +48,8 @@ import zlib
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
-from cortexctl.files import CHECKED_SUFFIX, checked_path, checked_value, identity, stamp_checked, stamp_installed
+from cortexctl.files import (CHECKED_SUFFIX, checked_path, checked_value, identity, open_regular, stamp_checked,
+                             stamp_installed)
 
 METRIC = "cos"
 # usearch defaults to bf16, which loses recall. f16 keeps recall@10 at 100k at 0.992 (f32: 0.9965;
@@ -161,7 +162,7 @@ def check(path: Path, expected: Fingerprint, *, use_stamp: bool = True) -> str |
     if not expected.whole:
         return DAMAGED
     try:
-        fd = os.open(path, os.O_RDONLY)
+        fd = open_regular(path)
     except OSError:
         return DAMAGED
     try:
@@ -502,7 +503,7 @@ def slot_rows(path: Path, expected: Fingerprint, cache: dict | None = None):
     import numpy as np
 
     try:
-        fd = os.open(path, os.O_RDONLY)
+        fd = open_regular(path)
     except OSError:
         if cache is not None:  # a kept table of a file since removed is let go
             cache.pop(_SLOT_ROWS, None)

@@ -20,6 +20,7 @@ import errno
 import fcntl
 import os
 import random
+import stat
 import threading
 import time
 from contextlib import contextmanager
@@ -174,6 +175,15 @@ class DuckStorage:
             raise UsageError(f"store path {self.path} is not a directory")
         if self.db_path.exists() and not self.db_path.is_file():
             raise UsageError(f"store file {self.db_path} is not a regular file")
+        wal = self.db_path.with_name(self.db_path.name + ".wal")
+        try:
+            st = os.lstat(wal)
+        except OSError:
+            st = None
+        if st is not None and not stat.S_ISREG(st.st_mode):
+            # DuckDB would replay and fsync whatever it names (a FIFO, /dev/zero, a file elsewhere)
+            raise IntegrityError(f"store file {wal} is not a regular file (a symlink, device, FIFO or directory)",
+                                 path=str(wal))
 
     def _create_dir(self) -> None:
         """Create the store directory (0700) if needed; an existing directory is left as it is."""
@@ -265,7 +275,19 @@ class DuckStorage:
 
     @contextmanager
     def _writer_lock(self, deadline: float) -> Iterator[None]:
-        fd = os.open(self.lock_path, os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            # never through a symlink (a dangling one cannot be opened, one to elsewhere locks
+            # that file) nor a FIFO (its open blocks): the writer lock is this store's own file
+            fd = os.open(self.lock_path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, 0o600)
+        except OSError as exc:
+            if no_space(exc) is not None:
+                raise
+            raise IntegrityError(f"store lock file {self.lock_path} cannot be opened ({exc.strerror}): "
+                                 "it is not a regular file; remove it", path=str(self.lock_path)) from None
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            os.close(fd)
+            raise IntegrityError(f"store lock file {self.lock_path} is not a regular file; remove it",
+                                 path=str(self.lock_path))
         try:
             if not _flock_until(fd, deadline):
                 raise self._busy("another cortexctl is writing to it")
@@ -536,9 +558,16 @@ class DuckStorage:
         try:
             with self.exclusive():
                 copy = sb.copy_database(self, copy_dir)
-            con = sb.open_copy(copy)
+            try:
+                con = sb.open_copy(copy)
+            except Exception as exc:  # the copy is byte for byte the store's file: its damage is that file's
+                _reraise_duckdb(exc, self.db_path)
+                raise
             try:
                 return sb.export_tables(con, dest), sb.store_facts(con)
+            except Exception as exc:
+                _reraise_duckdb(exc, self.db_path)
+                raise
             finally:
                 con.close()
         finally:

@@ -151,8 +151,9 @@ def last_failure(store_path: Path) -> dict | None:
     import orjson
 
     try:
-        with open(Path(store_path) / FOLD_LOG, "rb") as fh:
-            raw = fh.read(LOG_MAX)
+        from cortexctl.files import read_regular
+
+        raw = read_regular(Path(store_path) / FOLD_LOG, LOG_MAX)
     except FileNotFoundError:
         return None
     except OSError as exc:

@@ -113,7 +113,9 @@ def read_record(store) -> IndexRecord | None:
 
 def _parse_record(path: Path) -> IndexRecord | None:
     try:
-        doc = json.loads(path.read_bytes())
+        from cortexctl.files import read_regular
+
+        doc = json.loads(read_regular(path, 1 << 20))
         if doc.get("format") != RECORD_FORMAT:
             return None
         rec = IndexRecord(str(doc["model"]), int(doc["dim"]), int(doc["max_key"]), int(doc["count"]),
@@ -222,6 +224,8 @@ def _file_state(store, model: str, dim: int | None) -> tuple[IndexRecord | None,
 
     rec = read_record(store)
     if rec is None:
+        if os.path.lexists(record_path(store)):
+            return None, f"not described by its record ({RECORD_NAME} unreadable or damaged)"
         return None, "missing"
     if rec.model != model or (dim is not None and rec.dim != dim):
         return rec, f"built by model {rec.model}"
@@ -762,6 +766,9 @@ def verify_index(tx, store, model: str) -> list[str]:
 
     rec = read_record(store)
     if rec is None:
+        if os.path.lexists(record_path(store)) or os.path.lexists(index_path(store)):
+            return [f"index file {INDEX_NAME}: its record {RECORD_NAME} is missing, unreadable or damaged "
+                    "(cortexctl reindex rebuilds both)"]
         return []
     if rec.model != model:
         return []  # built by another model: reindex rebuilds it, nothing is wrong

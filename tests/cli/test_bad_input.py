@@ -361,15 +361,16 @@ CASES = [
     bad("config-bad-file-blocks-write", "-c <in>/bad.toml write fact x", 2, "TOML"),
     bad("config-missing-subcommand", "config", 2),
     # an integer past Python's 4300 digits: a ValueError that is not a JSONDecodeError (exit 70 before)
-    bad("write-data-number-too-long", ("write", "fact", "--data", '{"statement": "a", "confidence": ' + "9" * 5000 + "}"),
-        10, "--data", "too many digits"),
+    bad("write-data-number-too-long",
+        ("write", "fact", "--data", '{"statement": "a", "confidence": ' + "9" * 5000 + "}"), 10, "--data",
+        "too many digits"),
     bad("session-turns-number-too-long", "session add --turns -", 10, "stdin", "line 1", "too many digits",
         stdin=b'{"session": "s", "prompt": ' + b"9" * 5000 + b"}\n"),
     # digits int() does not take ('²'.isdigit() is true: exit 70 before; '٣' was read as 3)
     bad("diff-superscript-version", ("diff", "<fact>", "\u00b2"), 2, "version"),
     bad("diff-arabic-indic-version", ("diff", "<fact>", "1", "\u0663"), 2, "version"),
-    bad("mcp-listen-superscript-port", ("mcp", "--transport", "http", "--listen", "127.0.0.1:\u00b2"), 2, "--listen",
-        env={"CORTEXCTL_MCP_TOKEN": "t0ken-for-the-test"}),
+    bad("mcp-listen-superscript-port", ("mcp", "--transport", "http", "--listen", "127.0.0.1:\u00b2"), 2,
+        "--listen", env={"CORTEXCTL_MCP_TOKEN": "t0ken-for-the-test"}),
     # an empty path (an unset shell variable) is not the current directory
     bad("backup-dest-empty", ("backup", "--dest", ""), 2, "dest", "empty"),
     bad("restore-path-empty", ("restore", "", "--mode", "merge"), 2, "path", "empty"),

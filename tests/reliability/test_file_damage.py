@@ -269,3 +269,91 @@ def test_find_on_an_index_damaged_where_the_quick_check_does_not_read_answers_an
     run = _find(store, "--near", NEAR)  # now it can: rebuilt, and said only with -v
     assert run.code == 0 and [r["id"] for r in run.json()["results"]] == sound.near and not run.json()["warnings"]
     assert run_process(store, "verify", "--store", store).code == 0
+
+
+# -- a store file that is not a regular file ----------------------------------------------------------
+# A FIFO, a device or a symlink in place of a store's own file: opened as it stood, a FIFO blocked
+# every command until someone wrote to it, /dev/zero was read until memory ran out, and the
+# generation file was written through a symlink outside the store.
+RECORD, INDEX_STAMP, FOLD_LOG = semantic.RECORD_NAME, INDEX + ".checked", "cortex.fold.log"
+
+
+def _replace_with(path: Path, kind: str) -> None:
+    path.unlink(missing_ok=True)
+    if kind == "fifo":
+        os.mkfifo(path)
+    else:
+        path.symlink_to("/dev/zero")
+
+
+@pytest.mark.parametrize("kind", ["fifo", "zero"])
+@pytest.mark.parametrize("name", [GEN, INDEX, RECORD, INDEX_STAMP, SNAP, DELTA, FOLD_LOG])
+def test_a_fifo_or_device_in_place_of_a_cache_file_is_passed_over_never_read(sound, tmp_path, name, kind):
+    store = _fresh(sound, tmp_path / "store")
+    _replace_with(store / name, kind)
+    run = run_process(store, "find", "--near", NEAR, "-k", "5", "--json", "--store", store, timeout=60)
+    assert run.code == 0 and [r["id"] for r in run.json()["results"]] == sound.near, run
+    for args in (("healthcheck",), ("verify",)):
+        run = run_process(store, *args, "--store", store, timeout=60)
+        assert not _crashed(run) and run.code in (0, 1, 7), run
+    run = run_process(store, "write", "fact", "after the damage", "--store", store, timeout=60)
+    assert run.code == 0, run
+
+
+def test_the_generation_file_is_never_written_through_a_symlink(sound, tmp_path):
+    store = _fresh(sound, tmp_path / "store")
+    outside = tmp_path / "outside.txt"
+    outside.write_bytes(b"not the store's\n")
+    (store / GEN).unlink()
+    (store / GEN).symlink_to(outside)
+    run = run_process(store, "write", "fact", "a note written past a symlink", "--store", store)
+    assert run.code == 0, run
+    assert outside.read_bytes() == b"not the store's\n"
+    assert (store / GEN).is_file() and not (store / GEN).is_symlink()
+    assert run_process(store, "verify", "--store", store).code == 0
+
+
+@pytest.mark.parametrize("kind", ["dangling", "directory"])
+def test_a_lock_file_that_is_not_a_regular_file_is_damage_naming_it(sound, tmp_path, kind):
+    store = _fresh(sound, tmp_path / "store")
+    lock = store / ".lock"
+    lock.unlink()
+    if kind == "dangling":
+        lock.symlink_to(tmp_path / "nowhere")
+    else:
+        lock.mkdir()
+    for args in (("write", "fact", "x"), ("reindex",), ("backup", "--dest", tmp_path / "b")):
+        run = run_process(store, *args, "--store", store)
+        assert run.code == 7 and str(lock) in run.err and run.err.count("\n") == 1, run
+
+
+def test_a_wal_that_is_not_a_regular_file_is_damage_naming_it(sound, tmp_path):
+    store = _fresh(sound, tmp_path / "store")
+    outside = tmp_path / "elsewhere.wal"
+    outside.write_bytes(b"")
+    wal = store / (DB + ".wal")
+    wal.unlink(missing_ok=True)
+    wal.symlink_to(outside)
+    for args in (("write", "fact", "x"), ("find", "--near", NEAR), ("backup", "--dest", tmp_path / "b")):
+        run = run_process(store, *args, "--store", store)
+        assert run.code == 7 and str(wal) in run.err and run.err.count("\n") == 1, run
+    assert outside.read_bytes() == b""
+
+
+def test_an_unreadable_index_record_is_reported_by_verify_and_healthcheck_by_name(sound, tmp_path):
+    store = _fresh(sound, tmp_path / "store")
+    tamper.flip_bytes(store / RECORD, 0)
+    run = run_process(store, "verify", "--store", store)
+    assert run.code == 7 and RECORD in run.out + run.err, run
+    health = run_process(store, "healthcheck", "--json", "--store", store)
+    assert RECORD in " ".join(json.loads(health.out)["details"]), health
+    run = _find(store, "--near", NEAR)  # rebuilt
+    assert run.code == 0 and [r["id"] for r in run.json()["results"]] == sound.near, run
+    assert run_process(store, "verify", "--store", store).code == 0
+
+
+def test_backup_of_a_damaged_database_is_damage_naming_the_file(sound, tmp_path):
+    store = _fresh(sound, tmp_path / "store")
+    tamper.flip_bytes(store / DB, 8)
+    run = run_process(store, "backup", "--dest", tmp_path / "b", "--store", store)
+    assert run.code == 7 and str(store / DB) in run.err and run.err.count("\n") == 1, run

@@ -9,7 +9,7 @@ import os
 import zlib
 from pathlib import Path
 
-from cortexctl.files import checked_path, identity, stamp_checked
+from cortexctl.files import checked_path, identity, read_regular, stamp_checked
 from cortexctl.store.snapshot.builder import DATA_QUERY, HEAD_COLUMNS, _arrays, _grants_extra, journal_seq
 from cortexctl.store.snapshot.format import (DELTA_NAME, FORMAT, SNAPSHOT_NAME, Snapshot, SnapshotUnusable, _clear_temps,
                                              _header_of, _map, _mark, _other_format, _schema_version, _stamp_ok,
@@ -35,7 +35,7 @@ def _delta_doc(store_path: Path, base: dict, cache: dict | None = None) -> dict 
     import orjson
 
     try:
-        raw = (store_path / DELTA_NAME).read_bytes()
+        raw = read_regular(store_path / DELTA_NAME)
     except OSError:
         return None
     kept = cache.get(DELTA_NAME) if cache is not None else None
@@ -61,7 +61,7 @@ def _delta_doc(store_path: Path, base: dict, cache: dict | None = None) -> dict 
 def _delta_problem(store_path: Path) -> str | None:
     """What is wrong with the delta file's bytes, if anything (a stale delta is not wrong)."""
     try:
-        raw = (store_path / DELTA_NAME).read_bytes()
+        raw = read_regular(store_path / DELTA_NAME)
     except FileNotFoundError:
         return None
     except OSError as exc:

@@ -15,7 +15,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from cortexctl.files import checked_value, identity, stale_temps
+from cortexctl.files import atomic_path, checked_value, identity, open_regular, read_regular, stale_temps
 from cortexctl.files import unlink_quietly as _unlink
 from cortexctl.memory.forms import RENDERING
 from cortexctl.store.interface import CacheUnusable
@@ -69,8 +69,7 @@ class SnapshotUnusable(CacheUnusable):
 def read_gen(store_path: Path) -> tuple[str, int, bool] | None:
     """(token, counter, clean) of the generation file, or None when missing or unreadable."""
     try:
-        with open(store_path / GEN_NAME, "rb") as fh:
-            parts = fh.read(200).decode("ascii").split()
+        parts = read_regular(store_path / GEN_NAME, 200).decode("ascii").split()
         token, counter, state = parts
         if len(token) != 32 or state not in ("clean", "dirty"):
             return None
@@ -83,7 +82,20 @@ def _write_gen(store_path: Path, token: str, counter: int, state: str, *, sync: 
     """Rewrite the generation in place: the same length every time (the counter is padded), so
     that a reader never sees an empty file and ``fdatasync`` flushes one data block."""
     data = f"{token} {counter:020d} {state}\n".encode("ascii")
-    fd = os.open(store_path / GEN_NAME, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fd = open_regular(store_path / GEN_NAME, os.O_RDWR | os.O_CREAT)
+    except OSError:
+        # not a regular file (a symlink, FIFO, device): written beside and renamed over it, never
+        # through it; a directory in its place is said as damage, naming the file
+        try:
+            with atomic_path(store_path / GEN_NAME, sync=sync) as tmp:
+                with open(tmp, "wb") as fh:
+                    fh.write(data)
+        except IsADirectoryError:
+            from cortexctl.errors import IntegrityError
+
+            raise IntegrityError(f"generation file {store_path / GEN_NAME} is not a regular file (remove it)") from None
+        return
     try:
         os.pwrite(fd, data, 0)
         if os.fstat(fd).st_size != len(data):
@@ -467,7 +479,7 @@ def unpack_data(blob: bytes) -> bytes:
 def _raw_header(path: Path) -> tuple[dict, int, int] | None:
     """(header, data start, file size) when the file's magic and header CRC are right."""
     try:
-        with open(path, "rb") as fh:
+        with os.fdopen(open_regular(path), "rb") as fh:
             head = fh.read(24)
             if len(head) != 24 or head[:8] != MAGIC:
                 return None
@@ -516,7 +528,7 @@ def _map(path: Path, header: dict, start: int, cache: dict | None = None, *,
 
     key = None
     try:
-        fd = os.open(path, os.O_RDONLY)
+        fd = open_regular(path)
         try:
             st = os.fstat(fd)
             if cache is not None:
