@@ -170,20 +170,26 @@ class DuckStorage:
         return self.db_path.is_file()
 
     def check_location(self) -> None:
-        """UsageError when the path cannot hold a store."""
+        """UsageError when the path cannot hold a store; IntegrityError naming a file of the store
+        that must be a regular file and is not: the database's log (DuckDB would replay and fsync
+        whatever it names: a FIFO, /dev/zero, a file elsewhere), the writer lock (no writer could
+        take it), the generation file when it is a directory (no writer could replace it; a symlink
+        or FIFO there is replaced by the next write)."""
+        from cortexctl.store.snapshot.format import GEN_NAME
+
         if self.path.exists() and not self.path.is_dir():
             raise UsageError(f"store path {self.path} is not a directory")
         if self.db_path.exists() and not self.db_path.is_file():
             raise UsageError(f"store file {self.db_path} is not a regular file")
-        wal = self.db_path.with_name(self.db_path.name + ".wal")
-        try:
-            st = os.lstat(wal)
-        except OSError:
-            st = None
-        if st is not None and not stat.S_ISREG(st.st_mode):
-            # DuckDB would replay and fsync whatever it names (a FIFO, /dev/zero, a file elsewhere)
-            raise IntegrityError(f"store file {wal} is not a regular file (a symlink, device, FIFO or directory)",
-                                 path=str(wal))
+        for path, regular in ((self.db_path.with_name(self.db_path.name + ".wal"), stat.S_ISREG),
+                              (self.lock_path, stat.S_ISREG), (self.path / GEN_NAME, lambda m: not stat.S_ISDIR(m))):
+            try:
+                mode = os.lstat(path).st_mode
+            except OSError:
+                continue
+            if not regular(mode):
+                raise IntegrityError(f"store file {path} is not a regular file (a symlink, device, FIFO or "
+                                     "directory): remove it", path=str(path))
 
     def _create_dir(self) -> None:
         """Create the store directory (0700) if needed; an existing directory is left as it is."""

@@ -322,9 +322,24 @@ def test_a_lock_file_that_is_not_a_regular_file_is_damage_naming_it(sound, tmp_p
         lock.symlink_to(tmp_path / "nowhere")
     else:
         lock.mkdir()
-    for args in (("write", "fact", "x"), ("reindex",), ("backup", "--dest", tmp_path / "b")):
+    for args in (("write", "fact", "x"), ("reindex",), ("backup", "--dest", tmp_path / "b"), ("find", "--near", NEAR)):
         run = run_process(store, *args, "--store", store)
         assert run.code == 7 and str(lock) in run.err and run.err.count("\n") == 1, run
+    health = run_process(store, "healthcheck", "--json", "--store", store)
+    assert json.loads(health.out)["status"] == "unhealthy" and str(lock) in json.loads(health.out)["damaged"], health
+
+
+def test_a_directory_in_place_of_the_generation_file_is_damage_naming_it(sound, tmp_path):
+    """No write could replace it (a symlink or FIFO there is replaced by the next write, above):
+    every command says so, healthcheck too, where it said healthy while every write failed."""
+    store = _fresh(sound, tmp_path / "store")
+    (store / GEN).unlink()
+    (store / GEN).mkdir()
+    for args in (("write", "fact", "x"), ("find", "--near", NEAR), ("verify",), ("reindex",)):
+        run = run_process(store, *args, "--store", store)
+        assert run.code == 7 and str(store / GEN) in run.err and run.err.count("\n") == 1, run
+    health = run_process(store, "healthcheck", "--json", "--store", store)
+    assert json.loads(health.out)["status"] == "unhealthy" and str(store / GEN) in json.loads(health.out)["damaged"]
 
 
 def test_a_wal_that_is_not_a_regular_file_is_damage_naming_it(sound, tmp_path):
