@@ -240,15 +240,19 @@ def generate_man(config, *, directory) -> None:
     from cortexctl.errors import UsageError
 
     target = Path(directory or "man")
-    try:
-        target.mkdir(parents=True, exist_ok=True)
-        for name, text in render_all().items():
+    from cortexctl.errors import no_space
+
+    for name, text in render_all().items():
+        try:  # only the directory's errors: stdout's (a closed pipe, a full disk) are said as any command's
+            target.mkdir(parents=True, exist_ok=True)
             (target / name).write_text(text, encoding="utf-8")
-            print(target / name)
-    except (FileExistsError, NotADirectoryError):
-        raise UsageError(f"DIR {target}: is not a directory") from None
-    except OSError as exc:
-        raise UsageError(f"DIR {target}: cannot be written ({exc.strerror})") from None
+        except (FileExistsError, NotADirectoryError):
+            raise UsageError(f"DIR {target}: is not a directory") from None
+        except OSError as exc:
+            if no_space(exc) is not None:
+                raise
+            raise UsageError(f"DIR {target}: cannot be written ({exc.strerror})") from None
+        print(target / name)
 
 
 COMMANDS = [

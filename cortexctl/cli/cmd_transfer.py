@@ -101,7 +101,7 @@ embedding endpoint fails, memories are imported all the same and wait for `reind
                        default=False)),
         notes="""Writes every memory you can see, with every version, its head fields and IDs,
 in ID order; `import` reads it back into an equal store. --out writes the
-file atomically.""",
+file atomically (a FIFO or a device is written into as it is).""",
         examples=("cortexctl export > memories.jsonl", "cortexctl export --out backup/memories.jsonl"),
         exits=(0, 2, 4, 7),
     ),

@@ -880,6 +880,19 @@ def _special(path) -> bool:
     return not (stat.S_ISREG(mode) or stat.S_ISDIR(mode))
 
 
+def _descriptor(path) -> int | None:
+    """The descriptor ``path`` names in this process (/dev/stdout, /dev/fd/N, /proc/self/fd/N), else
+    None: its real path is the file behind the descriptor, not a name to rename a new file over."""
+    import re
+
+    text = os.path.abspath(str(path))
+    named = {"/dev/stdin": 0, "/dev/stdout": 1, "/dev/stderr": 2}.get(text)
+    if named is not None:
+        return named
+    m = re.fullmatch(rf"/(?:dev/fd|proc/(?:self|{os.getpid()})/fd)/(\d+)", text, re.ASCII)
+    return int(m.group(1)) if m else None
+
+
 def export_jsonl(ctx: Context, sink: IO[bytes] | str | os.PathLike) -> int:
     """Write every memory the actor can see, in ID order; returns how many.
 
@@ -893,12 +906,16 @@ def export_jsonl(ctx: Context, sink: IO[bytes] | str | os.PathLike) -> int:
         if not str(sink).strip():
             raise UsageError("out must not be empty", field="out")
         shown = Path(sink)
-        if _special(sink):  # a FIFO or a device (/dev/null, /dev/stdout on a pipe): written into, never renamed over
+        fd = _descriptor(sink)
+        if fd is not None or _special(sink):
+            # a descriptor this process holds (/dev/stdout redirected to a file: the shell's file, at
+            # the shell's offset), a FIFO or a device (/dev/null, a tty): written into, never renamed over
             try:
-                with open(sink, "wb") as fh:
-                    return export_jsonl(ctx, fh)
+                fh = os.fdopen(os.dup(fd), "wb") if fd is not None else open(sink, "wb")
             except OSError as exc:
                 raise UsageError(f"out {shown}: cannot be written ({exc.strerror})", field="out") from None
+            with fh:
+                return export_jsonl(ctx, fh)  # a full disk or a closed pipe is said as export to stdout says it
         path = Path(os.path.realpath(sink))  # through a symlink, the file it points to is replaced
         if path.is_dir():
             raise UsageError(f"out {shown} is a directory; give a file name", field="out")

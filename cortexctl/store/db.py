@@ -181,15 +181,17 @@ class DuckStorage:
             raise UsageError(f"store path {self.path} is not a directory")
         if self.db_path.exists() and not self.db_path.is_file():
             raise UsageError(f"store file {self.db_path} is not a regular file")
-        for path, regular in ((self.db_path.with_name(self.db_path.name + ".wal"), stat.S_ISREG),
-                              (self.lock_path, stat.S_ISREG), (self.path / GEN_NAME, lambda m: not stat.S_ISDIR(m))):
+        # (the log holds committed writes not yet in the database file: not to be removed unread)
+        for path, regular, then in ((self.db_path.with_name(self.db_path.name + ".wal"), stat.S_ISREG, ""),
+                                    (self.lock_path, stat.S_ISREG, ": remove it"),
+                                    (self.path / GEN_NAME, lambda m: not stat.S_ISDIR(m), ": remove it")):
             try:
                 mode = os.lstat(path).st_mode
             except OSError:
                 continue
             if not regular(mode):
                 raise IntegrityError(f"store file {path} is not a regular file (a symlink, device, FIFO or "
-                                     "directory): remove it", path=str(path))
+                                     f"directory){then}", path=str(path))
 
     def _create_dir(self) -> None:
         """Create the store directory (0700) if needed; an existing directory is left as it is."""
@@ -286,7 +288,10 @@ class DuckStorage:
             # that file) nor a FIFO (its open blocks): the writer lock is this store's own file
             fd = os.open(self.lock_path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, 0o600)
         except OSError as exc:
-            if no_space(exc) is not None:
+            # only what says the name is not a regular file is damage (a symlink: ELOOP, EMLINK on
+            # some systems; a directory: EISDIR; a socket: ENXIO); no permission, a read-only file
+            # system or a full disk are said as they always were (exit 1, naming the file)
+            if exc.errno not in (errno.ELOOP, errno.EMLINK, errno.EISDIR, errno.ENXIO, errno.ENODEV):
                 raise
             raise IntegrityError(f"store lock file {self.lock_path} cannot be opened ({exc.strerror}): "
                                  "it is not a regular file; remove it", path=str(self.lock_path)) from None

@@ -115,7 +115,9 @@ def _parse_record(path: Path) -> IndexRecord | None:
     try:
         from cortexctl.files import read_regular
 
-        doc = json.loads(read_regular(path, 1 << 20))
+        # read whole: a regular file cannot be endless, and a fold's record lists every key it
+        # cleared (``cleared``: 100k+ keys after a merge or an update of that many memories)
+        doc = json.loads(read_regular(path))
         if doc.get("format") != RECORD_FORMAT:
             return None
         rec = IndexRecord(str(doc["model"]), int(doc["dim"]), int(doc["max_key"]), int(doc["count"]),

@@ -56,6 +56,27 @@ def test_export_out_writes_the_file_atomically_and_reports_the_count(tmp_path, c
     assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".out.jsonl")] == []
 
 
+def test_export_out_dev_stdout_writes_into_the_shells_file_at_its_offset(tmp_path, cx, store):
+    """/dev/stdout redirected to a file names that file: renamed over, the export took the place of
+    what the shell wrote before and after it (and of `>>`'s earlier content). It is written into the
+    descriptor, where the shell left it."""
+    import os
+    import subprocess
+
+    from tests.conftest import cortexctl_argv
+
+    cx.write("fact", "one")
+    out = tmp_path / "out.txt"
+    out.write_text("before\n")
+    script = 'out=$1; shift; { echo header; "$@" export --out /dev/stdout; echo footer; } >> "$out"'
+    done = subprocess.run(["sh", "-c", script, "sh", str(out), *cortexctl_argv()], capture_output=True, timeout=120,
+                          env={**os.environ, "CORTEXCTL_STORE": str(store), "CORTEXCTL_ACTOR": "alice"})
+    assert done.returncode == 0, done
+    lines = out.read_text().splitlines()
+    assert lines[:2] == ["before", "header"] and lines[-1] == "footer", lines
+    assert [orjson.loads(line)["type"] for line in lines[2:-1]] == ["fact"]
+
+
 def test_export_holds_only_what_the_actor_may_see(cli, store):
     Cortex(store=store, actor="alice").write("fact", "alice private")
     Cortex(store=store, actor="alice").write("fact", "alice public", visibility="public")

@@ -19,6 +19,7 @@ makes fifteen cases a file (twelve 16-byte flips, three cuts) and prints its cou
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import random
@@ -372,3 +373,34 @@ def test_backup_of_a_damaged_database_is_damage_naming_the_file(sound, tmp_path)
     tamper.flip_bytes(store / DB, 8)
     run = run_process(store, "backup", "--dest", tmp_path / "b", "--store", store)
     assert run.code == 7 and str(store / DB) in run.err and run.err.count("\n") == 1, run
+
+
+@pytest.mark.parametrize("err", [errno.EROFS, errno.EACCES], ids=["read-only", "no-permission"])
+def test_a_lock_file_that_cannot_be_opened_for_want_of_permission_is_not_called_damaged(tmp_path, err, monkeypatch):
+    """A read-only file system or no permission is said as it is (exit 1, naming the file), never as
+    a lock file that is not a regular file to be removed (the fault injected: this runs as root)."""
+    from tests.conftest import run_in_process
+
+    store = tmp_path / "store"
+    Cortex(store=store, actor="alice").write("fact", "a memory before the file system went read-only")
+    lock = str(store / ".lock")
+    real_open = os.open
+
+    def refusing(path, flags, *args, **kw):
+        if str(path) == lock:
+            raise OSError(err, os.strerror(err), lock)
+        return real_open(path, flags, *args, **kw)
+
+    monkeypatch.setattr(os, "open", refusing)
+    run = run_in_process(store, "write", "fact", "x", env={"CORTEXCTL_ACTOR": "alice"})
+    assert run.code == 1 and lock in run.err and os.strerror(err) in run.err and "remove it" not in run.err, run
+
+
+def test_a_large_index_record_is_read_whole_not_called_damaged(sound, tmp_path):
+    """A fold records every key dropped since the last one (``cleared``): some 120k of them is past a
+    megabyte of JSON, which a bounded read took for a damaged record."""
+    store = _fresh(sound, tmp_path / "store")
+    tamper.edit_json(store / RECORD, lambda doc: doc.update(cleared=list(range(10**9, 10**9 + 150_000))))
+    assert (store / RECORD).stat().st_size > 1 << 20
+    run = run_process(store, "verify", "--store", store)
+    assert run.code == 0, run
