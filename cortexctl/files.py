@@ -58,7 +58,7 @@ def open_regular(path: str | os.PathLike, flags: int = os.O_RDONLY) -> int:
     import errno
     import stat
 
-    fd = os.open(path, flags | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC)
+    fd = os.open(path, flags | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)  # a file it creates: private
     try:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
             raise OSError(errno.EINVAL, "not a regular file", str(path))

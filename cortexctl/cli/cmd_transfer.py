@@ -58,7 +58,7 @@ def export(config, *, out, store, actor, wait, jsonl) -> None:
     from cortexctl.cli.common import open_cortex
 
     cx = open_cortex(config, store, actor, wait)
-    if out is None:
+    if out is None or out == "-":  # `-` is stdout, as `import -` reads stdin
         lookup("export").run(cx, sink=sys.stdout.buffer)
         sys.stdout.buffer.flush()
     else:
@@ -95,7 +95,7 @@ embedding endpoint fails, memories are imported all the same and wait for `reind
     ),
     command_for(
         lookup("export"), ("export",), "Dump every memory you can see as JSONL.", run=export,
-        options=(Option("out", ("--out", "-o"), "Write to this file (atomically).", metavar="FILE"),),
+        options=(Option("out", ("--out", "-o"), "Write to this file (atomically); - for stdout.", metavar="FILE"),),
         common=(STORE, ACTOR, WAIT,
                 Option("jsonl", ("--jsonl",), "JSONL output (the only format; accepted for symmetry).", type=bool,
                        default=False)),

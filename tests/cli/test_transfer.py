@@ -77,6 +77,15 @@ def test_export_out_dev_stdout_writes_into_the_shells_file_at_its_offset(tmp_pat
     assert [orjson.loads(line)["type"] for line in lines[2:-1]] == ["fact"]
 
 
+def test_export_out_dash_is_stdout_as_import_dash_is_stdin(tmp_path, cx, cli, monkeypatch):
+    cx.write("fact", "one")
+    monkeypatch.chdir(tmp_path)
+    r = cli("export", "--out", "-")
+    assert r.code == 0 and r.out == cli("export").out
+    assert [orjson.loads(line)["type"] for line in r.out.splitlines()] == ["fact"]
+    assert not (tmp_path / "-").exists()
+
+
 def test_export_holds_only_what_the_actor_may_see(cli, store):
     Cortex(store=store, actor="alice").write("fact", "alice private")
     Cortex(store=store, actor="alice").write("fact", "alice public", visibility="public")
