@@ -120,6 +120,7 @@ def main(argv: list[str] | None = None) -> int:
     asked for it (``common.end_without_teardown``) ends the process here once all is printed; given
     ``argv`` (the process goes on), what that asked is undone once the command is over."""
     if argv is None:
+        _open_closed_std_fds()
         try:
             return _main(None)
         except KeyboardInterrupt as exc:  # a second ^C while the first was said: one line still
@@ -132,6 +133,22 @@ def main(argv: list[str] | None = None) -> int:
         common = sys.modules.get("cortexctl.cli.common")
         if common is not None:
             common.command_done()
+
+
+def _open_closed_std_fds() -> None:
+    """A process started with stdin, stdout or stderr closed (`>&-`) has /dev/null there: Python
+    left sys.stdout None (every command's last flush raised AttributeError), and the next file
+    opened (the database, the lock, an export's descriptor) would have taken descriptor 1."""
+    for fd, name, mode in ((0, "stdin", os.O_RDONLY), (1, "stdout", os.O_WRONLY), (2, "stderr", os.O_WRONLY)):
+        try:
+            os.fstat(fd)
+        except OSError:
+            null = os.open(os.devnull, mode)
+            if null != fd:
+                os.dup2(null, fd)
+                os.close(null)
+            if getattr(sys, name) is None:
+                setattr(sys, name, open(fd, "r" if fd == 0 else "w", encoding="utf-8", closefd=False))
 
 
 def _main(argv: list[str] | None) -> int:

@@ -914,6 +914,12 @@ def export_jsonl(ctx: Context, sink: IO[bytes] | str | os.PathLike) -> int:
                 fh = os.fdopen(os.dup(fd), "wb") if fd is not None else open(sink, "wb")
             except OSError as exc:
                 raise UsageError(f"out {shown}: cannot be written ({exc.strerror})", field="out") from None
+            import fcntl
+
+            if fcntl.fcntl(fh.fileno(), fcntl.F_GETFL) & os.O_ACCMODE == os.O_RDONLY:
+                fh.close()  # /dev/stdin, or a descriptor the shell opened for reading (`1<file`)
+                raise UsageError(f"out {shown}: cannot be written (descriptor {fd} is open for reading only)",
+                                 field="out")
             with fh:
                 return export_jsonl(ctx, fh)  # a full disk or a closed pipe is said as export to stdout says it
         path = Path(os.path.realpath(sink))  # through a symlink, the file it points to is replaced

@@ -182,16 +182,16 @@ class DuckStorage:
         if self.db_path.exists() and not self.db_path.is_file():
             raise UsageError(f"store file {self.db_path} is not a regular file")
         # (the log holds committed writes not yet in the database file: not to be removed unread)
-        for path, regular, then in ((self.db_path.with_name(self.db_path.name + ".wal"), stat.S_ISREG, ""),
-                                    (self.lock_path, stat.S_ISREG, ": remove it"),
-                                    (self.path / GEN_NAME, lambda m: not stat.S_ISDIR(m), ": remove it")):
+        odd = "is not a regular file (a symlink, device, FIFO or directory)"
+        for path, regular, why in ((self.db_path.with_name(self.db_path.name + ".wal"), stat.S_ISREG, odd),
+                                   (self.lock_path, stat.S_ISREG, f"{odd}: remove it"),
+                                   (self.path / GEN_NAME, lambda m: not stat.S_ISDIR(m), "is a directory: remove it")):
             try:
                 mode = os.lstat(path).st_mode
             except OSError:
                 continue
             if not regular(mode):
-                raise IntegrityError(f"store file {path} is not a regular file (a symlink, device, FIFO or "
-                                     f"directory){then}", path=str(path))
+                raise IntegrityError(f"store file {path} {why}", path=str(path))
 
     def _create_dir(self) -> None:
         """Create the store directory (0700) if needed; an existing directory is left as it is."""
@@ -292,7 +292,9 @@ class DuckStorage:
             # some systems; a directory: EISDIR; a socket: ENXIO); no permission, a read-only file
             # system or a full disk are said as they always were (exit 1, naming the file)
             if exc.errno not in (errno.ELOOP, errno.EMLINK, errno.EISDIR, errno.ENXIO, errno.ENODEV):
-                raise
+                if no_space(exc) is not None or exc.errno in (errno.EACCES, errno.EPERM, errno.EROFS, errno.ENOTDIR):
+                    raise  # said as they always were, naming the file
+                raise CortexError(f"store lock file {self.lock_path} cannot be opened ({exc.strerror})") from None
             raise IntegrityError(f"store lock file {self.lock_path} cannot be opened ({exc.strerror}): "
                                  "it is not a regular file; remove it", path=str(self.lock_path)) from None
         if not stat.S_ISREG(os.fstat(fd).st_mode):

@@ -124,3 +124,24 @@ def test_system_exit_from_main_becomes_the_exit_code(cli, monkeypatch):
         monkeypatch.setattr(cortexctl.cli.app, "main", leave(code))
         run = cli("find")
         assert (run.code, run.out, run.err) == (expected, "", err)
+
+
+@pytest.mark.parametrize("closed", [">&-", "<&-", "2>&-"])
+def test_a_command_started_with_a_standard_stream_closed_says_nothing_it_should_not(cli_proc, store, closed):
+    """Started with stdout (or stdin, or stderr) closed, Python leaves ``sys.stdout`` None: every
+    command's last flush was an internal error with a traceback, and the next file opened took
+    descriptor 1. The closed stream is /dev/null now."""
+    import subprocess
+
+    from tests.conftest import cortexctl_argv
+
+    assert cli_proc("write", "fact", "a memory to verify").code == 0
+    done = subprocess.run(["sh", "-c", f'"$@" verify {closed}', "sh", *cortexctl_argv()], capture_output=True,
+                          timeout=120, env={**os.environ, "CORTEXCTL_STORE": str(store)})
+    assert done.returncode == 0 and b"Traceback" not in done.stderr and b"internal error" not in done.stderr, done
+
+
+def test_export_into_a_descriptor_open_for_reading_is_a_usage_error(cli_proc, store):
+    assert cli_proc("write", "fact", "a memory to export").code == 0
+    run = cli_proc("export", "--out", "/dev/stdin", input=b"what stdin holds\n")
+    assert run.code == 2 and "/dev/stdin" in run.err and "reading only" in run.err and run.err.count("\n") == 1, run

@@ -375,10 +375,12 @@ def test_backup_of_a_damaged_database_is_damage_naming_the_file(sound, tmp_path)
     assert run.code == 7 and str(store / DB) in run.err and run.err.count("\n") == 1, run
 
 
-@pytest.mark.parametrize("err", [errno.EROFS, errno.EACCES], ids=["read-only", "no-permission"])
+@pytest.mark.parametrize("err", [errno.EROFS, errno.EACCES, errno.EIO, errno.ENOENT],
+                         ids=["read-only", "no-permission", "io-error", "gone"])
 def test_a_lock_file_that_cannot_be_opened_for_want_of_permission_is_not_called_damaged(tmp_path, err, monkeypatch):
-    """A read-only file system or no permission is said as it is (exit 1, naming the file), never as
-    a lock file that is not a regular file to be removed (the fault injected: this runs as root)."""
+    """A read-only file system, no permission, an I/O error or the directory gone meanwhile is said as
+    it is (exit 1, naming the file), never as a lock file that is not a regular file to be removed,
+    nor as an internal error (the fault injected: this runs as root)."""
     from tests.conftest import run_in_process
 
     store = tmp_path / "store"
