@@ -136,9 +136,11 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _open_closed_std_fds() -> None:
-    """A process started with stdin, stdout or stderr closed (`>&-`) has /dev/null there: Python
-    left sys.stdout None (every command's last flush raised AttributeError), and the next file
-    opened (the database, the lock, an export's descriptor) would have taken descriptor 1."""
+    """A process started with stdin, stdout or stderr closed (`>&-`) has /dev/null on that
+    descriptor, so that the next file opened (the database, the lock, an export's descriptor) does
+    not take it; Python left sys.stdout None (every command's last flush raised AttributeError):
+    stdout and stderr write to /dev/null. ``sys.stdin`` stays None: reading a closed stdin
+    (``--data -``) is a usage error that says so (``common.readable_stdin``)."""
     for fd, name, mode in ((0, "stdin", os.O_RDONLY), (1, "stdout", os.O_WRONLY), (2, "stderr", os.O_WRONLY)):
         try:
             os.fstat(fd)
@@ -147,8 +149,8 @@ def _open_closed_std_fds() -> None:
             if null != fd:
                 os.dup2(null, fd)
                 os.close(null)
-            if getattr(sys, name) is None:
-                setattr(sys, name, open(fd, "r" if fd == 0 else "w", encoding="utf-8", closefd=False))
+            if fd and getattr(sys, name) is None:
+                setattr(sys, name, open(fd, "w", encoding="utf-8", closefd=False))
 
 
 def _main(argv: list[str] | None) -> int:
