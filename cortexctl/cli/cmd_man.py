@@ -237,11 +237,9 @@ def render_all() -> dict[str, str]:
 def generate_man(config, *, directory) -> None:
     from pathlib import Path
 
-    from cortexctl.errors import UsageError
+    from cortexctl.errors import UsageError, no_space
 
     target = Path(directory or "man")
-    from cortexctl.errors import no_space
-
     for name, text in render_all().items():
         try:  # only the directory's errors: stdout's (a closed pipe, a full disk) are said as any command's
             target.mkdir(parents=True, exist_ok=True)

@@ -283,24 +283,23 @@ class DuckStorage:
 
     @contextmanager
     def _writer_lock(self, deadline: float) -> Iterator[None]:
+        from cortexctl.files import open_regular
+
         try:
-            # never through a symlink (a dangling one cannot be opened, one to elsewhere locks
-            # that file) nor a FIFO (its open blocks): the writer lock is this store's own file
-            fd = os.open(self.lock_path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, 0o600)
+            # never through a symlink (a dangling one cannot be opened, one to elsewhere locks that
+            # file) nor a FIFO (its open blocks): the writer lock is this store's own file
+            fd = open_regular(self.lock_path, os.O_RDWR | os.O_CREAT)
         except OSError as exc:
-            # only what says the name is not a regular file is damage (a symlink: ELOOP, EMLINK on
-            # some systems; a directory: EISDIR; a socket: ENXIO); no permission, a read-only file
-            # system or a full disk are said as they always were (exit 1, naming the file)
-            if exc.errno not in (errno.ELOOP, errno.EMLINK, errno.EISDIR, errno.ENXIO, errno.ENODEV):
-                if no_space(exc) is not None or exc.errno in (errno.EACCES, errno.EPERM, errno.EROFS, errno.ENOTDIR):
-                    raise  # said as they always were, naming the file
-                raise CortexError(f"store lock file {self.lock_path} cannot be opened ({exc.strerror})") from None
-            raise IntegrityError(f"store lock file {self.lock_path} cannot be opened ({exc.strerror}): "
-                                 "it is not a regular file; remove it", path=str(self.lock_path)) from None
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            os.close(fd)
-            raise IntegrityError(f"store lock file {self.lock_path} is not a regular file; remove it",
-                                 path=str(self.lock_path))
+            # what says the name is not a regular file is damage (a symlink: ELOOP, EMLINK on some
+            # systems; a directory: EISDIR; a socket: ENXIO; another kind: open_regular's EINVAL); no
+            # permission, a read-only file system or a full disk are said as they always were (exit
+            # 1, naming the file), anything else in one line
+            if exc.errno in (errno.ELOOP, errno.EMLINK, errno.EISDIR, errno.ENXIO, errno.ENODEV, errno.EINVAL):
+                raise IntegrityError(f"store lock file {self.lock_path} is not a regular file ({exc.strerror}): "
+                                     "remove it", path=str(self.lock_path)) from None
+            if no_space(exc) is not None or exc.errno in (errno.EACCES, errno.EPERM, errno.EROFS, errno.ENOTDIR):
+                raise
+            raise CortexError(f"store lock file {self.lock_path} cannot be opened ({exc.strerror})") from None
         try:
             if not _flock_until(fd, deadline):
                 raise self._busy("another cortexctl is writing to it")
