@@ -27,7 +27,11 @@ aside, as after a restore while the background build runs (an exact search of
 every candidate's vector): median wall time and the median of each process's
 peak resident memory, against the same find with the index in the same run (the
 fold lock is held meanwhile, so that no find starts the build). --million uses
-1,000,000 memories. Nothing is asserted: it is a report.
+1,000,000 memories. --actor NAME times the cold finds as that viewer (default: the
+bench's actor, who owns the corpus's memories but those of three other agents; an actor
+of its own sees only the public tenth, and with the index split by visibility class
+views only those files); the share of the store the viewer sees is printed. Nothing is
+asserted: it is a report.
 """
 
 from __future__ import annotations
@@ -161,6 +165,16 @@ def exact_search(cortexctl: str, env: dict, store: Path, runs: int) -> dict:
             "exact_ms": 1000 * median(False, 0), "exact_rss_mb": median(False, 1)}
 
 
+def viewer_share(store: Path, actor: str) -> dict:
+    """The viewer of the cold finds, how many live memories it may see, and how many there are."""
+    from cortexctl import Cortex
+    from cortexctl.store.interface import Filters
+
+    cx = Cortex(store=store, actor=actor)
+    with cx.store.reading() as tx:
+        return {"actor": actor, "sees": tx.count_heads(Filters(actor=actor)), "of": tx.count_heads()}
+
+
 def hnsw_recall(store: Path, samples: int = 200, k: int = 10) -> dict:
     import numpy as np
 
@@ -181,7 +195,17 @@ def hnsw_recall(store: Path, samples: int = 200, k: int = 10) -> dict:
         raise SystemExit(f"bench: the index file cannot be used ({why}): run cortexctl reindex")
     allk = np.concatenate(keys)
     allm = np.vstack(mats)
-    index = hnsw.open_view(semantic.index_path(cx.store), semantic.fingerprint_of(rec))  # its whole-file CRC too
+    # each sample is searched in the index file that holds it, against the exact nearest among that
+    # file's vectors (a store split by visibility class: a find searches a viewer's files alike)
+    files = []
+    for part in rec.parts:
+        view = hnsw.open_view(semantic.part_path(cx.store, part), semantic.fingerprint_of(rec, part))  # whole-file CRC too
+        held = hnsw.slot_rows(semantic.part_path(cx.store, part), semantic.fingerprint_of(rec, part))[0]
+        at = np.flatnonzero(np.isin(allk, held[held != hnsw.FREE_KEY]))
+        files.append((view, at))
+    file_of = np.full(len(allk), -1, dtype=np.int64)
+    for i, (_view, at) in enumerate(files):
+        file_of[at] = i
     rng = random.Random(7)
     picks = [rng.randrange(len(allk)) for _ in range(samples)]
     # queries: stored vectors with noise, so the query itself is not always the unique best
@@ -189,9 +213,10 @@ def hnsw_recall(store: Path, samples: int = 200, k: int = 10) -> dict:
     got = total = 0
     t_hnsw = 0.0
     for p in picks:
+        index, at = files[file_of[p]]
         q = allm[p] + nrng.normal(0, 0.02, size=dim).astype(np.float32)
         q /= np.linalg.norm(q)
-        sims = allm @ q
+        sims = allm[at] @ q
         kth = np.partition(-sims, k - 1)[k - 1] * -1
         t0 = time.perf_counter()
         hk, hs = hnsw.search(index, q, k)
@@ -199,7 +224,7 @@ def hnsw_recall(store: Path, samples: int = 200, k: int = 10) -> dict:
         exact = allm[np.searchsorted(allk, hk)] @ q  # the true similarities, not the index's (f16) figures
         got += int(np.sum(exact >= kth - 1e-5))
         total += k
-    return {"recall_at_10": got / total, "samples": samples, "vectors": int(len(allk)),
+    return {"recall_at_10": got / total, "samples": samples, "vectors": int(len(allk)), "files": len(rec.parts),
             "index_state": why, "hnsw_search_ms": 1000 * t_hnsw / samples}
 
 
@@ -268,6 +293,7 @@ def main() -> int:
     ap.add_argument("--runs", type=int, default=10)
     ap.add_argument("--seed", type=int, default=20261121)
     ap.add_argument("--json", action="store_true")
+    ap.add_argument("--actor", help="the viewer of the cold finds (default: the bench's actor)")
     ap.add_argument("--keep", action="store_true", help="keep the temporary store and print its path")
     ap.add_argument("--store", type=Path, help="reuse a store built by an earlier --keep run (skips the import)")
     ap.add_argument("--no-ab", action="store_true",
@@ -314,6 +340,9 @@ def main() -> int:
     floor_cmd = [py, "-c", "import numpy, duckdb, usearch.index"]
     snap = store / "cortex.snapshot"
     aside = store.parent / "cortex.snapshot.aside"
+    if args.actor:
+        env["CORTEXCTL_ACTOR"] = args.actor
+    result["viewer"] = viewer_share(store, env["CORTEXCTL_ACTOR"])
     if args.writes:
         result["writes"] = changes(cortexctl, env, store, snap, aside, args.writes)
     variants = [("", [])]
@@ -375,6 +404,9 @@ def main() -> int:
             print(f"import peak RSS:  {imp['peak_rss_mb']:8.0f} MB   target <= 1.5 GB at 1M")
             print(f"store on disk:    {imp['store_bytes_per_memory']:8.0f} bytes/memory  "
                   f"(JSONL {imp['jsonl_bytes_per_memory']:.0f} bytes/memory)")
+        v = result["viewer"]
+        print(f"viewer:           {v['actor']}, who sees {v['sees']:,} of {v['of']:,} memories ({v['sees'] / max(v['of'], 1):.1%}); "
+              f"index in {result['hnsw']['files']} file(s)")
         print(f"floor:            {result['floor_ms']:8.1f} ms  python -c 'import numpy, duckdb, usearch.index'")
         for row in result["find"]:
             label = "find --near cold" + (f" {row['filter']}" if row["filter"] else "")

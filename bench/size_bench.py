@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -86,7 +87,8 @@ def measure(store: Path) -> dict:
             "free blocks": blocks["free"] * bs,
             "header and tail": files["cortex.duckdb"] - blocks["total"] * bs}
     snap = snapshot_parts(store / "cortex.snapshot")
-    other = {k: v for k, v in files.items() if k not in ("cortex.duckdb", "cortex.usearch", "cortex.snapshot")}
+    index = {k: v for k, v in files.items() if re.fullmatch(r"cortex\.usearch(-[0-9a-f]{16})?", k)}  # split by class
+    other = {k: v for k, v in files.items() if k not in ("cortex.duckdb", "cortex.snapshot", *index)}
     total = sum(files.values())
     return {
         "memories": n, "block_size": bs, "blocks": blocks,
@@ -96,7 +98,7 @@ def measure(store: Path) -> dict:
             "duckdb_tables": {t: v / n / 1024 for t, v in sorted(tables.items(), key=lambda kv: -kv[1])},
             "duckdb_columns": {f"{t}.{c}": v / n / 1024 for (t, c), v in
                                sorted(columns.items(), key=lambda kv: -kv[1]) if v / n >= 10},
-            "index": files.get("cortex.usearch", 0) / n / 1024,
+            "index": sum(index.values()) / n / 1024,
             "snapshot": {k: v / n / 1024 for k, v in sorted(snap.items(), key=lambda kv: -kv[1])},
             "other files": sum(other.values()) / n / 1024,
         },

@@ -116,7 +116,8 @@ def main() -> None:
     plan = [("reference (DuckDB reads the tables once)",
              [sys.executable, "-c", REFERENCE, str(store / "cortex.duckdb"), *TABLES], None),
             ("hashlib SHA-256 of the store's files, all cores",
-             [sys.executable, "-c", HASHLIB, *(str(store / f) for f in STORE_FILES)], None)]
+             [sys.executable, "-c", HASHLIB, *(str(store / f) for f in STORE_FILES),
+              *(str(f) for f in sorted(store.glob("cortex.usearch-*")) if not f.name.endswith(".checked"))], None)]
     if args.before:
         env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(args.before), os.environ.get("PYTHONPATH")])))
         plan.append(("verify before", [sys.executable, "-m", "cortexctl", "verify", "--json", "--store", str(store)],

@@ -210,7 +210,9 @@ def main_page(shown: list[Command]) -> str:
         "rate-limit buckets and checkpoints (mode 0600, directory 0700)",
         ".TP", "\\fISTORE/cortex.usearch\\fR, \\fISTORE/cortex.usearch.json\\fR",
         "the HNSW index file and its record: a cache of the vectors, rebuilt when it does not match the store "
-        "(STORE/cortex.usearch.json.next: the record of a new file being put in place)",
+        "(STORE/cortex.usearch.json.next: the record of a new file being put in place); "
+        "STORE/cortex.usearch-HEX: the further index files of a store whose vectors are split by visibility "
+        "class, named in the record",
         ".TP", "\\fISTORE/cortex.snapshot\\fR, \\fISTORE/cortex.snapdelta\\fR, \\fISTORE/cortex.gen\\fR",
         "the search snapshot find reads, its delta and the generation file every commit stamps: a cache, "
         "bypassed when it does not match the store",

@@ -699,7 +699,8 @@ def _write_chunks(ctx: Context, spill: _Spill, problems: list[LineProblem], n_go
                             "or the whole file again, skipping the memories already in")
             raise
         if stored is not None:
-            builder.add(*stored)
+            owner = {p.head["id"]: (p.head["visibility"], p.head["actor"]) for p in batch}
+            builder.add(*stored, owners=[owner[i] for i in stored[1]])
         first_seq = seq if first_seq is None else first_seq
         last_seq = seq + len(batch) - 1
         pending += waiting

@@ -410,17 +410,16 @@ def open_view(path: Path, expected: Fingerprint, cache: dict | None = None, *, b
     rewritten in place (``install``), so a kept view always maps the content that was checked."""
     if cache is None:
         return _restore(path, expected, view=True, by_key=by_key)
+    _let_go(cache)
     try:
         st = os.stat(path)
     except OSError:
-        for slot in _VIEW_SLOTS.values():  # a kept view of a file since removed is let go
-            cache.pop(slot, None)
         return None
     key = (str(path), *identity(st), expected)
     for other in (*_VIEW_SLOTS.values(), _SLOT_ROWS):  # a view of a file since replaced is let go, of any kind
-        if other in cache and cache[other][0] != key:
-            del cache[other]
-    slot = _VIEW_SLOTS[by_key]
+        if cache.get((other, str(path)), (key,))[0] != key:
+            del cache[(other, str(path))]
+    slot = (_VIEW_SLOTS[by_key], str(path))
     kept = cache.get(slot)
     if kept is not None:
         return kept[1]
@@ -428,6 +427,14 @@ def open_view(path: Path, expected: Fingerprint, cache: dict | None = None, *, b
     if index is not None:
         cache[slot] = (key, index)
     return index
+
+
+def _let_go(cache: dict) -> None:
+    """Views and tables of rows kept of files since removed (a store's index files are replaced
+    by new ones, under other names when split by class): their mappings would hold the disk space."""
+    for slot in [s for s in cache if isinstance(s, tuple) and s[0] in (*_VIEW_SLOTS.values(), _SLOT_ROWS)]:
+        if not os.path.exists(slot[1]):
+            del cache[slot]
 
 
 def by_key(index) -> bool:
@@ -502,19 +509,20 @@ def slot_rows(path: Path, expected: Fingerprint, cache: dict | None = None):
 
     import numpy as np
 
+    slot = (_SLOT_ROWS, str(path))
+    if cache is not None:
+        _let_go(cache)
     try:
         fd = open_regular(path)
     except OSError:
-        if cache is not None:  # a kept table of a file since removed is let go
-            cache.pop(_SLOT_ROWS, None)
         return None
     try:
         st = os.fstat(fd)
         key = (str(path), *identity(st), expected)
-        if cache is not None and _SLOT_ROWS in cache:
-            if cache[_SLOT_ROWS][0] == key:
-                return cache[_SLOT_ROWS][1]
-            del cache[_SLOT_ROWS]
+        if cache is not None and slot in cache:
+            if cache[slot][0] == key:
+                return cache[slot][1]
+            del cache[slot]
         if st.st_size != expected.size or st.st_size < 8:
             return None
         mapped = mmap.mmap(fd, 0, access=mmap.ACCESS_READ)
@@ -529,7 +537,7 @@ def slot_rows(path: Path, expected: Fingerprint, cache: dict | None = None):
         return None
     got = _slot_layout(np.frombuffer(mapped, dtype=np.uint8), expected)
     if got is not None and cache is not None:
-        cache[_SLOT_ROWS] = (key, got)
+        cache[slot] = (key, got)
     return got
 
 

@@ -61,7 +61,11 @@ class DuckTx(Lanes):
         records.insert_version(self.con, version)
 
     def update_head(self, id_: str, fields: dict[str, Any]) -> None:
+        moved = "visibility" in fields and self.con.execute(
+            "SELECT visibility IS DISTINCT FROM ? FROM heads WHERE id = ?", [fields["visibility"], id_]).fetchall()
         records.update_head(self.con, id_, fields)
+        if moved and moved[0][0]:  # another index file holds its class now
+            sq.rekey_vectors(self.con, id_)
 
     def heads_by_ids(self, ids: Sequence[str], actor: str | Viewer, fields: Sequence[str] = HEAD_FIELDS) -> list[dict]:
         return records.heads_by_ids(self.con, ids, actor, fields)
@@ -212,6 +216,9 @@ class DuckTx(Lanes):
 
     def iter_vectors(self, model: str, dim: int, *, after: int = 0, batch: int = 50_000):
         return sq.iter_vectors(self.con, model, dim, after=after, batch=batch)
+
+    def vector_classes(self, model: str, *, after: int = 0):
+        return sq.vector_classes(self.con, model, after=after)
 
     def vector_chunks(self, filters: Filters, model: str, dim: int):
         where, params = self._sql(filters)

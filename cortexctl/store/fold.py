@@ -282,6 +282,7 @@ def _take(store, model: str | None, work: Path, whole_from: int = 0, taken: dict
                     rb = taken["rebuild"] = {"was": vi.read_record(store), "db_fd": os.open(store.db_path, os.O_RDONLY),
                                              "dim": dim, "max_key": max_key, "count": count}
                     rb["spool"] = _spool(tx, model, dim, work)
+                    rb["classes"] = tx.vector_classes(model)  # the files the build makes (vi.layout)
                     taken["drop"] = tx.dropped_keys(model)
                 else:
                     taken["rec"] = rec
@@ -291,6 +292,7 @@ def _take(store, model: str | None, work: Path, whole_from: int = 0, taken: dict
                         keys.append(k)
                         mats.append(m)
                     taken["tail"] = (keys, mats)
+                    taken["classes"] = tx.vector_classes(model, after=rec.max_key)
                     # every key dropped by then: those in the file leave it, and all leave vectors_dropped
                     taken["drop"] = tx.dropped_keys(model)
         if start is not None:
@@ -347,18 +349,19 @@ def _same_db(store, fd: int) -> bool:
 
 
 def _rebuilt(store, rb: dict):
-    """A whole index of the spooled vectors (``_spool``), built as ``vector_index.update`` builds one;
+    """The indexes of a whole build of the spooled vectors (``_spool``), one a file of their classes'
+    layout (``vector_index.whole``), built as ``vector_index.update`` builds them;
     None as soon as the store holds another database file (the build would be thrown away)."""
     import zlib
 
     import numpy as np
 
     from cortexctl.errors import CortexError
-    from cortexctl.index import hnsw
+    from cortexctl.store import vector_index as vi
 
     spool = rb["spool"]
     keys = spool["keys"]
-    index = hnsw.new(rb["dim"], len(keys))
+    entries, where = vi.whole(rb["dim"], *rb["classes"])
     if len(keys):
         mat = np.memmap(spool["path"], dtype=np.float32, mode="r", shape=(len(keys), rb["dim"]))
         at = 0
@@ -368,44 +371,35 @@ def _rebuilt(store, rb: dict):
             part = np.array(mat[at:at + n])
             if zlib.crc32(part) != crc:
                 raise CortexError(f"the fold's work file {spool['path']} changed while the index was built")
-            hnsw.add(index, keys[at:at + n], part)
+            vi.add_routed(entries, where, keys[at:at + n], part)
             at += n
         del mat
     os.unlink(spool["path"])
-    return index
+    return entries
 
 
 def _build(store, taken: dict, work: Path) -> dict:
-    """Step 2, without the lock: the new index file and snapshot, written into ``work``."""
-    from cortexctl.index import hnsw
+    """Step 2, without the lock: the new index files and snapshot, written into ``work``."""
     from cortexctl.store import vector_index as vi
     from cortexctl.store.snapshot import format as sf
 
     built: dict = {"index": None, "snapshot": None}
     rec = taken["rec"]
     rb = taken.get("rebuild")
+    entries = None
     if rb is not None:
-        index = _rebuilt(store, rb)
-        if index is None:  # another store now: _install abandons the fold
+        entries = _rebuilt(store, rb)
+        if entries is None:  # another store now: _install abandons the fold
             return built
-        tmp = work / vi.INDEX_NAME
-        fp = hnsw.save_beside(index, tmp)
-        built["index"] = (tmp, fp, vi.IndexRecord.of_file(taken["model"], rb["max_key"], index, fp, taken["drop"]))
-        del index
+        model, top = taken["model"], rb["max_key"]
     elif rec is not None and taken["tail"] is not None:
-        index = hnsw.open_mutable(vi.index_path(store), vi.fingerprint_of(rec))
-        if index is not None:
-            drop = [k for k in taken["drop"] if index.contains(k)]
-            hnsw.remove(index, drop)
-            top = rec.max_key
-            for keys, mat in zip(*taken["tail"]):
-                hnsw.add(index, keys, mat)
-                if len(keys):
-                    top = max(top, int(keys.max()))
-            tmp = work / vi.INDEX_NAME
-            fp = hnsw.save_beside(index, tmp)
-            built["index"] = (tmp, fp, vi.IndexRecord.of_file(rec.model, top, index, fp, taken["drop"]))
-            del index
+        entries = vi.grow(store, rec, list(zip(*taken["tail"])), taken["classes"], taken["drop"])
+        model = rec.model
+        top = max([rec.max_key, *(int(k.max()) for k in taken["tail"][0] if len(k))])
+    if entries is not None:
+        parts, files = vi.save_parts(work, entries)
+        del entries
+        built["index"] = (files, vi.IndexRecord(model, int(parts[0].fingerprint["dim"]), top, parts, taken["drop"]))
     cleared = {taken["model"]: taken["drop"]} if built["index"] is not None and taken["drop"] else None
     if taken["snapshot"] is not None and taken.get("current") and not cleared:
         built["snapshot"] = "current"
@@ -438,8 +432,8 @@ def _install(store, model: str | None, taken: dict, built: dict) -> dict:
         # taken are not this store's
         return {"index": "abandoned", "snapshot": "abandoned"}
     if built["index"] is not None:
-        tmp, fp, rec = built["index"]
-        vi.install(store, tmp, fp, rec)
+        files, rec = built["index"]
+        vi.install_parts(store, rec, files)
         done["index"] = "fold" if rb is None else "rebuild"
     cleared = taken["drop"] if built["index"] is not None else []
     if built["snapshot"] == "current":

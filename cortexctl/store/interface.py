@@ -609,7 +609,8 @@ class Storage(Protocol):
 
     def index_loader(self, model: str, *, threads: int = 1, expected: int = 0) -> Any:
         """Something a bulk load hands each committed batch of vectors (``add(last_key, ids,
-        versions, matrix)``) so that ``update_index(loader=...)`` need not read them again, using
+        versions, matrix, owners=...)``, ``owners`` each memory's (visibility, actor): a backend
+        may index memories by who may see them) so that ``update_index(loader=...)`` need not read them again, using
         up to ``threads`` cores meanwhile; ``close()`` when it is not used. ``expected``: how many
         memories the load brings, for a backend whose structures are built for a size."""
 

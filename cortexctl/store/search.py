@@ -156,6 +156,21 @@ def drop_vectors(con, id_: str, *, model: str | None = None) -> None:
     _drop(con, "id = ?" + (" AND model = ?" if model else ""), [id_] + ([model] if model else []))
 
 
+def rekey_vectors(con, id_: str) -> int:
+    """Give a memory's vectors new keys, the old ones dropped, when its visibility class changes:
+    the index file that holds a vector is its class's (``vector_index``), and a key stays in the
+    file it was folded into, so the vectors become the pending tail (searched exactly) until the
+    next fold puts them in their new class's file. Returns how many."""
+    rows = con.execute("SELECT key FROM vectors WHERE id = ? ORDER BY key", [id_]).fetchall()
+    if not rows:
+        return 0
+    base = next_vector_key(con)
+    con.execute("INSERT INTO vectors_dropped SELECT key, model FROM vectors WHERE id = ?", [id_])
+    for i, (key,) in enumerate(rows):
+        con.execute("UPDATE vectors SET key = ? WHERE key = ?", [base + i, key])
+    return len(rows)
+
+
 def drop_model(con, model: str) -> int:
     """Take every vector of one model out of service; returns how many."""
     return _drop(con, "model = ?", [model])
@@ -248,6 +263,33 @@ def iter_vectors(con, model: str, dim: int, *, after: int = 0, batch: int = 50_0
         keys = keys[order]
         mat = as_rows(b"".join(got["vec"][order]), len(keys), dim)
         yield keys, mat
+
+
+# A vector's visibility class, the index file that holds it (``vector_index``): its memory's
+# visibility and, unless public, its owner ("private:ACTOR", "scoped:ACTOR"). A vector whose memory
+# is gone (a damaged store) has the class "".
+VECTOR_CLASS = ("CASE WHEN h.id IS NULL THEN '' WHEN h.visibility = 'public' THEN 'public'"
+                " ELSE h.visibility || ':' || h.actor END")
+
+
+def vector_classes(con, model: str, *, after: int = 0):
+    """(class names, keys, codes): the class (``VECTOR_CLASS``) of each of the model's vectors with
+    a key above ``after``, keys in order, ``codes`` indexing the names (sorted)."""
+    import numpy as np
+
+    got = con.execute(
+        f"WITH c AS (SELECT v.key, {VECTOR_CLASS} AS cls FROM vectors v LEFT JOIN heads h ON h.id = v.id"
+        " WHERE v.model = ? AND v.key > ?)"
+        " SELECT key, cls, (dense_rank() OVER (ORDER BY cls) - 1)::INTEGER AS code FROM c ORDER BY key",
+        [model, after]).fetchnumpy()
+    keys = np.asarray(got["key"], dtype=np.uint64)
+    codes = np.asarray(got["code"], dtype=np.int64)
+    names = [""] * (int(codes.max()) + 1 if len(codes) else 0)
+    if len(codes):
+        first = np.unique(codes, return_index=True)[1]
+        for at in first.tolist():
+            names[int(codes[at])] = str(got["cls"][at])
+    return names, keys, codes
 
 
 def pending(con, model: str, *, limit: int | None = None, ids: list[str] | None = None) -> list[tuple[str, int, int, bytes]]:

@@ -18,6 +18,10 @@ its record ``cortex.usearch.json`` are a cache of it:
   searching the old file (a new one replaces it atomically) and only the last
   step, clearing ``vectors_dropped``, opens the file for writing.
 
+- The index may be several files, one a visibility class of the vectors' memories
+  (the section "the files by visibility class" below): the record lists each file
+  (``Part``) with its classes, count and fingerprint, and ``count`` above is their sum.
+
 A filtered search whose candidates are few (``EXACT_MAX``) skips the index and
 compares the query with every candidate's vector: exact, and faster than
 filtering HNSW results at that size.
@@ -44,10 +48,39 @@ DuckStorage = "cortexctl.store.db.DuckStorage"  # annotations only: the module r
 INDEX_NAME = "cortex.usearch"
 RECORD_NAME = "cortex.usearch.json"
 NEXT_SUFFIX = ".next"  # the record of a file being put in place (install)
-RECORD_FORMAT = 1
+RECORD_FORMAT = 2  # a record of several files (``parts``); a record of one file is written as format 1
+PART_NAME = r"cortex\.usearch-[0-9a-f]{16}"  # the files after the first (``part_name``)
 FOLD_AT = 2000  # vectors newer than the file that trigger a fold after a write
 EXACT_MAX = 4096  # candidates compared exactly instead of through the index
 WIDEST = 64  # times max(2n, 64): the widest search of the index before a filter sends find to an exact one
+
+
+@dataclass
+class Part:
+    """One index file of the store's: ``file`` (its name in the store directory), the visibility
+    classes whose vectors it holds (``classes``; None: every class, the one file of a store not
+    split), and what its record keeps of it."""
+
+    file: str
+    classes: tuple | None
+    count: int
+    fingerprint: dict
+    crc_all: int = 0  # CRC-32 of the whole file, checked by verify
+    connectivity: int = 16  # of the file's graph (hnsw.build_settings); files recorded before it said are 16
+
+    @classmethod
+    def of_file(cls, file: str, classes, index, fp) -> Part:
+        """The part of ``index`` just saved with fingerprint ``fp`` (``hnsw.save_*``)."""
+        from cortexctl.index import hnsw
+
+        sampled = {k: v for k, v in fp.to_json().items() if k != "whole"}  # the record keeps it as crc_all
+        return cls(file, None if classes is None else tuple(classes), len(index), sampled, fp.whole,
+                   hnsw.connectivity(index))
+
+    def to_json(self) -> dict:
+        return {"file": self.file, "classes": None if self.classes is None else list(self.classes),
+                "count": self.count, "fingerprint": self.fingerprint, "crc_all": self.crc_all,
+                "connectivity": self.connectivity}
 
 
 @dataclass
@@ -55,42 +88,110 @@ class IndexRecord:
     model: str
     dim: int
     max_key: int
-    count: int
-    fingerprint: dict
-    crc_all: int = 0  # CRC-32 of the whole file, checked by verify
-    connectivity: int = 16  # of the file's graph (hnsw.build_settings); files recorded before it said are 16
-    # dropped keys a background fold left out of the file and takes out of vectors_dropped just after
+    parts: list  # of Part: the first is the file ``cortex.usearch``; the last takes the classes no part names
+    # dropped keys a background fold left out of the files and takes out of vectors_dropped just after
     # writing this record (store/fold.py): until then the store still lists them, and they do not count
     cleared: list = field(default_factory=list)
 
     @classmethod
     def of_file(cls, model: str, max_key: int, index, fp, cleared=()) -> IndexRecord:
-        """The record of ``index`` just saved with fingerprint ``fp`` (``hnsw.save_*``), holding the
-        vectors up to ``max_key``."""
-        from cortexctl.index import hnsw
-
-        sampled = {k: v for k, v in fp.to_json().items() if k != "whole"}  # the record keeps it as crc_all
-        return cls(model, int(index.ndim), max_key, len(index), sampled, fp.whole, hnsw.connectivity(index),
+        """The record of one file (every class) ``index`` just saved with fingerprint ``fp``,
+        holding the vectors up to ``max_key``."""
+        return cls(model, int(index.ndim), max_key, [Part.of_file(INDEX_NAME, None, index, fp)],
                    [int(k) for k in cleared])
 
+    @property
+    def count(self) -> int:
+        return sum(p.count for p in self.parts)
+
+    @property
+    def connectivity(self) -> int:
+        return min(p.connectivity for p in self.parts)
+
     def to_json(self) -> dict:
-        doc = {"format": RECORD_FORMAT, "model": self.model, "dim": self.dim, "max_key": self.max_key,
-               "count": self.count, "fingerprint": self.fingerprint, "crc_all": self.crc_all,
-               "connectivity": self.connectivity}
+        if len(self.parts) == 1 and self.parts[0].classes is None:  # one file: as before files were split
+            p = self.parts[0]
+            doc = {"format": 1, "model": self.model, "dim": self.dim, "max_key": self.max_key,
+                   "count": p.count, "fingerprint": p.fingerprint, "crc_all": p.crc_all,
+                   "connectivity": p.connectivity}
+        else:
+            doc = {"format": RECORD_FORMAT, "model": self.model, "dim": self.dim, "max_key": self.max_key,
+                   "parts": [p.to_json() for p in self.parts]}
         if self.cleared:
             doc["cleared"] = [int(k) for k in self.cleared]
         return doc
 
+    def searched_by(self, classes) -> list:
+        """The parts holding any of ``classes`` (a viewer's: ``viewer_classes``), the one file of a
+        store not split included."""
+        return [p for p in self.parts if p.classes is None or not classes.isdisjoint(p.classes)]
 
-def fingerprint_of(rec: IndexRecord):
-    """The record's fingerprint of the file, with the whole-file CRC it keeps."""
+
+# -- the files by visibility class ------------------------------------------------------------------
+# A store's vectors may be split over several index files by their memories' visibility class
+# (``search.VECTOR_CLASS``: "public", "private:ACTOR", "scoped:ACTOR"), so that a find views and
+# searches only the files holding what its viewer may see (its own, the public ones, its granters'
+# scoped ones): a viewer who sees a tenth of a million memories views a tenth of the graph. A whole
+# build (``layout``) gives each class of at least PART_MIN vectors its own file and puts the rest
+# together in the last; a fold adds each vector to the file of its class (a class new since the
+# build to the last). A memory whose visibility changes gets new vector keys
+# (``search.rekey_vectors``): the pending tail until the next fold puts them in the new class's file.
+PART_MIN = 20_000
+
+
+def viewer_classes(filters: Filters) -> frozenset:
+    """The visibility classes whose memories ``filters``' viewer may see (the passing check after
+    the search still applies the scopes' types and tags)."""
+    a = filters.actor
+    return frozenset({"public", f"private:{a}", f"scoped:{a}", *(f"scoped:{g}" for g, _, _ in filters.scopes)})
+
+
+def layout(counts: dict) -> list:
+    """The classes of each file a whole build of vectors of these classes (class -> count) makes,
+    largest first and the rest last; [None] for one file of every class."""
+    own = sorted((c for c, n in counts.items() if n >= PART_MIN), key=lambda c: (-counts[c], c))
+    rest = tuple(sorted(c for c in counts if c not in own))
+    groups = [(c,) for c in own] + ([rest] if rest else [])
+    return [None] if len(groups) <= 1 else groups
+
+
+def part_name() -> str:
+    """A new name for a file after the first: never one in use, so that a file is put in place by
+    a rename and the record that names it (``install_parts``)."""
+    return f"{INDEX_NAME}-{os.urandom(8).hex()}"
+
+
+def part_of(parts: list, classes):
+    """The position in ``parts`` of the file that takes a vector of each class (a list of names):
+    its class's, else the last."""
+    import numpy as np
+
+    where = {c: i for i, p in enumerate(parts) if p.classes is not None for c in p.classes}
+    return np.array([where.get(c, len(parts) - 1) for c in classes], dtype=np.int64)
+
+
+def _named(store, why: str) -> tuple[Path, str]:
+    """The file an ``index_state`` reason is about, and the reason alone."""
+    import re
+
+    got = re.fullmatch(rf"(.*) \(({PART_NAME})\)", why)
+    return (store.path / got[2], got[1]) if got else (index_path(store), why)
+
+
+def fingerprint_of(rec: IndexRecord, part: Part | None = None):
+    """The record's fingerprint of a part's file (the first's by default), with the whole-file CRC it keeps."""
     from cortexctl.index import hnsw
 
-    return hnsw.Fingerprint.from_json({**rec.fingerprint, "whole": rec.crc_all})
+    part = rec.parts[0] if part is None else part
+    return hnsw.Fingerprint.from_json({**part.fingerprint, "whole": part.crc_all})
 
 
 def index_path(store) -> Path:
     return store.path / INDEX_NAME
+
+
+def part_path(store, part: Part) -> Path:
+    return store.path / part.file
 
 
 def record_path(store) -> Path:
@@ -118,18 +219,36 @@ def _parse_record(path: Path) -> IndexRecord | None:
         # read whole: a regular file cannot be endless, and a fold's record lists every key it
         # cleared (``cleared``: 100k+ keys after a merge or an update of that many memories)
         doc = json.loads(read_regular(path))
-        if doc.get("format") != RECORD_FORMAT:
+        if doc.get("format") == 1:
+            parts = [Part(INDEX_NAME, None, int(doc["count"]), dict(doc["fingerprint"]), int(doc.get("crc_all", 0)),
+                          int(doc.get("connectivity", 16)))]
+        elif doc.get("format") == RECORD_FORMAT:
+            parts = [Part(str(p["file"]), None if p["classes"] is None else tuple(str(c) for c in p["classes"]),
+                          int(p["count"]), dict(p["fingerprint"]), int(p["crc_all"]), int(p["connectivity"]))
+                     for p in doc["parts"]]
+        else:
             return None
-        rec = IndexRecord(str(doc["model"]), int(doc["dim"]), int(doc["max_key"]), int(doc["count"]),
-                          dict(doc["fingerprint"]), int(doc.get("crc_all", 0)), int(doc.get("connectivity", 16)),
+        rec = IndexRecord(str(doc["model"]), int(doc["dim"]), int(doc["max_key"]), parts,
                           [int(k) for k in doc.get("cleared", [])])
-        numbers = [rec.dim, rec.max_key, rec.count, rec.crc_all, rec.connectivity,
-                   *(int(v) for v in rec.fingerprint.values()), *rec.cleared]
+        numbers = [rec.dim, rec.max_key, *rec.cleared]
+        for p in parts:
+            numbers += [p.count, p.crc_all, p.connectivity, *(int(v) for v in p.fingerprint.values())]
     except (OSError, ValueError, KeyError, TypeError, AttributeError, OverflowError):
         return None
-    if not all(0 <= v < 2**63 for v in numbers):
+    if not all(0 <= v < 2**63 for v in numbers) or not _sound_parts(parts):
         return None  # a damaged record: rebuild
     return rec
+
+
+def _sound_parts(parts: list) -> bool:
+    """The first part is the file ``cortex.usearch``, the others files named as ``part_name`` makes,
+    each once; only a lone part holds every class."""
+    import re
+
+    names = [p.file for p in parts]
+    return (bool(parts) and names[0] == INDEX_NAME and len(set(names)) == len(names)
+            and all(re.fullmatch(PART_NAME, n) for n in names[1:])
+            and all(p.classes is not None for p in parts if len(parts) > 1))
 
 
 def _describes_file(store, rec: IndexRecord) -> bool:
@@ -150,41 +269,73 @@ def _write_record(store, rec: IndexRecord, path: Path | None = None) -> None:
 
 
 def install(store, tmp: Path, fp, rec: IndexRecord) -> None:
-    """Put a new index file written by ``hnsw.save_beside`` and its record in place, under the writer
-    lock, so that a kill at any moment leaves the old file with the old record or the new file with
-    the new one: the new record is written beside the old one first (``cortex.usearch.json.next``),
-    the file renamed over the old file, then the new record over the old record. In between,
-    ``read_record`` takes the record beside when it describes the file in place."""
+    """``install_parts`` of a record of one file written to ``tmp``."""
+    install_parts(store, rec, {INDEX_NAME: (tmp, fp)})
+
+
+def install_parts(store, rec: IndexRecord, files: dict) -> None:
+    """Put the index files a build or fold wrote (name -> (temp file from ``hnsw.save_beside``,
+    fingerprint)) and their record ``rec`` in place, under the writer lock, so that a kill at any
+    moment leaves the old files with the old record or the new files with the new one: the files
+    after the first are put in place first under names no record uses yet (``part_name``), the new
+    record is written beside the old one (``cortex.usearch.json.next``), the first file renamed
+    over the old one (when it is new), then the new record over the old record. In between,
+    ``read_record`` takes the record beside when it describes the first file in place. The files
+    no record names any more are removed last."""
     from cortexctl.files import fsync_path
     from cortexctl.index import hnsw
 
+    for name, (tmp, fp) in files.items():
+        if name != INDEX_NAME:
+            hnsw.install(tmp, store.path / name, fp)
     _write_record(store, rec, next_record_path(store))
-    hnsw.install(tmp, index_path(store), fp)
+    if INDEX_NAME in files:
+        hnsw.install(files[INDEX_NAME][0], index_path(store), files[INDEX_NAME][1])
     os.replace(next_record_path(store), record_path(store))
     fsync_path(store.path)
+    _remove_unnamed(store, rec)
+
+
+def _remove_unnamed(store, rec: IndexRecord | None) -> None:
+    """The files after the first (and their checked stamps) that ``rec`` does not name: a reader that
+    read the record before meets a file gone and reads the record again (``index_state``)."""
+    import re
+
+    from cortexctl.files import CHECKED_SUFFIX, unlink_quietly
+
+    named = set() if rec is None else {p.file for p in rec.parts}
+    try:
+        names = os.listdir(store.path)
+    except OSError:
+        return
+    for name in names:
+        got = re.fullmatch(rf"({PART_NAME})({re.escape(CHECKED_SUFFIX)})?", name)
+        if got and got[1] not in named:
+            unlink_quietly(store.path / name)
 
 
 def settle(store) -> None:
-    """Under the writer lock: finish what a writer killed while saving or installing an index file
-    left: its temp files removed, and the record beside put over the record when it describes the
-    file in place, else removed. Best effort: what cannot be removed stays (``read_record`` passes
-    over a record beside that does not describe the file)."""
+    """Under the writer lock: finish what a writer killed while saving or installing index files
+    left: its temp files removed, the record beside put over the record when it describes the
+    first file in place, else removed, and the files no record names removed. Best effort: what
+    cannot be removed stays (``read_record`` passes over a record beside that does not describe
+    the file)."""
     from cortexctl.files import fsync_path, stale_temps, unlink_quietly
 
-    for left in stale_temps(index_path(store)):  # the file's and the records' (theirs start alike)
+    for left in stale_temps(index_path(store)):  # the files' and the records' (theirs start alike)
         unlink_quietly(left)
     nxt = next_record_path(store)
-    if not os.path.lexists(nxt):
-        return
-    rec = _parse_record(nxt)
-    try:
-        if rec is not None and _describes_file(store, rec):
-            os.replace(nxt, record_path(store))
-        else:
-            unlink_quietly(nxt)
-        fsync_path(store.path)
-    except OSError:
-        pass
+    if os.path.lexists(nxt):
+        rec = _parse_record(nxt)
+        try:
+            if rec is not None and _describes_file(store, rec):
+                os.replace(nxt, record_path(store))
+            else:
+                unlink_quietly(nxt)
+            fsync_path(store.path)
+        except OSError:
+            pass
+    _remove_unnamed(store, _parse_record(record_path(store)))
 
 
 # A writer puts a new index file in place between writing its record beside the old one and moving
@@ -194,24 +345,28 @@ def settle(store) -> None:
 INSTALL_SETTLE = 1.0
 
 
-def index_state(tx, store, model: str, dim: int | None) -> tuple[IndexRecord | None, str]:
-    """(record, "ok") when the index file can be trusted for ``model``, else (record or None, why not)."""
+def index_state(tx, store, model: str, dim: int | None, classes=None) -> tuple[IndexRecord | None, str]:
+    """(record, "ok") when the index files can be trusted for ``model``, else (record or None, why
+    not). ``classes``: only the files of the parts holding them are read (a find's viewer's,
+    ``viewer_classes``); the counts are checked for all."""
     import time
 
     from cortexctl.index import hnsw
 
     deadline = None
     while True:
-        rec, why = _file_state(store, model, dim)
-        if why not in (DAMAGED, hnsw.NEWER) or not _just_installed(index_path(store)):
+        rec, why = _file_state(store, model, dim, classes)
+        if why is None or not why.startswith((DAMAGED, hnsw.NEWER)) \
+                or not (_just_installed(index_path(store)) or read_record(store) != rec):
             break
+        # a writer is putting new files in place: the record and the files are read again
         deadline = deadline or time.monotonic() + INSTALL_SETTLE
         if time.monotonic() >= deadline:
             break
         time.sleep(0.02)
     if why is not None:
         return rec, why
-    covered = tx.covered(model, rec.max_key)  # the file holds live and dropped vectors up to max_key
+    covered = tx.covered(model, rec.max_key)  # the files hold live and dropped vectors up to max_key
     if covered != rec.count and rec.cleared:  # a fold's record written, its dropped keys not yet cleared
         # (covered counts only keys up to max_key: a dropped key above it was never in the file)
         covered -= len({k for k in rec.cleared if k <= rec.max_key} & set(tx.dropped_keys(model)))
@@ -220,8 +375,8 @@ def index_state(tx, store, model: str, dim: int | None) -> tuple[IndexRecord | N
     return rec, "ok"
 
 
-def _file_state(store, model: str, dim: int | None) -> tuple[IndexRecord | None, str | None]:
-    """The record, and None when the file is the one it describes, else why not."""
+def _file_state(store, model: str, dim: int | None, classes=None) -> tuple[IndexRecord | None, str | None]:
+    """The record, and None when the files are the ones it describes, else why not."""
     from cortexctl.index import hnsw
 
     rec = read_record(store)
@@ -231,17 +386,19 @@ def _file_state(store, model: str, dim: int | None) -> tuple[IndexRecord | None,
         return None, "missing"
     if rec.model != model or (dim is not None and rec.dim != dim):
         return rec, f"built by model {rec.model}"
-    try:
-        fp = fingerprint_of(rec)
-    except (KeyError, TypeError, ValueError):
-        return rec, "unreadable record"
-    if fp.count != rec.count or fp.dim != rec.dim:
-        return rec, "unreadable record"
-    why = hnsw.check(index_path(store), fp)
-    if why is not None:
-        return rec, why  # DAMAGED, or a file a writer has just saved and is recording (NEWER)
-    if not hnsw.header_ok(index_path(store), fp):
-        return rec, DAMAGED
+    for part in rec.parts if classes is None else rec.searched_by(classes):
+        try:
+            fp = fingerprint_of(rec, part)
+        except (KeyError, TypeError, ValueError):
+            return rec, "unreadable record"
+        if fp.count != part.count or fp.dim != rec.dim:
+            return rec, "unreadable record"
+        path = part_path(store, part)
+        why = hnsw.check(path, fp)
+        if why is None and not hnsw.header_ok(path, fp):
+            why = DAMAGED
+        if why is not None:  # DAMAGED, or a file a writer has just saved and is recording (NEWER)
+            return rec, why if part.file == INDEX_NAME else f"{why} ({part.file})"
     return rec, None
 
 
@@ -255,13 +412,15 @@ def _just_installed(path: Path) -> bool:
         return False
 # -- building --------------------------------------------------------------------------
 class IndexLoader:
-    """An index filled batch by batch while an import goes on, for ``fold`` to take over.
+    """The index filled batch by batch while an import goes on, for ``fold`` to take over.
 
     usearch adds vectors without holding the GIL, so a worker thread grows the
     graph while the next batch is read and written. It starts from the trusted
-    index file (``base``) when there is one, else from nothing, with the graph
-    ``hnsw.build_settings`` gives the store's vectors plus the ``expected`` ones
-    the import brings. ``fold`` uses
+    index file (``base``, a store of one file) when there is one and adds every
+    vector to it; else from nothing, one graph a visibility class (the vectors'
+    ``owners``), each built for the store's vectors plus the ``expected`` ones
+    the import brings (``hnsw.build_settings``), and the classes are put together
+    by ``layout`` when it is taken. ``fold`` uses
     it only when it is what a fold or rebuild would start from at that moment:
     the same trusted file (or none), and every vector it was given still in
     the store under its key; otherwise the usual fold or rebuild runs.
@@ -276,7 +435,8 @@ class IndexLoader:
         self.model = model
         self.size = expected  # the vectors the index will hold: those in the store are added below
         self.base: IndexRecord | None = None
-        self.index = None
+        self.indexes: dict = {}  # class -> index (None: every class, the base file's)
+        self.class_keys: dict = {}  # class -> [keys added], for putting small classes together
         self.broken = False
         self.threads = threads  # cores for adding (the adding thread itself is one)
         self.added: list[tuple[int, list[str], list[int]]] = []  # (first key, ids, versions)
@@ -288,30 +448,41 @@ class IndexLoader:
                 self.size += tx.vector_stats(self.model)[0]
         except CortexError:
             return  # no store yet (or unreadable): start from nothing
-        if why == "ok" and rec is not None:
+        if why == "ok" and rec is not None and len(rec.parts) > 1:
+            self.broken = True  # files by class: the fold adds each vector to its class's file
+        elif why == "ok" and rec is not None:
             self.base = rec
             self._jobs.append(self._pool.submit(self._restore, index_path(store), rec))
+
+    @property
+    def index(self):
+        """The one index of a load that started from a file or met one class (None otherwise)."""
+        return next(iter(self.indexes.values())) if len(self.indexes) == 1 else None
 
     def _restore(self, path: Path, rec: IndexRecord) -> None:
         from cortexctl.index import hnsw
 
-        self.index = hnsw.open_mutable(path, fingerprint_of(rec))
-        self.broken = self.index is None
+        index = hnsw.open_mutable(path, fingerprint_of(rec))
+        self.broken = index is None
+        if index is not None:
+            self.indexes[None] = index
 
-    def _add(self, keys, matrix) -> None:
+    def _add(self, cls, keys, matrix) -> None:
         from cortexctl.index import hnsw
 
         if self.broken:
             return
-        if self.index is None:
-            self.index = hnsw.new(int(matrix.shape[1]), self.size)
-        if self.index.ndim != matrix.shape[1]:
+        index = self.indexes.get(cls)
+        if index is None:
+            index = self.indexes[cls] = hnsw.new(int(matrix.shape[1]), self.size)
+        if index.ndim != matrix.shape[1]:
             self.broken = True
             return
-        self.index.add(keys, matrix, threads=self.threads)
+        index.add(keys, matrix, threads=self.threads)
 
-    def add(self, last_key: int, ids: list[str], versions: list[int], matrix) -> None:
-        """Queue vectors just committed under keys up to ``last_key`` (one per id, in order)."""
+    def add(self, last_key: int, ids: list[str], versions: list[int], matrix, owners=None) -> None:
+        """Queue vectors just committed under keys up to ``last_key`` (one per id, in order);
+        ``owners``: each memory's (visibility, actor), for its class."""
         import numpy as np
 
         first = last_key - len(ids) + 1
@@ -325,25 +496,38 @@ class IndexLoader:
         running = [j for j in self._jobs if not j.done()]
         if len(running) > self.QUEUED:
             wait(running[: len(running) - self.QUEUED])
-        for s in range(0, len(keys), self.CHUNK):
-            self._jobs.append(self._pool.submit(self._add, keys[s : s + self.CHUNK], matrix[s : s + self.CHUNK]))
+        if self.base is not None or owners is None:
+            groups = {None: np.arange(len(keys))}
+        else:
+            classes = np.array([vector_class(v, a) for v, a in owners])
+            groups = {str(c): np.flatnonzero(classes == c) for c in np.unique(classes)}
+        for cls, at in groups.items():
+            if cls is not None:
+                self.class_keys.setdefault(cls, []).append(keys[at])
+            for s in range(0, len(at), self.CHUNK):
+                part = at[s : s + self.CHUNK]
+                self._jobs.append(self._pool.submit(self._add, cls, keys[part], matrix[part]))
 
     def close(self) -> None:
-        """Stop the worker (waiting for the add under way); the index is dropped."""
+        """Stop the worker (waiting for the add under way); the indexes are dropped."""
         self._pool.shutdown(wait=True, cancel_futures=True)
         self._jobs = []
 
-    def take(self, tx, rec: IndexRecord | None, dim: int):
-        """The index, when it can stand in for what ``fold`` would start from, else None.
+    def take(self, tx, rec: IndexRecord | None, dim: int) -> list | None:
+        """The indexes as ``entries`` for ``save_parts`` ([(classes, index)], one a file of the
+        classes' ``layout``, a small class's vectors read from the store into its file's), when
+        they can stand in for what ``fold`` would start from, else None.
 
         ``rec`` is the trusted record now (None when the file cannot be trusted).
         Waits for the worker; an error it met is raised here.
         """
+        from cortexctl.index import hnsw
+
         self.threads = os.cpu_count() or 1  # nothing else to do now: every core on what is left
         for job in self._jobs:
             job.result()
         self.close()
-        if self.broken or self.index is None or not self.added or self.index.ndim != dim:
+        if self.broken or not self.indexes or not self.added or any(ix.ndim != dim for ix in self.indexes.values()):
             return None
         if rec != self.base:
             return None
@@ -354,7 +538,25 @@ class IndexLoader:
             for k, (i, v) in enumerate(zip(ids, versions), first):
                 if stored.get(k) != (i, v):
                     return None  # changed since (another writer updated or dropped it)
-        return self.index
+        if None in self.indexes:
+            return [(None, self.indexes.pop(None))]
+        entries = []
+        for group in layout({c: len(ix) for c, ix in self.indexes.items()}):
+            members = sorted(self.indexes) if group is None else list(group)
+            keep = max(members, key=lambda c: (len(self.indexes[c]), c))
+            index = self.indexes.pop(keep)
+            for cls in members:
+                if cls != keep:
+                    import numpy as np
+
+                    keys = np.concatenate(self.class_keys[cls])
+                    mat = tx.vectors_at_keys(keys, self.model, dim)
+                    if mat is None:
+                        return None
+                    hnsw.add(index, keys, mat)
+                    del self.indexes[cls]
+            entries.append((group, index))
+        return entries
 
     def keys(self):
         import numpy as np
@@ -374,7 +576,7 @@ def update(store: DuckStorage, model: str, *, rebuild: bool = False, progress: C
     with store.exclusive(wait=wait):
         done = _fold(store, model, rebuild=rebuild, progress=progress, built=built)
         if built is not None:
-            built.index = None  # saved: its memory is not needed for the snapshot build
+            built.indexes = {}  # saved: their memory is not needed for the snapshot build
         try:  # the search snapshot follows the index (store/snapshot/); it is a cache: never fail for it
             store.refresh_snapshot()
         except (CortexError, OSError):
@@ -394,69 +596,224 @@ def _fold(store: DuckStorage, model: str, *, rebuild: bool, progress, built: Ind
                 cleared = tx.dropped_keys(model)
                 if dim is None:
                     return {"action": "none", "vectors": 0, "reason": "no vectors yet"}
-                index = None
+                entries = None
                 skip = None
                 trusted = rec if why == "ok" else None
                 if built is not None and not (rebuild and built.base is not None):
-                    index = built.take(tx, None if rebuild else trusted, dim)
-                    if index is not None:
+                    entries = built.take(tx, None if rebuild else trusted, dim)
+                    if entries is not None:
                         skip = built.keys()
-                if index is None and not rebuild and trusted is not None:
+                if entries is None and not rebuild and trusted is not None:
                     if rec.max_key == max_key and not tx.dropped_keys(model):
                         return {"action": "none", "vectors": rec.count, "reason": "up to date"}
-                    index = hnsw.open_mutable(index_path(store), fingerprint_of(rec))
-                if index is not None and (skip is None or built.base is not None):
-                    action = "fold"
-                    dropped = [k for k in tx.dropped_keys(model) if k <= rec.max_key]
-                    hnsw.remove(index, [k for k in dropped if index.contains(k)])
-                    after = rec.max_key
-                else:
-                    action = "rebuild"
-                    index = hnsw.new(dim, count) if index is None else index
-                    after = 0
-                total = tx.count_vectors(model, after=after)
-                done = 0 if skip is None else len(skip)
-                if skip is not None and len(skip) and int(skip.min()) > after:
-                    # The builder holds every vector from after `after` up to its last key (take()
-                    # checked each is in the store): read only those past it, not all of them again.
-                    top = int(skip.max())
-                    if total == len(skip) + tx.count_vectors(model, after=top):
-                        after, skip = top, None
-                for keys, mat in tx.iter_vectors(model, dim, after=after):
-                    if skip is not None:
-                        import numpy as np
+                    tail = list(tx.iter_vectors(model, dim, after=rec.max_key))
+                    entries = grow(store, rec, tail, tx.vector_classes(model, after=rec.max_key),
+                                   tx.dropped_keys(model))
+                    if entries is not None:
+                        done = sum(len(k) for k, _ in tail)
+                        if progress:
+                            progress(done, done)
+                        action = "fold"
+                if entries is None or skip is not None:
+                    if skip is not None and built.base is not None:
+                        action = "fold"  # the builder started from the trusted file and holds the tail
+                        index = entries[0][1]
+                        hnsw.remove(index, [k for k in tx.dropped_keys(model) if k <= rec.max_key and index.contains(k)])
+                        after = rec.max_key
+                    else:
+                        action = "rebuild"
+                        after = 0
+                    if entries is None:
+                        entries, where = whole(dim, *tx.vector_classes(model))
+                    else:  # the builder's files: what it was not given goes to its class's
+                        where = router(entries, tx.vector_classes(model, after=after))
+                    total = tx.count_vectors(model, after=after)
+                    done = 0 if skip is None else len(skip)
+                    if skip is not None and len(skip) and int(skip.min()) > after:
+                        # The builder holds every vector from after `after` up to its last key (take()
+                        # checked each is in the store): read only those past it, not all of them again.
+                        top = int(skip.max())
+                        if total == len(skip) + tx.count_vectors(model, after=top):
+                            after, skip = top, None
+                    for keys, mat in tx.iter_vectors(model, dim, after=after):
+                        if skip is not None:
+                            import numpy as np
 
-                        keep = ~np.isin(keys, skip, assume_unique=True)
-                        keys, mat = keys[keep], mat[keep]
-                    hnsw.add(index, keys, mat)
-                    done += len(keys)
-                    if progress:
-                        progress(done, max(total, done))
-            # the dropped keys are out of the new file; the record names them until they are cleared
-            _save_and_install(store, index, model, max_key, cleared)
+                            keep = ~np.isin(keys, skip, assume_unique=True)
+                            keys, mat = keys[keep], mat[keep]
+                        add_routed(entries, where, keys, mat)
+                        done += len(keys)
+                        if progress:
+                            progress(done, max(total, done))
+            # the dropped keys are out of the new files; the record names them until they are cleared
+            _save_and_install(store, entries, model, max_key, cleared)
+            vectors = sum(p.count for p in read_record(store).parts)
             with store.transaction() as tx:
                 tx.clear_dropped()
     finally:
         if built is not None:
             built.close()
     # "delta" in reindex's output: the unindexed vectors were folded in
-    return {"action": action, "vectors": len(index), "added": done, "reason": why if action == "rebuild" else "delta"}
+    return {"action": action, "vectors": vectors, "added": done, "reason": why if action == "rebuild" else "delta"}
 
 
-def _save_and_install(store: DuckStorage, index, model: str, max_key: int, cleared) -> None:
-    """Save ``index`` beside the file in place and ``install`` it with its record."""
+def whole(dim: int, names: list, keys, codes) -> tuple[list, tuple]:
+    """A whole build's empty indexes, one a file of the ``layout`` of the vectors whose classes are
+    given (``Tx.vector_classes``: names, keys in order, codes): ([(classes, index)], the router
+    ``add_routed`` takes: (keys, the file of each))."""
+    import numpy as np
+
+    from cortexctl.index import hnsw
+
+    counts = np.bincount(codes, minlength=len(names)) if len(codes) else np.zeros(len(names), dtype=np.int64)
+    groups = layout({n: int(c) for n, c in zip(names, counts.tolist()) if c})
+    where = router([(g, None) for g in groups], (names, keys, codes))
+    sizes = np.bincount(where[1], minlength=len(groups)).tolist() if where is not None else [len(keys)]
+    return [(g, hnsw.new(dim, n)) for g, n in zip(groups, sizes)], where
+
+
+def router(entries: list, classes) -> tuple | None:
+    """``add_routed``'s router for vectors of these classes (``Tx.vector_classes``) into the files
+    of ``entries`` ([(classes, index)]): a class no file names joins the last (its classes say
+    so). None for one file of every class."""
+    import numpy as np
+
+    names, keys, codes = classes
+    if entries[0][0] is None:
+        return None
+    pos = part_of([Part("", c, 0, {}) for c, _ in entries], names)
+    last = len(entries) - 1
+    joining = {n for n, p in zip(names, pos.tolist()) if p == last} - set(entries[last][0])
+    if joining:
+        entries[last] = (tuple(sorted({*entries[last][0], *joining})), entries[last][1])
+    return keys, pos[codes] if len(codes) else np.zeros(0, dtype=np.int64)
+
+
+def vector_class(visibility: str, actor: str) -> str:
+    """The class of a memory's vectors (``search.VECTOR_CLASS``, which says it in SQL)."""
+    return "public" if visibility == "public" else f"{visibility}:{actor}"
+
+
+def add_routed(entries: list, where, keys, mat) -> None:
+    """Add vectors to the indexes of ``entries`` ([(classes, index)]), each to its file's by
+    ``where`` (``whole``'s router: keys in order and the file of each; a key it lacks goes to the
+    last; None: all to the first)."""
+    from cortexctl.index import hnsw
+
+    if where is None or len(entries) == 1:
+        hnsw.add(entries[0][1], keys, mat)
+        return
+    pos = _route(where[0], where[1], keys, len(entries) - 1)
+    for i, (_classes, index) in enumerate(entries):
+        sel = pos == i
+        if sel.any():
+            hnsw.add(index, keys[sel], mat[sel])
+
+
+def _route(known, of_key, keys, default: int):
+    """The file of each of ``keys``: ``of_key`` at its place among ``known`` (in order), else ``default``."""
+    import numpy as np
+
+    if not len(known):
+        return np.full(len(keys), default, dtype=np.int64)
+    at = np.minimum(np.searchsorted(known, keys), len(known) - 1)
+    return np.where(known[at] == keys, of_key[at], default)
+
+
+def grow(store, rec: IndexRecord, tail: list, classes, drop) -> list | None:
+    """The record's files with the pending ``tail`` added ([(keys, matrix)], keys above
+    ``max_key``, whose classes are ``classes``: ``Tx.vector_classes``) and the ``drop``ped keys they
+    hold removed: per file, its ``Part`` when nothing changes in it, else (classes, index) with
+    the changes made (a class new since the build joins the last file). None when a file that
+    changes cannot be opened (a rebuild follows)."""
+    import numpy as np
+
+    from cortexctl.index import hnsw
+
+    names, known, codes = classes
+    pos_of_code = part_of(rec.parts, names)
+    last = len(rec.parts) - 1
+    routed: dict[int, list] = {}
+    joining: set = set()
+    for keys, mat in tail:
+        pos = _route(known, pos_of_code[codes] if len(codes) else pos_of_code[:0], keys, last)
+        for i in np.unique(pos).tolist():
+            sel = pos == i
+            routed.setdefault(i, []).append((keys[sel], mat[sel]))
+    if rec.parts[last].classes is not None and last in routed:
+        at_last = set(np.unique(codes[pos_of_code[codes] == last]).tolist()) if len(codes) else set()
+        joining = {names[c] for c in at_last} - set(rec.parts[last].classes)
+    gone = np.array(sorted(int(k) for k in drop if k <= rec.max_key), dtype=np.uint64)
+    entries: list = []
+    for i, part in enumerate(rec.parts):
+        path, fp = part_path(store, part), fingerprint_of(rec, part)
+        held = gone[:0]
+        if len(gone):
+            slots = hnsw.slot_rows(path, fp) if len(rec.parts) > 1 else None
+            held = gone[np.isin(gone, slots[0])] if slots is not None else None  # None: known once loaded
+        kinds = part.classes if i != last or not joining else tuple(sorted({*part.classes, *joining}))
+        if i not in routed and held is not None and not len(held):
+            entries.append(part)
+            continue
+        index = hnsw.open_mutable(path, fp)
+        if index is None:
+            return None
+        if held is None:
+            held = [int(k) for k in gone.tolist() if index.contains(k)]
+        hnsw.remove(index, held)
+        for keys, mat in routed.get(i, []):
+            hnsw.add(index, keys, mat)
+        entries.append((kinds, index))
+    return entries
+
+
+def save_parts(out: Path, entries: list) -> tuple[list, dict]:
+    """Save the indexes of ``entries`` (per file, a ``Part`` kept as it is or (classes, index))
+    into temp files in ``out``: (the parts, {file name: (temp file, fingerprint)}) for
+    ``install_parts``. The first file is ``cortex.usearch``, a new one after it gets a new name.
+    Each index is let go once saved."""
     import tempfile
 
     from cortexctl.index import hnsw
 
-    fd, name = tempfile.mkstemp(prefix=f".{INDEX_NAME}.", suffix=".tmp", dir=store.path)
-    os.close(fd)
-    tmp = Path(name)
+    parts: list = []
+    files: dict = {}
     try:
-        fp = hnsw.save_beside(index, tmp)
-        install(store, tmp, fp, IndexRecord.of_file(model, max_key, index, fp, cleared))
+        for i, entry in enumerate(entries):
+            if isinstance(entry, Part):
+                parts.append(entry)
+                continue
+            classes, index = entry
+            entries[i] = None
+            name = INDEX_NAME if i == 0 else part_name()
+            fd, tmp = tempfile.mkstemp(prefix=f".{INDEX_NAME}.", suffix=".tmp", dir=out)
+            os.close(fd)
+            files[name] = (Path(tmp), None)
+            fp = hnsw.save_beside(index, Path(tmp))
+            files[name] = (Path(tmp), fp)
+            parts.append(Part.of_file(name, classes, index, fp))
+            del index, entry
+    except BaseException:
+        for tmp, _fp in files.values():
+            tmp.unlink(missing_ok=True)
+        raise
+    return parts, files
+
+
+def _save_and_install(store: DuckStorage, entries: list, model: str, max_key: int, cleared) -> None:
+    """Save the indexes of ``entries`` (``save_parts``) beside the files in place and install them
+    with their record."""
+    parts, files = save_parts(store.path, entries)
+    try:
+        rec = IndexRecord(model, _dim_of(parts), max_key, parts, [int(k) for k in cleared])
+        install_parts(store, rec, files)
     finally:
-        tmp.unlink(missing_ok=True)
+        for tmp, _fp in files.values():
+            tmp.unlink(missing_ok=True)
+
+
+def _dim_of(parts: list) -> int:
+    return int(parts[0].fingerprint["dim"])
 
 
 def fold_due(store: DuckStorage, model: str, last_key: int) -> bool:
@@ -499,47 +856,61 @@ def nearest(tx, store: DuckStorage, model: str, query_vec, filters: Filters, n: 
     passing = tx.count_heads(filters) if not exact and total > EXACT_MAX else total
     if exact or total <= EXACT_MAX or passing <= EXACT_MAX:
         return _exact(tx, filters, model, dim, q, n, store=None if exact else store, cache=cache), None
-    rec, why = index_state(tx, store, model, dim)
+    classes = viewer_classes(filters)
+    rec, why = index_state(tx, store, model, dim, classes)
     if why != "ok" or rec is None:
-        raise IndexUnusable(f"file {index_path(store)} {why}", damaged=why == DAMAGED)
-    index = hnsw.open_view(index_path(store), fingerprint_of(rec), cache)
-    if index is None:
-        raise IndexUnusable(f"file {index_path(store)} {DAMAGED}", damaged=True)
+        path, why = _named(store, why)
+        raise IndexUnusable(f"file {path} {why}", damaged=why == DAMAGED)
+    views = []
+    for part in rec.searched_by(classes):
+        view = hnsw.open_view(part_path(store, part), fingerprint_of(rec, part), cache)
+        if view is None:
+            raise IndexUnusable(f"file {part_path(store, part)} {DAMAGED}", damaged=True)
+        views.append(view)
     found: dict[str, float] = {}
-    # the unindexed vectors (newer than the file), compared exactly, checked with the first batch from the index
+    # the unindexed vectors (newer than the files), compared exactly, checked with the first batch from the index
     u_ids, u_versions, u_mat = tx.vectors_after(model, rec.max_key, dim)
     unindexed = list(zip(u_ids, u_versions, (u_mat @ q).tolist())) if u_ids else []
     base = max(n * 2, 64)
-    want = first_want(n, total, passing)
+    size = sum(len(v) for v in views)
+    want = first_want(n, total if len(rec.parts) == 1 else max(size, passing), passing)
+    wants = [min(max(base, -(-want * len(v) // max(size, 1))), len(v)) for v in views]
+    reach = [float("inf")] * len(views)  # each file's farthest similarity given, -inf once all of it was
     while True:
-        keys, sims = hnsw.search(index, q, want)
-        sim_of = dict(zip(keys.tolist(), sims.tolist()))
-        rows = [(i, v, sim_of[k]) for k, i, v in tx.vectors_of_keys(keys.tolist(), model)]
+        rows: list = []
+        for i, view in enumerate(views):
+            if reach[i] == float("-inf"):
+                continue
+            keys, sims = hnsw.search(view, q, wants[i])
+            sim_of = dict(zip(keys.tolist(), sims.tolist()))
+            rows += [(i_, v, sim_of[k]) for k, i_, v in tx.vectors_of_keys(keys.tolist(), model)]
+            reach[i] = float("-inf") if wants[i] >= len(view) else (float(sims.min()) if len(sims) else float("inf"))
         ok = check([i for i, _, _ in rows + unindexed])
         for i, v, s in rows + unindexed:
             if ok.get(i) == v:
                 if s > found.get(i, -2.0):
                     found[i] = s
         unindexed = []
-        if want >= len(index) or _reached(found, sims, n):
+        if _reached(found, max(reach, default=float("-inf")), n):
             break
-        if want >= WIDEST * base:
+        if max((w for i, w in enumerate(wants) if reach[i] != float("-inf")), default=0) >= WIDEST * base:
             # A filter that keeps few of the memories the index finds: compare them all exactly.
-            return (_exact(tx, filters, model, dim, q, n, store=store, cache=cache, opened=(rec, index)),
+            return (_exact(tx, filters, model, dim, q, n, store=store, cache=cache, opened=rec),
                     Remark("filter too narrow for the index; exact search"))
-        want = min(want * 4, WIDEST * base)
+        wants = [w if reach[i] == float("-inf") else min(w * 4, WIDEST * base, len(views[i]))
+                 for i, w in enumerate(wants)]
     ranked = sorted(((i, s) for i, s in found.items() if s > 0), key=lambda kv: (-kv[1], kv[0]))[:n]
     return ranked, None
 
 
-def _reached(found: dict[str, float], sims, n: int) -> bool:
-    """Whether ``n`` of the memories ``found`` (id -> similarity) are at least as near as the farthest
-    one the index search gave (``sims``, its similarities): a memory it did not give may be nearer
-    than any found below that (one newer than the file, compared exactly), so only those count. By
-    what it gave, not by how many were asked: a search may give fewer while the index holds more
-    (removed vectors' slots). A search that gave none reached nothing."""
-    reach = float(sims.min()) if len(sims) else float("inf")
-    return sum(s >= reach for s in found.values()) >= n
+def _reached(found: dict[str, float], reach: float, n: int) -> bool:
+    """Whether ``n`` of the memories ``found`` (id -> similarity) are at least as near as ``reach``,
+    the farthest similarity the files' searches gave (of each file's farthest, the nearest; -inf
+    when every file was searched whole, inf when a search gave none): a memory they did not give
+    may be nearer than any found below that (one newer than the files, compared exactly), so only
+    those count. By what a search gave, not by how many were asked: a search may give fewer while
+    the file holds more (removed vectors' slots). A search that gave none reached nothing."""
+    return sum(s >= reach for s in found.values()) >= n or reach == float("-inf")
 
 
 def first_want(n: int, total: int, passing: int) -> int:
@@ -567,23 +938,21 @@ def _exact(tx, filters: Filters, model, dim, q, n, *, store=None, cache=None, op
     vector, a span of candidates at a time in key order (``vector_chunks``: each span's nearest
     are kept).
     Similarities are computed row by row (``_similarities``), so every way gives the same.
-    ``opened``: (record, view) of the file when the caller has it open and checked already (a view
-    opened for searching only is opened again to take vectors by key)."""
+    ``opened``: the record of the files when the caller has checked those it reads already."""
     got = tx.vector_keys_for(filters, model) if store is not None else None
     ids = mat = None
     if got is not None:
         ids, keys = got
         if not len(ids):
             return []
-        rec, why = (opened[0], "ok") if opened is not None else index_state(tx, store, model, dim)
+        classes = viewer_classes(filters)
+        rec, why = (opened, "ok") if opened is not None else index_state(tx, store, model, dim, classes)
         if why == "ok" and rec is not None:
-            mat = _by_slots(tx, store, rec, ids, keys, model, dim, q, n, cache)
-            if mat is None and int((keys <= rec.max_key).sum()) <= BY_KEYS_MAX:  # an f32 file
+            mat = _by_slots(tx, store, rec, rec.searched_by(classes), ids, keys, model, dim, q, n, cache)
+            if mat is None and len(rec.parts) == 1 and int((keys <= rec.max_key).sum()) <= BY_KEYS_MAX:  # an f32 file
                 from cortexctl.index import hnsw
 
-                index = opened[1] if opened is not None and hnsw.by_key(opened[1]) else None
-                if index is None:
-                    index = hnsw.open_view(index_path(store), fingerprint_of(rec), cache, by_key=True)
+                index = hnsw.open_view(index_path(store), fingerprint_of(rec), cache, by_key=True)
                 if index is not None:
                     mat = _by_keys(tx, index, ids, keys, rec.max_key, model, dim, q, n)
             if mat is not None:
@@ -650,36 +1019,49 @@ def _by_keys(tx, index, ids, keys, max_key: int, model, dim, q, n):
     return None if mat is None else (ids_in + tail_ids, mat)
 
 
-def _by_slots(tx, store, rec: IndexRecord, ids, keys, model, dim, q, n, cache):
-    """``_by_keys`` without usearch's table of keys: the candidates' rows found among the index
-    file's own (``hnsw.slot_rows``, an f16 file) by the key of each slot, narrowed by ``_rough``,
-    and those kept read from the store by key, where each must be the very row the file holds (else
-    the file is not read as it was written). None when the file cannot be read so, lacks a key it
-    should hold, or the store one it gave."""
+def _by_slots(tx, store, rec: IndexRecord, parts: list, ids, keys, model, dim, q, n, cache):
+    """``_by_keys`` without usearch's table of keys: the candidates' rows found among the rows of the
+    index files of ``parts`` (``hnsw.slot_rows``, f16 files) by the key of each slot, narrowed by
+    ``_rough``, and those kept read from the store by key, where each must be the very row the file
+    holds (else the file is not read as it was written). None when a file cannot be read so, the
+    files lack a key they should hold or hold one twice, or the store lacks one they gave."""
     import numpy as np
 
     from cortexctl.index import hnsw
 
-    got = hnsw.slot_rows(index_path(store), fingerprint_of(rec), cache)
-    if got is None:
-        return None
-    slot_keys, rows = got
     inside = keys <= rec.max_key
     inside_at = np.flatnonzero(inside)
     keys_in = keys[inside_at]
-    if not len(keys_in):
+    if not len(keys_in) or not parts:
         return None
     order = np.argsort(keys_in, kind="stable")
     ordered = keys_in[order]
-    pos = np.minimum(np.searchsorted(ordered, slot_keys), len(ordered) - 1)
-    slots = np.flatnonzero(ordered[pos] == slot_keys)
-    if len(slots) != len(keys_in) or np.bincount(pos[slots], minlength=len(ordered)).max() > 1:
-        return None  # the file lacks a key, or holds one twice
-    which = inside_at[order[pos[slots]]]  # the candidate in each of those slots
-    keep = _rough(rows[slots], q, n)  # the tail can only raise the n-th best
-    if keep is None:
-        return None
-    which, kept_rows = which[keep], rows[slots[keep]]
+    seen = np.zeros(len(ordered), dtype=np.int64)
+    which_of, rows_of = [], []
+    for part in parts:
+        got = hnsw.slot_rows(part_path(store, part), fingerprint_of(rec, part), cache)
+        if got is None:
+            return None
+        slot_keys, rows = got
+        pos = np.minimum(np.searchsorted(ordered, slot_keys), len(ordered) - 1)
+        slots = np.flatnonzero(ordered[pos] == slot_keys)
+        seen += np.bincount(pos[slots], minlength=len(ordered))
+        which_of.append(inside_at[order[pos[slots]]])  # the candidate in each of those slots
+        rows_of.append(rows[slots] if len(parts) > 1 else (rows, slots))
+    if (seen != 1).any():
+        return None  # the files lack a key, or hold one twice
+    if len(parts) == 1:  # rows taken only once narrowed
+        which, (rows, slots) = which_of[0], rows_of[0]
+        keep = _rough(rows[slots], q, n)  # the tail can only raise the n-th best
+        if keep is None:
+            return None
+        which, kept_rows = which[keep], rows[slots[keep]]
+    else:
+        which, rows = np.concatenate(which_of), np.concatenate(rows_of)
+        keep = _rough(rows, q, n)
+        if keep is None:
+            return None
+        which, kept_rows = which[keep], rows[keep]
     tail = np.flatnonzero(~inside)
     mat = tx.vectors_at_keys(np.concatenate((keys[which], keys[tail])), model, dim)  # None when one is gone
     if mat is None or not np.array_equal(mat[:len(which)], kept_rows.astype(np.float32)):
@@ -763,7 +1145,7 @@ WHOLE_TRIES = 5  # files a verify reads whole while folds keep replacing the one
 
 
 def verify_index(tx, store, model: str) -> list[str]:
-    """Problems with the index file for verify (whole-file CRC included); [] when sound or absent."""
+    """Problems with the index files for verify (whole-file CRCs included); [] when sound or absent."""
     from cortexctl.index import hnsw
 
     rec = read_record(store)
@@ -778,13 +1160,15 @@ def verify_index(tx, store, model: str) -> list[str]:
     for _ in range(WHOLE_TRIES):
         rec, why = index_state(tx, store, model, dim)
         if why != "ok":
-            return [f"index file {INDEX_NAME}: {why} (cortexctl reindex rebuilds it)"]
-        if hnsw.whole_ok(index_path(store), fingerprint_of(rec)):
+            path, why = _named(store, why)
+            return [f"index file {path.name}: {why} (cortexctl reindex rebuilds it)"]
+        bad = [p for p in rec.parts if not hnsw.whole_ok(part_path(store, p), fingerprint_of(rec, p))]
+        if not bad:
             return []
         if read_record(store) == rec and not _just_installed(index_path(store)):
-            break  # the file its record describes is not whole
-        # a fold put a new file (and its record) in place while the file was read: check that one
-    return [f"index file {INDEX_NAME}: its checksum does not match (damaged; cortexctl reindex rebuilds it)"]
+            break  # a file its record describes is not whole
+        # a fold put new files (and their record) in place while they were read: check those
+    return [f"index file {p.file}: its checksum does not match (damaged; cortexctl reindex rebuilds it)" for p in bad]
 
 
 def health(store: DuckStorage, model: str | None, *, folding: bool = False) -> dict:
@@ -797,7 +1181,7 @@ def health(store: DuckStorage, model: str | None, *, folding: bool = False) -> d
 
     block = {"path": str(index_path(store)), "exists": index_path(store).is_file(),
              "count": None, "model": None, "dimension": None, "consistent": None, "state": None,
-             "connectivity": None, "denser_on_rebuild": False, "building": False}
+             "connectivity": None, "files": None, "denser_on_rebuild": False, "building": False}
     if model is None or not store.exists():
         return block
     with store.reading() as tx:
@@ -812,6 +1196,6 @@ def health(store: DuckStorage, model: str | None, *, folding: bool = False) -> d
                  dimension=rec.dim if rec else dim, state=state,
                  consistent=why == "ok" or small or building or not n, building=building)
     if why == "ok" and rec is not None:
-        block.update(connectivity=rec.connectivity,
-                     denser_on_rebuild=hnsw.sparser_than_wanted(rec.connectivity, rec.count))
+        block.update(connectivity=rec.connectivity, files=len(rec.parts),
+                     denser_on_rebuild=any(hnsw.sparser_than_wanted(p.connectivity, p.count) for p in rec.parts))
     return block

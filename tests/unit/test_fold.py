@@ -412,8 +412,9 @@ def test_between_the_new_record_and_the_clearing_of_its_dropped_keys_the_index_i
         taken = fold._take(st, model, work)
     try:
         built = fold._build(st, taken, work)
-        tmp, fp, rec = built["index"]
-        assert len(rec.cleared) == 2
+        files, rec = built["index"]
+        assert len(rec.cleared) == 2 and list(files) == [vector_index.INDEX_NAME]
+        tmp, fp = files[vector_index.INDEX_NAME]
         with st.exclusive():  # step 3 cut short after the record: the store still lists the keys
             hnsw.install(tmp, vector_index.index_path(st), fp)
             vector_index._write_record(st, rec)

@@ -135,10 +135,12 @@ def test_memories_newer_than_the_index_file_do_not_stand_in_for_nearer_ones_the_
 def test_only_memories_as_near_as_the_search_reached_count_toward_the_n_found():
     sims = np.array([0.9, 0.7, 0.5], dtype=np.float32)  # what the index search gave, whatever it was asked
     found = {"a": 0.9, "b": 0.7, "pending-far": 0.1, "pending-near": 0.8}
-    assert semantic._reached(found, sims, 3)  # a, b and the near pending one
-    assert not semantic._reached(found, sims, 4)  # the far pending one may stand behind nearer memories
-    assert semantic._reached({"a": 0.5}, sims, 1)  # at the reach itself
-    assert not semantic._reached({"pending": 0.99}, np.zeros(0, dtype=np.float32), 1)  # a search that gave none
+    reach = float(sims.min())
+    assert semantic._reached(found, reach, 3)  # a, b and the near pending one
+    assert not semantic._reached(found, reach, 4)  # the far pending one may stand behind nearer memories
+    assert semantic._reached({"a": 0.5}, reach, 1)  # at the reach itself
+    assert not semantic._reached({"pending": 0.99}, float("inf"), 1)  # a search that gave none
+    assert semantic._reached({}, float("-inf"), 1)  # every file searched whole: nothing more to find
 
 
 def test_the_first_search_asks_for_enough_that_the_share_the_filters_pass_keeps_n():
@@ -495,7 +497,7 @@ KILLER = textwrap.dedent("""
     elif moment == "the file in place":
         hnsw.install = dies_after(hnsw.install)
     else:  # "both in place": the dropped keys not yet cleared
-        vi.install = dies_after(vi.install)
+        vi.install_parts = dies_after(vi.install_parts)
     cx = Cortex(store=store, actor="alice")
     if how == "reindex":
         cx.reindex(rebuild=True)
@@ -597,17 +599,17 @@ def test_an_exact_search_by_keys_answers_as_the_store_alone_with_writes_after_th
             picked = semantic._by_keys(tx, index, ids, keys, rec.max_key, model, dim, q, 5)
             assert picked is not None and {i for i, _ in want} <= set(picked[0])
             assert semantic._exact(tx, filters, model, dim, q, 5, store=cx.store) == want
-            assert semantic._exact(tx, filters, model, dim, q, 5, store=cx.store, opened=(rec, index)) == want
-            assert semantic._exact(tx, filters, model, dim, q, 5, store=cx.store, opened=(rec, searching)) == want
+            assert semantic._exact(tx, filters, model, dim, q, 5, store=cx.store, opened=rec) == want
+            assert len(searching) == len(index)
             # past BY_KEYS_MAX the candidates' rows are found among the file's own (an f16 file's)
-            slotted = semantic._by_slots(tx, cx.store, rec, ids, keys, model, dim, q, 5, None)
+            slotted = semantic._by_slots(tx, cx.store, rec, rec.parts, ids, keys, model, dim, q, 5, None)
             assert (slotted is None) == (dtype == "f32")
             if slotted is not None:
                 assert {i for i, _ in want} <= set(slotted[0]) and len(slotted[0]) == len(slotted[1])
             with monkeypatch.context() as m:
                 m.setattr(semantic, "BY_KEYS_MAX", 3)
                 assert semantic._exact(tx, filters, model, dim, q, 5, store=cx.store) == want
-                assert semantic._exact(tx, filters, model, dim, q, 5, store=cx.store, opened=(rec, index)) == want
+                assert semantic._exact(tx, filters, model, dim, q, 5, store=cx.store, opened=rec) == want
 
 
 def test_similarities_are_the_same_for_a_row_whatever_rows_come_with_it():
@@ -674,7 +676,7 @@ def test_a_view_for_searching_answers_as_one_that_takes_vectors_by_key_and_refus
     fp2 = hnsw.save_beside(built, tmp_path / "ix.tmp")  # view of either kind is let go, not left
     hnsw.install(tmp_path / "ix.tmp", tmp_path / "ix", fp2)  # holding the old file's disk space
     fresh = hnsw.open_view(tmp_path / "ix", fp2, cache)
-    assert len(fresh) == len(searching) + 10 and "index_view_by_key" not in cache
+    assert len(fresh) == len(searching) + 10 and ("index_view_by_key", str(tmp_path / "ix")) not in cache
     assert [kept[1] for kept in cache.values()] == [fresh]
 
 
@@ -885,9 +887,9 @@ def test_slot_rows_are_the_keys_and_vectors_usearch_holds_in_each_slot(tmp_path)
         other.add(np.arange(1, 101, dtype=np.uint64) % (97 if multi else 101), x[:100])  # multi: keys 1-3 twice
         assert hnsw.slot_rows(path, _saved(other, path)) is None, (dtype, multi)
     fp3 = _saved(fresh, path)
-    assert hnsw.slot_rows(path, fp3, cache) is not None and hnsw._SLOT_ROWS in cache
+    assert hnsw.slot_rows(path, fp3, cache) is not None and (hnsw._SLOT_ROWS, str(path)) in cache
     path.unlink()
-    assert hnsw.slot_rows(path, fp3, cache) is None and hnsw._SLOT_ROWS not in cache  # the mapping let go
+    assert hnsw.slot_rows(path, fp3, cache) is None and not cache  # the mapping let go
 
 
 def test_rows_read_from_slots_that_are_not_the_store_s_are_not_used(big):
@@ -907,16 +909,17 @@ def test_rows_read_from_slots_that_are_not_the_store_s_are_not_used(big):
         ids, keys = tx.vector_keys_for(filters, model)
         q = np.frombuffer(cx.embedder.embed_bytes("note 2000 item2000 alpha"), dtype="<f4")
         want = semantic._exact(tx, filters, model, dim, q, 5)
-        got = semantic._by_slots(tx, cx.store, rec, ids, keys, model, dim, q, 5, cache)
+        got = semantic._by_slots(tx, cx.store, rec, rec.parts, ids, keys, model, dim, q, 5, cache)
         assert got is not None and {i for i, _ in want} <= set(got[0])
-        kept = cache[hnsw._SLOT_ROWS]
+        slot = (hnsw._SLOT_ROWS, str(semantic.index_path(cx.store)))
+        kept = cache[slot]
         slot_keys, rows = kept[1]
-        cache[hnsw._SLOT_ROWS] = (kept[0], (np.roll(slot_keys, 1), rows))
-        assert semantic._by_slots(tx, cx.store, rec, ids, keys, model, dim, q, 5, cache) is None
+        cache[slot] = (kept[0], (np.roll(slot_keys, 1), rows))
+        assert semantic._by_slots(tx, cx.store, rec, rec.parts, ids, keys, model, dim, q, 5, cache) is None
         twice = slot_keys.copy()  # one key in two slots, another in none: as many found as wanted
         twice[1] = twice[0]
-        cache[hnsw._SLOT_ROWS] = (kept[0], (twice, rows))
-        assert semantic._by_slots(tx, cx.store, rec, ids, keys, model, dim, q, 5, cache) is None
+        cache[slot] = (kept[0], (twice, rows))
+        assert semantic._by_slots(tx, cx.store, rec, rec.parts, ids, keys, model, dim, q, 5, cache) is None
         assert semantic._exact(tx, filters, model, dim, q, 5, store=cx.store, cache=cache) == want
 
 

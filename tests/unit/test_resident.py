@@ -48,10 +48,10 @@ def test_a_resident_cortex_answers_as_a_fresh_one_after_every_change(store):
         assert _answers(resident) == _answers(_cx(store))
 
     same()
-    kept_view = resident.store.maps["index_view"][1]
+    kept_view = resident.store.maps[("index_view", str(store / "cortex.usearch"))][1]
     kept_snap = resident.store.maps[str(store / snapshot.SNAPSHOT_NAME)][1]
     same()  # the second time from what was kept
-    assert resident.store.maps["index_view"][1] is kept_view
+    assert resident.store.maps[("index_view", str(store / "cortex.usearch"))][1] is kept_view
     assert resident.store.maps[str(store / snapshot.SNAPSHOT_NAME)][1] is kept_snap
 
     # another process's writes of every kind: answered through the delta
@@ -68,7 +68,7 @@ def test_a_resident_cortex_answers_as_a_fresh_one_after_every_change(store):
     writer.reindex(rebuild=True)
     same()
     assert resident.store.maps[str(store / snapshot.SNAPSHOT_NAME)][1] is not kept_snap
-    assert resident.store.maps["index_view"][1] is not kept_view
+    assert resident.store.maps[("index_view", str(store / "cortex.usearch"))][1] is not kept_view
 
     # the snapshot moved aside: find reads DuckDB, the same answers
     (store / snapshot.SNAPSHOT_NAME).rename(store / "aside")

@@ -400,7 +400,7 @@ class VectorReads:
 class NoLoader:
     """``Storage.index_loader`` on PostgreSQL: the database keeps its HNSW index as rows arrive."""
 
-    def add(self, last_key, ids, versions, matrix) -> None:
+    def add(self, last_key, ids, versions, matrix, owners=None) -> None:
         pass
 
     def close(self) -> None:
@@ -424,7 +424,7 @@ class BulkLoader(NoLoader):
         self.before: int | None = None  # the model's vectors before the import
         self.dropped = False
 
-    def add(self, last_key, ids, versions, matrix) -> None:
+    def add(self, last_key, ids, versions, matrix, owners=None) -> None:
         self.added += len(ids)
         if self.dropped or self.added < self.MIN_ADDED:
             return
@@ -545,7 +545,7 @@ def health(store, model: str | None) -> dict:
     those are searched exactly)."""
     where = f"{store.schema}.{index_stem(model)}*" if model is not None else f"{store.schema}.{INDEX_PREFIX}*"
     block = {"path": where, "exists": False, "count": None, "model": None, "dimension": None,
-             "consistent": None, "state": None, "connectivity": None, "denser_on_rebuild": False,
+             "consistent": None, "state": None, "connectivity": None, "files": None, "denser_on_rebuild": False,
              "building": False}  # the server builds its index inside the statement that asks for it
     if model is None or not store.exists():
         return block

@@ -1,0 +1,355 @@
+"""The index split into files by visibility class (``store/vector_index.py``): a whole build gives
+each class big enough its own file, a fold adds each vector to its class's, a find views only the
+files holding what its viewer may see, and answers as an exact search would whatever the split."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+
+from cortexctl import Cortex, FindQuery
+from cortexctl.index import hnsw
+from cortexctl.store import vector_index as vi
+from cortexctl.store.interface import Filters
+from tests.conftest import assert_store_verifies
+
+N = vi.EXACT_MAX + 904  # enough that an unfiltered find goes through the index
+PART_MIN = 300  # a class of this many vectors gets its own file here (the store's classes: 4,104 / 500 / 300)
+WORDS = ("alpha bravo charlie delta echo foxtrot golf hotel india juliet kilo lima mike november oscar papa "
+         "quebec romeo sierra tango uniform victor whiskey xray yankee zulu").split()
+QUERIES = ("note 40 alpha", "kilo lima item2000", "quebec romeo sierra", "item4990 zulu", "golf hotel 17")
+
+
+def _line(i: int) -> bytes:
+    words = " ".join(WORDS[(i * p) % len(WORDS)] for p in (1, 3, 7, 11))
+    vis = "public" if i % 10 == 0 else "scoped" if i % 16 == 1 else "private"  # alice owns them all
+    return json.dumps({"type": "fact", "text": f"note {i} {words} item{i}", "visibility": vis}).encode() + b"\n"
+
+
+@pytest.fixture(autouse=True)
+def small_parts(monkeypatch):
+    monkeypatch.setattr(vi, "PART_MIN", PART_MIN)
+    monkeypatch.setattr(vi, "EXACT_MAX", 200)  # bob's finds (500 public memories) through the index too
+
+
+@pytest.fixture(scope="module")
+def template(tmp_path_factory):
+    path = tmp_path_factory.mktemp("template") / "store"
+    cx = Cortex(store=path, actor="alice")
+    report = cx.import_jsonl(iter([_line(i) for i in range(N)]))
+    assert report.imported == N
+    return path
+
+
+@pytest.fixture
+def split(template, tmp_path, monkeypatch):
+    """A copy of the store rebuilt into files by class."""
+    monkeypatch.setattr(vi, "PART_MIN", PART_MIN)
+    path = tmp_path / "split"
+    shutil.copytree(template, path)
+    Cortex(store=path, actor="alice").reindex(rebuild=True)
+    return path
+
+
+def _record(path) -> vi.IndexRecord:
+    return vi.read_record(Cortex(store=path, actor="alice").store)
+
+
+def _nearest(cx, filters: Filters, text: str, n: int = 10, *, exact: bool = False):
+    q = np.frombuffer(cx.embedder.embed_bytes(text), dtype="<f4")
+    with cx.store.searching() as tx:
+        hits, _note = vi.nearest(tx, cx.store, cx.embedder.model, q, filters, n, exact=exact)
+    return [i for i, _ in hits]
+
+
+def _answers_as_exact(cx, filters: Filters) -> None:
+    for text in QUERIES:
+        got, want = _nearest(cx, filters, text), _nearest(cx, filters, text, exact=True)
+        assert len(want) == 10 and len(set(got) & set(want)) >= 9, (text, got, want)
+
+
+def _file_keys(cx, part: vi.Part) -> set[int]:
+    rec = vi.read_record(cx.store)
+    keys, _rows = hnsw.slot_rows(vi.part_path(cx.store, part), vi.fingerprint_of(rec, part))
+    return {int(k) for k in keys if k != hnsw.FREE_KEY}
+
+
+def _class_keys(cx, cls: str) -> set[int]:
+    names, keys, codes = _classes(cx)
+    return {int(k) for k, c in zip(keys, codes) if names[c] == cls}
+
+
+def _classes(cx):
+    with cx.store.reading() as tx:
+        return tx.vector_classes(cx.embedder.model)
+
+
+def test_a_whole_build_gives_each_class_big_enough_its_own_file_and_the_rest_the_last(split):
+    cx = Cortex(store=split, actor="alice")
+    rec = _record(split)
+    assert [p.classes for p in rec.parts] == [("private:alice",), ("public",), ("scoped:alice",)]
+    assert [p.file for p in rec.parts][0] == vi.INDEX_NAME
+    assert all((split / p.file).is_file() for p in rec.parts)
+    for part in rec.parts:  # every vector in its class's file, once
+        assert _file_keys(cx, part) == _class_keys(cx, part.classes[0])
+    assert json.loads((split / vi.RECORD_NAME).read_text())["format"] == vi.RECORD_FORMAT
+    assert cx.healthcheck()["index"]["files"] == 3
+    assert_store_verifies(split)
+
+
+def test_a_store_with_one_class_big_enough_keeps_one_file(template, tmp_path, monkeypatch):
+    monkeypatch.setattr(vi, "PART_MIN", 1000)  # only alice's private memories reach it: the rest is one more file
+    path = tmp_path / "s"
+    shutil.copytree(template, path)
+    Cortex(store=path, actor="alice").reindex(rebuild=True)
+    assert [p.classes for p in _record(path).parts] == [("private:alice",), ("public", "scoped:alice")]
+    monkeypatch.setattr(vi, "PART_MIN", 10_000)  # none does: one file of every class, recorded as before
+    Cortex(store=path, actor="alice").reindex(rebuild=True)
+    assert [p.classes for p in _record(path).parts] == [None]
+    assert json.loads((path / vi.RECORD_NAME).read_text())["format"] == 1
+    assert sorted(f.name for f in path.glob("cortex.usearch-*")) == []  # the split files removed
+
+
+def test_a_find_answers_as_an_exact_search_for_every_viewer(split):
+    cx = Cortex(store=split, actor="alice")
+    _answers_as_exact(cx, Filters(actor="alice"))  # all three files
+    _answers_as_exact(cx, Filters(actor="bob"))  # the public file alone
+    _answers_as_exact(cx, Filters(actor="bob", scopes=(("alice", (), ()),)))  # public and alice's scoped
+    hits = _nearest(cx, Filters(actor="bob"), "note 40 alpha", 50)
+    with cx.store.reading() as tx:
+        seen = {h["id"]: h["visibility"] for h in tx.heads_by_ids(hits, "alice", ("id", "visibility"))}
+    assert set(seen.values()) == {"public"}
+
+
+def test_a_viewer_reads_only_the_files_of_what_it_may_see(split):
+    """A damaged file of alice's private memories: bob's find never opens it (no warning, the same
+    answers), alice's says it and searches exactly, verify names the file."""
+    cx = Cortex(store=split, actor="alice")
+    before = _nearest(cx, Filters(actor="bob"), "quebec romeo sierra")
+    private = vi.index_path(cx.store)
+    raw = bytearray(private.read_bytes())
+    raw[len(raw) // 2] ^= 0xFF
+    private.write_bytes(bytes(raw))
+    assert _nearest(cx, Filters(actor="bob"), "quebec romeo sierra") == before
+    bob = Cortex(store=split, actor="bob")
+    hits, warnings = bob.find_with_warnings(FindQuery(near="quebec romeo sierra", k=5))
+    assert hits and not warnings
+    problems = [str(p) for p in cx.verify().problems if "index file" in str(p)]
+    assert problems and all(vi.INDEX_NAME + ":" in p for p in problems), problems
+    hits, warnings = cx.find_with_warnings(FindQuery(near="quebec romeo sierra", k=5))
+    assert hits and any(str(private) in w for w in warnings), warnings
+
+
+def test_a_damaged_file_after_the_first_is_named(split):
+    cx = Cortex(store=split, actor="alice")
+    public = next(p for p in _record(split).parts if p.classes == ("public",))
+    path = split / public.file
+    raw = bytearray(path.read_bytes())
+    raw[100] ^= 0xFF
+    path.write_bytes(bytes(raw))
+    problems = [str(p) for p in cx.verify().problems if "index file" in str(p)]
+    assert problems and all(public.file in p for p in problems), problems
+    bob = Cortex(store=split, actor="bob")
+    hits, warnings = bob.find_with_warnings(FindQuery(near="quebec romeo sierra", k=5))
+    assert hits and any(str(path) in w for w in warnings), warnings
+    cx.reindex(rebuild=True)
+    assert not path.exists() and _record(split).parts[1].file != public.file
+    assert_store_verifies(split)
+
+
+def test_a_fold_adds_each_vector_to_its_class_s_file_and_a_new_class_to_the_last(split):
+    cx = Cortex(store=split, actor="alice")
+    carol = Cortex(store=split, actor="carol")
+    before = _record(split)
+    new = {"public": [cx.write("fact", f"walrus public {i}", visibility="public").id for i in range(4)],
+           "private:alice": [cx.write("fact", f"walrus private {i}").id for i in range(3)],
+           "private:carol": [carol.write("fact", f"walrus carol {i}").id for i in range(2)]}
+    gone = cx.find(FindQuery(near="note 40 alpha", k=1))[0].id
+    cx.forget(gone, reason="wrong")
+    cx.update(new["public"][0], text="walrus public renamed")
+    assert cx.reindex()["index"]["action"] == "fold"
+    after = _record(split)
+    assert [p.classes for p in after.parts] == [("private:alice",), ("public",), ("private:carol", "scoped:alice")]
+    assert after.parts[2].classes != before.parts[2].classes
+    for part in after.parts:
+        assert _file_keys(cx, part) == set().union(*(_class_keys(cx, c) for c in part.classes))
+    assert sorted(f.name for f in split.glob("cortex.usearch-*")) == sorted(
+        f for p in after.parts[1:] for f in (p.file, p.file + hnsw.STAMP_SUFFIX) if (split / f).exists())
+    assert _nearest(carol, Filters(actor="carol"), "walrus carol 1", 2)[0] == new["private:carol"][1]
+    _answers_as_exact(cx, Filters(actor="bob"))
+    assert_store_verifies(split)
+
+
+def test_a_memory_whose_visibility_changes_is_found_by_its_new_viewers_and_moves_file(split):
+    cx = Cortex(store=split, actor="alice")
+    secret = cx.write("fact", "zebra crossing near the harbour", visibility="private").id
+    cx.reindex()
+    private, public = _record(split).parts[0], _record(split).parts[1]
+    was_public = _file_keys(cx, public)
+    with cx.store.reading() as tx:
+        (key, _i, _v), = [r for r in tx.vectors_of_keys(sorted(_file_keys(cx, private)), cx.embedder.model)
+                          if r[1] == secret]
+    assert _nearest(cx, Filters(actor="bob"), "zebra crossing near the harbour", 1) != [secret]
+    cx.head(secret, visibility="public")
+    assert _nearest(cx, Filters(actor="bob"), "zebra crossing near the harbour", 1) == [secret]  # the tail
+    cx.reindex()
+    rec = _record(split)
+    assert key not in _file_keys(cx, rec.parts[0])
+    assert _class_keys(cx, "public") == _file_keys(cx, rec.parts[1]) != was_public
+    assert not (split / public.file).exists()
+    assert _nearest(cx, Filters(actor="bob"), "zebra crossing near the harbour", 1) == [secret]
+    cx.head(secret, visibility="private")
+    assert _nearest(cx, Filters(actor="bob"), "zebra crossing near the harbour", 1) != [secret]
+    assert _nearest(cx, Filters(actor="alice"), "zebra crossing near the harbour", 1) == [secret]
+    assert_store_verifies(split)
+
+
+KILLER = textwrap.dedent("""
+    import os, signal, sys
+    from cortexctl import Cortex
+    from cortexctl.index import hnsw
+    from cortexctl.store import vector_index as vi
+
+    store, moment, how = sys.argv[1:]
+    vi.PART_MIN = int(os.environ["PART_MIN"])
+    installs = []
+
+    def kill(*a, **k):
+        os.kill(os.getpid(), signal.SIGKILL)
+
+    real_install = hnsw.install
+    if moment == "a later file in place":
+        def install(tmp, path, fp):
+            real_install(tmp, path, fp)
+            kill()
+        hnsw.install = install
+    elif moment == "its record beside":
+        def install(tmp, path, fp):
+            if path.name == vi.INDEX_NAME:
+                kill()
+            real_install(tmp, path, fp)
+        hnsw.install = install
+    elif moment == "the first file in place":
+        def install(tmp, path, fp):
+            real_install(tmp, path, fp)
+            if path.name == vi.INDEX_NAME:
+                kill()
+        hnsw.install = install
+    else:  # "the record in place": the files no longer named not yet removed
+        real_remove = vi._remove_unnamed
+
+        def remove(*a):
+            installs.append(a)
+            if len(installs) > 1:  # the first is the writer settling what was left before it
+                kill()
+            real_remove(*a)
+        vi._remove_unnamed = remove
+    cx = Cortex(store=store, actor="alice")
+    if how == "reindex":
+        cx.reindex(rebuild=True)
+    else:
+        cx.reindex()
+""")
+
+
+@pytest.mark.parametrize("how", ["reindex", "fold"])
+@pytest.mark.parametrize("moment", ["a later file in place", "its record beside", "the first file in place",
+                                    "the record in place"])
+def test_a_writer_killed_while_it_puts_split_files_in_place_leaves_one_trusted_set(split, moment, how):
+    """A kill at any moment of putting several files in place leaves the old files with their record
+    or the new ones with theirs; the next writer removes the files no record names."""
+    import os
+
+    cx = Cortex(store=split, actor="alice")
+    for i in range(3):
+        cx.write("fact", f"walrus public {i}", visibility="public")
+    cx.write("fact", "walrus private")
+    before = _record(split)
+    run = subprocess.run([sys.executable, "-c", KILLER, str(split), moment, how], capture_output=True, text=True,
+                         env={**os.environ, "PART_MIN": str(PART_MIN)})
+    assert run.returncode == -9, run.stderr
+    cx = Cortex(store=split, actor="alice")
+    after = _record(split)
+    assert (after == before) == (moment in ("a later file in place", "its record beside"))
+    with cx.store.reading() as tx:
+        assert vi.index_state(tx, cx.store, cx.embedder.model, None)[1] == "ok"
+    assert_store_verifies(split)
+    _answers_as_exact(cx, Filters(actor="bob"))
+    cx.write("fact", "after the kill", visibility="public")
+    assert cx.reindex()["index"]["action"] == "fold"
+    named = {p.file for p in _record(split).parts[1:]}
+    assert {f.name for f in split.glob("cortex.usearch-*") if not f.name.endswith(hnsw.STAMP_SUFFIX)} == named
+    assert not list(split.glob(".cortex.usearch*.tmp"))
+    assert_store_verifies(split)
+
+
+@pytest.mark.parametrize("record", [
+    {"parts": [{"file": "../escape"}]},
+    {"parts": [{"file": "cortex.usearch-0123456789abcdef"}]},  # the first must be cortex.usearch
+    {"parts": "x"},
+])
+def test_a_record_naming_files_it_should_not_is_damaged_and_rebuilt(split, record):
+    cx = Cortex(store=split, actor="alice")
+    doc = json.loads((split / vi.RECORD_NAME).read_text())
+    for field, value in record.items():
+        doc[field] = [{**doc["parts"][0], **value[0]}, *doc["parts"][1:]] if isinstance(value, list) else value
+    (split / vi.RECORD_NAME).write_text(json.dumps(doc))
+    assert vi.read_record(cx.store) is None
+    assert cx.reindex()["index"]["action"] == "rebuild"
+    assert not (split.parent / "escape").exists()
+    assert_store_verifies(split)
+
+
+def test_an_import_builds_the_files_by_class_as_a_rebuild_would(tmp_path, monkeypatch):
+    """An import into a store without an index file builds one graph a class as the rows commit, and
+    puts the small classes together into the last file (their vectors read back from the store)."""
+    monkeypatch.setattr(vi, "PART_MIN", 400)  # alice's 313 scoped memories and bob's 50 share the last
+    path = tmp_path / "fresh"
+    cx = Cortex(store=path, actor="alice")
+    bob = [json.dumps({"type": "fact", "text": f"bob's own note {i} {WORDS[i % 26]}", "actor": "bob"}).encode() + b"\n"
+           for i in range(50)]
+    report = cx.import_jsonl(iter([_line(i) for i in range(N)] + bob), keep_actors=True, batch_size=700)
+    assert report.imported == N + 50 and report.index["action"] == "rebuild"
+    rec = _record(path)
+    assert [p.classes for p in rec.parts] == [("private:alice",), ("public",), ("private:bob", "scoped:alice")]
+    for part in rec.parts:
+        assert _file_keys(cx, part) == set().union(*(_class_keys(cx, c) for c in part.classes))
+    _answers_as_exact(cx, Filters(actor="alice"))
+    _answers_as_exact(cx, Filters(actor="bob"))
+    assert _nearest(cx, Filters(actor="bob"), "bob's own note 7 hotel", 1)
+    assert_store_verifies(path)
+
+
+def test_an_import_into_a_store_of_split_files_folds_each_vector_into_its_class_s(split):
+    cx = Cortex(store=split, actor="alice")
+    lines = [json.dumps({"type": "fact", "text": f"imported {i} {WORDS[i % 26]}", "actor": a, "visibility": v}).encode()
+             + b"\n" for i, (a, v) in enumerate([("alice", "public"), ("alice", "private"), ("carol", "private")] * 10)]
+    report = cx.import_jsonl(iter(lines), keep_actors=True)
+    assert report.imported == 30 and report.index["action"] == "fold"
+    rec = _record(split)
+    assert [p.classes for p in rec.parts] == [("private:alice",), ("public",), ("private:carol", "scoped:alice")]
+    for part in rec.parts:
+        assert _file_keys(cx, part) == set().union(*(_class_keys(cx, c) for c in part.classes))
+    _answers_as_exact(cx, Filters(actor="carol"))
+    assert_store_verifies(split)
+
+
+def test_vectors_stored_before_an_import_go_to_their_class_s_file(tmp_path, monkeypatch):
+    """A store with a few vectors and no index file yet: the import's graphs take them too, a class
+    the import did not bring joining the last file."""
+    monkeypatch.setattr(vi, "PART_MIN", 400)
+    path = tmp_path / "s"
+    Cortex(store=path, actor="dave").write("fact", "dave's note before the import", visibility="scoped")
+    cx = Cortex(store=path, actor="alice")
+    assert cx.import_jsonl(iter([_line(i) for i in range(N)])).index["action"] == "rebuild"
+    rec = _record(path)
+    assert [p.classes for p in rec.parts] == [("private:alice",), ("public",), ("scoped:alice", "scoped:dave")]
+    for part in rec.parts:
+        assert _file_keys(cx, part) == set().union(*(_class_keys(cx, c) for c in part.classes))
+    assert_store_verifies(path)
