@@ -49,6 +49,8 @@ def _render(out, doc: dict) -> None:
     i = doc["index"]
     if i and i["state"]:
         graph = f", connectivity {i['connectivity']}" if i.get("connectivity") else ""
+        if (i.get("files") or 1) > 1:
+            graph += f", in {i['files']} files by visibility class"
         out.line(f"index: {i['state']} ({i['count']} vectors, {i['model']}, dimension {i['dimension']}{graph})")
         if i.get("denser_on_rebuild"):
             out.line("index: its graph was built for a smaller store; cortexctl reindex --rebuild builds it "

@@ -35,7 +35,10 @@ wordllama-l2-256), and back), drops vectors made by other models, and folds new
 vectors into the HNSW index file. --rebuild builds the index file from the vectors
 in the store instead (the file is a cache; the store is the ground truth), with
 the graph its size wants: beyond 200,000 vectors a denser one (connectivity 32),
-which a graph that grew past that size fold by fold lacks (healthcheck says so).
+which a graph that grew past that size fold by fold lacks (healthcheck says so),
+and splits it into files by visibility class (each class of 20,000 vectors or more
+in its own, the rest in one more), so that a find views only the files of what its
+viewer may see; a fold keeps the files a rebuild made.
 A configured endpoint is probed first.""",
         examples=(
             "cortexctl reindex",

@@ -106,7 +106,8 @@ class IndexRecord:
 
     @property
     def connectivity(self) -> int:
-        return min(p.connectivity for p in self.parts)
+        """Of the graph of the file holding the most vectors."""
+        return max(self.parts, key=lambda p: p.count).connectivity
 
     def to_json(self) -> dict:
         if len(self.parts) == 1 and self.parts[0].classes is None:  # one file: as before files were split
@@ -121,10 +122,10 @@ class IndexRecord:
             doc["cleared"] = [int(k) for k in self.cleared]
         return doc
 
-    def searched_by(self, classes) -> list:
-        """The parts holding any of ``classes`` (a viewer's: ``viewer_classes``), the one file of a
-        store not split included."""
-        return [p for p in self.parts if p.classes is None or not classes.isdisjoint(p.classes)]
+    def searched_by(self, sight: Sight) -> list:
+        """The parts holding any class ``sight`` (a viewer's: ``viewer_classes``) sees, the one file
+        of a store not split included."""
+        return [p for p in self.parts if p.classes is None or any(map(sight.sees, p.classes))]
 
 
 # -- the files by visibility class ------------------------------------------------------------------
@@ -139,11 +140,23 @@ class IndexRecord:
 PART_MIN = 20_000
 
 
-def viewer_classes(filters: Filters) -> frozenset:
-    """The visibility classes whose memories ``filters``' viewer may see (the passing check after
-    the search still applies the scopes' types and tags)."""
-    a = filters.actor
-    return frozenset({"public", f"private:{a}", f"scoped:{a}", *(f"scoped:{g}" for g, _, _ in filters.scopes)})
+@dataclass(frozen=True)
+class Sight:
+    """The visibility classes a viewer sees (``rules.visibility``): the public one, every class of
+    its own memories (whatever their visibility says), and the scoped memories of its granters (the
+    passing check after the search still applies the scopes' types and tags)."""
+
+    actor: str
+    granters: frozenset = frozenset()
+
+    def sees(self, cls: str) -> bool:
+        kind, _, owner = cls.partition(":")
+        return cls == "public" or owner == self.actor or (kind == "scoped" and owner in self.granters)
+
+
+def viewer_classes(filters: Filters) -> Sight:
+    """What ``filters``' viewer sees, by class."""
+    return Sight(filters.actor, frozenset(g for g, _, _ in filters.scopes))
 
 
 def layout(counts: dict) -> list:

@@ -253,12 +253,15 @@ KILLER = textwrap.dedent("""
     cx = Cortex(store=store, actor="alice")
     if how == "reindex":
         cx.reindex(rebuild=True)
+    elif how == "background":
+        from cortexctl.store import fold
+        fold.run(cx.store, cx.embedder.model)
     else:
         cx.reindex()
 """)
 
 
-@pytest.mark.parametrize("how", ["reindex", "fold"])
+@pytest.mark.parametrize("how", ["reindex", "fold", "background"])
 @pytest.mark.parametrize("moment", ["a later file in place", "its record beside", "the first file in place",
                                     "the record in place"])
 def test_a_writer_killed_while_it_puts_split_files_in_place_leaves_one_trusted_set(split, moment, how):
@@ -353,3 +356,60 @@ def test_vectors_stored_before_an_import_go_to_their_class_s_file(tmp_path, monk
     for part in rec.parts:
         assert _file_keys(cx, part) == set().union(*(_class_keys(cx, c) for c in part.classes))
     assert_store_verifies(path)
+
+
+def test_a_viewer_sees_the_public_class_its_own_classes_and_its_granters_scoped_ones():
+    sight = vi.viewer_classes(Filters(actor="bob", scopes=(("alice", (), ("ops",)),)))
+    assert [c for c in ("public", "private:bob", "scoped:bob", "scoped:alice", "private:alice", "scoped:carol",
+                        "public:bob", "", "scoped:alice:x") if sight.sees(c)] == [
+        "public", "private:bob", "scoped:bob", "scoped:alice", "public:bob"]
+    assert vi.viewer_classes(Filters(actor="a:b")).sees("private:a:b")
+
+
+def test_a_background_fold_adds_each_vector_to_its_class_s_file_as_a_foreground_one(split, tmp_path):
+    """``fold.run`` (the background fold: taken under the lock, built without it, installed under it
+    again) leaves the same files and classes as ``reindex``'s fold of the same writes."""
+    from cortexctl.store import fold
+
+    other = tmp_path / "other"
+    shutil.copytree(split, other)
+    for path in (split, other):
+        cx = Cortex(store=path, actor="alice")
+        for i in range(3):
+            cx.write("fact", f"walrus public {i}", visibility="public")
+        Cortex(store=path, actor="erin").write("fact", "erin's own walrus")
+        cx.forget(cx.find(FindQuery(near="note 40 alpha", k=1))[0].id, reason="wrong")
+    assert fold.run(Cortex(store=split, actor="alice").store, Cortex(store=split, actor="alice").embedder.model)["index"] == "fold"
+    assert Cortex(store=other, actor="alice").reindex()["index"]["action"] == "fold"
+    a, b = _record(split), _record(other)
+    assert [(p.classes, p.count) for p in a.parts] == [(p.classes, p.count) for p in b.parts]
+    assert a.parts[2].classes == ("private:erin", "scoped:alice")
+    cx = Cortex(store=split, actor="alice")
+    for part in a.parts:
+        assert _file_keys(cx, part) == set().union(*(_class_keys(cx, c) for c in part.classes))
+    assert_store_verifies(split)
+
+
+@pytest.mark.parametrize("how", ["removed", "fifo", "truncated"])
+def test_a_file_after_the_first_gone_or_not_a_file_is_named_and_rebuilt(split, how):
+    import os
+
+    cx = Cortex(store=split, actor="alice")
+    public = _record(split).parts[1]
+    path = split / public.file
+    bob = Cortex(store=split, actor="bob")
+    before = [h.id for h in bob.find(FindQuery(near="quebec romeo sierra", k=5))]
+    path.unlink()
+    if how == "fifo":
+        os.mkfifo(path)
+    elif how == "truncated":
+        path.write_bytes(b"usearch")
+    health = cx.healthcheck()["index"]
+    assert not health["consistent"] and public.file in health["state"]
+    problems = [str(p) for p in cx.verify().problems if "index file" in str(p)]
+    assert problems and public.file in problems[0]
+    hits, _warnings = bob.find_with_warnings(FindQuery(near="quebec romeo sierra", k=5))
+    assert len(set(before) & {h.id for h in hits}) >= 4
+    cx.reindex()  # a file that fails its check is rebuilt, not extended
+    assert not os.path.lexists(path) and cx.healthcheck()["index"]["consistent"]
+    assert_store_verifies(split)
