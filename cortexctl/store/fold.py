@@ -292,6 +292,9 @@ def _take(store, model: str | None, work: Path, whole_from: int = 0, taken: dict
                         keys.append(k)
                         mats.append(m)
                     taken["tail"] = (keys, mats)
+                    # the highest live key, as a foreground fold records it: a dropped key above it is out
+                    # of the files and leaves vectors_dropped, and the next vector may be given it again
+                    taken["max_key"] = max_key
                     taken["classes"] = tx.vector_classes(model, after=rec.max_key)
                     # every key dropped by then: those in the file leave it, and all leave vectors_dropped
                     taken["drop"] = tx.dropped_keys(model)
@@ -395,7 +398,7 @@ def _build(store, taken: dict, work: Path) -> dict:
     elif rec is not None and taken["tail"] is not None:
         entries = vi.grow(store, rec, list(zip(*taken["tail"])), taken["classes"], taken["drop"])
         model = rec.model
-        top = max([rec.max_key, *(int(k.max()) for k in taken["tail"][0] if len(k))])
+        top = taken["max_key"]
     if entries is not None:
         parts, files = vi.save_parts(work, entries)
         del entries

@@ -236,7 +236,10 @@ def _parse_record(path: Path) -> IndexRecord | None:
             parts = [Part(INDEX_NAME, None, int(doc["count"]), dict(doc["fingerprint"]), int(doc.get("crc_all", 0)),
                           int(doc.get("connectivity", 16)))]
         elif doc.get("format") == RECORD_FORMAT:
-            parts = [Part(str(p["file"]), None if p["classes"] is None else tuple(str(c) for c in p["classes"]),
+            if not all(p["classes"] is None or (isinstance(p["classes"], list)
+                                                and all(isinstance(c, str) for c in p["classes"])) for p in doc["parts"]):
+                return None  # classes are a list of names (a string is not its letters)
+            parts = [Part(str(p["file"]), None if p["classes"] is None else tuple(p["classes"]),
                           int(p["count"]), dict(p["fingerprint"]), int(p["crc_all"]), int(p["connectivity"]))
                      for p in doc["parts"]]
         else:
@@ -259,9 +262,12 @@ def _sound_parts(parts: list) -> bool:
     import re
 
     names = [p.file for p in parts]
+    classes = [c for p in parts for c in (p.classes or ())]
     return (bool(parts) and names[0] == INDEX_NAME and len(set(names)) == len(names)
             and all(re.fullmatch(PART_NAME, n) for n in names[1:])
-            and all(p.classes is not None for p in parts if len(parts) > 1))
+            and all((p.classes is None) == (len(parts) == 1) for p in parts)  # a lone part holds every class
+            and all(p.classes != () for p in parts)  # a part of the split holds some class
+            and len(set(classes)) == len(classes))  # and a class is in one file
 
 
 def _describes_file(store, rec: IndexRecord) -> bool:
@@ -337,6 +343,7 @@ def settle(store) -> None:
 
     for left in stale_temps(index_path(store)):  # the files' and the records' (theirs start alike)
         unlink_quietly(left)
+    _sweep_part_temps(store)
     nxt = next_record_path(store)
     if os.path.lexists(nxt):
         rec = _parse_record(nxt)
@@ -349,6 +356,23 @@ def settle(store) -> None:
         except OSError:
             pass
     _remove_unnamed(store, _parse_record(record_path(store)))
+
+
+def _sweep_part_temps(store) -> None:
+    """The temp files of the checked stamps of the files after the first (``.cortex.usearch-HEX.checked.*.tmp``,
+    which a reader writes without the lock and a writer as it installs one): a process killed
+    while it wrote one leaves it, and ``stale_temps`` of the first file does not name them."""
+    import re
+
+    from cortexctl.files import stale_temps, unlink_quietly
+
+    try:
+        names = os.listdir(store.path)
+    except OSError:
+        return
+    for part in sorted({m[1] for n in names if (m := re.fullmatch(rf"\.({PART_NAME})\..*\.tmp", n))}):
+        for left in stale_temps(store.path / part):  # a stamp's temp only once it is old (a reader may be writing it)
+            unlink_quietly(left)
 
 
 # A writer puts a new index file in place between writing its record beside the old one and moving
@@ -390,8 +414,6 @@ def index_state(tx, store, model: str, dim: int | None, classes=None) -> tuple[I
 
 def _file_state(store, model: str, dim: int | None, classes=None) -> tuple[IndexRecord | None, str | None]:
     """The record, and None when the files are the ones it describes, else why not."""
-    from cortexctl.index import hnsw
-
     rec = read_record(store)
     if rec is None:
         if os.path.lexists(record_path(store)):
@@ -400,19 +422,27 @@ def _file_state(store, model: str, dim: int | None, classes=None) -> tuple[Index
     if rec.model != model or (dim is not None and rec.dim != dim):
         return rec, f"built by model {rec.model}"
     for part in rec.parts if classes is None else rec.searched_by(classes):
-        try:
-            fp = fingerprint_of(rec, part)
-        except (KeyError, TypeError, ValueError):
-            return rec, "unreadable record"
-        if fp.count != part.count or fp.dim != rec.dim:
-            return rec, "unreadable record"
-        path = part_path(store, part)
-        why = hnsw.check(path, fp)
-        if why is None and not hnsw.header_ok(path, fp):
-            why = DAMAGED
+        why = _part_state(store, rec, part)
         if why is not None:  # DAMAGED, or a file a writer has just saved and is recording (NEWER)
-            return rec, why if part.file == INDEX_NAME else f"{why} ({part.file})"
+            return rec, why if part.file == INDEX_NAME or why == "unreadable record" else f"{why} ({part.file})"
     return rec, None
+
+
+def _part_state(store, rec: IndexRecord, part: Part) -> str | None:
+    """None when the file of ``part`` is the one the record describes, else why not."""
+    from cortexctl.index import hnsw
+
+    try:
+        fp = fingerprint_of(rec, part)
+    except (KeyError, TypeError, ValueError):
+        return "unreadable record"
+    if fp.count != part.count or fp.dim != rec.dim:
+        return "unreadable record"
+    path = part_path(store, part)
+    why = hnsw.check(path, fp)
+    if why is None and not hnsw.header_ok(path, fp):
+        why = DAMAGED
+    return why
 
 
 def _just_installed(path: Path) -> bool:
@@ -430,10 +460,11 @@ class IndexLoader:
     usearch adds vectors without holding the GIL, so a worker thread grows the
     graph while the next batch is read and written. It starts from the trusted
     index file (``base``, a store of one file) when there is one and adds every
-    vector to it; else from nothing, one graph a visibility class (the vectors'
-    ``owners``), each built for the store's vectors plus the ``expected`` ones
-    the import brings (``hnsw.build_settings``), and the classes are put together
-    by ``layout`` when it is taken. ``fold`` uses
+    vector to it; else from nothing: one graph of the classes below PART_MIN (``_REST``) and one
+    of each class from the batch that takes it to PART_MIN on (the vectors' ``owners``), each built
+    for the store's vectors plus the ``expected`` ones the import brings (``hnsw.build_settings``);
+    a class's vectors added to the first before it had a graph of its own are moved to its own
+    when it is taken (fewer than PART_MIN a class), which then gives ``layout``'s files. ``fold`` uses
     it only when it is what a fold or rebuild would start from at that moment:
     the same trusted file (or none), and every vector it was given still in
     the store under its key; otherwise the usual fold or rebuild runs.
@@ -449,7 +480,8 @@ class IndexLoader:
         self.size = expected  # the vectors the index will hold: those in the store are added below
         self.base: IndexRecord | None = None
         self.indexes: dict = {}  # class -> index (None: every class, the base file's)
-        self.class_keys: dict = {}  # class -> [keys added], for putting small classes together
+        self.class_keys: dict = {}  # class -> [keys added to the graph of the small classes, _REST]
+        self.counts: dict = {}  # class -> vectors added
         self.broken = False
         self.threads = threads  # cores for adding (the adding thread itself is one)
         self.added: list[tuple[int, list[str], list[int]]] = []  # (first key, ids, versions)
@@ -515,11 +547,19 @@ class IndexLoader:
             classes = np.array([vector_class(v, a) for v, a in owners])
             groups = {str(c): np.flatnonzero(classes == c) for c in np.unique(classes)}
         for cls, at in groups.items():
+            into = cls
             if cls is not None:
-                self.class_keys.setdefault(cls, []).append(keys[at])
+                self.counts[cls] = self.counts.get(cls, 0) + len(at)
+                if self.counts[cls] < PART_MIN and cls not in self.indexes:
+                    # a small class (so far) shares one graph: most of an import of many actors' memories
+                    # is not built a class at a time and put together again when taken
+                    into = _REST
+                    self.class_keys.setdefault(cls, []).append(keys[at])
+                else:
+                    self.indexes.setdefault(cls, None)  # its own graph from now on (made by _add)
             for s in range(0, len(at), self.CHUNK):
                 part = at[s : s + self.CHUNK]
-                self._jobs.append(self._pool.submit(self._add, cls, keys[part], matrix[part]))
+                self._jobs.append(self._pool.submit(self._add, into, keys[part], matrix[part]))
 
     def close(self) -> None:
         """Stop the worker (waiting for the add under way); the indexes are dropped."""
@@ -540,6 +580,7 @@ class IndexLoader:
         for job in self._jobs:
             job.result()
         self.close()
+        self.indexes = {c: ix for c, ix in self.indexes.items() if ix is not None}
         if self.broken or not self.indexes or not self.added or any(ix.ndim != dim for ix in self.indexes.values()):
             return None
         if rec != self.base:
@@ -553,21 +594,31 @@ class IndexLoader:
                     return None  # changed since (another writer updated or dropped it)
         if None in self.indexes:
             return [(None, self.indexes.pop(None))]
-        entries = []
-        for group in layout({c: len(ix) for c, ix in self.indexes.items()}):
-            members = sorted(self.indexes) if group is None else list(group)
-            keep = max(members, key=lambda c: (len(self.indexes[c]), c))
-            index = self.indexes.pop(keep)
-            for cls in members:
-                if cls != keep:
-                    import numpy as np
+        import numpy as np
 
-                    keys = np.concatenate(self.class_keys[cls])
-                    mat = tx.vectors_at_keys(keys, self.model, dim)
-                    if mat is None:
-                        return None
-                    hnsw.add(index, keys, mat)
-                    del self.indexes[cls]
+        rest = self.indexes.pop(_REST, None)
+        for cls, index in self.indexes.items():  # a class's first vectors, in the shared graph before it had its own
+            early = self.class_keys.get(cls)
+            if early:
+                keys = np.concatenate(early)
+                mat = tx.vectors_at_keys(keys, self.model, dim)
+                if mat is None:
+                    return None
+                hnsw.add(index, keys, mat)
+                hnsw.remove(rest, keys)
+        counts = {c: len(ix) for c, ix in self.indexes.items()}
+        counts.update((c, n) for c, n in self.counts.items() if c not in self.indexes)
+        entries = []
+        for group in layout(counts):
+            if group is None:  # one file: the one graph that holds anything
+                held = [ix for ix in (*self.indexes.values(), rest) if ix is not None and len(ix)]
+                if len(held) != 1:
+                    return None
+                return [(None, held[0])]
+            own = group[0] in self.indexes and len(group) == 1
+            index = self.indexes.pop(group[0]) if own else rest
+            if index is None:
+                return None
             entries.append((group, index))
         return entries
 
@@ -575,6 +626,9 @@ class IndexLoader:
         import numpy as np
 
         return np.concatenate([np.arange(f, f + len(ids), dtype=np.uint64) for f, ids, _ in self.added])
+
+
+_REST = "\0rest"  # IndexLoader's graph of the classes below PART_MIN (no class is named so)
 
 
 def update(store: DuckStorage, model: str, *, rebuild: bool = False, progress: Callable[[int, int], None] | None = None,
@@ -619,11 +673,17 @@ def _fold(store: DuckStorage, model: str, *, rebuild: bool, progress, built: Ind
                 if entries is None and not rebuild and trusted is not None:
                     if rec.max_key == max_key and not tx.dropped_keys(model):
                         return {"action": "none", "vectors": rec.count, "reason": "up to date"}
-                    tail = list(tx.iter_vectors(model, dim, after=rec.max_key))
-                    entries = grow(store, rec, tail, tx.vector_classes(model, after=rec.max_key),
+                    read: list[int] = []
+
+                    def tail():  # batch by batch: a tail of a million vectors is not held at once
+                        for keys, mat in tx.iter_vectors(model, dim, after=rec.max_key):
+                            read.append(len(keys))
+                            yield keys, mat
+
+                    entries = grow(store, rec, tail(), tx.vector_classes(model, after=rec.max_key),
                                    tx.dropped_keys(model))
                     if entries is not None:
-                        done = sum(len(k) for k, _ in tail)
+                        done = sum(read)
                         if progress:
                             progress(done, done)
                         action = "fold"
@@ -733,10 +793,11 @@ def _route(known, of_key, keys, default: int):
     return np.where(known[at] == keys, of_key[at], default)
 
 
-def grow(store, rec: IndexRecord, tail: list, classes, drop) -> list | None:
-    """The record's files with the pending ``tail`` added ([(keys, matrix)], keys above
-    ``max_key``, whose classes are ``classes``: ``Tx.vector_classes``) and the ``drop``ped keys they
-    hold removed: per file, its ``Part`` when nothing changes in it, else (classes, index) with
+def grow(store, rec: IndexRecord, tail, classes, drop) -> list | None:
+    """The record's files with the pending ``tail`` added ((keys, matrix) batches, keys above
+    ``max_key``, whose classes are ``classes``: ``Tx.vector_classes``; an iterable, read once, batch
+    by batch, so that a tail of a million vectors is not held in memory) and the ``drop``ped keys
+    they hold removed: per file, its ``Part`` when nothing changes in it, else (classes, index) with
     the changes made (a class new since the build joins the last file). None when a file that
     changes cannot be opened (a rebuild follows)."""
     import numpy as np
@@ -745,38 +806,50 @@ def grow(store, rec: IndexRecord, tail: list, classes, drop) -> list | None:
 
     names, known, codes = classes
     pos_of_code = part_of(rec.parts, names)
+    of_key = pos_of_code[codes] if len(codes) else pos_of_code[:0]
     last = len(rec.parts) - 1
-    routed: dict[int, list] = {}
-    joining: set = set()
-    for keys, mat in tail:
-        pos = _route(known, pos_of_code[codes] if len(codes) else pos_of_code[:0], keys, last)
-        for i in np.unique(pos).tolist():
-            sel = pos == i
-            routed.setdefault(i, []).append((keys[sel], mat[sel]))
-    if rec.parts[last].classes is not None and last in routed:
-        at_last = set(np.unique(codes[pos_of_code[codes] == last]).tolist()) if len(codes) else set()
-        joining = {names[c] for c in at_last} - set(rec.parts[last].classes)
+    opened: dict = {}
+
+    def index_of(i: int):
+        if i not in opened:
+            part = rec.parts[i]
+            opened[i] = hnsw.open_mutable(part_path(store, part), fingerprint_of(rec, part))
+        return opened[i]
+
     gone = np.array(sorted(int(k) for k in drop if k <= rec.max_key), dtype=np.uint64)
-    entries: list = []
-    for i, part in enumerate(rec.parts):
-        path, fp = part_path(store, part), fingerprint_of(rec, part)
-        held = gone[:0]
-        if len(gone):
-            slots = hnsw.slot_rows(path, fp) if len(rec.parts) > 1 else None
-            held = gone[np.isin(gone, slots[0])] if slots is not None else None  # None: known once loaded
-        kinds = part.classes if i != last or not joining else tuple(sorted({*part.classes, *joining}))
-        if i not in routed and held is not None and not len(held):
-            entries.append(part)
+    for i, part in enumerate(rec.parts if len(gone) else ()):
+        slots = hnsw.slot_rows(part_path(store, part), fingerprint_of(rec, part)) if len(rec.parts) > 1 else None
+        held = gone[np.isin(gone, slots[0])] if slots is not None else None  # None: known once loaded
+        if held is not None and not len(held):
             continue
-        index = hnsw.open_mutable(path, fp)
+        index = index_of(i)
         if index is None:
             return None
-        if held is None:
-            held = [int(k) for k in gone.tolist() if index.contains(k)]
-        hnsw.remove(index, held)
-        for keys, mat in routed.get(i, []):
-            hnsw.add(index, keys, mat)
-        entries.append((kinds, index))
+        hnsw.remove(index, [int(k) for k in gone.tolist() if index.contains(k)] if held is None else held)
+    routed_last = False
+    for keys, mat in tail:
+        pos = _route(known, of_key, keys, last)
+        for i in np.unique(pos).tolist():
+            index = index_of(i)
+            if index is None:
+                return None
+            sel = pos == i
+            if sel.all():
+                hnsw.add(index, keys, mat)
+            else:
+                hnsw.add(index, keys[sel], mat[sel])
+            routed_last = routed_last or i == last
+    joining: set = set()
+    if rec.parts[last].classes is not None and routed_last:
+        at_last = set(np.unique(codes[of_key == last]).tolist()) if len(codes) else set()
+        joining = {names[c] for c in at_last} - set(rec.parts[last].classes)
+    entries: list = []
+    for i, part in enumerate(rec.parts):
+        if i not in opened:
+            entries.append(part)
+            continue
+        kinds = part.classes if i != last or not joining else tuple(sorted({*part.classes, *joining}))
+        entries.append((kinds, opened.pop(i)))
     return entries
 
 
@@ -870,16 +943,7 @@ def nearest(tx, store: DuckStorage, model: str, query_vec, filters: Filters, n: 
     if exact or total <= EXACT_MAX or passing <= EXACT_MAX:
         return _exact(tx, filters, model, dim, q, n, store=None if exact else store, cache=cache), None
     classes = viewer_classes(filters)
-    rec, why = index_state(tx, store, model, dim, classes)
-    if why != "ok" or rec is None:
-        path, why = _named(store, why)
-        raise IndexUnusable(f"file {path} {why}", damaged=why == DAMAGED)
-    views = []
-    for part in rec.searched_by(classes):
-        view = hnsw.open_view(part_path(store, part), fingerprint_of(rec, part), cache)
-        if view is None:
-            raise IndexUnusable(f"file {part_path(store, part)} {DAMAGED}", damaged=True)
-        views.append(view)
+    rec, views = _views(tx, store, model, dim, classes, cache)
     found: dict[str, float] = {}
     # the unindexed vectors (newer than the files), compared exactly, checked with the first batch from the index
     u_ids, u_versions, u_mat = tx.vectors_after(model, rec.max_key, dim)
@@ -914,6 +978,34 @@ def nearest(tx, store: DuckStorage, model: str, query_vec, filters: Filters, n: 
                  for i, w in enumerate(wants)]
     ranked = sorted(((i, s) for i, s in found.items() if s > 0), key=lambda kv: (-kv[1], kv[0]))[:n]
     return ranked, None
+
+
+VIEW_TRIES = 3  # records a find reads while folds keep replacing the files it checked before it viewed them
+
+
+def _views(tx, store, model: str, dim: int, classes, cache) -> tuple[IndexRecord, list]:
+    """The trusted record and a view of each file holding ``classes``. A file checked by
+    ``index_state`` may be replaced (and removed) by a fold before it is viewed: the record is then
+    another, and the files it names are checked and viewed instead."""
+    from cortexctl.index import hnsw
+
+    for _ in range(VIEW_TRIES):
+        rec, why = index_state(tx, store, model, dim, classes)
+        if why != "ok" or rec is None:
+            path, why = _named(store, why)
+            raise IndexUnusable(f"file {path} {why}", damaged=why == DAMAGED)
+        views, bad = [], None
+        for part in rec.searched_by(classes):
+            view = hnsw.open_view(part_path(store, part), fingerprint_of(rec, part), cache)
+            if view is None:
+                bad = part
+                break
+            views.append(view)
+        if bad is None:
+            return rec, views
+        if read_record(store) == rec:
+            break  # the file its record still names cannot be viewed
+    raise IndexUnusable(f"file {part_path(store, bad)} {DAMAGED}", damaged=True)
 
 
 def _reached(found: dict[str, float], reach: float, n: int) -> bool:
@@ -1174,14 +1266,43 @@ def verify_index(tx, store, model: str) -> list[str]:
         rec, why = index_state(tx, store, model, dim)
         if why != "ok":
             path, why = _named(store, why)
-            return [f"index file {path.name}: {why} (cortexctl reindex rebuilds it)"]
+            out = [f"index file {path.name}: {why} (cortexctl reindex rebuilds it)"]
+            if why == DAMAGED and rec is not None:  # every damaged file named, not the first alone
+                out += [f"index file {p.file}: {DAMAGED} (cortexctl reindex rebuilds it)" for p in rec.parts
+                        if p.file != path.name and _part_state(store, rec, p) == DAMAGED]
+            return out
         bad = [p for p in rec.parts if not hnsw.whole_ok(part_path(store, p), fingerprint_of(rec, p))]
         if not bad:
-            return []
+            return _misfiled(tx, store, rec, model)
         if read_record(store) == rec and not _just_installed(index_path(store)):
             break  # a file its record describes is not whole
         # a fold put new files (and their record) in place while they were read: check those
     return [f"index file {p.file}: its checksum does not match (damaged; cortexctl reindex rebuilds it)" for p in bad]
+
+
+def _misfiled(tx, store, rec: IndexRecord, model: str) -> list[str]:
+    """Files holding vectors of classes their record does not list: a find of a viewer who may see
+    those vectors would not search the file (the record's classes are trusted as they are read)."""
+    import numpy as np
+
+    from cortexctl.index import hnsw
+
+    if rec.parts[0].classes is None or not hasattr(tx, "vector_classes"):
+        return []
+    names, keys, codes = tx.vector_classes(model)
+    out = []
+    for part in rec.parts:
+        got = hnsw.slot_rows(part_path(store, part), fingerprint_of(rec, part))
+        if got is None or not len(keys):
+            continue
+        held = got[0][got[0] != hnsw.FREE_KEY]
+        at = np.minimum(np.searchsorted(keys, held), len(keys) - 1)
+        live = at[keys[at] == held]  # dropped keys are searched by no one
+        stray = {names[c] for c in np.unique(codes[live]).tolist()} - set(part.classes)
+        if stray:
+            out.append(f"index file {part.file}: holds vectors of {', '.join(sorted(stray))}, which its record "
+                       "does not list (cortexctl reindex rebuilds it)")
+    return out
 
 
 def health(store: DuckStorage, model: str | None, *, folding: bool = False) -> dict:

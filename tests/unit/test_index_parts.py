@@ -5,6 +5,7 @@ files holding what its viewer may see, and answers as an exact search would what
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -267,7 +268,6 @@ KILLER = textwrap.dedent("""
 def test_a_writer_killed_while_it_puts_split_files_in_place_leaves_one_trusted_set(split, moment, how):
     """A kill at any moment of putting several files in place leaves the old files with their record
     or the new ones with theirs; the next writer removes the files no record names."""
-    import os
 
     cx = Cortex(store=split, actor="alice")
     for i in range(3):
@@ -392,7 +392,7 @@ def test_a_background_fold_adds_each_vector_to_its_class_s_file_as_a_foreground_
 
 @pytest.mark.parametrize("how", ["removed", "fifo", "truncated"])
 def test_a_file_after_the_first_gone_or_not_a_file_is_named_and_rebuilt(split, how):
-    import os
+
 
     cx = Cortex(store=split, actor="alice")
     public = _record(split).parts[1]
@@ -413,3 +413,275 @@ def test_a_file_after_the_first_gone_or_not_a_file_is_named_and_rebuilt(split, h
     cx.reindex()  # a file that fails its check is rebuilt, not extended
     assert not os.path.lexists(path) and cx.healthcheck()["index"]["consistent"]
     assert_store_verifies(split)
+
+
+def _flip(path, at=100):
+    raw = bytearray(path.read_bytes())
+    raw[at] ^= 0xFF
+    path.write_bytes(bytes(raw))
+
+
+def test_verify_names_every_damaged_file(split):
+    cx = Cortex(store=split, actor="alice")
+    rec = _record(split)
+    for p in rec.parts[1:]:
+        _flip(split / p.file)
+    problems = [str(p) for p in cx.verify().problems if "index file" in str(p)]
+    assert all(any(p.file in x for x in problems) for p in rec.parts[1:]), problems
+
+
+def test_a_record_whose_classes_leave_out_vectors_is_not_trusted(split):
+    cx = Cortex(store=split, actor="alice")
+    doc = json.loads((split / vi.RECORD_NAME).read_text())
+    for p in doc["parts"]:
+        if p["classes"] == ["public"]:
+            p["classes"] = ["publik"]  # one byte of the record changed
+    (split / vi.RECORD_NAME).write_text(json.dumps(doc))
+    bob = Filters(actor="bob")
+    got, want = _nearest(cx, bob, "note 40 alpha"), _nearest(cx, bob, "note 40 alpha", exact=True)
+    problems = [str(p) for p in cx.verify().problems if "index" in str(p)]
+    assert got == want or problems
+
+
+def test_a_lone_part_with_classes_is_not_trusted(split, monkeypatch):
+    monkeypatch.setattr(vi, "PART_MIN", 10_000)
+    cx = Cortex(store=split, actor="alice")
+    cx.reindex(rebuild=True)
+    doc = json.loads((split / vi.RECORD_NAME).read_text())
+    assert doc["format"] == 1
+    part = {"file": vi.INDEX_NAME, "classes": [], "count": doc["count"], "fingerprint": doc["fingerprint"],
+            "crc_all": doc["crc_all"], "connectivity": doc["connectivity"]}
+    doc = {k: doc[k] for k in ("model", "dim", "max_key")} | {"format": 2, "parts": [part]}
+    (split / vi.RECORD_NAME).write_text(json.dumps(doc))
+    monkeypatch.setattr(vi, "EXACT_MAX", 200)
+    if vi.read_record(cx.store) is None:
+        return  # not trusted: rebuilt by the next find or fold
+    alice = Filters(actor="alice")
+    got, want = _nearest(cx, alice, "note 40 alpha"), _nearest(cx, alice, "note 40 alpha", exact=True)
+    problems = [str(p) for p in cx.verify().problems if "index" in str(p)]
+    assert got == want or problems
+
+
+FOLDER = """
+import sys
+from cortexctl import Cortex
+from cortexctl.store import vector_index as vi
+vi.PART_MIN = int(sys.argv[2])
+cx = Cortex(store=sys.argv[1], actor="alice")
+print(cx.reindex()["index"]["action"])
+"""
+
+
+def test_a_fold_between_a_find_s_check_and_its_views_is_not_damage(split, monkeypatch):
+    """A find checks the files its record names (index_state), then views them: a fold that puts a
+    new public file in place between the two removes the one the find checked."""
+    import subprocess
+    import sys
+
+    bob = Cortex(store=split, actor="bob")
+    Cortex(store=split, actor="alice").write("fact", "walrus public late", visibility="public")  # the tail
+    real = vi.index_state
+    fired = []
+
+    def index_state(tx, store, model, dim, classes=None):
+        got = real(tx, store, model, dim, classes)
+        if classes is not None and not fired:
+            fired.append(1)
+            run = subprocess.run([sys.executable, "-c", FOLDER, str(split), str(PART_MIN)], capture_output=True,
+                                 text=True, env={**os.environ})
+            assert run.returncode == 0 and run.stdout.strip() == "fold", run
+        return got
+
+    monkeypatch.setattr(vi, "index_state", index_state)
+    hits, warnings = bob.find_with_warnings(FindQuery(near="quebec romeo sierra", k=5))
+    assert hits and fired and not [w for w in warnings if "damaged" in str(w)], warnings
+
+
+def test_a_fold_into_split_files_streams_the_tail(split):
+    """An import into a store of split files folds its vectors through grow(), batch by batch: the
+    tail is never held in memory whole."""
+    import tracemalloc
+    import unittest.mock as um
+
+    cx = Cortex(store=split, actor="alice")
+    lines = [json.dumps({"type": "fact", "text": f"imported {i} kilo", "visibility": "public" if i % 2 else "private"}
+                        ).encode() + b"\n" for i in range(6000)]
+    peaks = []
+    real_fold = vi._fold
+
+    def fold(*a, **k):
+        tracemalloc.start()
+        try:
+            return real_fold(*a, **k)
+        finally:
+            peaks.append(tracemalloc.get_traced_memory()[1])
+            tracemalloc.stop()
+
+    from cortexctl.store.duck import DuckTx
+
+    real_iter = DuckTx.iter_vectors
+
+    def iter_vectors(self, model, dim, *, after=0, batch=50_000):  # batches as at a million vectors
+        return real_iter(self, model, dim, after=after, batch=500)
+
+    with um.patch.object(vi, "_fold", fold), um.patch.object(DuckTx, "iter_vectors", iter_vectors):
+        report = cx.import_jsonl(iter(lines))
+    assert report.index["action"] == "fold"
+    tail_bytes = 6000 * vi.read_record(cx.store).dim * 4
+    assert peaks and peaks[0] < 0.5 * tail_bytes, (peaks, tail_bytes)
+
+
+def test_an_import_of_many_small_classes_does_not_build_its_graph_twice(tmp_path, monkeypatch):
+    """An import of many actors' memories, each actor's class below PART_MIN: the loader adds them
+    to one shared graph as the rows commit, and take() does not add them again."""
+    import unittest.mock as um
+
+    monkeypatch.setattr(vi, "PART_MIN", 1000)
+    path = tmp_path / "fresh"
+    cx = Cortex(store=path, actor="alice")
+    lines = [json.dumps({"type": "fact", "text": f"note {i} of agent {i % 10}", "actor": f"agent{i % 10}"}).encode()
+             + b"\n" for i in range(3000)]
+    added = []
+    real_take, real_add = vi.IndexLoader.take, hnsw.add
+
+    def take(self, *a, **k):
+        with um.patch.object(hnsw, "add", lambda index, keys, vectors, progress=None: (
+                added.append(len(keys)), real_add(index, keys, vectors, progress))):
+            return real_take(self, *a, **k)
+
+    with um.patch.object(vi.IndexLoader, "take", take):
+        report = cx.import_jsonl(iter(lines), keep_actors=True)
+    assert report.index["action"] == "rebuild"
+    assert [p.classes for p in _record(path).parts] == [None]
+    assert sum(added) < len(lines) // 2
+
+
+def _mutations(doc):
+    import copy
+    import random
+
+    rnd = random.Random(7)
+    values = [None, True, False, 0, -1, 2**63, 2**64, 1.5, float("inf"), "", "x", "7", [], [1], {}, {"a": 1},
+              "cortex.usearch", "cortex.usearch-0123456789abcdef", "../x", ["public"], [["public"]], "public"]
+    paths = [("format",), ("parts",), ("cleared",), ("dim",), ("max_key",), ("model",)]
+    for i, p in enumerate(doc["parts"]):
+        for k in ("file", "classes", "count", "fingerprint", "crc_all", "connectivity"):
+            paths.append(("parts", i, k))
+        for k in p["fingerprint"]:
+            paths.append(("parts", i, "fingerprint", k))
+    for path in paths:
+        for v in values:
+            d = copy.deepcopy(doc)
+            t = d
+            for k in path[:-1]:
+                t = t[k]
+            t[path[-1]] = v
+            yield path, v, d
+    for _ in range(200):  # parts shuffled, duplicated, dropped
+        d = copy.deepcopy(doc)
+        parts = d["parts"]
+        op = rnd.choice(["dup", "drop", "shuffle", "swapfp", "swapcls"])
+        if op == "dup":
+            parts.append(copy.deepcopy(rnd.choice(parts)))
+        elif op == "drop":
+            parts.pop(rnd.randrange(len(parts)))
+        elif op == "shuffle":
+            rnd.shuffle(parts)
+        elif op == "swapfp":
+            a, b = rnd.sample(range(len(parts)), 2)
+            parts[a]["fingerprint"], parts[b]["fingerprint"] = parts[b]["fingerprint"], parts[a]["fingerprint"]
+        else:
+            a, b = rnd.sample(range(len(parts)), 2)
+            parts[a]["classes"], parts[b]["classes"] = parts[b]["classes"], parts[a]["classes"]
+        yield (op,), None, d
+
+
+def test_hostile_records_never_raise(split):
+    from cortexctl.store.interface import IndexUnusable
+
+    cx = Cortex(store=split, actor="alice")
+    model = cx.embedder.model
+    good = json.loads((split / vi.RECORD_NAME).read_text())
+    failures = []
+    wrong = []
+    want = {a: _nearest(cx, Filters(actor=a), "note 40 alpha", exact=True) for a in ("alice", "bob")}
+    for path, v, doc in _mutations(good):
+        (split / vi.RECORD_NAME).write_text(json.dumps(doc))
+        try:
+            with cx.store.reading() as tx:
+                vi.index_state(tx, cx.store, model, None)
+                vi.verify_index(tx, cx.store, model)
+            vi.health(cx.store, model)
+            for a in ("alice", "bob"):
+                try:
+                    got = _nearest(cx, Filters(actor=a), "note 40 alpha")
+                    if len(set(got) & set(want[a])) < 9:
+                        wrong.append((path, v, a))
+                except IndexUnusable:
+                    pass
+        except Exception as exc:  # noqa: BLE001
+            failures.append((path, v, type(exc).__name__, str(exc)[:100]))
+    (split / vi.RECORD_NAME).write_text(json.dumps(good))
+    assert not failures
+
+
+def test_the_background_fold_makes_the_files_the_foreground_one_makes(split, tmp_path):
+    from cortexctl.store import fold
+
+    cx = Cortex(store=split, actor="alice")
+    carol = Cortex(store=split, actor="carol")
+    for i in range(3):
+        cx.write("fact", f"walrus public {i}", visibility="public")
+        carol.write("fact", f"walrus carol {i}")
+    gone = cx.find(FindQuery(near="note 40 alpha", k=1))[0].id
+    cx.forget(gone, reason="wrong")
+    secret = cx.write("fact", "zebra crossing", visibility="private").id
+    cx.head(secret, visibility="public")
+    other = tmp_path / "other"
+    shutil.copytree(split, other)
+    Cortex(store=other, actor="alice").reindex()
+    assert fold.run(Cortex(store=split, actor="alice").store, cx.embedder.model)["index"] == "fold"
+    a, b = _record(split), _record(other)
+    assert [(p.classes, p.count) for p in a.parts] == [(p.classes, p.count) for p in b.parts]
+    assert a.max_key == b.max_key
+    for c in (cx, Cortex(store=other, actor="alice")):
+        _answers_as_exact(c, Filters(actor="bob"))
+        _answers_as_exact(c, Filters(actor="carol"))
+
+
+def test_a_background_fold_after_the_top_vector_was_dropped_leaves_a_trusted_index(split):
+    """The newest vector taken out of service with none after it (an update whose new vector the
+    remote embedder did not give yet): the background fold records the old max_key, the dropped key
+    is cleared, and the next vector is given that key: a key the record says the files hold."""
+    from cortexctl.store import fold
+
+    cx = Cortex(store=split, actor="alice")
+    model = cx.embedder.model
+    last = cx.write("fact", "walrus the last one", visibility="public").id
+    cx.reindex()
+    with cx.store.transaction() as tx:
+        tx.drop_vectors(last)  # as update does before its new vector is embedded
+    fold.run(cx.store, model)  # the background fold's steps, run here
+    cx.write("fact", "a new public note after the fold", visibility="public")
+    with cx.store.reading() as tx:
+        state = vi.index_state(tx, cx.store, model, None)[1]
+    assert state == "ok"
+
+
+def test_a_part_file_s_stamp_temp_left_by_a_killed_reader_is_swept(split):
+    """A reader killed while it writes the checked stamp of a file after the first leaves
+    .cortex.usearch-HEX.checked.XXXX.tmp: the next writer sweeps it once it is old."""
+    import time
+
+    cx = Cortex(store=split, actor="alice")
+    part = _record(split).parts[1]
+    left = split / f".{part.file}{hnsw.STAMP_SUFFIX}.abcd1234.tmp"
+    left.write_text("{")
+    old = time.time() - 3600
+    os.utime(left, (old, old))
+    gone_part = split / f".cortex.usearch-0123456789abcdef{hnsw.STAMP_SUFFIX}.abcd1234.tmp"
+    gone_part.write_text("{")
+    os.utime(gone_part, (old, old))
+    cx.write("fact", "walrus", visibility="public")
+    cx.reindex()
+    assert not left.exists() and not gone_part.exists()
