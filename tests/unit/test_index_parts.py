@@ -703,3 +703,28 @@ def test_a_part_file_s_stamp_temp_left_by_a_killed_reader_is_swept(split):
     cx.write("fact", "walrus", visibility="public")
     cx.reindex()
     assert not left.exists() and not gone_part.exists()
+
+
+def test_a_merge_that_makes_a_memory_public_re_keys_it_into_the_public_file(split, tmp_path):
+    """``restore --mode merge`` of a bundle whose copy of a memory is ahead (a new version) and was
+    made public: the merged head takes the bundle's visibility, bob finds it at once (the tail),
+    and the next fold puts it in the public file."""
+    cx = Cortex(store=split, actor="alice")
+    secret = cx.write("fact", "okapi grazing by the river bend").id
+    cx.reindex()
+    bundle = cx.backup(dest=tmp_path / "b1").path
+    other = Cortex(store=tmp_path / "other", actor="alice")
+    other.restore(bundle, mode="replace", force=True)
+    other.update(secret, text="okapi grazing by the river bend at dawn")
+    other.head(secret, visibility="public")
+    changed = other.backup(dest=tmp_path / "b2").path
+    assert _nearest(cx, Filters(actor="bob"), "okapi grazing by the river bend", 1) != [secret]
+    cx.restore(changed, mode="merge")
+    with cx.store.reading() as tx:
+        assert tx.heads_by_ids([secret], "alice", ("id", "visibility")) == [{"id": secret, "visibility": "public"}]
+    assert _nearest(cx, Filters(actor="bob"), "okapi grazing by the river bend", 1) == [secret]
+    cx.reindex()
+    public = next(p for p in _record(split).parts if p.classes == ("public",))
+    assert _class_keys(cx, "public") == _file_keys(cx, public)
+    assert _nearest(cx, Filters(actor="bob"), "okapi grazing by the river bend", 1) == [secret]
+    assert_store_verifies(split)
