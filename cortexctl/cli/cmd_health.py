@@ -52,6 +52,9 @@ def _render(out, doc: dict) -> None:
         if (i.get("files") or 1) > 1:
             graph += f", in {i['files']} files by visibility class"
         out.line(f"index: {i['state']} ({i['count']} vectors, {i['model']}, dimension {i['dimension']}{graph})")
+        if i.get("split_on_rebuild"):
+            out.line("index: visibility classes grew in a file they share; cortexctl reindex --rebuild gives "
+                     "them files of their own, which the finds of those who do not see them pass over")
         if i.get("denser_on_rebuild"):
             out.line("index: its graph was built for a smaller store; cortexctl reindex --rebuild builds it "
                      "denser, for recall at this size")

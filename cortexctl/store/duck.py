@@ -220,6 +220,9 @@ class DuckTx(Lanes):
     def vector_classes(self, model: str, *, after: int = 0):
         return sq.vector_classes(self.con, model, after=after)
 
+    def class_counts(self, model: str) -> dict[str, int]:
+        return sq.class_counts(self.con, model)
+
     def vector_chunks(self, filters: Filters, model: str, dim: int):
         where, params = self._sql(filters)
         return sq.vector_chunks(self.con, where, params, model, dim)

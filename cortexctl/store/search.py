@@ -156,6 +156,13 @@ def drop_vectors(con, id_: str, *, model: str | None = None) -> None:
     _drop(con, "id = ?" + (" AND model = ?" if model else ""), [id_] + ([model] if model else []))
 
 
+def class_counts(con, model: str) -> dict[str, int]:
+    """How many of the model's vectors each class (``VECTOR_CLASS``) has."""
+    return {str(c): int(n) for c, n in con.execute(
+        f"SELECT {VECTOR_CLASS} AS cls, count(*) FROM vectors v LEFT JOIN heads h ON h.id = v.id"
+        " WHERE v.model = ? GROUP BY cls", [model]).fetchall()}
+
+
 def rekey_vectors(con, id_: str) -> int:
     """Give a memory's vectors new keys, the old ones dropped, when its visibility class changes:
     the index file that holds a vector is its class's (``vector_index``), and a key stays in the

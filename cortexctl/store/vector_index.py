@@ -1320,18 +1320,22 @@ def health(store: DuckStorage, model: str | None, *, folding: bool = False) -> d
     """The healthcheck's ``index`` block: the file, and whether it can be trusted for ``model``
     (a store too small to have one is searched exactly, which is as it should be); the
     ``connectivity`` of its graph, and ``denser_on_rebuild`` when the graph grew past the size it
-    was built for (``hnsw.sparser_than_wanted``: ``reindex --rebuild`` builds it denser).
+    was built for (``hnsw.sparser_than_wanted``: ``reindex --rebuild`` builds it denser); the
+    number of ``files``, and ``split_on_rebuild`` when a file holds classes a whole build would
+    put in files of their own (``would_split``: ``reindex --rebuild`` splits it).
     ``folding``: a background fold is under way (``store/fold.py``), building a file not there yet."""
     from cortexctl.index import hnsw
 
     block = {"path": str(index_path(store)), "exists": index_path(store).is_file(),
              "count": None, "model": None, "dimension": None, "consistent": None, "state": None,
-             "connectivity": None, "files": None, "denser_on_rebuild": False, "building": False}
+             "connectivity": None, "files": None, "denser_on_rebuild": False, "split_on_rebuild": False,
+             "building": False}
     if model is None or not store.exists():
         return block
     with store.reading() as tx:
         n, _max_key, dim = tx.vector_stats(model)
         rec, why = index_state(tx, store, model, dim)
+        counts = tx.class_counts(model) if why == "ok" and rec is not None else {}
     building = why != "ok" and bool(n) and folding
     small = why == "missing" and n < FOLD_AT and not building
     state = "not built yet (searched exactly)" if small else why
@@ -1341,6 +1345,17 @@ def health(store: DuckStorage, model: str | None, *, folding: bool = False) -> d
                  dimension=rec.dim if rec else dim, state=state,
                  consistent=why == "ok" or small or building or not n, building=building)
     if why == "ok" and rec is not None:
-        block.update(connectivity=rec.connectivity, files=len(rec.parts),
+        block.update(connectivity=rec.connectivity, files=len(rec.parts), split_on_rebuild=would_split(rec, counts),
                      denser_on_rebuild=any(hnsw.sparser_than_wanted(p.connectivity, p.count) for p in rec.parts))
     return block
+
+
+def would_split(rec: IndexRecord, counts: dict) -> bool:
+    """A file holds a class of PART_MIN vectors (``counts``: class -> vectors) and other classes of
+    as many together: a whole build would give them files of their own (a fold never splits one;
+    a class new since the build joins the last file, which may be a large class's own)."""
+    for part in rec.parts:
+        held = sorted((counts.get(c, 0) for c in (counts if part.classes is None else part.classes)), reverse=True)
+        if len(held) > 1 and held[0] >= PART_MIN and sum(held[1:]) >= PART_MIN:
+            return True
+    return False

@@ -14,7 +14,7 @@ from tests.contract.conftest import (GOAL, MIXED_FILTERS, T0, WEIGHTS, embedded,
                                      journaled, memory, methods, mixed_memories, put, unit_rows)
 
 INDEX_KEYS = {"path", "exists", "count", "model", "dimension", "consistent", "state",
-              "connectivity", "files", "denser_on_rebuild", "building"}
+              "connectivity", "files", "denser_on_rebuild", "split_on_rebuild", "building"}
 ACTIONS = {"fold", "rebuild", "none"}
 # More memories than any backend may compare one by one (DuckDB's EXACT_MAX is 4096): nearest goes
 # through the backend's index.

@@ -18,7 +18,7 @@ from cortexctl import Cortex, FindQuery
 from cortexctl.index import hnsw
 from cortexctl.store import vector_index as vi
 from cortexctl.store.interface import Filters
-from tests.conftest import assert_store_verifies
+from tests.conftest import assert_store_verifies, run_in_process
 
 N = vi.EXACT_MAX + 904  # enough that an unfiltered find goes through the index
 PART_MIN = 300  # a class of this many vectors gets its own file here (the store's classes: 4,104 / 500 / 300)
@@ -728,3 +728,23 @@ def test_a_merge_that_makes_a_memory_public_re_keys_it_into_the_public_file(spli
     assert _class_keys(cx, "public") == _file_keys(cx, public)
     assert _nearest(cx, Filters(actor="bob"), "okapi grazing by the river bend", 1) == [secret]
     assert_store_verifies(split)
+
+
+def test_healthcheck_says_when_a_class_outgrew_the_file_it_shares(split, monkeypatch):
+    cx = Cortex(store=split, actor="alice")
+    carol = Cortex(store=split, actor="carol")
+    for i in range(12):
+        carol.write("fact", f"carol's walrus {i}")
+    cx.reindex()
+    assert _record(split).parts[-1].classes == ("private:carol", "scoped:alice")
+    assert cx.healthcheck()["index"]["split_on_rebuild"] is False  # carol's 12 beside alice's 313 scoped
+    one_file = vi.IndexRecord("m", 4, 0, [vi.Part(vi.INDEX_NAME, None, 0, {})])
+    assert vi.would_split(one_file, {"private:alice": 400, "public": 350})  # two classes of 300 in one file
+    assert not vi.would_split(one_file, {"private:alice": 400, "public": 50, "scoped:alice": 60})
+    monkeypatch.setattr(vi, "PART_MIN", 10)  # carol's 12 vectors now make a class of its own
+    assert cx.healthcheck()["index"]["split_on_rebuild"] is True
+    said = run_in_process(split, "healthcheck")
+    assert "reindex --rebuild gives them files of their own" in said.out, said
+    cx.reindex(rebuild=True)
+    assert ("private:carol",) in [p.classes for p in _record(split).parts]
+    assert cx.healthcheck()["index"]["split_on_rebuild"] is False

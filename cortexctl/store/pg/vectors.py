@@ -546,7 +546,7 @@ def health(store, model: str | None) -> dict:
     where = f"{store.schema}.{index_stem(model)}*" if model is not None else f"{store.schema}.{INDEX_PREFIX}*"
     block = {"path": where, "exists": False, "count": None, "model": None, "dimension": None,
              "consistent": None, "state": None, "connectivity": None, "files": None, "denser_on_rebuild": False,
-             "building": False}  # the server builds its index inside the statement that asks for it
+             "split_on_rebuild": False, "building": False}  # the server builds its index inside the statement that asks for it
     if model is None or not store.exists():
         return block
     with store.reading() as tx:
