@@ -94,9 +94,11 @@ PostgreSQL the database does not hold finds to their actor (this user is not
 a member of the role cortexctl_viewer: store.isolation is engine); else healthy.
 It reads the database through once (every block, so that DuckDB checks its
 checksums: about 1.4 s at 100,000 memories; DuckDB held to 512 MB, spilling
-into the store's scratch area), checks the index file against its
-record (and names its graph's connectivity, saying when reindex --rebuild would
-build a denser one for the store's size) and the search snapshot block by
+into the store's scratch area), checks the index files against their
+record (and names the graph's connectivity and how many files the vectors are
+split over by visibility class, saying when reindex --rebuild would build a
+denser graph for the store's size or split a file whose classes grew) and the
+search snapshot block by
 block; verify proves every record. The --json payload's
 fields may be added to, never renamed or removed; secrets never appear. Its
 topology is embedded (a store directory) or external (a PostgreSQL server:
