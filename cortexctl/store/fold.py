@@ -402,7 +402,7 @@ def _build(store, taken: dict, work: Path) -> dict:
     if entries is not None:
         parts, files = vi.save_parts(work, entries)
         del entries
-        built["index"] = (files, vi.IndexRecord(model, int(parts[0].fingerprint["dim"]), top, parts, taken["drop"]))
+        built["index"] = (files, vi.IndexRecord.of_parts(model, top, parts, taken["drop"]))
     cleared = {taken["model"]: taken["drop"]} if built["index"] is not None and taken["drop"] else None
     if taken["snapshot"] is not None and taken.get("current") and not cleared:
         built["snapshot"] = "current"

@@ -100,6 +100,11 @@ class IndexRecord:
         return cls(model, int(index.ndim), max_key, [Part.of_file(INDEX_NAME, None, index, fp)],
                    [int(k) for k in cleared])
 
+    @classmethod
+    def of_parts(cls, model: str, max_key: int, parts: list, cleared=()) -> IndexRecord:
+        """The record of files just saved (``save_parts``), holding the vectors up to ``max_key``."""
+        return cls(model, int(parts[0].fingerprint["dim"]), max_key, parts, [int(k) for k in cleared])
+
     @property
     def count(self) -> int:
         return sum(p.count for p in self.parts)
@@ -175,13 +180,13 @@ def part_name() -> str:
     return f"{INDEX_NAME}-{os.urandom(8).hex()}"
 
 
-def part_of(parts: list, classes):
-    """The position in ``parts`` of the file that takes a vector of each class (a list of names):
-    its class's, else the last."""
+def part_of(groups: list, classes):
+    """The position among ``groups`` (each file's classes, None for every class) of the file that
+    takes a vector of each class (a list of names): its class's, else the last."""
     import numpy as np
 
-    where = {c: i for i, p in enumerate(parts) if p.classes is not None for c in p.classes}
-    return np.array([where.get(c, len(parts) - 1) for c in classes], dtype=np.int64)
+    where = {c: i for i, g in enumerate(groups) if g is not None for c in g}
+    return np.array([where.get(c, len(groups) - 1) for c in classes], dtype=np.int64)
 
 
 def _named(store, why: str) -> tuple[Path, str]:
@@ -510,11 +515,6 @@ class IndexLoader:
             self.base = rec
             self._jobs.append(self._pool.submit(self._restore, index_path(store), rec))
 
-    @property
-    def index(self):
-        """The one index of a load that started from a file or met one class (None otherwise)."""
-        return next(iter(self.indexes.values())) if len(self.indexes) == 1 else None
-
     def _restore(self, path: Path, rec: IndexRecord) -> None:
         from cortexctl.index import hnsw
 
@@ -765,7 +765,7 @@ def router(entries: list, classes) -> tuple | None:
     names, keys, codes = classes
     if entries[0][0] is None:
         return None
-    pos = part_of([Part("", c, 0, {}) for c, _ in entries], names)
+    pos = part_of([c for c, _ in entries], names)
     last = len(entries) - 1
     joining = {n for n, p in zip(names, pos.tolist()) if p == last} - set(entries[last][0])
     if joining:
@@ -816,7 +816,7 @@ def grow(store, rec: IndexRecord, tail, classes, drop) -> list | None:
     from cortexctl.index import hnsw
 
     names, known, codes = classes
-    pos_of_code = part_of(rec.parts, names)
+    pos_of_code = part_of([p.classes for p in rec.parts], names)
     of_key = pos_of_code[codes] if len(codes) else pos_of_code[:0]
     last = len(rec.parts) - 1
     opened: dict = {}
@@ -902,15 +902,10 @@ def _save_and_install(store: DuckStorage, entries: list, model: str, max_key: in
     with their record."""
     parts, files = save_parts(store.path, entries)
     try:
-        rec = IndexRecord(model, _dim_of(parts), max_key, parts, [int(k) for k in cleared])
-        install_parts(store, rec, files)
+        install_parts(store, IndexRecord.of_parts(model, max_key, parts, cleared), files)
     finally:
         for tmp, _fp in files.values():
             tmp.unlink(missing_ok=True)
-
-
-def _dim_of(parts: list) -> int:
-    return int(parts[0].fingerprint["dim"])
 
 
 def fold_due(store: DuckStorage, model: str, last_key: int) -> bool:
@@ -1163,21 +1158,14 @@ def _by_slots(tx, store, rec: IndexRecord, parts: list, ids, keys, model, dim, q
         slots = np.flatnonzero(ordered[pos] == slot_keys)
         seen += np.bincount(pos[slots], minlength=len(ordered))
         which_of.append(inside_at[order[pos[slots]]])  # the candidate in each of those slots
-        rows_of.append(rows[slots] if len(parts) > 1 else (rows, slots))
+        rows_of.append(rows[slots])
     if (seen != 1).any():
         return None  # the files lack a key, or hold one twice
-    if len(parts) == 1:  # rows taken only once narrowed
-        which, (rows, slots) = which_of[0], rows_of[0]
-        keep = _rough(rows[slots], q, n)  # the tail can only raise the n-th best
-        if keep is None:
-            return None
-        which, kept_rows = which[keep], rows[slots[keep]]
-    else:
-        which, rows = np.concatenate(which_of), np.concatenate(rows_of)
-        keep = _rough(rows, q, n)
-        if keep is None:
-            return None
-        which, kept_rows = which[keep], rows[keep]
+    which, rows = (which_of[0], rows_of[0]) if len(parts) == 1 else (np.concatenate(which_of), np.concatenate(rows_of))
+    keep = _rough(rows, q, n)  # the tail can only raise the n-th best
+    if keep is None:
+        return None
+    which, kept_rows = which[keep], rows[keep]
     tail = np.flatnonzero(~inside)
     mat = tx.vectors_at_keys(np.concatenate((keys[which], keys[tail])), model, dim)  # None when one is gone
     if mat is None or not np.array_equal(mat[:len(which)], kept_rows.astype(np.float32)):
