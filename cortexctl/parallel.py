@@ -208,6 +208,12 @@ def _run(fn: Callable[..., Any], *args: Any) -> Any:  # pragma: no cover - in th
         _RUNNING = False
 
 
+def _worker_died():
+    from cortexctl.errors import CortexError
+
+    return CortexError("a worker process ended unexpectedly (killed, or out of memory)")
+
+
 class ordered_map:  # noqa: N801 - used like the builtin map
     """``fn(*task)`` for each task, in ``workers`` processes; iterate for the results in task order.
 
@@ -240,26 +246,29 @@ class ordered_map:  # noqa: N801 - used like the builtin map
             raise
 
     def _fill(self) -> None:
+        from concurrent.futures import BrokenExecutor
+
         while len(self._queue) < self._limit:
             task = next(self._tasks, None)
             if task is None:
                 return
             # submitting may start a worker: it starts with the signals blocked, and a signal that
             # another thread takes is raised here only once the worker has its start-up data
-            with _held(_WORKER_SIGNALS), interrupts_held():
-                future = self._pool.submit(_run, self._fn, *task)
+            try:
+                with _held(_WORKER_SIGNALS), interrupts_held():
+                    future = self._pool.submit(_run, self._fn, *task)
+            except BrokenExecutor:  # a worker died on a task queued behind the results taken so far
+                raise _worker_died() from None
             self._queue.append(future)
 
     def __iter__(self) -> Iterator[Any]:
         from concurrent.futures import BrokenExecutor
 
-        from cortexctl.errors import CortexError
-
         while self._queue:
             try:
                 result = self._queue.pop(0).result()
             except BrokenExecutor:
-                raise CortexError("a worker process ended unexpectedly (killed, or out of memory)") from None
+                raise _worker_died() from None
             self._fill()
             yield result
 

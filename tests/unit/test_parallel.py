@@ -48,6 +48,17 @@ def test_a_worker_killed_mid_task_is_a_cortex_error_not_a_crash():
             list(pool)
 
 
+def test_a_pool_broken_before_the_next_task_is_handed_out_is_a_cortex_error_too():
+    """The worker dies on a task queued behind one that succeeded: when the pool knows it is broken
+    before the result of the first is taken, handing out the next task is where it is met."""
+    from concurrent.futures import wait
+
+    with ordered_map(_dies, [(0,), (2,), (3,), (4,)], workers=1, ahead=2) as pool:
+        wait([pool._queue[1]])  # task 2 ended: the worker is dead and the pool broken
+        with pytest.raises(CortexError, match="worker process ended unexpectedly"):
+            list(pool)
+
+
 class _Gone:
     """Start-up data that a fresh worker cannot rebuild: a lock whose semaphore (``gone``: another
     file) its parent has let go, or another file that is not there."""
