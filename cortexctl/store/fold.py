@@ -353,7 +353,7 @@ def _same_db(store, fd: int) -> bool:
 
 def _rebuilt(store, rb: dict):
     """The indexes of a whole build of the spooled vectors (``_spool``), one a file of their classes'
-    layout (``vector_index.whole``), built as ``vector_index.update`` builds them;
+    layout (``vector_index.Build``), built as ``vector_index.update`` builds them;
     None as soon as the store holds another database file (the build would be thrown away)."""
     import zlib
 
@@ -364,7 +364,7 @@ def _rebuilt(store, rb: dict):
 
     spool = rb["spool"]
     keys = spool["keys"]
-    entries, where = vi.whole(rb["dim"], *rb["classes"])
+    build = vi.Build(rb["dim"], rb["classes"], spool["path"].parent)  # files saved in the work area as they complete
     if len(keys):
         mat = np.memmap(spool["path"], dtype=np.float32, mode="r", shape=(len(keys), rb["dim"]))
         at = 0
@@ -374,11 +374,11 @@ def _rebuilt(store, rb: dict):
             part = np.array(mat[at:at + n])
             if zlib.crc32(part) != crc:
                 raise CortexError(f"the fold's work file {spool['path']} changed while the index was built")
-            vi.add_routed(entries, where, keys[at:at + n], part)
+            build.add(keys[at:at + n], part)
             at += n
         del mat
     os.unlink(spool["path"])
-    return entries
+    return build.entries()
 
 
 def _build(store, taken: dict, work: Path) -> dict:

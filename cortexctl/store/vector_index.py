@@ -70,12 +70,13 @@ class Part:
 
     @classmethod
     def of_file(cls, file: str, classes, index, fp) -> Part:
-        """The part of ``index`` just saved with fingerprint ``fp`` (``hnsw.save_*``)."""
+        """The part of ``index`` (or of a ``Sealed`` file) just saved with fingerprint ``fp`` (``hnsw.save_*``)."""
         from cortexctl.index import hnsw
 
         sampled = {k: v for k, v in fp.to_json().items() if k != "whole"}  # the record keeps it as crc_all
-        return cls(file, None if classes is None else tuple(classes), len(index), sampled, fp.whole,
-                   hnsw.connectivity(index))
+        count, links = (index.count, index.connectivity) if isinstance(index, Sealed) \
+            else (len(index), hnsw.connectivity(index))
+        return cls(file, None if classes is None else tuple(classes), count, sampled, fp.whole, links)
 
     def to_json(self) -> dict:
         return {"file": self.file, "classes": None if self.classes is None else list(self.classes),
@@ -134,16 +135,31 @@ class IndexRecord:
         return [p for p in self.parts if p.classes is None or any(map(sight.sees, p.classes))]
 
 
+@dataclass
+class Sealed:
+    """A file of a build saved as soon as its last vector was added (``Build``), its graph let go:
+    ``save_parts`` records it as it is."""
+
+    tmp: Path
+    fp: object  # hnsw.Fingerprint
+    count: int
+    connectivity: int
+
+
 # -- the files by visibility class ------------------------------------------------------------------
 # A store's vectors may be split over several index files by their memories' visibility class
 # (``search.VECTOR_CLASS``: "public", "private:ACTOR", "scoped:ACTOR"), so that a find views and
 # searches only the files holding what its viewer may see (its own, the public ones, its granters'
 # scoped ones): a viewer who sees a tenth of a million memories views a tenth of the graph. A whole
 # build (``layout``) gives each class of at least PART_MIN vectors its own file and puts the rest
-# together in the last; a fold adds each vector to the file of its class (a class new since the
-# build to the last). A memory whose visibility changes gets new vector keys
+# together in the last. No file is given more than PART_MAX vectors: a group past it is built as
+# several files by key range (``pieces``), and a fold adds each vector to the last file that names
+# its class (a class no file names: to the last file) until that file holds PART_MAX, then starts
+# another (``grow``), so that a fold rewrites at most one such file a class and a build holds at most
+# one graph a group in memory (``Build``). A memory whose visibility changes gets new vector keys
 # (``search.rekey_vectors``): the pending tail until the next fold puts them in the new class's file.
 PART_MIN = 20_000
+PART_MAX = 200_000  # hnsw.DENSE_AT: each file's graph is built sparse, about 1 KB a vector while it builds
 
 
 @dataclass(frozen=True)
@@ -174,6 +190,11 @@ def layout(counts: dict) -> list:
     return [None] if len(groups) <= 1 else groups
 
 
+def pieces(n: int) -> int:
+    """The files a whole build makes of a group of ``n`` vectors: as few as hold at most PART_MAX each."""
+    return max(1, -(-n // PART_MAX))
+
+
 def part_name() -> str:
     """A new name for a file after the first: never one in use, so that a file is put in place by
     a rename and the record that names it (``install_parts``)."""
@@ -182,7 +203,7 @@ def part_name() -> str:
 
 def part_of(groups: list, classes):
     """The position among ``groups`` (each file's classes, None for every class) of the file that
-    takes a vector of each class (a list of names): its class's, else the last."""
+    takes a vector of each class (a list of names): the last that names its class, else the last."""
     import numpy as np
 
     where = {c: i for i, g in enumerate(groups) if g is not None for c in g}
@@ -274,16 +295,16 @@ def _parts_crc(parts) -> int:
 
 def _sound_parts(parts: list) -> bool:
     """The first part is the file ``cortex.usearch``, the others files named as ``part_name`` makes,
-    each once; only a lone part holds every class."""
+    each once; a lone part holds every class, and so may the first of several (a file of every class
+    that a fold found full: ``grow``), no other; a part that names classes names some, each once."""
     import re
 
     names = [p.file for p in parts]
-    classes = [c for p in parts for c in (p.classes or ())]
     return (bool(parts) and names[0] == INDEX_NAME and len(set(names)) == len(names)
             and all(re.fullmatch(PART_NAME, n) for n in names[1:])
-            and all((p.classes is None) == (len(parts) == 1) for p in parts)  # a lone part holds every class
-            and all(p.classes != () for p in parts)  # a part of the split holds some class
-            and len(set(classes)) == len(classes))  # and a class is in one file
+            and (len(parts) > 1 or parts[0].classes is None)  # a lone part holds every class
+            and all(p.classes is not None for p in parts[1:])
+            and all(p.classes is None or (p.classes and len(set(p.classes)) == len(p.classes)) for p in parts))
 
 
 def _describes_file(store, rec: IndexRecord) -> bool:
@@ -477,11 +498,13 @@ class IndexLoader:
     graph while the next batch is read and written. It starts from the trusted
     index file (``base``, a store of one file) when there is one and adds every
     vector to it; else from nothing: one graph of the classes below PART_MIN (``_REST``) and one
-    of each class from the batch that takes it to PART_MIN on (the vectors' ``owners``), each built
-    for the store's vectors plus the ``expected`` ones the import brings (``hnsw.build_settings``);
+    of each class from the batch that takes it to PART_MIN on (the vectors' ``owners``);
     a class's vectors added to the first before it had a graph of its own are moved to its own
-    when it is taken (fewer than PART_MIN a class), which then gives ``layout``'s files. ``fold`` uses
-    it only when it is what a fold or rebuild would start from at that moment:
+    when it is taken (fewer than PART_MIN a class), which then gives ``layout``'s files. A graph
+    that reaches PART_MAX vectors is saved into the import's scratch work directory and let go
+    (``Sealed``; the next vectors of its class start another), so that an import holds about one
+    graph a group in memory; a class whose first vectors were saved in a shared file stays named
+    there. ``fold`` uses it only when it is what a fold or rebuild would start from at that moment:
     the same trusted file (or none), and every vector it was given still in
     the store under its key; otherwise the usual fold or rebuild runs.
     """
@@ -493,11 +516,16 @@ class IndexLoader:
         from concurrent.futures import ThreadPoolExecutor
 
         self.model = model
+        self.store = store
         self.size = expected  # the vectors the index will hold: those in the store are added below
         self.base: IndexRecord | None = None
-        self.indexes: dict = {}  # class -> index (None: every class, the base file's)
-        self.class_keys: dict = {}  # class -> [keys added to the graph of the small classes, _REST]
+        self.indexes: dict = {}  # class -> index (None: every class, the base file's; None value: saved, none since)
+        self.class_keys: dict = {}  # class -> [keys added to the graph of the small classes, _REST, in memory]
+        self.rest_classes: set = set()  # the classes with vectors in that graph
+        self.sealed: list = []  # (class or _REST, classes, Sealed): the graphs saved as they filled
+        self.work: Path | None = None  # the scratch directory they are saved in
         self.counts: dict = {}  # class -> vectors added
+        self.queued: dict = {}  # graph (class or _REST) -> vectors handed to its graph since the last was saved
         self.broken = False
         self.threads = threads  # cores for adding (the adding thread itself is one)
         self.added: list[tuple[int, list[str], list[int]]] = []  # (first key, ids, versions)
@@ -523,18 +551,46 @@ class IndexLoader:
         if index is not None:
             self.indexes[None] = index
 
-    def _add(self, cls, keys, matrix) -> None:
+    def _add(self, into, cls, keys, matrix) -> None:
+        """In the worker: add to the graph ``into`` (a class, ``_REST`` or None) vectors of ``cls``."""
         from cortexctl.index import hnsw
 
         if self.broken:
             return
-        index = self.indexes.get(cls)
+        index = self.indexes.get(into)
         if index is None:
-            index = self.indexes[cls] = hnsw.new(int(matrix.shape[1]), self.size)
+            index = self.indexes[into] = hnsw.new(int(matrix.shape[1]), self.size if into is None
+                                                  else min(self.size, PART_MAX))
         if index.ndim != matrix.shape[1]:
             self.broken = True
             return
         index.add(keys, matrix, threads=self.threads)
+        if into == _REST:
+            self.rest_classes.add(cls)
+            self.class_keys.setdefault(cls, []).append(keys)
+        if into is not None and len(index) >= PART_MAX:
+            self._seal(into)
+
+    def _seal(self, into) -> None:
+        """Save the full graph ``into`` in the work directory and let it go."""
+        import tempfile
+
+        from cortexctl.index import hnsw
+        from cortexctl.store import scratch
+
+        index = self.indexes[into]
+        with scratch.private():
+            if self.work is None:
+                self.work = scratch.make(scratch.areas(self.store), "index")
+            fd, tmp = tempfile.mkstemp(prefix=f".{INDEX_NAME}.", suffix=".tmp", dir=self.work)
+        os.close(fd)
+        fp = hnsw.save_beside(index, Path(tmp))
+        classes = tuple(sorted(self.rest_classes)) if into == _REST else (into,)
+        self.sealed.append((into, classes, Sealed(Path(tmp), fp, len(index), hnsw.connectivity(index))))
+        self.indexes[into] = None
+        if into == _REST:  # saved: no longer moved to their class's graph when taken
+            self.class_keys, self.rest_classes = {}, set()
+        del index
 
     def add(self, last_key: int, ids: list[str], versions: list[int], matrix, owners=None) -> None:
         """Queue vectors just committed under keys up to ``last_key`` (one per id, in order);
@@ -565,22 +621,38 @@ class IndexLoader:
                     # a small class (so far) shares one graph: most of an import of many actors' memories
                     # is not built a class at a time and put together again when taken
                     into = _REST
-                    self.class_keys.setdefault(cls, []).append(keys[at])
                 else:
                     self.indexes.setdefault(cls, None)  # its own graph from now on (made by _add)
-            for s in range(0, len(at), self.CHUNK):
-                part = at[s : s + self.CHUNK]
-                self._jobs.append(self._pool.submit(self._add, into, keys[part], matrix[part]))
+            s = 0
+            while s < len(at):
+                take = self.CHUNK
+                if into is not None:  # a graph is given exactly PART_MAX, then saved (_add)
+                    take = min(take, PART_MAX - self.queued.get(into, 0))
+                    self.queued[into] = (self.queued.get(into, 0) + min(take, len(at) - s)) % PART_MAX
+                part = at[s : s + take]
+                s += take
+                self._jobs.append(self._pool.submit(self._add, into, cls, keys[part], matrix[part]))
 
-    def close(self) -> None:
-        """Stop the worker (waiting for the add under way); the indexes are dropped."""
+    def _stop(self) -> None:
+        """Stop the worker (waiting for the add under way)."""
         self._pool.shutdown(wait=True, cancel_futures=True)
         self._jobs = []
 
+    def close(self) -> None:
+        """Stop the worker; the indexes are dropped, and the graphs saved as they filled removed
+        (those ``take`` gave were put in place by then, or are not wanted)."""
+        from cortexctl.store import scratch
+
+        self._stop()
+        self.sealed = []
+        scratch.remove(self.work)
+        self.work = None
+
     def take(self, tx, rec: IndexRecord | None, dim: int) -> list | None:
-        """The indexes as ``entries`` for ``save_parts`` ([(classes, index)], one a file of the
-        classes' ``layout``, a small class's vectors read from the store into its file's), when
-        they can stand in for what ``fold`` would start from, else None.
+        """The indexes as ``entries`` for ``save_parts`` ([(classes, index or ``Sealed``)], the
+        saved ones and, per class of its own, its graph in memory, largest class first, the shared
+        ones last; a small class's vectors read from the store into its file's), when they can
+        stand in for what ``fold`` would start from, else None.
 
         ``rec`` is the trusted record now (None when the file cannot be trusted).
         Waits for the worker; an error it met is raised here.
@@ -590,9 +662,10 @@ class IndexLoader:
         self.threads = os.cpu_count() or 1  # nothing else to do now: every core on what is left
         for job in self._jobs:
             job.result()
-        self.close()
+        self._stop()
         self.indexes = {c: ix for c, ix in self.indexes.items() if ix is not None}
-        if self.broken or not self.indexes or not self.added or any(ix.ndim != dim for ix in self.indexes.values()):
+        if self.broken or not (self.indexes or self.sealed) or not self.added \
+                or any(ix.ndim != dim for ix in self.indexes.values()):
             return None
         if rec != self.base:
             return None
@@ -617,21 +690,21 @@ class IndexLoader:
                     return None
                 hnsw.add(index, keys, mat)
                 hnsw.remove(rest, keys)
-        counts = {c: len(ix) for c, ix in self.indexes.items()}
-        counts.update((c, n) for c, n in self.counts.items() if c not in self.indexes)
+                self.rest_classes.discard(cls)
+        own = sorted({c for c in self.counts if c in self.indexes or any(c == s[0] for s in self.sealed)},
+                     key=lambda c: (-self.counts[c], c))
+        shared = [(classes, saved) for into, classes, saved in self.sealed if into == _REST]
+        if rest is not None and len(rest):
+            shared.append((tuple(sorted(self.rest_classes)), rest))
+        if not self.sealed and len(own) + len(shared) <= 1:  # one file: the one graph that holds anything
+            held = [ix for ix in (*self.indexes.values(), rest) if ix is not None and len(ix)]
+            return [(None, held[0])] if len(held) == 1 else None
         entries = []
-        for group in layout(counts):
-            if group is None:  # one file: the one graph that holds anything
-                held = [ix for ix in (*self.indexes.values(), rest) if ix is not None and len(ix)]
-                if len(held) != 1:
-                    return None
-                return [(None, held[0])]
-            own = group[0] in self.indexes and len(group) == 1
-            index = self.indexes.pop(group[0]) if own else rest
-            if index is None:
-                return None
-            entries.append((group, index))
-        return entries
+        for cls in own:
+            entries += [((cls,), saved) for into, _c, saved in self.sealed if into == cls]
+            if cls in self.indexes and len(self.indexes[cls]):
+                entries.append(((cls,), self.indexes.pop(cls)))
+        return entries + shared
 
     def keys(self):
         import numpy as np
@@ -707,10 +780,14 @@ def _fold(store: DuckStorage, model: str, *, rebuild: bool, progress, built: Ind
                     else:
                         action = "rebuild"
                         after = 0
-                    if entries is None:
-                        entries, where = whole(dim, *tx.vector_classes(model))
+                    if entries is None:  # files saved beside the store as they complete (swept by settle after a kill)
+                        build = Build(dim, tx.vector_classes(model), store.path)
+                        add = build.add
                     else:  # the builder's files: what it was not given goes to its class's
                         where = router(entries, tx.vector_classes(model, after=after))
+
+                        def add(keys, mat, entries=entries, where=where):
+                            add_routed(entries, where, keys, mat)
                     total = tx.count_vectors(model, after=after)
                     done = 0 if skip is None else len(skip)
                     if skip is not None and len(skip) and int(skip.min()) > after:
@@ -719,16 +796,23 @@ def _fold(store: DuckStorage, model: str, *, rebuild: bool, progress, built: Ind
                         top = int(skip.max())
                         if total == len(skip) + tx.count_vectors(model, after=top):
                             after, skip = top, None
-                    for keys, mat in tx.iter_vectors(model, dim, after=after):
-                        if skip is not None:
-                            import numpy as np
+                    try:
+                        for keys, mat in tx.iter_vectors(model, dim, after=after):
+                            if skip is not None:
+                                import numpy as np
 
-                            keep = ~np.isin(keys, skip, assume_unique=True)
-                            keys, mat = keys[keep], mat[keep]
-                        add_routed(entries, where, keys, mat)
-                        done += len(keys)
-                        if progress:
-                            progress(done, max(total, done))
+                                keep = ~np.isin(keys, skip, assume_unique=True)
+                                keys, mat = keys[keep], mat[keep]
+                            add(keys, mat)
+                            done += len(keys)
+                            if progress:
+                                progress(done, max(total, done))
+                    except BaseException:
+                        if entries is None:
+                            build.discard()
+                        raise
+                    if entries is None:
+                        entries = build.entries()
             # the dropped keys are out of the new files; the record names them until they are cleared
             _save_and_install(store, entries, model, max_key, cleared)
             vectors = sum(p.count for p in read_record(store).parts)
@@ -736,41 +820,151 @@ def _fold(store: DuckStorage, model: str, *, rebuild: bool, progress, built: Ind
                 tx.clear_dropped()
     finally:
         if built is not None:
-            built.close()
+            built.close()  # the graphs it saved are in place, or not wanted
     # "delta" in reindex's output: the unindexed vectors were folded in
     return {"action": action, "vectors": vectors, "added": done, "reason": why if action == "rebuild" else "delta"}
 
 
 def whole(dim: int, names: list, keys, codes) -> tuple[list, tuple]:
-    """A whole build's empty indexes, one a file of the ``layout`` of the vectors whose classes are
-    given (``Tx.vector_classes``: names, keys in order, codes): ([(classes, index)], the router
-    ``add_routed`` takes: (keys, the file of each))."""
+    """A whole build's files of the vectors whose classes are given (``Tx.vector_classes``: names,
+    keys in order, codes): the ``layout`` of their classes, each group of more than PART_MAX vectors
+    in ``pieces`` files by key range, a file's classes those of its vectors. ([(classes, size)], the
+    router ``add_routed`` takes: (keys, the file of each), None for one file of every class)."""
     import numpy as np
-
-    from cortexctl.index import hnsw
 
     counts = np.bincount(codes, minlength=len(names)) if len(codes) else np.zeros(len(names), dtype=np.int64)
     groups = layout({n: int(c) for n, c in zip(names, counts.tolist()) if c})
-    where = router([(g, None) for g in groups], (names, keys, codes))
-    sizes = np.bincount(where[1], minlength=len(groups)).tolist() if where is not None else [len(keys)]
-    return [(g, hnsw.new(dim, n)) for g, n in zip(groups, sizes)], where
+    if groups == [None]:
+        if len(keys) <= PART_MAX:
+            return [(None, len(keys))], None
+        groups = [tuple(n for n, c in zip(names, counts.tolist()) if c)]  # one group, in files by key range
+    code_of = {n: c for c, n in enumerate(names)}
+    group_of = np.full(len(names), -1, dtype=np.int64)
+    for g, group in enumerate(groups):
+        group_of[[code_of[c] for c in group]] = g
+    pos = np.zeros(len(keys), dtype=np.int64)
+    files: list = []
+    for g, group in enumerate(groups):
+        at = np.flatnonzero(group_of[codes] == g)
+        k = pieces(len(at))
+        piece = np.arange(len(at), dtype=np.int64) * k // max(len(at), 1)  # in key order: ranges of keys
+        pos[at] = len(files) + piece
+        for i in range(k):
+            held = at[piece == i]
+            kinds = group if k == 1 or len(group) == 1 else tuple(names[c] for c in np.unique(codes[held]).tolist())
+            files.append((tuple(sorted(kinds)), len(held)))
+    return files, (keys, pos)
+
+
+class Build:
+    """The files of a whole build (``whole``), filled batch by batch in key order (``add``): each
+    file's graph is made at its first vector and, with ``out`` (a directory on the store's file
+    system), saved there as soon as its last vector is in and let go (``Sealed``), so that a build
+    of files by key range holds about one graph a group at a time. ``entries`` then gives
+    ``save_parts`` what it saves or records."""
+
+    def __init__(self, dim: int, classes, out: Path | None = None) -> None:
+        import numpy as np
+
+        self.dim = dim
+        self.out = out
+        self.files, self.where = whole(dim, *classes)
+        self.indexes: list = [None] * len(self.files)
+        self.sealed: list = [None] * len(self.files)
+        keys = classes[1]
+        self.last = np.full(len(self.files), -1, dtype=np.int64)  # each file's highest key: complete once reached
+        if self.where is None:
+            self.last[0] = int(keys[-1]) if len(keys) else -1
+        elif len(keys):
+            files, at = np.unique(self.where[1][::-1], return_index=True)  # keys rise: a file's last is its highest
+            self.last[files] = np.asarray(keys, dtype=np.int64)[len(keys) - 1 - at]
+
+    def add(self, keys, mat) -> None:
+        """Add vectors (keys rising from batch to batch) to their files; save the files completed."""
+        import numpy as np
+
+        from cortexctl.index import hnsw
+
+        if not len(keys):
+            return
+        pos = np.zeros(len(keys), dtype=np.int64) if self.where is None \
+            else _route(self.where[0], self.where[1], keys, len(self.files) - 1)
+        for i in np.unique(pos).tolist():
+            if self.sealed[i] is not None:
+                raise ValueError(f"vectors after the last of file {i} of the build")  # keys out of order
+            if self.indexes[i] is None:
+                self.indexes[i] = hnsw.new(self.dim, self.files[i][1])
+            sel = pos == i
+            hnsw.add(self.indexes[i], keys if sel.all() else keys[sel], mat if sel.all() else mat[sel])
+        if self.out is not None and len(self.files) > 1:
+            top = int(keys[-1])
+            for i in np.flatnonzero((self.last <= top) & (self.last >= 0)).tolist():
+                if self.indexes[i] is not None and self.sealed[i] is None:
+                    self._seal(i)
+
+    def _seal(self, i: int) -> None:
+        import tempfile
+
+        from cortexctl.index import hnsw
+
+        index = self.indexes[i]
+        fd, tmp = tempfile.mkstemp(prefix=f".{INDEX_NAME}.", suffix=".tmp", dir=self.out)
+        os.close(fd)
+        try:
+            fp = hnsw.save_beside(index, Path(tmp))
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
+        self.sealed[i] = Sealed(Path(tmp), fp, len(index), hnsw.connectivity(index))
+        self.indexes[i] = None
+        del index
+
+    def entries(self) -> list:
+        """Per file, (classes, index or ``Sealed``), for ``save_parts``; a file given no vector
+        (none of its keys arrived: the store changed under a build without the lock) gets an empty graph."""
+        from cortexctl.index import hnsw
+
+        out = []
+        for i, (classes, size) in enumerate(self.files):
+            got = self.sealed[i] if self.sealed[i] is not None else self.indexes[i]
+            out.append((classes, hnsw.new(self.dim, size) if got is None else got))
+        self.indexes = [None] * len(self.files)
+        self.sealed = [None] * len(self.files)
+        return out
+
+    def discard(self) -> None:
+        """Remove the files saved so far (a build that does not complete)."""
+        for s in self.sealed:
+            if s is not None:
+                s.tmp.unlink(missing_ok=True)
+        self.sealed = [None] * len(self.files)
+        self.indexes = [None] * len(self.files)
 
 
 def router(entries: list, classes) -> tuple | None:
     """``add_routed``'s router for vectors of these classes (``Tx.vector_classes``) into the files
-    of ``entries`` ([(classes, index)]): a class no file names joins the last (its classes say
-    so). None for one file of every class."""
+    of ``entries`` ([(classes, index)]): the last file in memory that names a vector's class, else
+    the last file (a class it does not name joins it; a file saved already takes no more, so when
+    the last is one, a new last file is added for them). None for one file of every class."""
     import numpy as np
+
+    from cortexctl.index import hnsw
 
     names, keys, codes = classes
     if entries[0][0] is None:
         return None
-    pos = part_of([c for c, _ in entries], names)
+    pos = part_of([() if isinstance(ix, Sealed) else c for c, ix in entries], names)
     last = len(entries) - 1
+    at = pos[codes] if len(codes) else np.zeros(0, dtype=np.int64)
+    if isinstance(entries[last][1], Sealed) and (at == last).any():
+        entries.append(((), hnsw.new(entries[last][1].fp.dim, int((at == last).sum()))))
+        pos[pos == last] = last = len(entries) - 1
+        at = pos[codes]
     joining = {n for n, p in zip(names, pos.tolist()) if p == last} - set(entries[last][0])
-    if joining:
-        entries[last] = (tuple(sorted({*entries[last][0], *joining})), entries[last][1])
-    return keys, pos[codes] if len(codes) else np.zeros(0, dtype=np.int64)
+    if joining and len(at) and (at == last).any():
+        held = {names[c] for c in np.unique(codes[at == last]).tolist()}
+        entries[last] = (tuple(sorted({*entries[last][0], *(joining & held)})), entries[last][1])
+    return keys, at
 
 
 def vector_class(visibility: str, actor: str) -> str:
@@ -809,64 +1003,80 @@ def grow(store, rec: IndexRecord, tail, classes, drop) -> list | None:
     ``max_key``, whose classes are ``classes``: ``Tx.vector_classes``; an iterable, read once, batch
     by batch, so that a tail of a million vectors is not held in memory) and the ``drop``ped keys
     they hold removed: per file, its ``Part`` when nothing changes in it, else (classes, index) with
-    the changes made (a class new since the build joins the last file). None when a file that
-    changes cannot be opened (a rebuild follows)."""
+    the changes made. A vector goes to the last file that names its class, else to the last file
+    (its class joins that file's), until that file holds PART_MAX: then a class's own file is
+    followed by a new one of that class (before the last file), and a shared one by a new last
+    file. None when a file that changes cannot be opened (a rebuild follows)."""
     import numpy as np
 
     from cortexctl.index import hnsw
 
     names, known, codes = classes
-    pos_of_code = part_of([p.classes for p in rec.parts], names)
-    of_key = pos_of_code[codes] if len(codes) else pos_of_code[:0]
-    last = len(rec.parts) - 1
-    opened: dict = {}
+    # per file: [classes, Part or None (new), index once opened or made, vectors it holds]
+    files = [[p.classes, p, None, p.count] for p in rec.parts]
 
-    def index_of(i: int):
-        if i not in opened:
-            part = rec.parts[i]
-            opened[i] = hnsw.open_mutable(part_path(store, part), fingerprint_of(rec, part))
-        return opened[i]
+    def index_of(f: list):
+        if f[2] is None:
+            f[2] = hnsw.open_mutable(part_path(store, f[1]), fingerprint_of(rec, f[1]))
+        return f[2]
 
     gone = np.array(sorted(int(k) for k in drop if k <= rec.max_key), dtype=np.uint64)
-    for i, part in enumerate(rec.parts if len(gone) else ()):
+    for f in files if len(gone) else ():
+        part = f[1]
         slots = hnsw.slot_rows(part_path(store, part), fingerprint_of(rec, part)) if len(rec.parts) > 1 else None
         held = gone[np.isin(gone, slots[0])] if slots is not None else None  # None: known once loaded
         if held is not None and not len(held):
             continue
-        index = index_of(i)
+        index = index_of(f)
         if index is None:
             return None
         hnsw.remove(index, [int(k) for k in gone.tolist() if index.contains(k)] if held is None else held)
-    routed_last = False
+        f[3] = len(index)
+
+    was_last = files[-1]
+
+    def target(name) -> list:
+        """The file the next vector of class ``name`` goes to (one with room). The last file as the
+        fold found it counts as shared whatever it names, so that the files a fold makes do not
+        depend on the order it meets the classes in."""
+        named = [f for f in files if f[0] is not None and name in f[0]]
+        at = named[-1] if named else files[-1]
+        if at[3] < PART_MAX:
+            return at
+        if at is not files[-1] and at is not was_last and at[0] == (name,):
+            files.insert(len(files) - 1, [(name,), None, hnsw.new(rec.dim, PART_MAX), 0])
+            return files[-2]
+        if files[-1][3] < PART_MAX:
+            return files[-1]
+        files.append([(), None, hnsw.new(rec.dim, PART_MAX), 0])
+        return files[-1]
+
     for keys, mat in tail:
-        pos = _route(known, of_key, keys, last)
-        for i in np.unique(pos).tolist():
-            index = index_of(i)
-            if index is None:
-                return None
-            sel = pos == i
-            if sel.all():
-                hnsw.add(index, keys, mat)
-            else:
-                hnsw.add(index, keys[sel], mat[sel])
-            routed_last = routed_last or i == last
-    joining: set = set()
-    if rec.parts[last].classes is not None and routed_last:
-        at_last = set(np.unique(codes[of_key == last]).tolist()) if len(codes) else set()
-        joining = {names[c] for c in at_last} - set(rec.parts[last].classes)
-    entries: list = []
-    for i, part in enumerate(rec.parts):
-        if i not in opened:
-            entries.append(part)
-            continue
-        kinds = part.classes if i != last or not joining else tuple(sorted({*part.classes, *joining}))
-        entries.append((kinds, opened.pop(i)))
-    return entries
+        if len(known):
+            at = np.minimum(np.searchsorted(known, keys), len(known) - 1)
+            code = np.where(known[at] == keys, codes[at], -1)
+        else:
+            code = np.full(len(keys), -1, dtype=np.int64)
+        for c in np.unique(code).tolist():
+            rows = np.flatnonzero(code == c)
+            name = names[c] if c >= 0 else None
+            while len(rows):
+                f = target(name) if name is not None else files[-1]
+                index = index_of(f)
+                if index is None:
+                    return None
+                take = rows[: PART_MAX - f[3]] if name is not None else rows  # a key of no class: the last file
+                hnsw.add(index, keys[take], mat[take])
+                f[3] += len(take)
+                rows = rows[len(take):]
+                if name is not None and f[0] is not None and name not in f[0]:
+                    f[0] = tuple(sorted({*f[0], name}))  # joins the file's classes
+    return [f[1] if f[2] is None else (f[0], f[2]) for f in files if f[2] is not None or f[1] is not None]
 
 
 def save_parts(out: Path, entries: list) -> tuple[list, dict]:
-    """Save the indexes of ``entries`` (per file, a ``Part`` kept as it is or (classes, index))
-    into temp files in ``out``: (the parts, {file name: (temp file, fingerprint)}) for
+    """Save the indexes of ``entries`` (per file, a ``Part`` kept as it is or (classes, index or a
+    ``Sealed`` file, recorded as it is)) into temp files in ``out``: (the parts, {file name: (temp file, fingerprint)}) for
     ``install_parts``. The first file is ``cortex.usearch``, a new one after it gets a new name.
     Each index is let go once saved."""
     import tempfile
@@ -883,6 +1093,10 @@ def save_parts(out: Path, entries: list) -> tuple[list, dict]:
             classes, index = entry
             entries[i] = None
             name = INDEX_NAME if i == 0 else part_name()
+            if isinstance(index, Sealed):  # saved already (``Build``)
+                files[name] = (index.tmp, index.fp)
+                parts.append(Part.of_file(name, classes, index, index.fp))
+                continue
             fd, tmp = tempfile.mkstemp(prefix=f".{INDEX_NAME}.", suffix=".tmp", dir=out)
             os.close(fd)
             files[name] = (Path(tmp), None)
@@ -893,6 +1107,9 @@ def save_parts(out: Path, entries: list) -> tuple[list, dict]:
     except BaseException:
         for tmp, _fp in files.values():
             tmp.unlink(missing_ok=True)
+        for entry in entries:  # the files saved already that it had not come to
+            if entry is not None and not isinstance(entry, Part) and isinstance(entry[1], Sealed):
+                entry[1].tmp.unlink(missing_ok=True)
         raise
     return parts, files
 
@@ -1286,11 +1503,13 @@ def _misfiled(tx, store, rec: IndexRecord, model: str) -> list[str]:
 
     from cortexctl.index import hnsw
 
-    if rec.parts[0].classes is None or not hasattr(tx, "vector_classes"):
+    if len(rec.parts) == 1 or not hasattr(tx, "vector_classes"):
         return []
     names, keys, codes = tx.vector_classes(model)
     out = []
     for part in rec.parts:
+        if part.classes is None:
+            continue  # a file of every class (the first, found full by a fold)
         got = hnsw.slot_rows(part_path(store, part), fingerprint_of(rec, part))
         if got is None or not len(keys):
             continue
@@ -1339,9 +1558,12 @@ def health(store: DuckStorage, model: str | None, *, folding: bool = False) -> d
 
 
 def would_split(rec: IndexRecord, counts: dict) -> bool:
-    """A file holds a class of PART_MIN vectors (``counts``: class -> vectors) and other classes of
-    as many together: a whole build would give them files of their own (a fold never splits one;
-    a class new since the build joins the last file, which may be a large class's own)."""
+    """A file holds more than PART_MAX vectors (an import's), or a class of PART_MIN vectors
+    (``counts``: class -> vectors) and other classes of as many together: a whole build would give
+    them files of their own (a fold never splits one; a class new since the build joins the last
+    file, which may be a large class's own)."""
+    if any(p.count > PART_MAX for p in rec.parts):
+        return True
     for part in rec.parts:
         held = sorted((counts.get(c, 0) for c in (counts if part.classes is None else part.classes)), reverse=True)
         if len(held) > 1 and held[0] >= PART_MIN and sum(held[1:]) >= PART_MIN:

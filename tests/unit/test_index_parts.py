@@ -219,13 +219,21 @@ KILLER = textwrap.dedent("""
 
     store, moment, how = sys.argv[1:]
     vi.PART_MIN = int(os.environ["PART_MIN"])
+    vi.PART_MAX = int(os.environ.get("PART_MAX", vi.PART_MAX))
     installs = []
 
     def kill(*a, **k):
         os.kill(os.getpid(), signal.SIGKILL)
 
     real_install = hnsw.install
-    if moment == "a later file in place":
+    if moment == "a file of the build saved":  # before the build's last vector is in
+        real_save = hnsw.save_beside
+
+        def save_beside(index, tmp):
+            real_save(index, tmp)
+            kill()
+        hnsw.save_beside = save_beside
+    elif moment == "a later file in place":
         def install(tmp, path, fp):
             real_install(tmp, path, fp)
             kill()
@@ -643,9 +651,12 @@ def test_hostile_records_never_raise(split):
     assert not failures
 
 
-def test_the_background_fold_makes_the_files_the_foreground_one_makes(split, tmp_path):
+@pytest.mark.parametrize("full", [False, True], ids=["room", "every file full"])
+def test_the_background_fold_makes_the_files_the_foreground_one_makes(split, tmp_path, monkeypatch, full):
     from cortexctl.store import fold
 
+    if full:  # new files: the public class's own, and a last one carol's class joins
+        monkeypatch.setattr(vi, "PART_MAX", min(p.count for p in _record(split).parts))
     cx = Cortex(store=split, actor="alice")
     carol = Cortex(store=split, actor="carol")
     for i in range(3):
@@ -661,7 +672,7 @@ def test_the_background_fold_makes_the_files_the_foreground_one_makes(split, tmp
     assert fold.run(Cortex(store=split, actor="alice").store, cx.embedder.model)["index"] == "fold"
     a, b = _record(split), _record(other)
     assert [(p.classes, p.count) for p in a.parts] == [(p.classes, p.count) for p in b.parts]
-    assert a.max_key == b.max_key
+    assert a.max_key == b.max_key and (len(a.parts) > 3) == full
     for c in (cx, Cortex(store=other, actor="alice")):
         _answers_as_exact(c, Filters(actor="bob"))
         _answers_as_exact(c, Filters(actor="carol"))
@@ -748,3 +759,228 @@ def test_healthcheck_says_when_a_class_outgrew_the_file_it_shares(split, monkeyp
     cx.reindex(rebuild=True)
     assert ("private:carol",) in [p.classes for p in _record(split).parts]
     assert cx.healthcheck()["index"]["split_on_rebuild"] is False
+
+
+# -- files by key range: no file is given more than PART_MAX vectors ---------------------------------
+
+def _ranges_hold_their_class(cx, parts, cls: str) -> None:
+    """The files of ``cls`` hold each of its vectors once, in rising ranges of keys."""
+    held = [_file_keys(cx, p) for p in parts]
+    assert sum(map(len, held)) == len(set().union(*held)) and set().union(*held) == _class_keys(cx, cls)
+    assert all(max(a) < min(b) for a, b in zip(held, held[1:]))
+
+
+def test_a_class_past_part_max_is_built_as_files_by_key_range(template, tmp_path, monkeypatch):
+    monkeypatch.setattr(vi, "PART_MAX", 1500)  # alice's 4,104 private vectors: three files of 1,368
+    path = tmp_path / "s"
+    shutil.copytree(template, path)
+    cx = Cortex(store=path, actor="alice")
+    cx.reindex(rebuild=True)
+    rec = _record(path)
+    assert [p.classes for p in rec.parts] == [("private:alice",)] * 3 + [("public",), ("scoped:alice",)]
+    assert all(p.count <= 1500 for p in rec.parts)
+    _ranges_hold_their_class(cx, rec.parts[:3], "private:alice")
+    health = cx.healthcheck()["index"]
+    assert health["files"] == 5 and not health["split_on_rebuild"]
+    _answers_as_exact(cx, Filters(actor="alice"))
+    _answers_as_exact(cx, Filters(actor="bob"))
+    assert_store_verifies(path)
+
+
+def test_the_small_classes_past_part_max_share_files_by_key_range_each_naming_its_own(template, tmp_path,
+                                                                                      monkeypatch):
+    monkeypatch.setattr(vi, "PART_MIN", 1000)  # public and alice's scoped ones share: 813 vectors
+    monkeypatch.setattr(vi, "PART_MAX", 500)
+    path = tmp_path / "s"
+    shutil.copytree(template, path)
+    cx = Cortex(store=path, actor="alice")
+    cx.reindex(rebuild=True)
+    rec = _record(path)
+    own, rest = rec.parts[:-2], rec.parts[-2:]
+    assert {p.classes for p in own} == {("private:alice",)} and len(own) == 9
+    _ranges_hold_their_class(cx, own, "private:alice")
+    for part in rest:  # each names the classes of the vectors it holds, no more
+        held = _file_keys(cx, part)
+        assert part.count <= 500 and {c for c in part.classes if held & _class_keys(cx, c)} == set(part.classes)
+    assert set().union(*(_file_keys(cx, p) for p in rest)) == _class_keys(cx, "public") | _class_keys(cx, "scoped:alice")
+    _answers_as_exact(cx, Filters(actor="bob"))
+    _answers_as_exact(cx, Filters(actor="bob", scopes=(("alice", (), ()),)))
+    assert_store_verifies(path)
+
+
+def test_one_group_past_part_max_is_files_by_key_range_of_every_class(template, tmp_path, monkeypatch):
+    monkeypatch.setattr(vi, "PART_MIN", 10_000)  # no class has a file of its own
+    monkeypatch.setattr(vi, "PART_MAX", 3000)
+    path = tmp_path / "s"
+    shutil.copytree(template, path)
+    cx = Cortex(store=path, actor="alice")
+    cx.reindex(rebuild=True)
+    rec = _record(path)
+    assert len(rec.parts) == 2 and all(p.count == 2500 for p in rec.parts)
+    assert all(set(p.classes) == {"private:alice", "public", "scoped:alice"} for p in rec.parts)
+    assert json.loads((path / vi.RECORD_NAME).read_text())["format"] == vi.RECORD_FORMAT
+    _answers_as_exact(cx, Filters(actor="bob"))
+    assert_store_verifies(path)
+
+
+def test_a_fold_gives_a_full_file_no_more_and_starts_another_of_its_class(split, monkeypatch):
+    cx = Cortex(store=split, actor="alice")
+    before = _record(split)
+    private = before.parts[0]
+    stat = (split / private.file).stat()
+    monkeypatch.setattr(vi, "PART_MAX", private.count)  # alice's private file is full
+    new = [cx.write("fact", f"walrus private {i}").id for i in range(3)]
+    public = [cx.write("fact", f"walrus public {i}", visibility="public").id for i in range(2)]
+    assert cx.reindex()["index"]["action"] == "fold"
+    after = _record(split)
+    assert [p.classes for p in after.parts] == [("private:alice",), ("public",), ("private:alice",), ("scoped:alice",)]
+    assert after.parts[0] == private and (split / private.file).stat().st_mtime_ns == stat.st_mtime_ns  # not rewritten
+    assert after.parts[3] == before.parts[2]
+    assert len(_file_keys(cx, after.parts[2])) == 3 and after.parts[1].count == before.parts[1].count + 2
+    _ranges_hold_their_class(cx, [after.parts[0], after.parts[2]], "private:alice")
+    assert _nearest(cx, Filters(actor="alice"), "walrus private 2", 1) == [new[2]]
+    assert _nearest(cx, Filters(actor="bob"), "walrus public 1", 1) == [public[1]]
+    _answers_as_exact(cx, Filters(actor="alice"))
+    assert_store_verifies(split)
+
+
+def test_a_fold_that_finds_the_last_file_full_starts_a_new_last_one_new_classes_join(split, monkeypatch):
+    cx = Cortex(store=split, actor="alice")
+    carol = Cortex(store=split, actor="carol")
+    scoped = _record(split).parts[2]
+    monkeypatch.setattr(vi, "PART_MAX", scoped.count)
+    cx.write("fact", "walrus scoped", visibility="scoped")
+    mine = carol.write("fact", "walrus carol").id
+    assert cx.reindex()["index"]["action"] == "fold"
+    after = _record(split)
+    assert after.parts[2] == scoped and after.parts[3].classes == ("private:carol", "scoped:alice")
+    assert _nearest(carol, Filters(actor="carol"), "walrus carol", 1) == [mine]
+    _answers_as_exact(cx, Filters(actor="bob", scopes=(("alice", (), ()),)))
+    assert_store_verifies(split)
+
+
+def test_a_fold_that_finds_the_one_file_full_adds_a_file_after_it(template, tmp_path, monkeypatch):
+    monkeypatch.setattr(vi, "PART_MIN", 10_000)
+    path = tmp_path / "s"
+    shutil.copytree(template, path)
+    cx = Cortex(store=path, actor="alice")
+    cx.reindex(rebuild=True)
+    one = _record(path).parts[0]
+    assert one.classes is None
+    monkeypatch.setattr(vi, "PART_MAX", one.count)
+    new = cx.write("fact", "walrus public", visibility="public").id
+    cx.write("fact", "walrus private")
+    assert cx.reindex()["index"]["action"] == "fold"
+    after = _record(path)
+    assert after.parts[0] == one and after.parts[1].classes == ("private:alice", "public")
+    assert json.loads((path / vi.RECORD_NAME).read_text())["format"] == vi.RECORD_FORMAT
+    assert _nearest(cx, Filters(actor="bob"), "walrus public", 1) == [new]
+    _answers_as_exact(cx, Filters(actor="alice"))
+    assert cx.healthcheck()["index"]["files"] == 2
+    assert_store_verifies(path)
+    monkeypatch.setattr(vi, "PART_MAX", 200_000)
+    cx.reindex(rebuild=True)
+    assert [p.classes for p in _record(path).parts] == [None]
+
+
+def test_a_build_lets_each_file_go_once_its_last_vector_is_in(template, tmp_path, monkeypatch):
+    monkeypatch.setattr(vi, "PART_MAX", 1500)
+    cx = Cortex(store=template, actor="alice")
+    with cx.store.reading() as tx:
+        classes = tx.vector_classes(cx.embedder.model)
+        dim = tx.vector_stats(cx.embedder.model)[2]
+        batches = [(k[s:s + 250], m[s:s + 250]) for k, m in tx.iter_vectors(cx.embedder.model, dim)
+                   for s in range(0, len(k), 250)]
+    out = tmp_path / "out"
+    out.mkdir()
+    build = vi.Build(dim, classes, out)
+    private = [i for i, (c, _n) in enumerate(build.files) if c == ("private:alice",)]
+    assert len(private) == 3
+    for keys, mat in batches:
+        build.add(keys, mat)
+        assert sum(build.indexes[i] is not None for i in private) <= 1  # one graph of the class in memory
+    assert all(isinstance(build.sealed[i], vi.Sealed) for i in private)
+    parts, files = vi.save_parts(out, build.entries())
+    assert [p.count for p in parts] == [n for _c, n in build.files]
+    assert sorted(p.name for p in out.iterdir()) == sorted(tmp.name for tmp, _fp in files.values())
+
+
+def test_a_rebuild_that_fails_midway_leaves_no_saved_file_behind(split, monkeypatch):
+    monkeypatch.setattr(vi, "PART_MAX", 1500)
+    cx = Cortex(store=split, actor="alice")
+    before = _record(split)
+    real = hnsw.save_beside
+    saved = []
+
+    def save_beside(index, tmp):
+        saved.append(tmp)
+        if len(saved) == 2:
+            raise OSError(28, "No space left on device")
+        return real(index, tmp)
+
+    monkeypatch.setattr(hnsw, "save_beside", save_beside)
+    with pytest.raises(OSError):
+        vi.update(cx.store, cx.embedder.model, rebuild=True)
+    assert not list(split.glob(".cortex.usearch*.tmp")) and _record(split) == before
+    assert_store_verifies(split)
+
+
+def test_a_rebuild_killed_after_saving_a_file_leaves_it_for_the_next_writer_to_sweep(split):
+    cx = Cortex(store=split, actor="alice")
+    before = _record(split)
+    run = subprocess.run([sys.executable, "-c", KILLER, str(split), "a file of the build saved", "reindex"],
+                         capture_output=True, text=True,
+                         env={**os.environ, "PART_MIN": str(PART_MIN), "PART_MAX": "1500"})
+    assert run.returncode == -9, run.stderr
+    assert len(list(split.glob(".cortex.usearch.*.tmp"))) == 1 and _record(split) == before
+    _answers_as_exact(cx, Filters(actor="alice"))
+    cx.write("fact", "after the kill", visibility="public")
+    assert cx.reindex()["index"]["action"] == "fold"
+    assert not list(split.glob(".cortex.usearch*.tmp"))
+    assert_store_verifies(split)
+
+
+def test_a_background_build_makes_the_files_by_key_range_a_rebuild_makes(split, tmp_path, monkeypatch):
+    from cortexctl.store import fold
+
+    monkeypatch.setattr(vi, "PART_MAX", 1500)
+    other = tmp_path / "other"
+    shutil.copytree(split, other)
+    Cortex(store=other, actor="alice").reindex(rebuild=True)
+    cx = Cortex(store=split, actor="alice")
+    (split / vi.RECORD_NAME).unlink()  # no file to trust: the fold builds them whole, without the lock
+    assert fold.run(cx.store, cx.embedder.model)["index"] == "rebuild"
+    a, b = _record(split), _record(other)
+    assert [(p.classes, p.count) for p in a.parts] == [(p.classes, p.count) for p in b.parts]
+    assert len(a.parts) == 5
+    _ranges_hold_their_class(cx, a.parts[:3], "private:alice")
+    _answers_as_exact(cx, Filters(actor="alice"))
+    assert_store_verifies(split)
+
+
+def test_an_import_saves_each_graph_as_it_fills_and_lets_it_go(tmp_path, monkeypatch):
+    monkeypatch.setattr(vi, "PART_MAX", 1000)
+    saved = []
+    real = vi.IndexLoader._seal
+
+    def seal(self, into):
+        n = len(self.indexes[into])
+        real(self, into)
+        saved.append((into, n, self.work))
+        assert self.indexes[into] is None  # let go
+
+    monkeypatch.setattr(vi.IndexLoader, "_seal", seal)
+    path = tmp_path / "s"
+    cx = Cortex(store=path, actor="alice")
+    cx.import_jsonl(iter([_line(i) for i in range(N)]), batch_size=500)
+    assert saved and all(n == 1000 for _into, n, _w in saved)
+    assert {into for into, _n, _w in saved} >= {"private:alice"}
+    assert not saved[0][2].exists()  # the work directory is gone once the files are in place
+    rec = _record(path)
+    assert [p.classes for p in rec.parts if p.classes == ("private:alice",)] and len(rec.parts) >= 5
+    held = [_file_keys(cx, p) for p in rec.parts]
+    assert sum(map(len, held)) == N == len(set().union(*held))  # every vector once
+    _ranges_hold_their_class(cx, [p for p in rec.parts if p.classes == ("private:alice",)], "private:alice")
+    _answers_as_exact(cx, Filters(actor="alice"))
+    _answers_as_exact(cx, Filters(actor="bob"))
+    assert_store_verifies(path)
