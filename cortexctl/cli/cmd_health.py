@@ -53,11 +53,12 @@ def _render(out, doc: dict) -> None:
             graph += f", in {i['files']} files by visibility class"
         out.line(f"index: {i['state']} ({i['count']} vectors, {i['model']}, dimension {i['dimension']}{graph})")
         if i.get("split_on_rebuild"):
-            out.line("index: visibility classes grew in a file they share; cortexctl reindex --rebuild gives "
-                     "them files of their own, which the finds of those who do not see them pass over")
+            out.line("index: a file holds visibility classes that grew in it, or more than 200,000 vectors; "
+                     "cortexctl reindex --rebuild splits it, into files the finds of those who do not see "
+                     "a class pass over")
         if i.get("denser_on_rebuild"):
-            out.line("index: its graph was built for a smaller store; cortexctl reindex --rebuild builds it "
-                     "denser, for recall at this size")
+            out.line("index: a file's graph holds more vectors than it was built for; cortexctl reindex "
+                     "--rebuild builds files whose graphs suit their size, for recall")
     e = doc["providers"]["embedding"]
     if e:
         where = f" at {e['host']}" if e["host"] else ""
@@ -97,7 +98,7 @@ checksums: about 1.4 s at 100,000 memories; DuckDB held to 512 MB, spilling
 into the store's scratch area), checks the index files against their
 record (and names the graph's connectivity and how many files the vectors are
 split over by visibility class, saying when reindex --rebuild would build a
-denser graph for the store's size or split a file whose classes grew) and the
+graph suited to a file's size or split a file whose classes or size grew) and the
 search snapshot block by
 block; verify proves every record. The --json payload's
 fields may be added to, never renamed or removed; secrets never appear. Its

@@ -33,12 +33,12 @@ change of model: to embedding.provider local, one of the model extra's
 local models chosen by embedding.model (multilingual-e5-small or
 wordllama-l2-256), and back), drops vectors made by other models, and folds new
 vectors into the HNSW index file. --rebuild builds the index file from the vectors
-in the store instead (the file is a cache; the store is the ground truth), with
-the graph its size wants: beyond 200,000 vectors a denser one (connectivity 32),
-which a graph that grew past that size fold by fold lacks (healthcheck says so),
-and splits it into files by visibility class (each class of 20,000 vectors or more
-in its own, the rest in one more), so that a find views only the files of what its
-viewer may see; a fold keeps the files a rebuild made.
+in the store instead (the file is a cache; the store is the ground truth), split
+into files by visibility class (each class of 20,000 vectors or more in its own,
+the rest in one more), so that a find views only the files of what its viewer may
+see, and no file of more than 200,000 vectors (a bigger class in several, by the
+order its memories were written), each with the graph its size wants; a fold
+keeps the files a rebuild made, and starts another once a class's file is full.
 A configured endpoint is probed first.""",
         examples=(
             "cortexctl reindex",

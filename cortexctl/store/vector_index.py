@@ -1091,6 +1091,8 @@ def save_parts(out: Path, entries: list) -> tuple[list, dict]:
                 parts.append(entry)
                 continue
             classes, index = entry
+            if len(entries) == 1:
+                classes = None  # a lone file holds every class (an import's one saved graph names its class)
             entries[i] = None
             name = INDEX_NAME if i == 0 else part_name()
             if isinstance(index, Sealed):  # saved already (``Build``)
@@ -1527,7 +1529,7 @@ def health(store: DuckStorage, model: str | None, *, folding: bool = False) -> d
     """The healthcheck's ``index`` block: the file, and whether it can be trusted for ``model``
     (a store too small to have one is searched exactly, which is as it should be); the
     ``connectivity`` of its graph, and ``denser_on_rebuild`` when the graph grew past the size it
-    was built for (``hnsw.sparser_than_wanted``: ``reindex --rebuild`` builds it denser); the
+    was built for (``hnsw.sparser_than_wanted``: ``reindex --rebuild`` builds files whose graphs suit their size); the
     number of ``files``, and ``split_on_rebuild`` when a file holds classes a whole build would
     put in files of their own (``would_split``: ``reindex --rebuild`` splits it).
     ``folding``: a background fold is under way (``store/fold.py``), building a file not there yet."""

@@ -87,7 +87,7 @@ def test_a_graph_grown_past_the_threshold_is_kept_by_folds_and_made_denser_by_re
     assert doc["status"] == "healthy" and doc["index"]["denser_on_rebuild"] is True, doc["index"]
     human = cli("healthcheck")
     assert human.code == 0 and f"connectivity {hnsw.CONNECTIVITY})" in human.out
-    assert "cortexctl reindex --rebuild builds it denser" in human.out, human.out
+    assert "cortexctl reindex --rebuild builds files whose graphs suit their size" in human.out, human.out
 
     assert cli("reindex").code == 0  # plain reindex: nothing to fold, the graph stays
     assert _graph(cx) == (hnsw.CONNECTIVITY, hnsw.CONNECTIVITY)
@@ -97,7 +97,7 @@ def test_a_graph_grown_past_the_threshold_is_kept_by_folds_and_made_denser_by_re
     assert _view(cx).expansion_search == hnsw.EXPANSION_SEARCH  # the dense graph needs no wider search
     doc = json.loads(cli("healthcheck", "--json").out)
     assert doc["index"]["connectivity"] == hnsw.DENSE_CONNECTIVITY and doc["index"]["denser_on_rebuild"] is False
-    assert "builds it denser" not in cli("healthcheck").out
+    assert "graphs suit their size" not in cli("healthcheck").out
     _nearest_are_exact(cx)
 
 

@@ -755,9 +755,13 @@ def test_healthcheck_says_when_a_class_outgrew_the_file_it_shares(split, monkeyp
     monkeypatch.setattr(vi, "PART_MIN", 10)  # carol's 12 vectors now make a class of its own
     assert cx.healthcheck()["index"]["split_on_rebuild"] is True
     said = run_in_process(split, "healthcheck")
-    assert "reindex --rebuild gives them files of their own" in said.out, said
+    assert "grew in it, or more than 200,000 vectors; cortexctl reindex --rebuild splits it" in said.out, said
     cx.reindex(rebuild=True)
     assert ("private:carol",) in [p.classes for p in _record(split).parts]
+    assert cx.healthcheck()["index"]["split_on_rebuild"] is False
+    monkeypatch.setattr(vi, "PART_MAX", 4000)  # alice's 4,104 private vectors in one file: past it
+    assert cx.healthcheck()["index"]["split_on_rebuild"] is True
+    cx.reindex(rebuild=True)
     assert cx.healthcheck()["index"]["split_on_rebuild"] is False
 
 
@@ -983,4 +987,18 @@ def test_an_import_saves_each_graph_as_it_fills_and_lets_it_go(tmp_path, monkeyp
     _ranges_hold_their_class(cx, [p for p in rec.parts if p.classes == ("private:alice",)], "private:alice")
     _answers_as_exact(cx, Filters(actor="alice"))
     _answers_as_exact(cx, Filters(actor="bob"))
+    assert_store_verifies(path)
+
+
+def test_an_import_whose_one_graph_filled_exactly_is_one_file_of_every_class(tmp_path, monkeypatch):
+    monkeypatch.setattr(vi, "PART_MAX", 600)
+    path = tmp_path / "s"
+    cx = Cortex(store=path, actor="alice")
+    lines = [json.dumps({"type": "fact", "text": f"note {i} {WORDS[i % 26]} item{i}"}).encode() + b"\n"
+             for i in range(600)]
+    cx.import_jsonl(iter(lines), batch_size=200)
+    rec = _record(path)
+    assert [(p.classes, p.count) for p in rec.parts] == [(None, 600)]
+    assert json.loads((path / vi.RECORD_NAME).read_text())["format"] == 1
+    _answers_as_exact(cx, Filters(actor="alice"))
     assert_store_verifies(path)
