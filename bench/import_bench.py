@@ -16,8 +16,9 @@ time, timing its phases:
 - peak RSS of the process and of its workers, and CPU seconds.
 
 The reference, in the same run: usearch's ``Index.add`` of the same vectors (read back from the
-store) in one call, with the same graph settings (``hnsw.new``) and every core: the ceiling the
-import's graph build is measured against. ``--before DIR`` also imports with another source tree
+store) in one call for each index file the import made (by visibility class, at most
+``vector_index.PART_MAX`` a file), with the graph settings of each file's size (``hnsw.new``) and
+every core: the ceiling the import's graph build is measured against. ``--before DIR`` also imports with another source tree
 (``git archive <commit> cortexctl | tar -x -C DIR``). Nothing is asserted.
 """
 
@@ -85,16 +86,37 @@ from cortexctl.index import hnsw
 from cortexctl.parallel import cores
 con = duckdb.connect(sys.argv[1] + "/cortex.duckdb", read_only=True)
 model, dim = con.execute("SELECT model, dim FROM vectors LIMIT 1").fetchone()
-blob = con.execute("SELECT vec FROM vectors WHERE model = ? ORDER BY key", [model]).fetchnumpy()["vec"]
+got = con.execute("SELECT key, vec FROM vectors WHERE model = ? ORDER BY key", [model]).fetchnumpy()
+blob = got["vec"]
 con.close()
 # float16 since schema version 7 (two bytes a value), float32 in a store an older tree made
 width = "<f2" if len(blob) and len(blob[0]) == 2 * dim else "<f4"
 matrix = np.frombuffer(b"".join(blob), dtype=width).reshape(-1, dim).astype(np.float32)
-keys = np.arange(1, len(matrix) + 1, dtype=np.uint64)
-index = hnsw.new(dim, len(matrix))
+keys = np.asarray(got["key"], dtype=np.uint64)
+# the same files as the import made (a store split by visibility class, files of at most PART_MAX):
+# each file's vectors added in one call with the settings of its size
+groups = [keys]
+try:
+    from pathlib import Path
+    from cortexctl.store import vector_index as vi
+
+    class _Store:
+        path = Path(sys.argv[1])
+    rec = vi.read_record(_Store)
+    if rec is not None and len(rec.parts) > 1:
+        groups = []
+        for part in rec.parts:
+            held = hnsw.slot_rows(vi.part_path(_Store, part), vi.fingerprint_of(rec, part))[0]
+            groups.append(np.sort(held[held != hnsw.FREE_KEY]))
+except ImportError:  # a tree from before the files by class
+    pass
 t = time.perf_counter()
-index.add(keys, matrix, threads=cores())
-print("RESULT " + json.dumps({"vectors": len(matrix), "seconds": time.perf_counter() - t, "threads": cores()}))
+for held in groups:
+    index = hnsw.new(dim, len(held))
+    index.add(held, matrix[np.searchsorted(keys, held)], threads=cores())
+    del index
+print("RESULT " + json.dumps({"vectors": len(matrix), "seconds": time.perf_counter() - t, "threads": cores(),
+                              "files": len(groups)}))
 """
 
 
@@ -160,8 +182,8 @@ def main() -> int:
         return 0
     n, ceiling = result["memories"], result["ceiling"]
     print(f"{n:,} memories, {result['cores']} cores, load {result['loadavg_start']:.1f} -> {result['loadavg_end']:.1f}")
-    print(f"usearch Index.add of the same {ceiling['vectors']:,} vectors, {ceiling['threads']} threads: "
-          f"{ceiling['seconds']:.1f} s (the ceiling)")
+    print(f"usearch Index.add of the same {ceiling['vectors']:,} vectors into the same {ceiling.get('files', 1)} "
+          f"file(s), {ceiling['threads']} threads: {ceiling['seconds']:.1f} s (the ceiling)")
     print(f"{'tree':8s} {'total s':>8s} {'/s':>7s} {'checking':>9s} {'rows s':>7s} {'rows/s':>7s} {'after':>6s} "
           f"{'graph busy':>10s} {'ceiling/busy':>12s} {'CPU s':>7s} {'RSS MB':>7s} {'workers':>7s}")
     for r in result["runs"]:
