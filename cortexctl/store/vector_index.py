@@ -1499,8 +1499,10 @@ def verify_index(tx, store, model: str) -> list[str]:
 
 
 def _misfiled(tx, store, rec: IndexRecord, model: str) -> list[str]:
-    """Files holding vectors of classes their record does not list: a find of a viewer who may see
-    those vectors would not search the file (the record's classes are trusted as they are read)."""
+    """Files holding vectors of classes their record does not list (a find of a viewer who may see
+    those vectors would not search the file: the record's classes are trusted as they are read), a
+    vector in two files, or one up to the record's highest key in none (the counts the record keeps
+    add up all the same when one is in two files and another in none)."""
     import numpy as np
 
     from cortexctl.index import hnsw
@@ -1509,19 +1511,35 @@ def _misfiled(tx, store, rec: IndexRecord, model: str) -> list[str]:
         return []
     names, keys, codes = tx.vector_classes(model)
     out = []
+    every: list = []
     for part in rec.parts:
-        if part.classes is None:
-            continue  # a file of every class (the first, found full by a fold)
         got = hnsw.slot_rows(part_path(store, part), fingerprint_of(rec, part))
-        if got is None or not len(keys):
+        if got is None:
+            every = None  # a file whose rows cannot be read so: its keys are not known here
             continue
         held = got[0][got[0] != hnsw.FREE_KEY]
+        if every is not None:
+            every.append(held)
+        if part.classes is None or not len(keys):
+            continue  # a file of every class (the first, found full by a fold)
         at = np.minimum(np.searchsorted(keys, held), len(keys) - 1)
         live = at[keys[at] == held]  # dropped keys are searched by no one
         stray = {names[c] for c in np.unique(codes[live]).tolist()} - set(part.classes)
         if stray:
             out.append(f"index file {part.file}: holds vectors of {', '.join(sorted(stray))}, which its record "
                        "does not list (cortexctl reindex rebuilds it)")
+    if every:
+        held = np.concatenate(every)
+        keys_held, times = np.unique(held, return_counts=True)
+        twice = keys_held[times > 1]
+        if len(twice):
+            out.append(f"index files: {len(twice)} vector(s) in two files, key {int(twice[0])} the first "
+                       "(cortexctl reindex rebuilds them)")
+        want = keys[keys <= rec.max_key]
+        lost = want[~np.isin(want, keys_held)]
+        if len(lost):
+            out.append(f"index files: {len(lost)} vector(s) up to key {rec.max_key} in no file, key {int(lost[0])} "
+                       "the first (cortexctl reindex rebuilds them)")
     return out
 
 

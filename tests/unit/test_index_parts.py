@@ -1002,3 +1002,32 @@ def test_an_import_whose_one_graph_filled_exactly_is_one_file_of_every_class(tmp
     assert json.loads((path / vi.RECORD_NAME).read_text())["format"] == 1
     _answers_as_exact(cx, Filters(actor="alice"))
     assert_store_verifies(path)
+
+
+def test_verify_names_a_vector_in_two_files_and_one_in_none_though_the_counts_add_up(template, tmp_path,
+                                                                                     monkeypatch):
+    monkeypatch.setattr(vi, "PART_MAX", 1500)
+    path = tmp_path / "s"
+    shutil.copytree(template, path)
+    cx = Cortex(store=path, actor="alice")
+    cx.reindex(rebuild=True)
+    assert_store_verifies(path)
+    rec = _record(path)
+    first, second = rec.parts[0], rec.parts[1]  # alice's private vectors, two ranges of keys
+    lost, twice = min(_file_keys(cx, second)), min(_file_keys(cx, first))
+    index = hnsw.open_mutable(vi.part_path(cx.store, second), vi.fingerprint_of(rec, second))
+    with cx.store.reading() as tx:
+        vec = tx.vectors_at_keys(np.array([twice], dtype=np.uint64), cx.embedder.model, rec.dim)
+    hnsw.remove(index, [lost])
+    hnsw.add(index, np.array([twice], dtype=np.uint64), vec)
+    entries = list(rec.parts)
+    entries[1] = (second.classes, index)
+    with cx.store.exclusive():
+        parts, files = vi.save_parts(path, entries)
+        vi.install_parts(cx.store, vi.IndexRecord.of_parts(rec.model, rec.max_key, parts), files)
+    assert sum(p.count for p in _record(path).parts) == rec.count  # the counts add up: trusted
+    problems = [str(p) for p in cx.verify().problems if "index" in str(p)]
+    assert any(f"key {twice}" in p and "two files" in p for p in problems), problems
+    assert any(f"key {lost}" in p and "in no file" in p for p in problems), problems
+    cx.reindex(rebuild=True)
+    assert_store_verifies(path)
