@@ -537,8 +537,10 @@ class IndexLoader:
                 self.size += tx.vector_stats(self.model)[0]
         except CortexError:
             return  # no store yet (or unreadable): start from nothing
-        if why == "ok" and rec is not None and len(rec.parts) > 1:
-            self.broken = True  # files by class: the fold adds each vector to its class's file
+        if why == "ok" and rec is not None and (len(rec.parts) > 1 or rec.count + expected > PART_MAX):
+            # files by class, or one file the import would fill past PART_MAX: the fold adds each vector to
+            # a file of its class, and starts another when that one is full (``grow``)
+            self.broken = True
         elif why == "ok" and rec is not None:
             self.base = rec
             self._jobs.append(self._pool.submit(self._restore, index_path(store), rec))
@@ -579,10 +581,9 @@ class IndexLoader:
         from cortexctl.store import scratch
 
         index = self.indexes[into]
-        with scratch.private():
-            if self.work is None:
-                self.work = scratch.make(scratch.areas(self.store), "index")
-            fd, tmp = tempfile.mkstemp(prefix=f".{INDEX_NAME}.", suffix=".tmp", dir=self.work)
+        if self.work is None:  # 0700 and mkstemp's 0600 whatever the umask: the umask is not changed from this thread
+            self.work = scratch.make(scratch.areas(self.store), "index")
+        fd, tmp = tempfile.mkstemp(prefix=f".{INDEX_NAME}.", suffix=".tmp", dir=self.work)
         os.close(fd)
         fp = hnsw.save_beside(index, Path(tmp))
         classes = tuple(sorted(self.rest_classes)) if into == _REST else (into,)
@@ -683,6 +684,8 @@ class IndexLoader:
         rest = self.indexes.pop(_REST, None)
         for cls, index in self.indexes.items():  # a class's first vectors, in the shared graph before it had its own
             early = self.class_keys.get(cls)
+            if early and len(index) + sum(map(len, early)) > PART_MAX:
+                continue  # they would fill its graph past PART_MAX: the shared file keeps them, and names the class
             if early:
                 keys = np.concatenate(early)
                 mat = tx.vectors_at_keys(keys, self.model, dim)
@@ -780,14 +783,6 @@ def _fold(store: DuckStorage, model: str, *, rebuild: bool, progress, built: Ind
                     else:
                         action = "rebuild"
                         after = 0
-                    if entries is None:  # files saved beside the store as they complete (swept by settle after a kill)
-                        build = Build(dim, tx.vector_classes(model), store.path)
-                        add = build.add
-                    else:  # the builder's files: what it was not given goes to its class's
-                        where = router(entries, tx.vector_classes(model, after=after))
-
-                        def add(keys, mat, entries=entries, where=where):
-                            add_routed(entries, where, keys, mat)
                     total = tx.count_vectors(model, after=after)
                     done = 0 if skip is None else len(skip)
                     if skip is not None and len(skip) and int(skip.min()) > after:
@@ -796,6 +791,26 @@ def _fold(store: DuckStorage, model: str, *, rebuild: bool, progress, built: Ind
                         top = int(skip.max())
                         if total == len(skip) + tx.count_vectors(model, after=top):
                             after, skip = top, None
+                    if skip is not None and built.base is None and total > PART_MAX:
+                        # vectors stored before the import and no trusted file: routed into the builder's
+                        # graphs they would fill them past PART_MAX; a whole build caps every file
+                        built.close()
+                        entries = skip = None
+                        done = 0
+                    if entries is None:  # files saved beside the store as they complete (swept by settle after a kill)
+                        build = Build(dim, tx.vector_classes(model), store.path)
+                        add = build.add
+                    else:  # the builder's files: what it was not given goes to its class's
+                        import numpy as np
+
+                        names, keys, codes = tx.vector_classes(model, after=after)
+                        if skip is not None:
+                            keep = ~np.isin(keys, skip)
+                            keys, codes = keys[keep], codes[keep]
+                        where = router(entries, (names, keys, codes))
+
+                        def add(keys, mat, entries=entries, where=where):
+                            add_routed(entries, where, keys, mat)
                     try:
                         for keys, mat in tx.iter_vectors(model, dim, after=after):
                             if skip is not None:
@@ -1513,7 +1528,7 @@ def _misfiled(tx, store, rec: IndexRecord, model: str) -> list[str]:
     out = []
     every: list = []
     for part in rec.parts:
-        got = hnsw.slot_rows(part_path(store, part), fingerprint_of(rec, part))
+        got = hnsw.slot_rows(part_path(store, part), fingerprint_of(rec, part)) if part.count else (np.zeros(0, np.uint64),)
         if got is None:
             every = None  # a file whose rows cannot be read so: its keys are not known here
             continue
@@ -1584,8 +1599,11 @@ def would_split(rec: IndexRecord, counts: dict) -> bool:
     file, which may be a large class's own)."""
     if any(p.count > PART_MAX for p in rec.parts):
         return True
+    own = {p.classes[0] for p in rec.parts if p.classes is not None and len(p.classes) == 1}
     for part in rec.parts:
-        held = sorted((counts.get(c, 0) for c in (counts if part.classes is None else part.classes)), reverse=True)
+        # a class with files of its own counts for nothing in a shared one (an import leaves its first vectors there)
+        held = sorted((counts.get(c, 0) for c in (counts if part.classes is None else part.classes)
+                       if c not in own or len(part.classes or ()) == 1), reverse=True)
         if len(held) > 1 and held[0] >= PART_MIN and sum(held[1:]) >= PART_MIN:
             return True
     return False

@@ -990,17 +990,102 @@ def test_an_import_saves_each_graph_as_it_fills_and_lets_it_go(tmp_path, monkeyp
     assert_store_verifies(path)
 
 
+def _counts(path) -> list:
+    return [(p.classes, p.count) for p in _record(path).parts]
+
+
+def _as_written(i: int, vis: str | None = None, tag: str = "note") -> bytes:
+    if vis is None:
+        return _line(i).replace(b"note ", f"{tag} ".encode(), 1)
+    words = " ".join(WORDS[(i * p) % len(WORDS)] for p in (1, 3, 7, 11))
+    return json.dumps({"type": "fact", "text": f"{tag} {i} {words} item{i}", "visibility": vis}).encode() + b"\n"
+
+
+@pytest.fixture
+def no_fold_during_import(monkeypatch):
+    """As when the background fold a commit starts has not put its files in place before the
+    import's own index update: the import's loader is what the update starts from."""
+    from cortexctl.store import fold
+
+    monkeypatch.setattr(fold, "request", lambda store, model: None)
+
+
 def test_an_import_whose_one_graph_filled_exactly_is_one_file_of_every_class(tmp_path, monkeypatch):
+    monkeypatch.setattr(vi, "PART_MIN", 20_000)  # the shared graph alone, saved full at the end
     monkeypatch.setattr(vi, "PART_MAX", 600)
     path = tmp_path / "s"
     cx = Cortex(store=path, actor="alice")
-    lines = [json.dumps({"type": "fact", "text": f"note {i} {WORDS[i % 26]} item{i}"}).encode() + b"\n"
-             for i in range(600)]
-    cx.import_jsonl(iter(lines), batch_size=200)
-    rec = _record(path)
-    assert [(p.classes, p.count) for p in rec.parts] == [(None, 600)]
+    cx.import_jsonl(iter([_as_written(i, "private") for i in range(600)]), batch_size=200)
+    assert _counts(path) == [(None, 600)]
     assert json.loads((path / vi.RECORD_NAME).read_text())["format"] == 1
     _answers_as_exact(cx, Filters(actor="alice"))
+    assert_store_verifies(path)
+
+
+def test_an_import_whose_last_graph_was_saved_full_makes_no_empty_file(tmp_path, monkeypatch):
+    monkeypatch.setattr(vi, "PART_MAX", 1000)
+    path = tmp_path / "s"
+    cx = Cortex(store=path, actor="alice")
+    cx.import_jsonl(iter([_as_written(i, "private") for i in range(2000)]), batch_size=500)
+    assert all(n > 0 for _c, n in _counts(path)), _counts(path)
+    assert_store_verifies(path)
+
+
+def test_an_import_over_vectors_the_index_lacks_caps_every_file(tmp_path, monkeypatch, no_fold_during_import):
+    """Vectors in the store and no trusted index (its record lost): a whole build, not the import's
+    graphs filled past PART_MAX with the vectors they were not given."""
+    monkeypatch.setattr(vi, "PART_MAX", 1000)
+    path = tmp_path / "s"
+    cx = Cortex(store=path, actor="alice")
+    cx.import_jsonl(iter([_as_written(i) for i in range(3000)]))
+    (path / vi.RECORD_NAME).unlink()
+    cx.import_jsonl(iter([_as_written(i, tag="later") for i in range(3000, 4500)]), batch_size=500)
+    assert sum(n for _c, n in _counts(path)) == 4500
+    assert max(n for _c, n in _counts(path)) <= 1000, _counts(path)
+    _answers_as_exact(cx, Filters(actor="alice"))
+    assert_store_verifies(path)
+
+
+def test_an_import_s_first_vectors_of_a_class_stay_shared_rather_than_overfill_its_graph(tmp_path, monkeypatch):
+    monkeypatch.setattr(vi, "PART_MAX", 1000)
+    path = tmp_path / "s"
+    cx = Cortex(store=path, actor="alice")
+    cx.import_jsonl(iter([_as_written(i, "private") for i in range(2150)]), batch_size=100)
+    assert max(n for _c, n in _counts(path)) <= 1000, _counts(path)
+    assert not cx.healthcheck()["index"]["split_on_rebuild"]  # a fresh import is not due for a split
+    _answers_as_exact(cx, Filters(actor="alice"))
+    assert_store_verifies(path)
+
+
+def test_an_import_into_a_store_of_one_file_does_not_grow_it_past_part_max(tmp_path, monkeypatch,
+                                                                           no_fold_during_import):
+    monkeypatch.setattr(vi, "PART_MIN", 20_000)
+    monkeypatch.setattr(vi, "PART_MAX", 5000)
+    path = tmp_path / "s"
+    cx = Cortex(store=path, actor="alice")
+    cx.import_jsonl(iter([_as_written(i) for i in range(2500)]))
+    assert [n for _c, n in _counts(path)] == [2500]
+    monkeypatch.setattr(vi, "PART_MAX", 3000)
+    cx.import_jsonl(iter([_as_written(i, tag="more") for i in range(2500, 5000)]), batch_size=500)
+    assert max(n for _c, n in _counts(path)) <= 3000, _counts(path)
+    _answers_as_exact(cx, Filters(actor="alice"))
+    assert_store_verifies(path)
+
+
+def test_a_fresh_import_of_many_actors_is_not_reported_due_for_a_split(tmp_path, monkeypatch):
+    """The shared graph saved full holds the first vectors of classes that got graphs of their own
+    later; it names them, which is no reason for a rebuild."""
+    monkeypatch.setattr(vi, "PART_MAX", 1000)
+    path = tmp_path / "s"
+    cx = Cortex(store=path, actor="alice")
+    lines = [json.dumps({"type": "fact", "text": f"imp {i} {WORDS[i % 26]} {WORDS[i * 7 % 26]}",
+                         "actor": "bob" if i % 3 else "carol",
+                         "visibility": "public" if i % 10 == 0 else "scoped" if i % 16 == 1 else "private"}
+                        ).encode() + b"\n" for i in range(5000)]
+    cx.import_jsonl(iter(lines), batch_size=500, keep_actors=True)
+    assert any(len(c or ()) > 2 for c, _n in _counts(path))  # the saved shared graph names bob's and carol's private
+    assert max(n for _c, n in _counts(path)) <= 1000
+    assert not cx.healthcheck()["index"]["split_on_rebuild"], _counts(path)
     assert_store_verifies(path)
 
 
