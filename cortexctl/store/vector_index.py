@@ -153,9 +153,9 @@ class Sealed:
 # scoped ones): a viewer who sees a tenth of a million memories views a tenth of the graph. A whole
 # build (``layout``) gives each class of at least PART_MIN vectors its own file and puts the rest
 # together in the last. No file is given more than PART_MAX vectors: a group past it is built as
-# several files by key range (``pieces``), and a fold adds each vector to the last file that names
-# its class (a class no file names: to the last file) until that file holds PART_MAX, then starts
-# another (``grow``), so that a fold rewrites at most one such file a class and a build holds at most
+# several files by key range (``pieces``), and a fold adds each vector to its class's own file, else
+# the last file that names its class, else the last file, until that file holds PART_MAX, then starts
+# another (``_Filler``), so that a fold rewrites at most one such file a class and a build holds at most
 # one graph a group in memory (``Build``). A memory whose visibility changes gets new vector keys
 # (``search.rekey_vectors``): the pending tail until the next fold puts them in the new class's file.
 PART_MIN = 20_000
@@ -537,7 +537,7 @@ class IndexLoader:
                 self.size += tx.vector_stats(self.model)[0]
         except CortexError:
             return  # no store yet (or unreadable): start from nothing
-        if why == "ok" and rec is not None and (len(rec.parts) > 1 or rec.count + expected > PART_MAX):
+        if why == "ok" and rec is not None and (len(rec.parts) > 1 or self.size > PART_MAX):
             # files by class, or one file the import would fill past PART_MAX: the fold adds each vector to
             # a file of its class, and starts another when that one is full (``grow``)
             self.broken = True
@@ -791,26 +791,25 @@ def _fold(store: DuckStorage, model: str, *, rebuild: bool, progress, built: Ind
                         top = int(skip.max())
                         if total == len(skip) + tx.count_vectors(model, after=top):
                             after, skip = top, None
-                    if skip is not None and built.base is None and total > PART_MAX:
-                        # vectors stored before the import and no trusted file: routed into the builder's
-                        # graphs they would fill them past PART_MAX; a whole build caps every file
+                    if skip is not None and total - len(skip) > PART_MAX:
+                        # many vectors stored before the import and no trusted file: a whole build, which
+                        # saves each file as it completes, rather than new graphs all held until the end
                         built.close()
                         entries = skip = None
                         done = 0
                     if entries is None:  # files saved beside the store as they complete (swept by settle after a kill)
                         build = Build(dim, tx.vector_classes(model), store.path)
                         add = build.add
-                    else:  # the builder's files: what it was not given goes to its class's
-                        import numpy as np
+                    else:  # the builder's files: what it was not given goes where a fold would put it
+                        files = [[c, None, None if isinstance(ix, Sealed) else ix, PART_MAX if isinstance(ix, Sealed)
+                                  else len(ix)] for c, ix in entries]
+                        saved = {id(f): ix for f, (_c, ix) in zip(files, entries) if isinstance(ix, Sealed)}
+                        filler = _Filler(files, dim, lambda f: f[2])  # a saved file is full: never given one
+                        classes = tx.vector_classes(model, after=after)
 
-                        names, keys, codes = tx.vector_classes(model, after=after)
-                        if skip is not None:
-                            keep = ~np.isin(keys, skip)
-                            keys, codes = keys[keep], codes[keep]
-                        where = router(entries, (names, keys, codes))
-
-                        def add(keys, mat, entries=entries, where=where):
-                            add_routed(entries, where, keys, mat)
+                        def add(keys, mat):
+                            if not filler.add(classes, keys, mat):
+                                raise CortexError("internal: a saved index file was given a vector")
                     try:
                         for keys, mat in tx.iter_vectors(model, dim, after=after):
                             if skip is not None:
@@ -828,6 +827,8 @@ def _fold(store: DuckStorage, model: str, *, rebuild: bool, progress, built: Ind
                         raise
                     if entries is None:
                         entries = build.entries()
+                    else:
+                        entries = [(f[0], saved[id(f)] if id(f) in saved else f[2]) for f in files if f[3]]
             # the dropped keys are out of the new files; the record names them until they are cleared
             _save_and_install(store, entries, model, max_key, cleared)
             vectors = sum(p.count for p in read_record(store).parts)
@@ -956,51 +957,9 @@ class Build:
         self.indexes = [None] * len(self.files)
 
 
-def router(entries: list, classes) -> tuple | None:
-    """``add_routed``'s router for vectors of these classes (``Tx.vector_classes``) into the files
-    of ``entries`` ([(classes, index)]): the last file in memory that names a vector's class, else
-    the last file (a class it does not name joins it; a file saved already takes no more, so when
-    the last is one, a new last file is added for them). None for one file of every class."""
-    import numpy as np
-
-    from cortexctl.index import hnsw
-
-    names, keys, codes = classes
-    if entries[0][0] is None:
-        return None
-    pos = part_of([() if isinstance(ix, Sealed) else c for c, ix in entries], names)
-    last = len(entries) - 1
-    at = pos[codes] if len(codes) else np.zeros(0, dtype=np.int64)
-    if isinstance(entries[last][1], Sealed) and (at == last).any():
-        entries.append(((), hnsw.new(entries[last][1].fp.dim, int((at == last).sum()))))
-        pos[pos == last] = last = len(entries) - 1
-        at = pos[codes]
-    joining = {n for n, p in zip(names, pos.tolist()) if p == last} - set(entries[last][0])
-    if joining and len(at) and (at == last).any():
-        held = {names[c] for c in np.unique(codes[at == last]).tolist()}
-        entries[last] = (tuple(sorted({*entries[last][0], *(joining & held)})), entries[last][1])
-    return keys, at
-
-
 def vector_class(visibility: str, actor: str) -> str:
     """The class of a memory's vectors (``search.VECTOR_CLASS``, which says it in SQL)."""
     return "public" if visibility == "public" else f"{visibility}:{actor}"
-
-
-def add_routed(entries: list, where, keys, mat) -> None:
-    """Add vectors to the indexes of ``entries`` ([(classes, index)]), each to its file's by
-    ``where`` (``whole``'s router: keys in order and the file of each; a key it lacks goes to the
-    last; None: all to the first)."""
-    from cortexctl.index import hnsw
-
-    if where is None or len(entries) == 1:
-        hnsw.add(entries[0][1], keys, mat)
-        return
-    pos = _route(where[0], where[1], keys, len(entries) - 1)
-    for i, (_classes, index) in enumerate(entries):
-        sel = pos == i
-        if sel.any():
-            hnsw.add(index, keys[sel], mat[sel])
 
 
 def _route(known, of_key, keys, default: int):
@@ -1018,15 +977,12 @@ def grow(store, rec: IndexRecord, tail, classes, drop) -> list | None:
     ``max_key``, whose classes are ``classes``: ``Tx.vector_classes``; an iterable, read once, batch
     by batch, so that a tail of a million vectors is not held in memory) and the ``drop``ped keys
     they hold removed: per file, its ``Part`` when nothing changes in it, else (classes, index) with
-    the changes made. A vector goes to the last file that names its class, else to the last file
-    (its class joins that file's), until that file holds PART_MAX: then a class's own file is
-    followed by a new one of that class (before the last file), and a shared one by a new last
-    file. None when a file that changes cannot be opened (a rebuild follows)."""
+    the changes made (``_Filler`` says which file takes each vector). None when a file that changes
+    cannot be opened (a rebuild follows)."""
     import numpy as np
 
     from cortexctl.index import hnsw
 
-    names, known, codes = classes
     # per file: [classes, Part or None (new), index once opened or made, vectors it holds]
     files = [[p.classes, p, None, p.count] for p in rec.parts]
 
@@ -1047,26 +1003,52 @@ def grow(store, rec: IndexRecord, tail, classes, drop) -> list | None:
             return None
         hnsw.remove(index, [int(k) for k in gone.tolist() if index.contains(k)] if held is None else held)
         f[3] = len(index)
+    filler = _Filler(files, rec.dim, index_of)
+    for keys, mat in tail:
+        if not filler.add(classes, keys, mat):
+            return None
+    return [f[1] if f[2] is None else (f[0], f[2]) for f in files if f[2] is not None or f[1] is not None]
 
-    was_last = files[-1]
 
-    def target(name) -> list:
-        """The file the next vector of class ``name`` goes to (one with room). The last file as the
-        fold found it counts as shared whatever it names, so that the files a fold makes do not
-        depend on the order it meets the classes in."""
+class _Filler:
+    """Adds vectors to files ([classes, Part or None, index or None, vectors held], changed in
+    place) as a fold does: a vector goes to its class's own file (one naming it alone) with room,
+    else to the last file naming it, else to the last file (its class joins that file's), and a file
+    holding PART_MAX takes no more: a full own file is followed by a new one of its class (before
+    the last file), a full shared one by a new last file. The last file as the filler found it counts
+    as shared whatever it names, so that the files made do not depend on the order classes are met."""
+
+    def __init__(self, files: list, dim: int, index_of) -> None:
+        self.files, self.dim, self.index_of = files, dim, index_of
+        self.was_last = files[-1]
+
+    def _target(self, name) -> list:
+        from cortexctl.index import hnsw
+
+        files = self.files
+        own = [f for f in files if f[0] == (name,) and f is not self.was_last]
+        if own:  # never a shared file that names the class too (an import leaves a class's first vectors there)
+            if own[-1][3] < PART_MAX:
+                return own[-1]
+            files.insert(len(files) - 1, [(name,), None, hnsw.new(self.dim, PART_MAX), 0])
+            return files[-2]
         named = [f for f in files if f[0] is not None and name in f[0]]
         at = named[-1] if named else files[-1]
         if at[3] < PART_MAX:
             return at
-        if at is not files[-1] and at is not was_last and at[0] == (name,):
-            files.insert(len(files) - 1, [(name,), None, hnsw.new(rec.dim, PART_MAX), 0])
-            return files[-2]
         if files[-1][3] < PART_MAX:
             return files[-1]
-        files.append([(), None, hnsw.new(rec.dim, PART_MAX), 0])
+        files.append([(), None, hnsw.new(self.dim, PART_MAX), 0])
         return files[-1]
 
-    for keys, mat in tail:
+    def add(self, classes, keys, mat) -> bool:
+        """Add a batch (``classes``: ``Tx.vector_classes`` of its keys, or more); False when a file
+        that takes some cannot be opened."""
+        import numpy as np
+
+        from cortexctl.index import hnsw
+
+        names, known, codes = classes
         if len(known):
             at = np.minimum(np.searchsorted(known, keys), len(known) - 1)
             code = np.where(known[at] == keys, codes[at], -1)
@@ -1076,17 +1058,17 @@ def grow(store, rec: IndexRecord, tail, classes, drop) -> list | None:
             rows = np.flatnonzero(code == c)
             name = names[c] if c >= 0 else None
             while len(rows):
-                f = target(name) if name is not None else files[-1]
-                index = index_of(f)
+                f = self._target(name) if name is not None else self.files[-1]
+                index = self.index_of(f)
                 if index is None:
-                    return None
+                    return False
                 take = rows[: PART_MAX - f[3]] if name is not None else rows  # a key of no class: the last file
                 hnsw.add(index, keys[take], mat[take])
                 f[3] += len(take)
                 rows = rows[len(take):]
                 if name is not None and f[0] is not None and name not in f[0]:
                     f[0] = tuple(sorted({*f[0], name}))  # joins the file's classes
-    return [f[1] if f[2] is None else (f[0], f[2]) for f in files if f[2] is not None or f[1] is not None]
+        return True
 
 
 def save_parts(out: Path, entries: list) -> tuple[list, dict]:
