@@ -845,7 +845,7 @@ def whole(dim: int, names: list, keys, codes) -> tuple[list, tuple]:
     """A whole build's files of the vectors whose classes are given (``Tx.vector_classes``: names,
     keys in order, codes): the ``layout`` of their classes, each group of more than PART_MAX vectors
     in ``pieces`` files by key range, a file's classes those of its vectors. ([(classes, size)], the
-    router ``add_routed`` takes: (keys, the file of each), None for one file of every class)."""
+    router ``Build`` takes: (keys, the file of each), None for one file of every class)."""
     import numpy as np
 
     counts = np.bincount(codes, minlength=len(names)) if len(codes) else np.zeros(len(names), dtype=np.int64)
