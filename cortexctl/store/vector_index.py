@@ -201,15 +201,6 @@ def part_name() -> str:
     return f"{INDEX_NAME}-{os.urandom(8).hex()}"
 
 
-def part_of(groups: list, classes):
-    """The position among ``groups`` (each file's classes, None for every class) of the file that
-    takes a vector of each class (a list of names): the last that names its class, else the last."""
-    import numpy as np
-
-    where = {c: i for i, g in enumerate(groups) if g is not None for c in g}
-    return np.array([where.get(c, len(groups) - 1) for c in classes], dtype=np.int64)
-
-
 def _named(store, why: str) -> tuple[Path, str]:
     """The file an ``index_state`` reason is about, and the reason alone."""
     import re
