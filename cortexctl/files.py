@@ -50,6 +50,27 @@ def atomic_path(path: str | os.PathLike, *, mode: int = 0o600, sync: bool = True
         fsync_path(path.parent)
 
 
+def move_in(src: str | os.PathLike, path: str | os.PathLike) -> bool:
+    """Rename ``src`` (a finished file, fsynced) over ``path``. When the two are on different file
+    systems (work made in a scratch area beside a store directory that is itself a mount point) the
+    file is copied beside ``path`` with ``atomic_path`` and ``src`` removed: a reader sees the old
+    file or the new one either way. True when it was copied (a new inode: a checked stamp taken of
+    ``src`` names another file). The caller fsyncs the directory after a rename."""
+    import errno
+    import shutil
+
+    try:
+        os.replace(src, path)
+        return False
+    except OSError as exc:
+        if exc.errno != errno.EXDEV:
+            raise
+    with atomic_path(path) as tmp:
+        shutil.copyfile(src, tmp)
+    os.unlink(src)
+    return True
+
+
 def open_regular(path: str | os.PathLike, flags: int = os.O_RDONLY) -> int:
     """A descriptor of ``path`` when it is a regular file, else OSError. A store's own file that was
     replaced by a FIFO (opening it would block until someone writes to it), a device (``/dev/zero``

@@ -229,10 +229,10 @@ def install(tmp: Path, path: Path, fp: Fingerprint) -> None:
     """Rename a file written by ``save_beside`` over ``path`` (the directory fsynced) and stamp it
     checked when it is still as it was saved (a fold saves without the writer lock and installs
     later): a file written to since is read whole by its first reader."""
-    from cortexctl.files import fsync_path
+    from cortexctl.files import fsync_path, move_in
 
     saved = os.stat(tmp)
-    os.replace(tmp, path)
+    move_in(tmp, path)  # a copy across file systems is another inode: left unstamped below
     fsync_path(Path(path).parent)
     if fp.written is not None and tuple(identity(saved)) == fp.written:
         stamp_installed(path, saved, fp.whole)

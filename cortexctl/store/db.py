@@ -598,7 +598,7 @@ class DuckStorage:
         target = self.path
         target.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
         existed = target.exists()
-        staging = scratch.make(scratch.areas(self)[:1], "restore")  # beside the store: swapped in by rename
+        staging = scratch.make([scratch.beside_store_dir(self.path)], "restore")  # swapped in by rename
         swapped = False
         try:
             with self.exclusive(), scratch.private():  # creates the target directory (for its lock) when new

@@ -20,9 +20,7 @@ a small share, and copying the whole store for it would cost more than it gives 
 
 from __future__ import annotations
 
-import os
-
-from cortexctl.files import fsync_path
+from cortexctl.files import fsync_path, leftover_temps, move_in
 
 SHARE = 0.25  # rewrite when at least this share of the file's blocks is free
 # DuckDB's memory for the copy: unbounded, it caches the whole old file (1.2 GB of RSS at 100k
@@ -53,6 +51,8 @@ def run(storage) -> dict:
     wal = db.with_name(db.name + ".wal")
     if not db.is_file():
         return {"action": "none", "reason": "no store"}
+    for left in leftover_temps(db):  # a copy across file systems killed midway (``move_in``)
+        left.unlink(missing_ok=True)
     before = db.stat().st_size
     if wal.exists():  # a writer was killed mid-commit: its log belongs to this very file
         return {"action": "none", "reason": "write-ahead log present", "bytes_before": before, "bytes": before}
@@ -79,7 +79,7 @@ def run(storage) -> dict:
             return {"action": "none", "reason": "copy not checkpointed", "bytes_before": before, "bytes": before}
         fsync_path(new)
         token, counter = snapshot.mark_dirty(storage.path)
-        os.rename(new, db)
+        move_in(new, db)  # copied beside it when the scratch area is on another file system
         fsync_path(db.parent)
         snapshot.mark_clean(storage.path, token, counter)
     storage.tighten()

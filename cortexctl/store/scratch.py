@@ -7,8 +7,10 @@ stores, an import's spilled batches and what DuckDB spills past a memory budget
 - the area is a private directory (0700; what is written in it 0600) that belongs to the store
   (``areas``): for a store directory, ``.<name>.scratch`` beside it, on the same
   filesystem (a staged store is swapped in with one rename), or ``.scratch`` inside it when its
-  parent cannot be written; for a store on a server, a directory in the user's data dir named
-  after the store;
+  parent cannot be written or the store directory is a mount point (work renamed into the store is
+  then made on its file system; a file that still meets another one is copied in,
+  ``files.move_in``); for a store on a server, a directory in the user's data dir named after the
+  store;
 - each piece of work is one directory in the area, ``<kind>-<pid>-<start>-<where>-<random>``:
   the process that made it, when that process started and where its pids mean something (this
   boot of this machine, this pid namespace), so a later process can tell a live command's work
@@ -343,7 +345,15 @@ def areas(storage) -> list[Path]:
 
 def for_store_dir(store_dir: Path) -> list[Path]:
     """The scratch areas of a store directory, the preferred first (see the module docstring)."""
-    return [store_dir.parent / f".{store_dir.name}.scratch", store_dir / ".scratch"]
+    beside, inside = beside_store_dir(store_dir), store_dir / ".scratch"
+    # a store directory that is a mount point (a container's volume): beside it is another file system,
+    # and the files work makes there (index files, the snapshot) could not be renamed into the store
+    return [inside, beside] if os.path.ismount(store_dir) else [beside, inside]
+
+
+def beside_store_dir(store_dir: Path) -> Path:
+    """The scratch area beside a store directory: where a restore stages the store it swaps in."""
+    return store_dir.parent / f".{store_dir.name}.scratch"
 
 
 def for_server(location: str) -> list[Path]:

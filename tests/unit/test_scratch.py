@@ -6,6 +6,7 @@ import os
 import stat
 import subprocess
 import sys
+from pathlib import Path
 
 from cortexctl.store import scratch
 
@@ -114,3 +115,72 @@ def test_older_versions_leftovers_are_swept_too(tmp_path):
     removed = scratch.sweep(scratch.for_store_dir(store), store_dir=store)
     assert sorted(removed) == sorted([old_staging.name, old_spill.name])
     assert other.is_dir() and fresh_spill.is_dir()
+
+
+def _other_file_system(tmp_path):
+    """A writable directory of ours on another file system than ``tmp_path`` (tmpfs at /dev/shm)."""
+    import tempfile
+
+    import pytest
+
+    for root in ("/dev/shm", "/run/shm", "/run/user/%d" % os.getuid()):
+        try:
+            if os.stat(root).st_dev != os.stat(tmp_path).st_dev and os.access(root, os.W_OK):
+                return Path(tempfile.mkdtemp(dir=root, prefix="cortexctl-test-"))
+        except OSError:
+            continue
+    pytest.skip("no second file system is writable here")
+
+
+def test_a_store_directory_that_is_a_mount_point_keeps_its_work_on_its_own_file_system(tmp_path):
+    store = tmp_path / "store"
+    store.mkdir()
+    assert scratch.for_store_dir(store) == [tmp_path / ".store.scratch", store / ".scratch"]
+    mount = next(Path(p) for p in ("/dev/shm", "/proc", "/sys") if os.path.ismount(p))
+    assert scratch.for_store_dir(mount) == [mount / ".scratch", mount.parent / f".{mount.name}.scratch"]
+    assert scratch.beside_store_dir(mount) == mount.parent / f".{mount.name}.scratch"  # a restore's staging
+
+
+def test_a_file_made_on_another_file_system_is_copied_in_whole(tmp_path):
+    import shutil
+
+    from cortexctl.files import leftover_temps, move_in
+
+    other = _other_file_system(tmp_path)
+    try:
+        src = other / "made.tmp"
+        src.write_bytes(b"new index file" * 1000)
+        dest = tmp_path / "cortex.usearch"
+        dest.write_bytes(b"old")
+        assert move_in(src, dest) is True
+        assert dest.read_bytes() == b"new index file" * 1000 and not src.exists()
+        assert stat.S_IMODE(dest.stat().st_mode) == 0o600 and leftover_temps(dest) == []
+        same = tmp_path / "same.tmp"
+        same.write_bytes(b"renamed")
+        inode = same.stat().st_ino
+        assert move_in(same, dest) is False and dest.stat().st_ino == inode
+    finally:
+        shutil.rmtree(other, ignore_errors=True)
+
+
+def test_an_index_file_saved_on_another_file_system_is_installed_unstamped_and_sound(tmp_path):
+    import shutil
+
+    import numpy as np
+
+    from cortexctl.index import hnsw
+
+    other = _other_file_system(tmp_path)
+    try:
+        index = hnsw.new(8, 50)
+        vectors = np.random.default_rng(3).random((50, 8), dtype=np.float32)
+        hnsw.add(index, np.arange(1, 51, dtype=np.uint64), vectors)
+        tmp = other / ".cortex.usearch.x.tmp"
+        fp = hnsw.save_beside(index, tmp)
+        path = tmp_path / "cortex.usearch"
+        hnsw.install(tmp, path, fp)
+        assert not tmp.exists() and not hnsw.stamp_path(path).exists()  # another inode than the one saved
+        assert hnsw.trusted(path, fp)  # read whole once, then stamped
+        assert hnsw.stamp_path(path).exists()
+    finally:
+        shutil.rmtree(other, ignore_errors=True)

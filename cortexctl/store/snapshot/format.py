@@ -597,10 +597,10 @@ def install(tmp: Path, store_path: Path, written: tuple[list[int], int]) -> None
     checked stamp goes beside it when the file is still as written (``written``: its identity then
     and its header's CRC; its writer read every block back to make the CRCs): a file written to
     since is checked block by block as it is read."""
-    from cortexctl.files import fsync_path, stamp_installed
+    from cortexctl.files import fsync_path, move_in, stamp_installed
 
     saved = os.stat(tmp)
-    os.replace(tmp, store_path / SNAPSHOT_NAME)
+    move_in(tmp, store_path / SNAPSHOT_NAME)  # a copy across file systems is another inode: not stamped
     fsync_path(store_path)
     if identity(saved) == written[0]:
         stamp_installed(store_path / SNAPSHOT_NAME, saved, written[1])
