@@ -459,6 +459,43 @@ def test_a_big_builds_helper_process_writes_the_very_snapshot_a_build_alone_writ
         assert list(pool) == [builder.slim_rows(b) for b in batches]
 
 
+def test_a_build_reading_its_docs_postings_and_vectors_in_pieces_writes_the_snapshot_one_read_writes(tmp_path,
+                                                                                                      monkeypatch):
+    """A full build reads the docs and vectors in pieces between quantiles of their keys and the
+    postings a range of terms (then of docs) at a time, into arrays as narrow as their values: the
+    file is byte for byte the one a build reading each table whole writes."""
+    from cortexctl.store.snapshot import builder
+
+    cx = _cx(tmp_path / "store")
+    uris = _fill(cx, 30)
+    for uri in uris[::4]:  # edited: docs and vectors with gaps in their keys
+        cx.update(uri, f"rotation of the bastion credentials after {uri[-4:]}")
+    cx.forget(uris[1], reason="no longer true")
+    whole = _rebuilt(cx)
+    with cx.context.storage.reading() as tx:
+        counts = [tx.con.execute(f"SELECT count(*) FROM {t}").fetchall()[0][0] for t in ("lex_docs", "vectors", "lex_postings")]
+    assert counts[0] > 20 and counts[1] > 20 and counts[2] > 100
+    monkeypatch.setattr(builder, "ROWS_PIECE", 3)
+    monkeypatch.setattr(builder, "POSTINGS_PIECE", 7)  # smaller than some terms' runs: such a run is a piece
+    assert _rebuilt(cx) == whole
+
+
+def test_ids_are_found_in_the_heads_in_order_or_not():
+    """``_rows_in``: each ID's head row (its last, were an ID there twice), -1 where it has none,
+    whether the heads are in ID order (a full build's) or not."""
+    import numpy as np
+
+    from cortexctl.store.snapshot.builder import _rows_in
+
+    ids = np.array([b"01B", b"01D", b"01A", b"01Z"], dtype="S26")
+    in_order = np.array([b"01A", b"01B", b"01C", b"01D"], dtype="S26")
+    assert _rows_in(in_order)(ids).tolist() == [1, 3, 0, -1]
+    shuffled = np.array([b"01D", b"01A", b"01C", b"01B", b"01A"], dtype="S26")
+    assert _rows_in(shuffled)(ids).tolist() == [3, 0, 4, -1]
+    assert _rows_in(np.zeros(0, "S26"))(ids).tolist() == [-1] * 4
+    assert _rows_in(in_order)(np.zeros(0, "S26")).tolist() == []
+
+
 def test_a_build_that_does_not_fit_its_memory_budget_is_built_again_without_it(tmp_path, monkeypatch):
     """A full build holds DuckDB to ``BUILD_MEMORY``; a store whose build runs out of it (3,000
     memories in 4 MB) is built again unbounded: the very file an unbounded build writes, and nothing

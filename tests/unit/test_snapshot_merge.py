@@ -18,7 +18,7 @@ from cortexctl import Cortex
 from cortexctl.engine.results import FindQuery
 from cortexctl.memory import codec
 from cortexctl.store import snapshot
-from cortexctl.store.snapshot.format import _schema_version, db_identity
+from cortexctl.store.snapshot.format import WIDE, _schema_version, db_identity, stored_dtype
 from cortexctl.store.snapshot.merge import merge
 
 NOW = datetime(2026, 11, 23, 12, 0, 0, 123456)
@@ -82,13 +82,19 @@ def _decoded(arrays: dict, extras: dict, name: str) -> list:
 
 
 def assert_same(merged, full) -> None:
-    """Equal to a full build: every array exactly (dtype, values, order), the coded ones through their
-    tables; the header extras equal but for the code tables, which may keep values no row uses."""
+    """Equal to a full build: every array exactly (values, order, and type: an array the file stores
+    narrow, ``WIDE``, of the same kind, which a full build reads as narrow as its values allow), the
+    coded ones through their tables; the header extras equal but for the code tables, which may keep
+    values no row uses."""
     assert merged is not None
     (a, x), (fa, fx) = merged, full
     assert list(a) == list(fa)
     for name in fa:
-        assert a[name].dtype == fa[name].dtype, name
+        if name in WIDE:
+            assert a[name].dtype.kind == fa[name].dtype.kind, name
+            assert stored_dtype(name, a[name]) == stored_dtype(name, fa[name]), name
+        else:
+            assert a[name].dtype == fa[name].dtype, name
         if name in CODED:
             assert _decoded(a, x, name) == _decoded(fa, fx, name), name
         else:

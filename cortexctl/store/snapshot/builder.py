@@ -54,6 +54,10 @@ def rendered(type_code: int, data: bytes) -> tuple[str, str] | None:
 # DuckDB's memory while a whole snapshot is built (``scratch.limit_memory``): unbounded, it kept the store's
 # blocks cached, about a gigabyte beside the build's arrays at a million memories (bench/README.md).
 BUILD_MEMORY = "256MB"
+LEXICON = ("by_term_term", "by_term_start", "by_term_doc", "by_term_tf", "by_doc_doc", "by_doc_start", "by_doc_term_at",
+           "by_doc_tf")  # the postings' arrays, in the order the file holds them
+ROWS_PIECE = 200_000  # docs' and vectors' rows fetched at a time by a whole build (``_StoreRows._pieces``)
+POSTINGS_PIECE = 2_000_000  # postings fetched at a time by a whole build (``_StoreRows.lexicon``)
 SLIM_HELPER_FROM = 50_000  # heads: from this many, a full build slims its rows in a helper process (2+ cores)
 
 
@@ -160,17 +164,75 @@ class _StoreRows:
             return 0
         return int(self.con.execute("SELECT count(*) FROM heads").fetchall()[0][0] >= SLIM_HELPER_FROM)
 
+    def _pieces(self, columns: str, table: str, key: str):
+        """``SELECT columns FROM table ORDER BY key`` as numpy columns, in pieces of about
+        ``ROWS_PIECE`` rows between quantiles of ``key`` (a key is never split between two), so that
+        the rows' strings are Python objects a piece at a time."""
+        n = int(self.con.execute(f"SELECT count(*) FROM {table}").fetchall()[0][0])
+        k = max(1, -(-n // ROWS_PIECE))
+        bounds = [] if k == 1 else self.con.execute(
+            f"SELECT quantile_disc({key}, {[j / k for j in range(1, k)]}) FROM {table}").fetchall()[0][0]
+        edges = [None, *sorted(set(int(b) for b in bounds)), None]
+        for lo, hi in zip(edges, edges[1:]):
+            where = [w for w, b in ((f"{key} > ?", lo), (f"{key} <= ?", hi)) if b is not None]
+            sql = f"SELECT {columns} FROM {table}" + (f" WHERE {' AND '.join(where)}" if where else "")
+            yield self.con.execute(f"{sql} ORDER BY {key}", [b for b in (lo, hi) if b is not None]).fetchnumpy()
+
     def lex_docs(self) -> dict:
-        return self.con.execute("SELECT doc, id, len FROM lex_docs ORDER BY doc").fetchnumpy()
+        import numpy as np
 
-    def postings(self, by: str) -> dict:
-        """The postings' columns sorted by term then doc (``by="term"``) or by doc then term (``"doc"``):
-        sorted by DuckDB, within the connection's memory limit, where numpy would hold them twice."""
-        order = "term, doc, tf" if by == "term" else "doc, term, tf"
-        return self.con.execute(f"SELECT term, doc, tf FROM lex_postings ORDER BY {order}").fetchnumpy()
+        got = [(np.asarray(p["doc"], dtype=np.uint64), _ids(p["id"]), np.asarray(p["len"], dtype=np.uint32))
+               for p in self._pieces("doc, id, len", "lex_docs", "doc")]
+        return {c: np.concatenate([g[i] for g in got]) for i, c in enumerate(("doc", "id", "len"))}
 
-    def vectors(self) -> dict:
-        return self.con.execute("SELECT key, id, version, model, dim FROM vectors ORDER BY key").fetchnumpy()
+    def lexicon(self) -> dict:
+        """The postings' arrays (``lexicon_of``'s), sorted by DuckDB within the connection's memory
+        limit and fetched a piece of ``POSTINGS_PIECE`` at a time into arrays as narrow as their values
+        allow (the writer stores them so): fetched whole, a million memories' 11 million postings held
+        about half a gigabyte of columns beside DuckDB's result, twice over."""
+        import numpy as np
+
+        con = self.con
+        terms = con.execute("SELECT term, count(*) AS n FROM lex_postings GROUP BY term ORDER BY term").fetchnumpy()
+        docs = con.execute("SELECT doc, count(*) AS n FROM lex_postings GROUP BY doc ORDER BY doc").fetchnumpy()
+        a = {"by_term_term": np.asarray(terms["term"], dtype=np.int64), "by_doc_doc": np.asarray(docs["doc"], dtype=np.uint64)}
+        for name, counts in (("by_term_start", terms["n"]), ("by_doc_start", docs["n"])):
+            a[name] = np.zeros(len(counts) + 1, dtype=np.int64)
+            np.cumsum(counts, out=a[name][1:])
+        total = int(a["by_term_start"][-1])
+        top = int(a["by_doc_doc"][-1]) if len(a["by_doc_doc"]) else 0
+        a["by_term_doc"] = np.empty(total, dtype=np.uint32 if top <= 0xFFFFFFFF else np.uint64)
+        a["by_term_tf"] = np.empty(total, dtype=np.uint16)
+        a["by_doc_term_at"] = np.empty(total, dtype=np.int32 if len(a["by_term_term"]) <= 0x7FFFFFFF else np.int64)
+        a["by_doc_tf"] = np.empty(total, dtype=np.uint16)
+        pieces = (("term", "doc", a["by_term_term"], a["by_term_start"], a["by_term_doc"], a["by_term_tf"]),
+                  ("doc", "term", a["by_doc_doc"], a["by_doc_start"], a["by_doc_term_at"], a["by_doc_tf"]))
+        for key, other, keys, starts, into, tfs in pieces:
+            for lo, hi in _pieces(starts, POSTINGS_PIECE):
+                got = con.execute(f"SELECT {other}, tf FROM lex_postings WHERE {key} BETWEEN ? AND ?"
+                                  f" ORDER BY {key}, {other}, tf", [int(keys[lo]), int(keys[hi - 1])]).fetchnumpy()
+                at, end = int(starts[lo]), int(starts[hi])
+                if len(got["tf"]) != end - at:  # the counts were read in this same transaction
+                    raise RuntimeError(f"lex_postings changed while read: {len(got['tf'])} postings, {end - at} counted")
+                into[at:end] = got[other] if key == "term" else np.searchsorted(a["by_term_term"], got[other])
+                tfs[at:end] = got["tf"]
+                del got
+        return {k: a[k] for k in LEXICON}
+
+    def vectors(self, models: dict) -> dict:
+        import numpy as np
+
+        out: dict = {"key": [], "id": [], "version": [], "model_code": [], "dims": {}}
+        for p in self._pieces("key, id, version, model, dim", "vectors", "key"):
+            out["key"].append(np.asarray(p["key"], dtype=np.uint64))
+            out["id"].append(_ids(p["id"]))
+            out["version"].append(np.asarray(p["version"], dtype=np.uint32))
+            out["model_code"].append(np.array(_codes([str(m) for m in p["model"]], models), dtype=np.int32))
+            for m, d in zip(p["model"], p["dim"]):
+                out["dims"].setdefault(str(m), int(d))
+        for c, dt in (("key", np.uint64), ("id", "S26"), ("version", np.uint32), ("model_code", np.int32)):
+            out[c] = np.concatenate(out[c]) if out[c] else np.zeros(0, dt)
+        return out
 
     def dropped(self) -> list:
         return self.con.execute("SELECT key, model FROM vectors_dropped ORDER BY key").fetchall()
@@ -284,47 +346,32 @@ def _arrays(src, *, slim: bool = True) -> tuple[dict, dict]:
     a = {c: a[c] for c in order}
     a["result_start"] = np.zeros(len(row_ends) + 1, dtype=np.int64)
     a["result_start"][1:] = row_ends
-    a["result_json"] = np.frombuffer(bytes(row_buf), dtype=np.uint8)
+    a["result_json"] = np.frombuffer(row_buf, dtype=np.uint8)  # the buffers' own bytes, not a copy
     del row_buf, row_ends
     a["data_type"] = data_type
     a["data_start"] = np.zeros(len(data_ends) + 1, dtype=np.int64)
     a["data_start"][1:] = data_ends
-    a["data_blob"] = np.frombuffer(bytes(data_buf), dtype=np.uint8)
+    a["data_blob"] = np.frombuffer(data_buf, dtype=np.uint8)
     del data_buf, data_ends
-    row_of = {i.decode(): k for k, i in enumerate(a["head_id"].tolist())}
+    rows_of = _rows_in(a["head_id"])
 
     ld = src.lex_docs()
-    a["doc_number"] = np.asarray(ld["doc"], dtype=np.uint64)
-    ld_ids = [str(i) for i in ld["id"]]
-    a["doc_id"] = np.array([i.encode("ascii") for i in ld_ids], dtype="S26") if ld_ids else np.zeros(0, "S26")
-    a["doc_head_row"] = np.array([row_of.get(i, -1) for i in ld_ids], dtype=np.int64)
-    a["doc_length"] = np.asarray(ld["len"], dtype=np.uint32)
+    a["doc_number"], a["doc_id"] = ld["doc"], ld["id"]
+    a["doc_head_row"] = rows_of(a["doc_id"])
+    a["doc_length"] = ld["len"]
+    del ld
     a["head_doc"] = np.full(n, -1, dtype=np.int64)  # each head's doc (-1: none), for a delta's masking
     has = a["doc_head_row"] >= 0
     a["head_doc"][a["doc_head_row"][has]] = a["doc_number"][has].astype(np.int64)
 
-    p = src.postings("term")
-    term = np.asarray(p["term"], dtype=np.int64)
-    a["by_term_term"], a["by_term_start"] = _runs(term)
-    a["by_term_doc"], a["by_term_tf"] = np.asarray(p["doc"], dtype=np.uint64), np.asarray(p["tf"], dtype=np.uint16)
-    del p, term
-    p = src.postings("doc")
-    a["by_doc_doc"], a["by_doc_start"] = _runs(np.asarray(p["doc"], dtype=np.uint64))
-    # a posting's term as its place in by_term_term (a few bytes, where the term is eight)
-    a["by_doc_term_at"] = np.searchsorted(a["by_term_term"], np.asarray(p["term"], dtype=np.int64)).astype(np.int64)
-    a["by_doc_tf"] = np.asarray(p["tf"], dtype=np.uint16)
-    del p
+    a.update(src.lexicon())
 
-    v = src.vectors()
-    models: dict = {}
-    a["vector_key"] = np.asarray(v["key"], dtype=np.uint64)
-    a["vector_id"] = np.array([str(i).encode("ascii") for i in v["id"]], dtype="S26") if len(v["key"]) else np.zeros(0, "S26")
-    a["vector_version"] = np.asarray(v["version"], dtype=np.uint32)
-    a["vector_model_code"] = np.array(_codes([str(m) for m in v["model"]], models), dtype=np.int32)
-    a["vector_head_row"] = np.array([row_of.get(i.decode(), -1) for i in a["vector_id"].tolist()], dtype=np.int64)
-    dims: dict[str, int] = {}
-    for m, d in zip(v["model"], v["dim"]):
-        dims.setdefault(str(m), int(d))
+    models: dict = {}  # each model's code, in the order the vectors by key first name them
+    v = src.vectors(models)
+    a["vector_key"], a["vector_id"], a["vector_version"] = v["key"], v["id"], v["version"]
+    a["vector_model_code"] = v["model_code"]
+    a["vector_head_row"] = rows_of(a["vector_id"])
+    dims: dict[str, int] = v["dims"]
     if "vec" in v:  # a delta's vectors come with their values (newer than the index file)
         a["vector_values"] = np.frombuffer(b"".join(v["vec"]), dtype=VECTOR_DTYPE).astype("<f4")
         a["vector_values_start"] = np.zeros(len(v["vec"]) + 1, dtype=np.int64)  # where each vector starts in v_vec
@@ -351,6 +398,65 @@ def _arrays(src, *, slim: bool = True) -> tuple[dict, dict]:
         "valid_set": valid_set,
     }
     return a, extras
+
+
+def _ids(column):
+    """A column of memory IDs (strings) as the snapshot's ``S26`` array."""
+    import numpy as np
+
+    return np.array(column, dtype="S26") if len(column) else np.zeros(0, "S26")  # ASCII: an ID is a ULID
+
+
+def _rows_in(head_id):
+    """A function giving each of an ``S26`` array of IDs its row in ``head_id`` (its last, were an ID
+    there twice), -1 where it has none: by binary search over the IDs in order (the heads are read by
+    ID), where a dict of a million IDs held about 130 MB."""
+    import numpy as np
+
+    order = None
+    if len(head_id) > 1 and not bool((head_id[1:] >= head_id[:-1]).all()):
+        order = np.argsort(head_id, kind="stable")
+    ordered = head_id if order is None else head_id[order]
+
+    def rows(ids):
+        if not len(ids) or not len(ordered):
+            return np.full(len(ids), -1, dtype=np.int64)
+        at = np.searchsorted(ordered, ids, side="right") - 1
+        at[at < 0] = 0
+        found = ordered[at] == ids
+        return np.where(found, at if order is None else order[at], -1).astype(np.int64)
+
+    return rows
+
+
+def lexicon_of(by_term: dict, by_doc: dict) -> dict:
+    """The snapshot's postings arrays from the postings' columns (term, doc, tf) sorted by term then
+    doc (``by_term``) and by doc then term (``by_doc``): each order's distinct keys and where each
+    one's run starts, the other column and the term frequencies; a posting of the doc order names
+    its term by its place in ``by_term_term`` (a few bytes, where the term is eight)."""
+    import numpy as np
+
+    a: dict = {}
+    a["by_term_term"], a["by_term_start"] = _runs(np.asarray(by_term["term"], dtype=np.int64))
+    a["by_term_doc"], a["by_term_tf"] = np.asarray(by_term["doc"], dtype=np.uint64), np.asarray(by_term["tf"], dtype=np.uint16)
+    a["by_doc_doc"], a["by_doc_start"] = _runs(np.asarray(by_doc["doc"], dtype=np.uint64))
+    a["by_doc_term_at"] = np.searchsorted(a["by_term_term"], np.asarray(by_doc["term"], dtype=np.int64)).astype(np.int64)
+    a["by_doc_tf"] = np.asarray(by_doc["tf"], dtype=np.uint16)
+    return a
+
+
+def _pieces(starts, most: int) -> list[tuple[int, int]]:
+    """The runs (``starts``: where each starts, the total last) as consecutive (first, end) ranges of
+    at most ``most`` items each, a run bigger than that alone in its range."""
+    import numpy as np
+
+    out: list[tuple[int, int]] = []
+    lo, runs = 0, len(starts) - 1
+    while lo < runs:
+        hi = min(max(int(np.searchsorted(starts, starts[lo] + most, side="right")) - 1, lo + 1), runs)
+        out.append((lo, hi))
+        lo = hi
+    return out
 
 
 def _runs(keys):

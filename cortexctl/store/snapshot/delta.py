@@ -10,7 +10,8 @@ import zlib
 from pathlib import Path
 
 from cortexctl.files import checked_path, identity, read_regular, stamp_checked
-from cortexctl.store.snapshot.builder import DATA_QUERY, HEAD_COLUMNS, _arrays, _grants_extra, journal_seq
+from cortexctl.store.snapshot.builder import (DATA_QUERY, HEAD_COLUMNS, _arrays, _codes, _grants_extra, _ids, journal_seq,
+                                              lexicon_of)
 from cortexctl.store.snapshot.format import (DELTA_NAME, FORMAT, SNAPSHOT_NAME, Snapshot, SnapshotUnusable, _clear_temps,
                                              _header_of, _map, _mark, _other_format, _schema_version, _stamp_ok,
                                              _unlink, db_identity)
@@ -268,18 +269,31 @@ class _DeltaRows:
             yield [(*r, *data.get(r[0], (None, None))) for r in self.doc["heads"]]
 
     def lex_docs(self) -> dict:
+        import numpy as np
+
         rows = self.doc["lex_docs"]
-        return {"doc": [r[0] for r in rows], "id": [r[1] for r in rows], "len": [r[2] for r in rows]}
+        return {"doc": np.array([r[0] for r in rows], dtype=np.uint64), "id": _ids([r[1] for r in rows]),
+                "len": np.array([r[2] for r in rows], dtype=np.uint32)}
 
     def postings(self, by: str) -> dict:
-        """As ``_StoreRows.postings``: sorted by term then doc, or by doc then term."""
+        """The postings' columns sorted by term then doc, or by doc then term (``lexicon_of``'s input)."""
         rows = sorted(self.doc["postings"], key=None if by == "term" else (lambda r: (r[1], r[0], r[2])))
         return {"term": [r[0] for r in rows], "doc": [r[1] for r in rows], "tf": [r[2] for r in rows]}
 
-    def vectors(self) -> dict:
+    def lexicon(self) -> dict:
+        return lexicon_of(self.postings("term"), self.postings("doc"))
+
+    def vectors(self, models: dict) -> dict:
+        """As ``_StoreRows.vectors``, with each vector's value (``vec``)."""
+        import numpy as np
+
         rows = self.doc["vectors"]
-        return {"key": [r[0] for r in rows], "id": [r[1] for r in rows], "version": [r[2] for r in rows],
-                "model": [r[3] for r in rows], "dim": [r[4] for r in rows],
+        dims: dict = {}
+        for r in rows:
+            dims.setdefault(str(r[3]), int(r[4]))
+        return {"key": np.array([r[0] for r in rows], dtype=np.uint64), "id": _ids([r[1] for r in rows]),
+                "version": np.array([r[2] for r in rows], dtype=np.uint32),
+                "model_code": np.array(_codes([str(r[3]) for r in rows], models), dtype=np.int32), "dims": dims,
                 "vec": [base64.b64decode(r[5]) for r in rows]}
 
     def dropped(self) -> list:

@@ -29,6 +29,7 @@ FORMAT = 6  # 6: result rows leave out the rendered forms, integers stored narro
 #            named for what they hold, visibility as a code; an older file is stale (rebuilt)
 BLOCK = 1 << 14  # bytes per checksummed block
 ALIGN = 64
+WRITE_PIECE = 1 << 22  # items of an array converted to its stored type at a time as the file is written
 EPOCH = datetime(1970, 1, 1)
 BUILD_BATCH = 10_000  # rows read at a time while building
 # Integer arrays a writer stores in the narrowest type of their kind that holds every value of the
@@ -357,19 +358,24 @@ def _widened(name: str, a):
 
 
 def narrowed(name: str, a):
-    """Array ``name`` as a writer stores it: one ``WIDE`` names in the narrowest integer type of its
-    kind that holds its values; any other as it is."""
+    """Array ``name`` as a writer stores it (``stored_dtype``)."""
+    return a.astype(stored_dtype(name, a), copy=False)
+
+
+def stored_dtype(name: str, a):
+    """The type array ``name`` is stored in: one ``WIDE`` names in the narrowest integer type of its
+    kind that holds its values; any other in its own."""
     import numpy as np
 
     wide = WIDE.get(name)
     if wide is None or not len(a):
-        return a
+        return a.dtype
     lo, hi = int(a.min()), int(a.max())
     for dtype in (("<i1", "<i2", "<i4") if np.dtype(wide).kind == "i" else ("<u1", "<u2", "<u4")):
         info = np.iinfo(dtype)
         if info.min <= lo and hi <= info.max:
-            return a.astype(dtype)
-    return a.astype(wide, copy=False)
+            return np.dtype(dtype)
+    return np.dtype(wide)
 
 
 def spans(lo, hi):
@@ -612,20 +618,19 @@ def _write_file(tmp: Path, arrays: dict, extras: dict, stamp: dict) -> int:
 
     specs: dict = {}
     off = 0
-    parts: list = []
+    parts: list = []  # (padding before, array, its stored type): converted piece by piece as written
     for name, arr in _stored(arrays).items():
-        arr = np.ascontiguousarray(narrowed(name, arr))
+        dtype = stored_dtype(name, arr)
         fill = _fill(arr)
         if fill is not None:
-            specs[name] = {"dtype": arr.dtype.str, "shape": list(arr.shape), "offset": off, "nbytes": 0, "fill": fill}
+            specs[name] = {"dtype": dtype.str, "shape": list(arr.shape), "offset": off, "nbytes": 0, "fill": fill}
             continue
         pad = -off % ALIGN
-        if pad:
-            parts.append(b"\0" * pad)
-            off += pad
-        specs[name] = {"dtype": arr.dtype.str, "shape": list(arr.shape), "offset": off, "nbytes": arr.nbytes}
-        parts.append(arr)
-        off += arr.nbytes
+        off += pad
+        nbytes = arr.size * dtype.itemsize
+        specs[name] = {"dtype": dtype.str, "shape": list(arr.shape), "offset": off, "nbytes": nbytes}
+        parts.append((pad, arr, dtype))
+        off += nbytes
     data_bytes = off
     crcs = np.zeros(-(-data_bytes // BLOCK), dtype="<u4")
     header = {"format": FORMAT, "forms": RENDERING, "data_dictionary": data_dictionary()[1], "block": BLOCK,
@@ -635,8 +640,12 @@ def _write_file(tmp: Path, arrays: dict, extras: dict, stamp: dict) -> int:
         probe = json.dumps({**header, "crcs": "00000000" * len(crcs)}, separators=(",", ":")).encode()
         start = -(-(24 + len(probe)) // ALIGN) * ALIGN
         fh.seek(start)
-        for p in parts:
-            fh.write(memoryview(p).cast("B") if isinstance(p, np.ndarray) else p)
+        for pad, arr, dtype in parts:
+            fh.write(b"\0" * pad)
+            flat = arr.reshape(-1) if arr.ndim != 1 else arr
+            for at in range(0, len(flat), WRITE_PIECE):
+                piece = np.ascontiguousarray(flat[at : at + WRITE_PIECE].astype(dtype, copy=False))
+                fh.write(memoryview(piece).cast("B"))
         fh.flush()
     with open(tmp, "r+b") as fh:
         fh.seek(start)
