@@ -84,7 +84,7 @@ and handled like any bad line. Memories are
 written in batches of --batch-size, each one transaction (with its
 postings and vectors); the store is released between batches, and the index
 file is brought up to date once at the end. On a local store DuckDB is held
-to 512 MB in each batch's transaction (spilling into the store's scratch area);
+to 256 MB in each batch's transaction (spilling into the store's scratch area);
 a batch that does not fit is committed again without the limit. When the
 embedding endpoint fails, memories are imported all the same and wait for `reindex`.""",
         examples=("cortexctl import memories.jsonl", "some-tool | cortexctl import - --skip-invalid --json",

@@ -41,8 +41,9 @@ LOCK_NAME = ".lock"
 # Files of the store that cortexctl creates (the database, its WAL, the lock, later the index).
 OWN_FILE_PREFIXES = ("cortex.", LOCK_NAME)
 # DuckDB's memory in a bulk load's transactions (``transaction(bulk=True)``): at a million memories
-# an import's compacting commits took it to about 1.3 GB unbounded (bench/README.md).
-LOAD_MEMORY = "512MB"
+# an import's compacting commits took it to about 1.3 GB unbounded; 512 MB left an import at 1.06 GB
+# at 300k where 256 MB left it at 0.82 GB in the same time (bench/README.md).
+LOAD_MEMORY = "256MB"
 # DuckDB's memory in a bounded reading view (``reading(bounded=True)``: verify's workers): unbounded,
 # each worker cached what its view read, about 1.6 GB apiece at a million memories.
 READ_MEMORY = "512MB"
