@@ -480,6 +480,32 @@ def test_a_build_reading_its_docs_postings_and_vectors_in_pieces_writes_the_snap
     assert _rebuilt(cx) == whole
 
 
+def test_a_store_without_postings_stores_its_empty_postings_arrays_wide(tmp_path):
+    """Memories whose text leaves no terms: the postings arrays are empty, and stored in their wide
+    types as a build reading the postings whole stored them (a narrow type is chosen from values)."""
+    cx = _cx(tmp_path / "store")
+    cx.write("fact", "!!! ... ???")
+    with cx.context.storage.read() as con:
+        assert con.execute("SELECT count(*) FROM lex_postings").fetchall()[0][0] == 0
+    _rebuilt(cx)
+    arrays = snapshot.format._header_of(cx.store.path / snapshot.SNAPSHOT_NAME)[0]["arrays"]
+    assert (arrays["by_term_doc"]["dtype"], arrays["by_doc_term_at"]["dtype"]) == ("<u8", "<i8")
+
+
+def test_a_doc_naming_an_id_longer_than_any_memorys_has_no_head_row(tmp_path):
+    """A damaged lex_docs row whose ID is a memory's with a character more: its doc names no head
+    (as DuckDB's own join finds none), though the snapshot's IDs are cut to 26 bytes."""
+    cx = _cx(tmp_path / "store")
+    _fill(cx, 6)
+    with cx.context.storage.write() as con:
+        doc, = con.execute("UPDATE lex_docs SET id = id || 'X' WHERE doc = (SELECT min(doc) FROM lex_docs)"
+                           " RETURNING doc").fetchall()[0]
+    with cx.context.storage.reading() as tx:
+        a, _ = snapshot.collect(tx.con)
+    rows = dict(zip(a["doc_number"].tolist(), a["doc_head_row"].tolist()))
+    assert rows[doc] == -1 and sum(r >= 0 for r in rows.values()) == len(rows) - 1
+
+
 def test_ids_are_found_in_the_heads_in_order_or_not():
     """``_rows_in``: each ID's head row (its last, were an ID there twice), -1 where it has none,
     whether the heads are in ID order (a full build's) or not."""

@@ -181,9 +181,10 @@ class _StoreRows:
     def lex_docs(self) -> dict:
         import numpy as np
 
-        got = [(np.asarray(p["doc"], dtype=np.uint64), _ids(p["id"]), np.asarray(p["len"], dtype=np.uint32))
-               for p in self._pieces("doc, id, len", "lex_docs", "doc")]
-        return {c: np.concatenate([g[i] for g in got]) for i, c in enumerate(("doc", "id", "len"))}
+        got = [(np.asarray(p["doc"], dtype=np.uint64), _ids(p["id"]), np.asarray(p["len"], dtype=np.uint32),
+                np.asarray(p["long"], dtype=np.bool_))  # an ID longer than an ID's 26 bytes: no head's
+               for p in self._pieces("doc, id, len, strlen(id) > 26 AS long", "lex_docs", "doc")]
+        return {c: np.concatenate([g[i] for g in got]) for i, c in enumerate(("doc", "id", "len", "long"))}
 
     def lexicon(self) -> dict:
         """The postings' arrays (``lexicon_of``'s), sorted by DuckDB within the connection's memory
@@ -201,9 +202,9 @@ class _StoreRows:
             np.cumsum(counts, out=a[name][1:])
         total = int(a["by_term_start"][-1])
         top = int(a["by_doc_doc"][-1]) if len(a["by_doc_doc"]) else 0
-        a["by_term_doc"] = np.empty(total, dtype=np.uint32 if top <= 0xFFFFFFFF else np.uint64)
+        a["by_term_doc"] = np.empty(total, dtype=np.uint32 if total and top <= 0xFFFFFFFF else np.uint64)
         a["by_term_tf"] = np.empty(total, dtype=np.uint16)
-        a["by_doc_term_at"] = np.empty(total, dtype=np.int32 if len(a["by_term_term"]) <= 0x7FFFFFFF else np.int64)
+        a["by_doc_term_at"] = np.empty(total, dtype=np.int32 if total and len(a["by_term_term"]) <= 0x7FFFFFFF else np.int64)
         a["by_doc_tf"] = np.empty(total, dtype=np.uint16)
         pieces = (("term", "doc", a["by_term_term"], a["by_term_start"], a["by_term_doc"], a["by_term_tf"]),
                   ("doc", "term", a["by_doc_doc"], a["by_doc_start"], a["by_doc_term_at"], a["by_doc_tf"]))
@@ -358,6 +359,7 @@ def _arrays(src, *, slim: bool = True) -> tuple[dict, dict]:
     ld = src.lex_docs()
     a["doc_number"], a["doc_id"] = ld["doc"], ld["id"]
     a["doc_head_row"] = rows_of(a["doc_id"])
+    a["doc_head_row"][ld["long"]] = -1  # the old dict matched the whole ID: one cut to 26 bytes is no head's
     a["doc_length"] = ld["len"]
     del ld
     a["head_doc"] = np.full(n, -1, dtype=np.int64)  # each head's doc (-1: none), for a delta's masking

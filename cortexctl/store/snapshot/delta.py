@@ -273,7 +273,8 @@ class _DeltaRows:
 
         rows = self.doc["lex_docs"]
         return {"doc": np.array([r[0] for r in rows], dtype=np.uint64), "id": _ids([r[1] for r in rows]),
-                "len": np.array([r[2] for r in rows], dtype=np.uint32)}
+                "len": np.array([r[2] for r in rows], dtype=np.uint32),
+                "long": np.array([len(r[1]) > 26 for r in rows], dtype=np.bool_)}
 
     def postings(self, by: str) -> dict:
         """The postings' columns sorted by term then doc, or by doc then term (``lexicon_of``'s input)."""
