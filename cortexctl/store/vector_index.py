@@ -501,6 +501,7 @@ class IndexLoader:
     """
 
     CHUNK = 1024  # vectors per job, so that the last ones can be added with every core
+    CHECK_SPAN = 100_000  # keys whose stored rows ``take`` reads at a time
     QUEUED = 16  # jobs waiting at most (about 25 MB of 384-d vectors)
 
     def __init__(self, store: DuckStorage, model: str, *, threads: int = 1, expected: int = 0) -> None:
@@ -661,13 +662,8 @@ class IndexLoader:
             return None
         if rec != self.base:
             return None
-        lo = self.added[0][0]
-        hi = self.added[-1][0] + len(self.added[-1][1]) - 1
-        stored = tx.vectors_between(self.model, lo, hi)
-        for first, ids, versions in self.added:
-            for k, (i, v) in enumerate(zip(ids, versions), first):
-                if stored.get(k) != (i, v):
-                    return None  # changed since (another writer updated or dropped it)
+        if not self._still_stored(tx):
+            return None  # changed since (another writer updated or dropped one)
         if None in self.indexes:
             return [(None, self.indexes.pop(None))]
         import numpy as np
@@ -699,6 +695,24 @@ class IndexLoader:
             if cls in self.indexes and len(self.indexes[cls]):
                 entries.append(((cls,), self.indexes.pop(cls)))
         return entries + shared
+
+    def _still_stored(self, tx) -> bool:
+        """Every vector given to the graphs still in the store under its key, read a span of about
+        ``CHECK_SPAN`` keys at a time: the whole import's at once was a dict of a million rows (some
+        300 MB) beside the graphs, the import's peak."""
+        group: list = []
+        for item in (*self.added, None):
+            if item is not None and (not group or item[0] + len(item[1]) - group[0][0] <= self.CHECK_SPAN):
+                group.append(item)
+                continue
+            if group:
+                stored = tx.vectors_between(self.model, group[0][0], group[-1][0] + len(group[-1][1]) - 1)
+                for first, ids, versions in group:
+                    for k, (i, v) in enumerate(zip(ids, versions), first):
+                        if stored.get(k) != (i, v):
+                            return False
+            group = [item]
+        return True
 
     def keys(self):
         import numpy as np

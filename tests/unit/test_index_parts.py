@@ -1234,3 +1234,35 @@ def test_an_import_onto_a_few_memories_without_an_index_uses_its_own_graphs(tmp_
     _every_vector_once(cx, path)
     _answers_as_exact(cx, Filters(actor="alice"))
     assert_store_verifies(path)
+
+
+@pytest.mark.parametrize("changed", [False, True])
+def test_an_import_s_graphs_are_taken_only_while_every_vector_they_hold_is_still_stored(tmp_path, monkeypatch,
+                                                                                       no_fold_during_import, changed):
+    """take() reads the stored rows of the keys it was given a span at a time (``CHECK_SPAN``): a
+    vector changed since (here near the import's last key, in its last span) leaves the graphs
+    untaken, and the index update does what it would do without them."""
+    from cortexctl.store import db
+
+    monkeypatch.setattr(vi.IndexLoader, "CHECK_SPAN", 7)
+    taken: list = []
+    real_take = vi.IndexLoader.take
+
+    def take(self, *a, **kw):
+        got = real_take(self, *a, **kw)
+        taken.append(got is not None)
+        return got
+
+    monkeypatch.setattr(vi.IndexLoader, "take", take)
+    real_update = db.DuckStorage.update_index
+
+    def update(self, model, **kw):
+        if changed and kw.get("loader") is not None:  # another writer's change, between the rows and the update
+            with self.write() as con:
+                con.execute("UPDATE vectors SET version = version + 1 WHERE key = (SELECT max(key) - 2 FROM vectors)")
+        return real_update(self, model, **kw)
+
+    monkeypatch.setattr(db.DuckStorage, "update_index", update)
+    cx = Cortex(store=tmp_path / "s", actor="alice")
+    cx.import_jsonl(iter([_as_written(i) for i in range(300)]), batch_size=50)
+    assert taken == [not changed]
