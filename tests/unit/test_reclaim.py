@@ -78,3 +78,16 @@ def test_the_file_is_rewritten_only_when_a_quarter_of_it_or_more_is_free():
     assert not worth_it({"free": 24, "total": 100})
     assert worth_it({"free": 25, "total": 100})
     assert worth_it({"free": 42, "total": 64})
+
+
+def test_a_copy_into_the_store_killed_midway_is_swept_by_the_next_reclaim(tmp_path):
+    """A rewritten file that met another file system is copied in beside the store's file
+    (``files.move_in``); a kill mid-copy leaves that temp file, which the next reclaim removes."""
+    path = tmp_path / "s"
+    cx = Cortex(store=path, actor="alice")
+    cx.write("fact", "the deploy key rotates monthly")
+    left = path / ".cortex.duckdb.k1ll3d.tmp"
+    left.write_bytes(b"half a copied database file")
+    cx.import_jsonl(iter([_line(i) for i in range(300)]), batch_size=100)
+    assert not left.exists()
+    assert_store_verifies(path)

@@ -209,7 +209,7 @@ class _StoreRows:
         pieces = (("term", "doc", a["by_term_term"], a["by_term_start"], a["by_term_doc"], a["by_term_tf"]),
                   ("doc", "term", a["by_doc_doc"], a["by_doc_start"], a["by_doc_term_at"], a["by_doc_tf"]))
         for key, other, keys, starts, into, tfs in pieces:
-            for lo, hi in _pieces(starts, POSTINGS_PIECE):
+            for lo, hi in _run_ranges(starts, POSTINGS_PIECE):
                 got = con.execute(f"SELECT {other}, tf FROM lex_postings WHERE {key} BETWEEN ? AND ?"
                                   f" ORDER BY {key}, {other}, tf", [int(keys[lo]), int(keys[hi - 1])]).fetchnumpy()
                 at, end = int(starts[lo]), int(starts[hi])
@@ -447,7 +447,7 @@ def lexicon_of(by_term: dict, by_doc: dict) -> dict:
     return a
 
 
-def _pieces(starts, most: int) -> list[tuple[int, int]]:
+def _run_ranges(starts, most: int) -> list[tuple[int, int]]:
     """The runs (``starts``: where each starts, the total last) as consecutive (first, end) ranges of
     at most ``most`` items each, a run bigger than that alone in its range."""
     import numpy as np
