@@ -127,3 +127,59 @@ def _all_vectors(tx, filters, model, dim):
     """Every candidate's (ids, float16 rows), the store's chunks put together."""
     chunks = list(tx.vector_chunks(filters, model, dim))
     return [i for ids, _ in chunks for i in ids], np.concatenate([m for _, m in chunks] or [np.zeros((0, dim), "<f2")])
+
+
+def _twins() -> np.ndarray:
+    """500 vectors of texts that come in near twins (the same four words, another number)."""
+    from cortexctl.embed import hashing
+
+    words = ("alpha bravo charlie delta echo foxtrot golf hotel india juliet kilo lima mike november oscar papa "
+             "quebec romeo sierra tango uniform victor whiskey xray yankee zulu").split()
+    texts = [f"note {i} " + " ".join(words[(i * p) % 26] for p in (1, 3, 7, 11)) + f" item{i}"
+             for i in range(0, 5000, 10)]
+    return np.stack([np.frombuffer(hashing.embed_one(t), dtype="<f4") for t in texts])
+
+
+def _found_by_own_vector(index, keys) -> set[int]:
+    index.expansion_search = len(index)  # every node a walk reaches
+    return {int(k) for k in keys if int(k) in {int(x) for x in index.search(hnsw.vectors(index, [k])[0], 10).keys}}
+
+
+def test_a_vector_a_fold_cuts_off_from_the_graph_is_linked_again_when_the_graph_is_saved(tmp_path):
+    """usearch gives a removed vector's node to the next vector added, with its links made anew: a
+    near twin linked to only from there can no longer be reached, not even by its own vector."""
+    from usearch.index import Index
+
+    twins = _twins()
+    base = hnsw.new(twins.shape[1], len(twins))
+    base.add(np.arange(len(twins), dtype=np.uint64), twins, threads=1)  # one thread: the same graph each run
+    base.save(str(tmp_path / "base.usearch"))
+    added = np.stack([twins[0] * 0.5 + twins[j] * 0.5 for j in range(1, 5)])
+    for gone in range(len(twins)):  # remove one vector, add four: until a vector is cut off
+        index = Index.restore(str(tmp_path / "base.usearch"))
+        index.remove(np.array([gone], dtype=np.uint64))
+        index.add(np.arange(10_000, 10_004, dtype=np.uint64), added, threads=1)
+        index.save(str(tmp_path / "plain.usearch"))
+        cut = hnsw.unreachable(tmp_path / "plain.usearch")
+        if len(cut):
+            break
+    else:
+        pytest.fail("no removal cut a vector off")
+    keys = [int(k) for k in index.keys]
+    reached = {int(k) for k in index.search(twins[0], len(index)).keys}  # a walk from the entry meets them all
+    assert set(keys) - reached == {int(k) for k in cut}
+    assert not _found_by_own_vector(index, cut)
+    fp = hnsw.save_beside(index, tmp_path / "saved.usearch")
+    assert not len(hnsw.unreachable(tmp_path / "saved.usearch"))
+    again = Index.restore(str(tmp_path / "saved.usearch"))
+    assert _found_by_own_vector(again, cut) == {int(k) for k in cut}
+    assert sorted(int(k) for k in again.keys) == sorted(keys) and fp.count == len(keys)
+    assert np.array_equal(hnsw.vectors(again, keys), hnsw.vectors(index, keys))
+    assert hnsw.trusted(tmp_path / "saved.usearch", fp)
+
+
+def test_the_walk_of_a_file_not_laid_out_as_expected_finds_nothing_cut_off(tmp_path):
+    path = tmp_path / "f.usearch"
+    for raw in (b"", b"usearch", bytes(200), np.arange(1000, dtype=np.uint32).tobytes()):
+        path.write_bytes(raw)
+        assert not len(hnsw.unreachable(path))

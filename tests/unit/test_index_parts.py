@@ -187,6 +187,7 @@ def test_a_fold_adds_each_vector_to_its_class_s_file_and_a_new_class_to_the_last
     assert after.parts[2].classes != before.parts[2].classes
     for part in after.parts:
         assert _file_keys(cx, part) == set().union(*(_class_keys(cx, c) for c in part.classes))
+        assert not len(hnsw.unreachable(split / part.file))  # no vector cut off by a node reused
     assert sorted(f.name for f in split.glob("cortex.usearch-*")) == sorted(
         f for p in after.parts[1:] for f in (p.file, p.file + hnsw.STAMP_SUFFIX) if (split / f).exists())
     assert _nearest(carol, Filters(actor="carol"), "walrus carol 1", 2)[0] == new["private:carol"][1]
