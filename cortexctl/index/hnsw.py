@@ -249,7 +249,10 @@ def install(tmp: Path, path: Path, fp: Fingerprint) -> None:
 
 def _save(index, tmp: Path) -> tuple[Fingerprint, os.stat_result]:
     index.save(str(tmp))
-    link_cut_off(tmp, index)
+    try:
+        link_cut_off(tmp, index)
+    except (OSError, ValueError):  # a file system that maps no file, say: saved as usearch left it
+        pass
     fd = os.open(tmp, os.O_RDONLY)
     try:
         saved = os.fstat(fd)
@@ -511,6 +514,7 @@ def vectors(index, keys):
 FREE_KEY = (1 << 64) - 1
 _NODE_HEAD = 10  # a node's key and level
 _KINDS = bytes([12, 14, 15])  # usearch's codes for f16 values, u64 keys and u32 slots
+_SCALAR_BYTES = {4: 2, 10: 8, 11: 4, 12: 2, 23: 1}  # bf16, f64, f32, f16, i8: bytes a value
 _LEVEL_ECHO = 64  # every 64th node's own level is checked against the levels block
 
 
@@ -559,8 +563,8 @@ def slot_rows(path: Path, expected: Fingerprint, cache: dict | None = None):
 
 def _layout(raw):
     """The file's parts as laid out above: (rows, dim, the head's offset, the graph's five u64, the
-    nodes' levels, the nodes' offsets), or None when its bytes are not laid out so (every byte
-    accounted for, an f16 file of usearch 2 with u64 keys and u32 slots)."""
+    nodes' levels, the nodes' offsets, the scalar kind's code), or None when its bytes are not laid
+    out so (every byte accounted for, a file of usearch 2 with u64 keys and u32 slots)."""
     import numpy as np
 
     total = len(raw)
@@ -569,12 +573,13 @@ def _layout(raw):
     rows, width = (int(x) for x in raw[:8].view("<u4"))
     head = 8 + rows * width
     core = head + 64
-    if width % 2 or core + 40 > total:
+    if core + 40 > total:
         return None
     magic, kinds = bytes(raw[head:head + 7]), bytes(raw[head + 14:head + 17])
     version = int(raw[head + 7:head + 9].view("<u2")[0])
     dims = int(raw[head + 33:head + 41].view("<u8")[0])
-    if magic != b"usearch" or version != 2 or kinds != _KINDS or dims * 2 != width or raw[head + 41]:
+    if (magic != b"usearch" or version != 2 or kinds[1:] != _KINDS[1:] or raw[head + 41]
+            or dims * _SCALAR_BYTES.get(kinds[0], 0) != width):
         return None
     graph = size, connectivity, base, top, entry = tuple(int(x) for x in raw[core:core + 40].view("<u8"))
     levels_at = core + 40
@@ -589,7 +594,7 @@ def _layout(raw):
     ends = nodes_at + np.cumsum(sizes)
     if (int(ends[-1]) if size else nodes_at) != total:
         return None
-    return rows, dims, head, graph, levels, ends - sizes
+    return rows, dims, head, graph, levels, ends - sizes, kinds[0]
 
 
 def _slot_layout(raw, expected: Fingerprint):
@@ -598,9 +603,9 @@ def _slot_layout(raw, expected: Fingerprint):
     got = _layout(raw)
     if got is None:
         return None
-    rows, dim, head, _graph, levels, starts = got
+    rows, dim, head, _graph, levels, starts, scalar = got
     present = int(raw[head + 17:head + 25].view("<u8")[0])
-    if dim != expected.dim or rows < expected.count or present != expected.count:
+    if scalar != _KINDS[0] or dim != expected.dim or rows < expected.count or present != expected.count:
         return None
     total = len(raw)
     at_byte = np.ndarray((total - 7,), dtype="<u8", buffer=raw, strides=(1,))  # a u64 at every byte
@@ -613,14 +618,14 @@ def _slot_layout(raw, expected: Fingerprint):
 
 def _base_graph(raw):
     """The graph's base level from a file's bytes: (entry, each node's list offset, each node's
-    neighbour count, its neighbours (u32 slots, the node count where a list has no more), its key,
-    its vector), or None when the file is empty or not laid out as above."""
+    neighbour count, its neighbours (u32 slots, the node count where a list has no more), its key),
+    or None when the file is empty or not laid out as above."""
     import numpy as np
 
     got = _layout(raw)
     if got is None or not got[3][0]:
         return None
-    rows, dim, head, (size, _c, base, _top, entry), _levels, starts = got
+    _rows, _dim, _head, (size, _c, base, _top, entry), _levels, starts, _scalar = got
     total = len(raw)
     at_u32 = np.ndarray((total - 3,), dtype="<u4", buffer=raw, strides=(1,))
     lists = starts + _NODE_HEAD  # a u32 count, then ``base`` u32 slots
@@ -631,7 +636,7 @@ def _base_graph(raw):
     links[np.arange(base) >= counts[:, None]] = size
     links[links > size] = size
     keys = np.ndarray((total - 7,), dtype="<u8", buffer=raw, strides=(1,))[starts]
-    return entry, lists, counts, links, keys, raw[8:head].view("<f2").reshape(rows, dim)
+    return entry, lists, counts, links, keys
 
 
 def _reached(links, seen, front) -> None:
@@ -648,7 +653,7 @@ def _reached(links, seen, front) -> None:
 def _walk(graph):
     import numpy as np
 
-    entry, _lists, _counts, links, _keys, _vectors = graph
+    entry, _lists, _counts, links, _keys = graph
     seen = np.zeros(len(links) + 1, dtype=bool)
     seen[-1] = seen[entry] = True
     _reached(links, seen, np.array([entry]))
@@ -658,17 +663,19 @@ def _walk(graph):
 LINK_NEAREST = 64  # a cut-off vector's holder: the nearest of this many a search finds that has room
 
 
-def _nearest_of(index, vectors, keys, among):
+def _nearest_of(index, keys, among):
     """Per slot of ``among``, the slots of the ``LINK_NEAREST`` vectors a search of ``index`` (the
-    graph just saved) finds nearest that slot's vector, nearest first: nodes a walk reaches."""
+    graph just saved) finds nearest that slot's vector, nearest first (the node count where it found
+    fewer): nodes a walk reaches."""
     import numpy as np
 
-    found = index.search(vectors[among].astype(np.float32), LINK_NEAREST, threads=os.cpu_count() or 1)
+    found = index.search(vectors(index, keys[among]), LINK_NEAREST, threads=os.cpu_count() or 1)
     got = np.asarray(found.keys, dtype=np.uint64).reshape(len(among), -1)
+    counts = np.asarray(found.counts).reshape(-1)
     order = np.argsort(keys, kind="stable")
     at = np.minimum(np.searchsorted(keys[order], got), len(keys) - 1)
     slots = order[at].astype(np.int64)
-    slots[keys[slots] != got] = len(keys)  # not a key of the file (an empty place in the answer)
+    slots[(keys[slots] != got) | (np.arange(got.shape[1]) >= counts[:, None])] = len(keys)
     return slots
 
 
@@ -694,57 +701,53 @@ def unreachable(path: Path):
 def link_cut_off(path: Path, index) -> int:
     """Link each vector of a file just saved from ``index`` that no walk reaches (``unreachable``)
     from the node nearest it that a search of ``index`` finds and whose list has room
-    (``LINK_NEAREST``), written into the file in place; the number still cut off (no such node near
-    it, or a file not laid out as above)."""
+    (``LINK_NEAREST``): the slot, then the list's new count, written into the file in place (a file
+    cut short between the two still loads, the link not made). The number still cut off (no such
+    node near it); 0 for a file not laid out as above."""
     import mmap
 
     import numpy as np
 
-    with open(path, "r+b") as f:
-        if os.fstat(f.fileno()).st_size < 8:
-            return 0
-        mapped = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_WRITE)
+    fd = os.open(path, os.O_RDWR)
     try:
-        left = _link(np.frombuffer(mapped, dtype=np.uint8), index)  # its views of the mapping let go on return
-        mapped.flush()
-        return left
-    finally:
+        if os.fstat(fd).st_size < 8:
+            return 0
+        mapped = mmap.mmap(fd, 0, access=mmap.ACCESS_READ)
         try:
+            graph = _base_graph(np.frombuffer(mapped, dtype=np.uint8))  # copies: nothing of the mapping kept
+        finally:
             mapped.close()
-        except BufferError:  # an error's frames still hold a view: closed when they are let go
-            pass
+        return 0 if graph is None else _link(fd, graph, index)
+    finally:
+        os.close(fd)
 
 
-def _link(raw, index) -> int:
+def _link(fd: int, graph, index) -> int:
     import numpy as np
 
-    graph = _base_graph(raw)
-    if graph is None:
-        return 0
-    _entry, lists, counts, links, keys, vectors = graph
+    _entry, lists, counts, links, keys = graph
     base = links.shape[1]
     seen = _walk(graph)
     cut = np.flatnonzero(~seen[:-1] & (keys != FREE_KEY))
     if not len(cut):
         return 0
-    near = dict(zip(cut.tolist(), _nearest_of(index, vectors, keys, cut)))
-    at_u32 = np.ndarray((len(raw) - 3,), dtype="<u4", buffer=raw, strides=(1,))
+    near = dict(zip(cut.tolist(), _nearest_of(index, keys, cut)))
     left = cut.tolist()
     while left:  # a vector whose nearest are all cut off too waits for them to be linked
         waiting = []
         for u in left:
             if seen[u]:
                 continue
-            them = near[u][(near[u] != u) & (near[u] < len(keys))]
-            them = them[seen[them] & (counts[them] < base) & (keys[them] != FREE_KEY)]
+            them = near[u][near[u] < len(keys)]
+            them = them[(them != u) & seen[them] & (counts[them] < base) & (keys[them] != FREE_KEY)]
             if not len(them):
                 waiting.append(u)
                 continue
             v = int(them[0])
-            at_u32[lists[v] + 4 + 4 * int(counts[v])] = u
+            os.pwrite(fd, int(u).to_bytes(4, "little"), int(lists[v]) + 4 + 4 * int(counts[v]))
             links[v, counts[v]] = u
             counts[v] += 1
-            at_u32[lists[v]] = counts[v]
+            os.pwrite(fd, int(counts[v]).to_bytes(4, "little"), int(lists[v]))
             seen[u] = True
             _reached(links, seen, np.array([u]))
         if len(waiting) == len(left):

@@ -145,13 +145,15 @@ def _found_by_own_vector(index, keys) -> set[int]:
     return {int(k) for k in keys if int(k) in {int(x) for x in index.search(hnsw.vectors(index, [k])[0], 10).keys}}
 
 
-def test_a_vector_a_fold_cuts_off_from_the_graph_is_linked_again_when_the_graph_is_saved(tmp_path):
+@pytest.mark.parametrize("dtype", ["f16", "f32"])  # f32: a file built before the index was f16
+def test_a_vector_a_fold_cuts_off_from_the_graph_is_linked_again_when_the_graph_is_saved(tmp_path, dtype):
     """usearch gives a removed vector's node to the next vector added, with its links made anew: a
     near twin linked to only from there can no longer be reached, not even by its own vector."""
     from usearch.index import Index
 
     twins = _twins()
-    base = hnsw.new(twins.shape[1], len(twins))
+    base = Index(ndim=twins.shape[1], metric=hnsw.METRIC, dtype=dtype, connectivity=hnsw.CONNECTIVITY,
+                 expansion_add=hnsw.EXPANSION_ADD)
     base.add(np.arange(len(twins), dtype=np.uint64), twins, threads=1)  # one thread: the same graph each run
     base.save(str(tmp_path / "base.usearch"))
     added = np.stack([twins[0] * 0.5 + twins[j] * 0.5 for j in range(1, 5)])
@@ -183,3 +185,26 @@ def test_the_walk_of_a_file_not_laid_out_as_expected_finds_nothing_cut_off(tmp_p
     for raw in (b"", b"usearch", bytes(200), np.arange(1000, dtype=np.uint32).tobytes()):
         path.write_bytes(raw)
         assert not len(hnsw.unreachable(path))
+
+
+def test_a_file_system_that_refuses_the_link_s_writes_still_gets_the_saved_graph(tmp_path, monkeypatch):
+    import errno
+    import os
+
+    from usearch.index import Index
+
+    twins = _twins()
+    index = Index(ndim=twins.shape[1], metric=hnsw.METRIC, dtype=hnsw.DTYPE, connectivity=hnsw.CONNECTIVITY,
+                  expansion_add=hnsw.EXPANSION_ADD)
+    index.add(np.arange(len(twins), dtype=np.uint64), twins, threads=1)
+    index.remove(np.array([0], dtype=np.uint64))
+    index.add(np.arange(10_000, 10_004, dtype=np.uint64), np.stack([twins[0] * 0.5 + twins[j] * 0.5 for j in range(1, 5)]),
+              threads=1)
+
+    def refused(*_args):
+        raise OSError(errno.EINVAL, "Invalid argument")
+
+    monkeypatch.setattr(os, "pwrite", refused)
+    fp = hnsw.save_beside(index, tmp_path / "saved.usearch")
+    assert hnsw.trusted(tmp_path / "saved.usearch", fp) and fp.count == len(index)
+    assert len(hnsw.unreachable(tmp_path / "saved.usearch"))  # saved as usearch left it
