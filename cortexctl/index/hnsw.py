@@ -671,7 +671,7 @@ def _nearest_of(index, keys, among):
 
     found = index.search(vectors(index, keys[among]), LINK_NEAREST, threads=os.cpu_count() or 1)
     got = np.asarray(found.keys, dtype=np.uint64).reshape(len(among), -1)
-    counts = np.asarray(found.counts).reshape(-1)
+    counts = np.asarray(getattr(found, "counts", [got.shape[1]])).reshape(-1)  # one query: its matches alone
     order = np.argsort(keys, kind="stable")
     at = np.minimum(np.searchsorted(keys[order], got), len(keys) - 1)
     slots = order[at].astype(np.int64)
