@@ -49,6 +49,9 @@ def main() -> int:
     ap.add_argument("--store", required=True, type=Path)
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
+    if not args.store.is_dir():
+        print(f"reach_bench: no store at {args.store}", file=sys.stderr)
+        return 1
     cx = Cortex(store=args.store, actor="bench")
     rec = vi.read_record(cx.store)
     if rec is None:
