@@ -208,3 +208,22 @@ def test_a_file_system_that_refuses_the_link_s_writes_still_gets_the_saved_graph
     fp = hnsw.save_beside(index, tmp_path / "saved.usearch")
     assert hnsw.trusted(tmp_path / "saved.usearch", fp) and fp.count == len(index)
     assert len(hnsw.unreachable(tmp_path / "saved.usearch"))  # saved as usearch left it
+
+
+def test_a_lone_cut_off_vector_is_linked_too(tmp_path):
+    """One vector cut off: usearch answers its search as one query, not as a batch."""
+    from usearch.index import Index
+
+    from cortexctl.embed import hashing
+
+    twins = _twins()
+    index = Index(ndim=twins.shape[1], metric=hnsw.METRIC, dtype=hnsw.DTYPE, connectivity=hnsw.CONNECTIVITY,
+                  expansion_add=hnsw.EXPANSION_ADD)
+    index.add(np.arange(len(twins), dtype=np.uint64), twins, threads=1)
+    index.remove(np.array([4], dtype=np.uint64))
+    added = np.stack([np.frombuffer(hashing.embed_one(f"walrus public {i}"), dtype="<f4") for i in range(4)])
+    index.add(np.arange(10_000, 10_004, dtype=np.uint64), added, threads=1)
+    index.save(str(tmp_path / "plain.usearch"))
+    assert len(hnsw.unreachable(tmp_path / "plain.usearch")) == 1
+    fp = hnsw.save_beside(index, tmp_path / "saved.usearch")
+    assert not len(hnsw.unreachable(tmp_path / "saved.usearch")) and hnsw.trusted(tmp_path / "saved.usearch", fp)
