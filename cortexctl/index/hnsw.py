@@ -231,7 +231,7 @@ def save_beside(index, tmp: Path) -> Fingerprint:
 # node's links made anew, and a vector linked to only from there (its near twin, say) is cut off;
 # a build's pruning of links can cut a vector off too. Measured: removing one vector of a 500-vector
 # graph of near twins and adding four cut 13 off; a build of 200,000 random vectors cut off 5.
-# ``_save`` links each such vector from one of its own neighbours (``link_cut_off``).
+# ``_save`` links each such vector from a node a search reaches (``link_cut_off``).
 
 
 def install(tmp: Path, path: Path, fp: Fingerprint) -> None:
@@ -683,19 +683,33 @@ def unreachable(path: Path):
     """The keys of the vectors a search of the saved file can never reach: not linked, at the graph's
     base, from any node a walk from its entry meets (a removed vector's node is walked through, as
     usearch's search does). An empty array when the file is not laid out as above."""
+    import numpy as np
+
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        graph = _graph_of(fd)
+    finally:
+        os.close(fd)
+    if graph is None:
+        return np.zeros(0, dtype=np.uint64)
+    keys = graph[4][~_walk(graph)[:-1]]
+    return keys[keys != FREE_KEY]
+
+
+def _graph_of(fd: int):
+    """``_base_graph`` of the open file, read through a mapping let go before it returns (what it
+    returns is copied out of it)."""
     import mmap
 
     import numpy as np
 
-    with open(path, "rb") as f:
-        if os.fstat(f.fileno()).st_size < 8:
-            return np.zeros(0, dtype=np.uint64)
-        mapped = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
-    graph = _base_graph(np.frombuffer(mapped, dtype=np.uint8))
-    if graph is None:
-        return np.zeros(0, dtype=np.uint64)
-    keys = graph[4][~_walk(graph)[:-1]]
-    return np.array(keys[keys != FREE_KEY], dtype=np.uint64)
+    if os.fstat(fd).st_size < 8:
+        return None
+    mapped = mmap.mmap(fd, 0, access=mmap.ACCESS_READ)
+    try:
+        return _base_graph(np.frombuffer(mapped, dtype=np.uint8))
+    finally:
+        mapped.close()
 
 
 def link_cut_off(path: Path, index) -> int:
@@ -704,19 +718,9 @@ def link_cut_off(path: Path, index) -> int:
     (``LINK_NEAREST``): the slot, then the list's new count, written into the file in place (a file
     cut short between the two still loads, the link not made). The number still cut off (no such
     node near it); 0 for a file not laid out as above."""
-    import mmap
-
-    import numpy as np
-
     fd = os.open(path, os.O_RDWR)
     try:
-        if os.fstat(fd).st_size < 8:
-            return 0
-        mapped = mmap.mmap(fd, 0, access=mmap.ACCESS_READ)
-        try:
-            graph = _base_graph(np.frombuffer(mapped, dtype=np.uint8))  # copies: nothing of the mapping kept
-        finally:
-            mapped.close()
+        graph = _graph_of(fd)
         return 0 if graph is None else _link(fd, graph, index)
     finally:
         os.close(fd)
