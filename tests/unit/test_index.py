@@ -640,14 +640,19 @@ def test_vectors_of_keys_the_index_file_lacks_are_none_not_a_crash():
         assert got.dtype == np.float32 and got.shape == (2, 4) and got[0, 2] == 1.0 and got[1, 0] == 1.0
 
 
-def test_a_view_for_searching_answers_as_one_that_takes_vectors_by_key_and_refuses_to_take_them(tmp_path):
+@pytest.mark.parametrize("scan_max", [0, 100_000], ids=["walked", "scanned"])
+def test_a_view_for_searching_answers_as_one_that_takes_vectors_by_key_and_refuses_to_take_them(
+        tmp_path, monkeypatch, scan_max):
     """A view opened for searching only (usearch builds no key-to-slot table) finds the same keys
     at the same distances as a view with the table, removed vectors included, holds the same count,
-    and ``vectors`` refuses it loudly rather than answering every key as missing."""
+    and ``vectors`` refuses it loudly rather than answering every key as missing; searched by a
+    walk of the graph or by comparing each vector."""
     import numpy as np
     from usearch.index import Index
 
     from cortexctl.index import hnsw
+
+    monkeypatch.setattr(hnsw, "SCAN_MAX", scan_max)
 
     rng = np.random.default_rng(3)
     x = rng.standard_normal((3000, 24)).astype(np.float32)

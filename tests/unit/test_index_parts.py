@@ -135,6 +135,23 @@ def test_a_find_answers_as_an_exact_search_for_every_viewer(split):
     assert set(seen.values()) == {"public"}
 
 
+def test_files_small_enough_to_compare_whole_answer_each_of_the_exact_ten(template, tmp_path):
+    """A store of one file of 5,104 memories of a few repeated words, where a walk of the graph at
+    512 misses one of the ten nearest for some of these queries: each of its files is at most
+    ``SCAN_MAX`` vectors, so each of the ten is as near as the exact tenth (up to f16 rounding)."""
+    path = tmp_path / "s"
+    shutil.copytree(template, path)
+    cx = Cortex(store=path, actor="alice")
+    assert len(_record(path).parts) == 1 and _record(path).parts[0].count == N <= hnsw.SCAN_MAX
+    for text in QUERIES:
+        q = np.frombuffer(cx.embedder.embed_bytes(text), dtype="<f4")
+        got = _nearest(cx, Filters(actor="alice"), text)
+        with cx.store.searching() as tx:
+            exact, _note = vi.nearest(tx, cx.store, cx.embedder.model, q, Filters(actor="alice"), 50, exact=True)
+        sim = dict(exact)
+        assert all(sim.get(i, -2.0) >= exact[9][1] - 1e-3 for i in got), (text, got, exact[:10])
+
+
 def test_a_viewer_reads_only_the_files_of_what_it_may_see(split):
     """A damaged file of alice's private memories: bob's find never opens it (no warning, the same
     answers), alice's says it and searches exactly, verify names the file."""
