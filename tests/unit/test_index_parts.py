@@ -1284,3 +1284,56 @@ def test_an_import_s_graphs_are_taken_only_while_every_vector_they_hold_is_still
     cx = Cortex(store=tmp_path / "s", actor="alice")
     cx.import_jsonl(iter([_as_written(i) for i in range(300)]), batch_size=50)
     assert taken == [not changed]
+
+
+def _cut_one_off(path, _index) -> int:
+    """In place of the link a save makes: the file as a save before saves linked could leave it,
+    one vector of the graph's base level (not its entry) unlinked from every list."""
+    import struct
+
+    raw = np.fromfile(path, dtype=np.uint8)
+    levels = hnsw._layout(raw)[4]
+    entry, lists, counts, links, keys = hnsw._base_graph(raw)
+    u = next(i for i in range(len(keys)) if not levels[i] and i != entry and keys[i] != hnsw.FREE_KEY)
+    fd = os.open(path, os.O_RDWR)
+    try:
+        for v in np.flatnonzero((links == u).any(axis=1)).tolist():
+            kept = [int(x) for x in links[v, : counts[v]] if x != u]
+            os.pwrite(fd, struct.pack(f"<{len(kept) + 1}I", len(kept), *kept), int(lists[v]))
+    finally:
+        os.close(fd)
+    return 0
+
+
+def test_a_file_saved_with_vectors_no_search_reaches_is_named_by_verify_and_linked_by_reindex(split, monkeypatch):
+    cx = Cortex(store=split, actor="alice")
+    rec = _record(split)
+    public = next(p for p in rec.parts if p.classes == ("public",))
+    entries = [p if p is not public else (p.classes, hnsw.open_mutable(vi.part_path(cx.store, p), vi.fingerprint_of(rec, p)))
+               for p in rec.parts]
+    link = hnsw.link_cut_off
+    monkeypatch.setattr(hnsw, "link_cut_off", _cut_one_off)  # the public file saved again, one vector cut off
+    with cx.store.exclusive():
+        vi._save_and_install(cx.store, entries, cx.embedder.model, rec.max_key, ())
+    monkeypatch.setattr(hnsw, "link_cut_off", link)
+    cut = _record(split)
+    saved = next(p for p in cut.parts if p.classes == ("public",))
+    lost = hnsw.unreachable(vi.part_path(cx.store, saved))
+    assert len(lost) >= 1 and hnsw.trusted(vi.part_path(cx.store, saved), vi.fingerprint_of(cut, saved))
+    problems = [p.message for p in cx.verify().problems]
+    assert problems == [f"index file {saved.file}: {len(lost)} vector(s) no search reaches, key {int(lost.min())} "
+                        "the first (cortexctl reindex links them)"], problems
+
+    got = cx.reindex()["index"]
+    assert got["action"] == "relink" and got["reason"].startswith(f"{len(lost)} vector(s)"), got
+    after = _record(split)
+    assert [p for p in after.parts if p.classes != ("public",)] == [p for p in cut.parts if p.classes != ("public",)]
+    relinked = next(p for p in after.parts if p.classes == ("public",))
+    assert not len(hnsw.unreachable(vi.part_path(cx.store, relinked)))
+    assert _file_keys(cx, relinked) == _class_keys(cx, "public")
+    index = hnsw.open_mutable(vi.part_path(cx.store, relinked), vi.fingerprint_of(after, relinked))
+    index.expansion_search = len(index)  # every node a walk reaches
+    for k in lost.tolist():
+        assert k in index.search(hnsw.vectors(index, [k])[0], 10).keys.tolist()
+    assert cx.reindex()["index"]["action"] == "none"  # linked once: nothing left to link
+    assert_store_verifies(split)
