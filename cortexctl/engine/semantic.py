@@ -117,8 +117,12 @@ def reindex(ctx: Context, *, rebuild: bool = False, progress=None, later: bool =
             if have is not None and have != dim:  # the endpoint now makes another length: start over
                 replaced = tx.drop_model(embedder.model)
     embedded = embed_pending(ctx, progress=(lambda d, t: progress("embed", d, t)) if progress else None)
-    with ctx.transaction() as tx:
-        dropped = tx.drop_other_models(embedder.model) + replaced
+    with ctx.storage.reading() as tx:
+        others = tx.other_models(embedder.model)
+    dropped = replaced
+    if others:  # no transaction when there is nothing to drop: a commit makes the search snapshot stale
+        with ctx.transaction() as tx:
+            dropped += tx.drop_other_models(embedder.model)
     done = ctx.storage.update_index(embedder.model, rebuild=rebuild, later=later,
                                     progress=(lambda d, t: progress("index", d, t)) if progress else None)
     return {"model": embedder.model, "dim": embedder.dim, "embedded": embedded, "dropped": dropped, "index": done}

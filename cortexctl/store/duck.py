@@ -183,6 +183,9 @@ class DuckTx(Lanes):
         self.wide = True
         return sq.drop_other_models(self.con, model)
 
+    def other_models(self, model: str) -> bool:
+        return sq.other_models(self.con, model)
+
     def maybe_pending(self, model: str) -> bool:
         return sq.maybe_pending(self.con, model)
 

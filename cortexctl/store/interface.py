@@ -351,6 +351,9 @@ class VectorSearch(Protocol):
     def drop_other_models(self, model: str) -> int:
         """Take every vector not made by ``model`` out of service; returns how many."""
 
+    def other_models(self, model: str) -> bool:
+        """Whether any vector in service was made by a model other than ``model``."""
+
     def maybe_pending(self, model: str) -> bool:
         """A cheap sign that some memory may wait for a vector from ``model``."""
 

@@ -197,6 +197,11 @@ def drop_other_models(con, model: str) -> int:
     return _drop(con, "model <> ?", [model])
 
 
+def other_models(con, model: str) -> bool:
+    """Whether any stored vector was made by a model other than ``model``."""
+    return bool(con.execute("SELECT EXISTS (SELECT 1 FROM vectors WHERE model <> ?)", [model]).fetchall()[0][0])
+
+
 def vector_models(con, *, limit: int | None = None) -> list[str]:
     """The models the stored vectors were made by (at most ``limit`` of them)."""
     sql = "SELECT DISTINCT model FROM vectors ORDER BY model" + (f" LIMIT {int(limit)}" if limit else "")

@@ -133,9 +133,16 @@ def test_dropping_a_model_or_every_other_model_counts_what_it_dropped(storage):
         tx.insert_vectors([ident(1), ident(2)], [1, 1], "m", unit_rows(2))
         tx.insert_vectors([ident(1)], [1], "n", unit_rows(1))
         tx.insert_vectors([ident(1)], [1], "o", unit_rows(1))
+    with storage.reading() as tx:
+        assert tx.other_models("m") and tx.other_models("n") and tx.other_models("z")
+    with storage.transaction() as tx:
         assert tx.drop_other_models("m") == 2
+    with storage.reading() as tx:
+        assert not tx.other_models("m") and tx.other_models("n")
+    with storage.transaction() as tx:
         assert tx.drop_model("m") == 2
     with storage.reading() as tx:
+        assert not tx.other_models("m") and not tx.other_models("n")
         assert {m: tx.count_pending(m) for m in "mno"} == {"m": 2, "n": 2, "o": 2}
         assert nearest(storage, unit_rows(1)[0], "m")[0] == []
 

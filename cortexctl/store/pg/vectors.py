@@ -246,6 +246,11 @@ class VectorReads:
         _drop_indexes(self._con, self.store.address, "model <> %s", [model])
         return self._con.execute("DELETE FROM vectors WHERE model <> %s", [model]).rowcount
 
+    def other_models(self, model: str) -> bool:
+        """Two probes of the (model, key) index."""
+        return bool(self._rows("SELECT EXISTS (SELECT 1 FROM vectors WHERE model < %s)"
+                               " OR EXISTS (SELECT 1 FROM vectors WHERE model > %s)", [model, model])[0][0])
+
     # -- pending ------------------------------------------------------------------------------
     def maybe_pending(self, model: str) -> bool:
         """Another model's vectors (two probes of the (model, key) index), or fewer vectors than heads:

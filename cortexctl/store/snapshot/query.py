@@ -1025,7 +1025,7 @@ FROM_DUCKDB = (
     "stored_hashes", "versions", "current_versions", "current_data", "iter_visible", "bump", "next_seq",
     "append_journal", "live_versions", "sessions",
     # LexicalSearch, VectorSearch
-    "add_terms", "replace_terms", "insert_vectors", "drop_vectors", "drop_model", "drop_other_models",
+    "add_terms", "replace_terms", "insert_vectors", "drop_vectors", "drop_model", "drop_other_models", "other_models",
     "maybe_pending", "count_pending", "pending", "text_twins", "stored_vectors",
     # Feedback, Grants
     "set_weights", "all_weights", "take_token", "put_checkpoint", "checkpoint", "all_checkpoints", "grants_of",
