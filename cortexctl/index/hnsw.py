@@ -746,6 +746,7 @@ def _link(fd: int, graph, index) -> int:
         return 0
     near = dict(zip(cut.tolist(), _nearest_of(index, keys, cut)))
     left = cut.tolist()
+    linked: list[int] = []  # the cut-off vectors linked so far, the last linked last
     while left:  # a vector whose nearest are all cut off too waits for them to be linked
         waiting = []
         for u in left:
@@ -753,6 +754,10 @@ def _link(fd: int, graph, index) -> int:
                 continue
             them = near[u][near[u] < len(keys)]
             them = them[(them != u) & seen[them] & (counts[them] < base) & (keys[them] != FREE_KEY)]
+            if not len(them):  # its nearest lists all full (many vectors alike): one linked just now as near,
+                them = _alike(index, keys, u, linked, counts, base, near[u])  # else the first with room past them
+                if not len(them):
+                    them = _roomy(links, counts, seen, keys, near[u])
             if not len(them):
                 waiting.append(u)
                 continue
@@ -762,11 +767,58 @@ def _link(fd: int, graph, index) -> int:
             counts[v] += 1
             os.pwrite(fd, int(counts[v]).to_bytes(4, "little"), int(lists[v]))
             seen[u] = True
+            linked.append(u)
             _reached(links, seen, np.array([u]))
         if len(waiting) == len(left):
             break
         left = waiting
     return int((~seen[cut]).sum())
+
+
+def _alike(index, keys, u: int, linked: list, counts, base: int, near):
+    """The cut-off vector linked last that has room in its list, when it is at least as near ``u``
+    as the farthest of ``u``'s ``near``est (thousands of vectors alike: they hold one another);
+    none otherwise."""
+    import numpy as np
+
+    while linked and counts[linked[-1]] >= base:
+        linked.pop()
+    near = near[near < len(keys)]
+    if not linked or not len(near):
+        return near[:0]
+    v = linked[-1]
+    rows = vectors(index, [keys[u], keys[v], keys[near[-1]]]).astype(np.float64)
+    rows /= np.maximum(np.linalg.norm(rows, axis=1, keepdims=True), 1e-30)
+    return np.array([v]) if rows[0] @ rows[1] >= rows[0] @ rows[2] else near[:0]
+
+
+LINK_SPREAD = 1 << 16  # nodes met past a cut-off vector's nearest before it is left cut off
+
+
+def _roomy(links, counts, seen, keys, start):
+    """A node a walk reaches, with room in its list, met first going out from the nodes ``start``
+    along their links (the nearest a search found for a cut-off vector, all full: thousands of
+    vectors alike leave every list among them full), at most ``LINK_SPREAD`` nodes out; none when
+    there is no such node that near."""
+    import numpy as np
+
+    size, base = len(keys), links.shape[1]
+    front = start[start < size]
+    front = front[seen[front]]
+    met = np.zeros(size + 1, dtype=bool)
+    met[size] = True
+    met[front] = True
+    spread = len(front)
+    while len(front) and spread < LINK_SPREAD:
+        front = links[front].ravel()
+        front = np.unique(front[~met[front]])
+        met[front] = True
+        front = front[seen[front]]
+        roomy = front[(counts[front] < base) & (keys[front] != FREE_KEY)]
+        if len(roomy):
+            return roomy[:1]
+        spread += len(front)
+    return front[:0]
 
 
 _SLOT_ROWS = "index_slot_rows"

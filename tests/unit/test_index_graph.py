@@ -227,3 +227,19 @@ def test_a_lone_cut_off_vector_is_linked_too(tmp_path):
     assert len(hnsw.unreachable(tmp_path / "plain.usearch")) == 1
     fp = hnsw.save_beside(index, tmp_path / "saved.usearch")
     assert not len(hnsw.unreachable(tmp_path / "saved.usearch")) and hnsw.trusted(tmp_path / "saved.usearch", fp)
+
+
+def test_a_save_of_thousands_of_vectors_alike_leaves_none_cut_off(tmp_path):
+    """3,000 memories of one text: the nearest lists of a cut-off one are all full, and so are
+    those of the others' nearest: each is linked from one of them linked before, or the first node
+    with room past them."""
+    from cortexctl.embed import hashing
+
+    x = np.vstack([np.repeat(hashing.embed(["the build is green"]), 3000, axis=0),
+                   hashing.embed([f"note {i} other words" for i in range(300)])])
+    index = hnsw.new(x.shape[1], len(x))
+    hnsw.add(index, np.arange(len(x), dtype=np.uint64), x)
+    index.save(str(tmp_path / "plain.usearch"))
+    assert len(hnsw.unreachable(tmp_path / "plain.usearch")) > 1000  # what a save cut off before linking
+    fp = hnsw.save_beside(index, tmp_path / "saved.usearch")
+    assert not len(hnsw.unreachable(tmp_path / "saved.usearch")) and hnsw.trusted(tmp_path / "saved.usearch", fp)

@@ -1305,18 +1305,24 @@ def _cut_one_off(path, _index) -> int:
     return 0
 
 
-def test_a_file_saved_with_vectors_no_search_reaches_is_named_by_verify_and_linked_by_reindex(split, monkeypatch):
-    cx = Cortex(store=split, actor="alice")
-    rec = _record(split)
+def _forge_cut_off(cx, monkeypatch):
+    """The public file saved again with one vector cut off: (the record before, the record after)."""
+    rec = _record(cx.store.path)
     public = next(p for p in rec.parts if p.classes == ("public",))
     entries = [p if p is not public else (p.classes, hnsw.open_mutable(vi.part_path(cx.store, p), vi.fingerprint_of(rec, p)))
                for p in rec.parts]
     link = hnsw.link_cut_off
-    monkeypatch.setattr(hnsw, "link_cut_off", _cut_one_off)  # the public file saved again, one vector cut off
+    monkeypatch.setattr(hnsw, "link_cut_off", _cut_one_off)
     with cx.store.exclusive():
         vi._save_and_install(cx.store, entries, cx.embedder.model, rec.max_key, ())
     monkeypatch.setattr(hnsw, "link_cut_off", link)
-    cut = _record(split)
+    return rec, _record(cx.store.path)
+
+
+def test_a_file_saved_with_vectors_no_search_reaches_is_named_by_verify_and_linked_by_reindex(split, monkeypatch):
+    monkeypatch.setattr(hnsw, "SCAN_MAX", 0)  # every file walked (a file compared whole misses nothing: not checked)
+    cx = Cortex(store=split, actor="alice")
+    _before, cut = _forge_cut_off(cx, monkeypatch)
     saved = next(p for p in cut.parts if p.classes == ("public",))
     lost = hnsw.unreachable(vi.part_path(cx.store, saved))
     assert len(lost) >= 1 and hnsw.trusted(vi.part_path(cx.store, saved), vi.fingerprint_of(cut, saved))
@@ -1337,3 +1343,48 @@ def test_a_file_saved_with_vectors_no_search_reaches_is_named_by_verify_and_link
         assert k in index.search(hnsw.vectors(index, [k])[0], 10).keys.tolist()
     assert cx.reindex()["index"]["action"] == "none"  # linked once: nothing left to link
     assert_store_verifies(split)
+
+
+def test_a_file_compared_whole_is_neither_named_nor_saved_again_for_vectors_no_walk_reaches(split, monkeypatch):
+    cx = Cortex(store=split, actor="alice")
+    _before, cut = _forge_cut_off(cx, monkeypatch)
+    saved = next(p for p in cut.parts if p.classes == ("public",))
+    assert len(hnsw.unreachable(vi.part_path(cx.store, saved))) and saved.count <= hnsw.SCAN_MAX
+    assert cx.verify().ok and cx.reindex()["index"]["action"] == "none" and _record(split) == cut
+
+
+def test_a_save_that_links_none_of_them_puts_nothing_in_place(split, monkeypatch):
+    monkeypatch.setattr(hnsw, "SCAN_MAX", 0)
+    cx = Cortex(store=split, actor="alice")
+    _before, cut = _forge_cut_off(cx, monkeypatch)
+    monkeypatch.setattr(hnsw, "link_cut_off", lambda path, index: 0)  # a save that links nothing
+    got = cx.reindex()["index"]
+    assert got["action"] == "none" and _record(split) == cut, got
+    assert not [p for p in split.iterdir() if p.name.endswith(".tmp")]
+
+
+def test_verify_meets_files_a_fold_put_in_place_while_it_walked_them(split, monkeypatch):
+    """A background fold installs files without the reader's DuckDB connection: the file the record
+    verify read named is gone by the time it is walked. Verify reads the new record instead."""
+    monkeypatch.setattr(hnsw, "SCAN_MAX", 0)
+    alice = Cortex(store=split, actor="alice")
+    real = vi._misfiled
+    fired = []
+
+    def misfiled(tx, store, rec, model):
+        got = real(tx, store, rec, model)
+        if not fired:
+            fired.append(1)
+            other = Cortex(store=split, actor="alice").store
+            now = vi.read_record(other)
+            entries = [p if p.classes != ("public",) else
+                       (p.classes, hnsw.open_mutable(vi.part_path(other, p), vi.fingerprint_of(now, p)))
+                       for p in now.parts]
+            with other.exclusive():
+                vi._save_and_install(other, entries, now.model, now.max_key, ())
+        return got
+
+    monkeypatch.setattr(vi, "_misfiled", misfiled)
+    with alice.store.reading() as tx:
+        problems = vi.verify_index(tx, alice.store, alice.embedder.model)
+    assert fired and problems == [], problems
