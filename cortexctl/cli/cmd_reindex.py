@@ -39,10 +39,6 @@ the rest in one more), so that a find views only the files of what its viewer ma
 see, and no file of more than 200,000 vectors (a bigger class in several, by the
 order its memories were written), each with the graph its size wants; a fold
 keeps the files a rebuild made, and starts another once a class's file is full.
-An index otherwise up to date whose files of more than 16,384 vectors hold
-vectors no search reaches (files saved before saves linked them; verify names
-them) has those files saved again with them linked (index action relink), put
-in place only when the save linked some.
 A configured endpoint is probed first.""",
         examples=(
             "cortexctl reindex",

@@ -31,10 +31,7 @@ COMMANDS = [
         flags={"jobs": ("--jobs", "-j")}, envs={"jobs": "CORTEXCTL_VERIFY_JOBS"},
         notes="""Recomputes every version hash, checks every head against its latest version,
 the frame index against the heads, and the journal for gaps; replays the
-journal and compares every memory, the lexical postings and the vectors;
-checks the index files whole (their checksums, which classes each holds, every
-vector in one file) and walks the graph of each file of more than 16,384
-vectors for vectors no search reaches (reindex links them).
+journal and compares every memory, the lexical postings and the vectors.
 Reports every problem and exits 7 if there is one. On a large store the
 per-memory checks are split by memory ID across --jobs worker processes (like
 make -j; default: the setting verify.jobs, else one per CPU); the report is

@@ -603,8 +603,7 @@ class Storage(Protocol):
     def update_index(self, model: str, *, rebuild: bool = False, progress: Callable[[int, int], None] | None = None,
                      loader: Any = None, wait: float | None = None, later: bool = False) -> dict:
         """Bring the search structures for ``model``'s vectors up to date (from scratch with
-        ``rebuild``): {"action": "fold", "rebuild", "relink" (files a search could not walk all
-        of saved again, linked) or "none", "vectors": n, ...}. ``loader``:
+        ``rebuild``): {"action": "fold", "rebuild" or "none", "vectors": n, ...}. ``loader``:
         an ``index_loader`` an import filled. ``wait``: seconds to wait for other writers.
         ``later`` (with ``rebuild``): the backend may leave the index to a background build
         (of a store ``restore_bundle`` is making: once it is in place, its other read caches

@@ -764,11 +764,7 @@ def _fold(store: DuckStorage, model: str, *, rebuild: bool, progress, built: Ind
                         skip = built.keys()
                 if entries is None and not rebuild and trusted is not None:
                     if rec.max_key == max_key and not tx.dropped_keys(model):
-                        linked = _relink(store, rec, model, max_key, cleared)
-                        if not linked:
-                            return {"action": "none", "vectors": rec.count, "reason": "up to date"}
-                        return {"action": "relink", "vectors": rec.count, "added": 0,
-                                "reason": f"{linked} vector(s) no search reached linked into the graph"}
+                        return {"action": "none", "vectors": rec.count, "reason": "up to date"}
                     read: list[int] = []
 
                     def tail():  # batch by batch: a tail of a million vectors is not held at once
@@ -848,53 +844,6 @@ def _fold(store: DuckStorage, model: str, *, rebuild: bool, progress, built: Ind
             built.close()  # the graphs it saved are in place, or not wanted
     # "delta" in reindex's output: the unindexed vectors were folded in
     return {"action": action, "vectors": vectors, "added": done, "reason": why if action == "rebuild" else "delta"}
-
-
-def _walked(store, rec: IndexRecord) -> list:
-    """(part, keys of its vectors no search reaches) for each file a find walks (more than
-    ``hnsw.SCAN_MAX`` vectors: a smaller one is compared whole, and misses none) that holds some.
-    A walk of each file's graph: about 0.15 s for a file of 200,000 vectors. A file gone or
-    replaced meanwhile is skipped."""
-    from cortexctl.index import hnsw
-
-    out = []
-    for part in rec.parts:
-        if part.count <= hnsw.SCAN_MAX:
-            continue
-        try:
-            keys = hnsw.unreachable(part_path(store, part))
-        except OSError:
-            continue
-        if len(keys):
-            out.append((part, keys))
-    return out
-
-
-def _relink(store: DuckStorage, rec: IndexRecord, model: str, max_key: int, cleared) -> int:
-    """Save again each file holding vectors no search reaches (``_walked``: a file saved before
-    saves linked them), which links them (``hnsw.link_cut_off``), and put the files in place when
-    fewer are cut off than before; how many were linked (0: nothing was put in place)."""
-    from cortexctl.index import hnsw
-
-    walked = {part.file: len(keys) for part, keys in _walked(store, rec)}
-    if not walked:
-        return 0
-    entries: list = []
-    for part in rec.parts:
-        index = hnsw.open_mutable(part_path(store, part), fingerprint_of(rec, part)) if part.file in walked else None
-        if part.file in walked and index is None:
-            return 0  # not loadable: verify names it
-        entries.append(part if index is None else (part.classes, index))
-    parts, files = save_parts(store.path, entries)
-    try:
-        left = sum(len(hnsw.unreachable(files[p.file][0])) for p in parts if p.file in files)
-        before = sum(walked.values())
-        if left < before:
-            install_parts(store, IndexRecord.of_parts(model, max_key, parts, cleared), files)
-    finally:
-        for tmp, _fp in files.values():
-            tmp.unlink(missing_ok=True)
-    return max(before - left, 0)
 
 
 def whole(dim: int, names: list, keys, codes) -> tuple[list, tuple]:
@@ -1544,21 +1493,11 @@ def verify_index(tx, store, model: str) -> list[str]:
             return out
         bad = [p for p in rec.parts if not hnsw.whole_ok(part_path(store, p), fingerprint_of(rec, p))]
         if not bad:
-            found = _misfiled(tx, store, rec, model) + _cut_off(store, rec)
-            if read_record(store) == rec:
-                return found
-            continue  # a fold put new files in place while they were read: check those
+            return _misfiled(tx, store, rec, model)
         if read_record(store) == rec and not _just_installed(index_path(store)):
             break  # a file its record describes is not whole
         # a fold put new files (and their record) in place while they were read: check those
     return [f"index file {p.file}: its checksum does not match (damaged; cortexctl reindex rebuilds it)" for p in bad]
-
-
-def _cut_off(store, rec: IndexRecord) -> list[str]:
-    """Files a find walks whose graphs hold vectors no search reaches (their memories are never
-    found through the index): saved before saves linked such vectors."""
-    return [f"index file {part.file}: {len(keys)} vector(s) no search reaches, key {int(keys.min())} the first "
-            "(cortexctl reindex links them)" for part, keys in _walked(store, rec)]
 
 
 def _misfiled(tx, store, rec: IndexRecord, model: str) -> list[str]:
