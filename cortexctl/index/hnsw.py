@@ -626,17 +626,18 @@ def _slot_layout(raw, expected: Fingerprint):
 
 
 def _base_graph(raw):
-    """The graph's base level from a file's bytes: (entry, each node's list offset, each node's
-    neighbour count, its neighbours (u32 slots, the node count where a list has no more), its key),
-    or None when the file is empty or not laid out as above."""
+    """The graph's base level from a file's bytes: (the nodes a search may come down to it at, each
+    node's list offset, each node's neighbour count, its neighbours (u32 slots, the node count where
+    a list has no more), its key), or None when the file is empty or not laid out as above."""
     import numpy as np
 
     got = _layout(raw)
     if got is None or not got[3][0]:
         return None
-    _rows, _dim, _head, (size, _c, base, _top, entry), _levels, starts, _scalar = got
+    _rows, _dim, _head, (size, connectivity, base, top, entry), levels, starts, _scalar = got
     total = len(raw)
     at_u32 = np.ndarray((total - 3,), dtype="<u4", buffer=raw, strides=(1,))
+    entry = _upper(at_u32, size, connectivity, base, top, entry, levels, starts)
     lists = starts + _NODE_HEAD  # a u32 count, then ``base`` u32 slots
     counts = np.minimum(at_u32[lists], base)
     links = np.empty((size, base), dtype=np.uint32)
@@ -646,6 +647,36 @@ def _base_graph(raw):
     links[links > size] = size
     keys = np.ndarray((total - 7,), dtype="<u8", buffer=raw, strides=(1,))[starts]
     return entry, lists, counts, links, keys
+
+
+def _upper(at_u32, size: int, connectivity: int, base: int, top: int, entry: int, levels, starts):
+    """The nodes a search may meet coming down the levels above the base from the entry: each
+    level walked along its own lists from every node met above it (a node of a level is in every
+    level below). A search lands on the base level at one of them."""
+    import numpy as np
+
+    met = np.zeros(size + 1, dtype=bool)
+    met[size] = met[entry] = True
+    upper = np.flatnonzero(levels > 0)
+    row = np.full(size + 1, -1, dtype=np.int64)
+    for level in range(top, 0, -1):
+        at = upper[levels[upper] >= level]
+        if not len(at):
+            continue
+        lists = starts[at] + _NODE_HEAD + 4 + 4 * base + (level - 1) * (4 + 4 * connectivity)
+        counts = np.minimum(at_u32[lists], connectivity)
+        links = at_u32[(lists + 4)[:, None] + 4 * np.arange(connectivity)].astype(np.int64)
+        links[np.arange(connectivity) >= counts[:, None]] = size
+        links[(links > size) | (links < 0)] = size
+        row[:] = -1
+        row[at] = np.arange(len(at))
+        front = np.flatnonzero(met[:size] & (row[:size] >= 0))
+        while len(front):
+            got = links[row[front]].ravel()
+            got = np.unique(got[~met[got]])
+            met[got] = True
+            front = got[row[got] >= 0]
+    return np.flatnonzero(met[:size])
 
 
 def _reached(links, seen, front) -> None:
@@ -660,12 +691,13 @@ def _reached(links, seen, front) -> None:
 
 
 def _walk(graph):
+    landings, _lists, _counts, links, _keys = graph
     import numpy as np
 
-    entry, _lists, _counts, links, _keys = graph
     seen = np.zeros(len(links) + 1, dtype=bool)
-    seen[-1] = seen[entry] = True
-    _reached(links, seen, np.array([entry]))
+    seen[-1] = True
+    seen[landings] = True
+    _reached(links, seen, landings)
     return seen
 
 
@@ -690,8 +722,9 @@ def _nearest_of(index, keys, among):
 
 def unreachable(path: Path):
     """The keys of the vectors a search of the saved file can never reach: not linked, at the graph's
-    base, from any node a walk from its entry meets (a removed vector's node is walked through, as
-    usearch's search does). An empty array when the file is not laid out as above."""
+    base, from any node a walk from where a search may come down to it meets (the entry and every
+    node a walk of the levels above meets: ``_upper``; a removed vector's node is walked through,
+    as usearch's search does). An empty array when the file is not laid out as above."""
     import numpy as np
 
     fd = os.open(path, os.O_RDONLY)

@@ -243,3 +243,36 @@ def test_a_save_of_thousands_of_vectors_alike_leaves_none_cut_off(tmp_path):
     assert len(hnsw.unreachable(tmp_path / "plain.usearch")) > 1000  # what a save cut off before linking
     fp = hnsw.save_beside(index, tmp_path / "saved.usearch")
     assert not len(hnsw.unreachable(tmp_path / "saved.usearch")) and hnsw.trusted(tmp_path / "saved.usearch", fp)
+
+
+def _clusters(ncl=50, per=1000, dim=64, seed=3):
+    """``ncl`` texts each stored ``per`` times (identical vectors), shuffled; built single-threaded
+    so that the graph is the same every run."""
+    rng = np.random.default_rng(seed)
+    centres = rng.standard_normal((ncl, dim)).astype(np.float32)
+    lab = rng.permutation(np.repeat(np.arange(ncl), per))
+    index = hnsw.new(dim, len(lab))
+    index.add(np.arange(len(lab), dtype=np.uint64), centres[lab], threads=1)
+    return index, centres, lab
+
+
+def test_a_save_of_many_texts_each_repeated_leaves_none_cut_off(tmp_path):
+    """50 texts of 1,000 memories each: every one of a vector's nearest is its twin, reached by a
+    search only through the levels above the base."""
+    index, _c, _lab = _clusters()
+    hnsw.save_beside(index, tmp_path / "saved.usearch")
+    assert len(hnsw.unreachable(tmp_path / "saved.usearch")) == 0
+
+
+def test_no_vector_a_search_returns_is_called_cut_off(tmp_path):
+    """A search comes down through the levels above the base and lands in parts of the base level
+    that no walk of the base from the entry meets: the walk starts from every node it may land on."""
+    from usearch.index import Index
+
+    index, centres, _lab = _clusters()
+    index.save(str(tmp_path / "plain.usearch"))
+    cut = hnsw.unreachable(tmp_path / "plain.usearch")
+    view = Index.restore(str(tmp_path / "plain.usearch"), view=True)
+    view.expansion_search = 512
+    found = np.asarray(view.search(centres, 10).keys).ravel()
+    assert not np.isin(found, cut).any(), f"{int(np.isin(found, cut).sum())} of {found.size} returned keys called unreachable"
