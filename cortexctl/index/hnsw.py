@@ -637,7 +637,7 @@ def _base_graph(raw):
     _rows, _dim, _head, (size, connectivity, base, top, entry), levels, starts, _scalar = got
     total = len(raw)
     at_u32 = np.ndarray((total - 3,), dtype="<u4", buffer=raw, strides=(1,))
-    entry = _upper(at_u32, size, connectivity, base, top, entry, levels, starts)
+    landings = _upper(at_u32, size, connectivity, base, top, entry, levels, starts)
     lists = starts + _NODE_HEAD  # a u32 count, then ``base`` u32 slots
     counts = np.minimum(at_u32[lists], base)
     links = np.empty((size, base), dtype=np.uint32)
@@ -646,7 +646,7 @@ def _base_graph(raw):
     links[np.arange(base) >= counts[:, None]] = size
     links[links > size] = size
     keys = np.ndarray((total - 7,), dtype="<u8", buffer=raw, strides=(1,))[starts]
-    return entry, lists, counts, links, keys
+    return landings, lists, counts, links, keys
 
 
 def _upper(at_u32, size: int, connectivity: int, base: int, top: int, entry: int, levels, starts):
@@ -691,9 +691,9 @@ def _reached(links, seen, front) -> None:
 
 
 def _walk(graph):
-    landings, _lists, _counts, links, _keys = graph
     import numpy as np
 
+    landings, _lists, _counts, links, _keys = graph
     seen = np.zeros(len(links) + 1, dtype=bool)
     seen[-1] = True
     seen[landings] = True
@@ -771,7 +771,7 @@ def link_cut_off(path: Path, index) -> int:
 def _link(fd: int, graph, index) -> int:
     import numpy as np
 
-    _entry, lists, counts, links, keys = graph
+    _landings, lists, counts, links, keys = graph
     base = links.shape[1]
     seen = _walk(graph)
     cut = np.flatnonzero(~seen[:-1] & (keys != FREE_KEY))

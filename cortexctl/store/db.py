@@ -534,10 +534,12 @@ class DuckStorage:
                 os.umask(old_umask)
 
     def refresh_snapshot(self) -> dict:
-        """Rebuild the search snapshot when it is not current, under the writer lock."""
+        """Rebuild the search snapshot when it is not current or is damaged, under the writer lock."""
         from cortexctl.store import snapshot
 
         with self._private_turn():
+            if snapshot.check_whole(self.path) is not None:  # every block read: a damaged one is built again
+                snapshot.remove(self.path)
             return snapshot.build(self)
 
     def snapshot_state(self) -> str:

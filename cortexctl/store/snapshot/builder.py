@@ -10,9 +10,9 @@ from typing import Any
 from cortexctl.memory import codec, forms
 from cortexctl.memory.types import TYPE_NAMES
 from cortexctl.store.search import VECTOR_DTYPE, VECTOR_WIDTH
-from cortexctl.store.snapshot.format import (BUILD_BATCH, DELTA_NAME, SNAPSHOT_NAME, SnapshotUnusable, _clear_temps,
-                                             _header_of, _map, _schema_version, _stamp_ok, _unlink, _us, db_identity,
-                                             mark_clean, mark_dirty, pack_data, read_gen, write)
+from cortexctl.store.snapshot.format import (BUILD_BATCH, DELTA_NAME, SNAPSHOT_NAME, _clear_temps, _header_of,
+                                             _schema_version, _stamp_ok, _unlink, _us, db_identity, mark_clean,
+                                             mark_dirty, pack_data, read_gen, write)
 
 def _codes(values: list, table: dict) -> list[int]:
     out = []
@@ -480,20 +480,6 @@ def _grants_extra(con) -> list[list]:
 
 
 
-def _sound(path, header: dict, start: int) -> bool:
-    """Every block of a current snapshot file as its CRC says (a damaged one is built again)."""
-    snap = _map(path, header, start, use_stamp=False)
-    if snap is None:
-        return False
-    try:
-        snap._check(0, int(header["data_bytes"]))
-        return True
-    except (SnapshotUnusable, OSError):
-        return False
-    finally:
-        snap.close()
-
-
 def build(store) -> dict:
     """Rebuild the snapshot of ``store`` (a ``db.DuckStorage``); the caller holds the writer lock and no
     connection. Returns {"action": "build"|"none", "memories": n}."""
@@ -507,7 +493,7 @@ def build(store) -> dict:
         mark_clean(path, token, counter)
         gen = (token, counter, True)
     current = _header_of(path / SNAPSHOT_NAME)
-    if current is not None and _stamp_ok(path, current[0]) and _sound(path / SNAPSHOT_NAME, *current):
+    if current is not None and _stamp_ok(path, current[0]):
         return {"action": "none", "memories": int(current[0]["arrays"]["head_id"]["shape"][0])}
     from cortexctl.store import scratch
 
